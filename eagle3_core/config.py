@@ -1,0 +1,70 @@
+"""The pipeline config: one typed tree, the parameter of the Prefect pipeline flow.
+
+Each stage's config lives beside its code and composes here. Recipes under ``configs/``
+are YAML files of this model; the CLI and the Prefect UI validate through it the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import Field, ValidationError
+
+from eagle3_core.base import StrictModel
+from eagle3_core.errors import ConfigError
+from eagle3_core.evaluate.config import EvaluateConfig
+from eagle3_core.extract.config import ExtractConfig
+from eagle3_core.generate.config import GenerateConfig
+from eagle3_core.layout import RunLayout
+from eagle3_core.reconstruct.config import ReconstructConfig
+from eagle3_core.serve.config import ServeConfig
+from eagle3_core.target import TargetConfig
+from eagle3_core.toy.config import ToyTargetConfig
+from eagle3_core.train.config import TrainConfig
+from eagle3_core.vocab.config import VocabConfig
+
+StageName = Literal["generate", "reconstruct", "vocab", "extract", "train", "evaluate"]
+ALL_STAGES: list[StageName] = ["generate", "reconstruct", "vocab", "extract", "train", "evaluate"]
+
+
+class PipelineConfig(StrictModel):
+    """Everything one run needs, from prompts to an evaluated drafter."""
+
+    out: str = Field("runs/default", description="Run directory; each stage writes its own folder under it.")
+    stages: list[StageName] = Field(default_factory=lambda: list(ALL_STAGES), description="Stages to run, in DAG order.")
+    target: TargetConfig = Field(default_factory=TargetConfig, description="The target model.")
+    toy: ToyTargetConfig | None = Field(None, description="Build (or load cached) the toy target and use it as target.path.")
+    serve: ServeConfig | None = Field(None, description="Start vLLM locally for the target (generation) and for evaluation; None = use generate.base_urls.")
+    generate: GenerateConfig = Field(default_factory=GenerateConfig)
+    reconstruct: ReconstructConfig = Field(default_factory=ReconstructConfig)
+    vocab: VocabConfig = Field(default_factory=VocabConfig)
+    extract: ExtractConfig = Field(default_factory=ExtractConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
+
+    @property
+    def layout(self) -> RunLayout:
+        return RunLayout(root=Path(self.out))
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> "PipelineConfig":
+        """Load a recipe; errors name the dotted field and the file."""
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError(f"config file not found: {path}", fix="pass a recipe such as configs/toy.yaml")
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(format_validation_error(exc), path=str(path)) from None
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line per problem, each naming the dotted field."""
+    lines = ["invalid config:"]
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err["loc"])
+        lines.append(f"  {field}: {err['msg']}")
+    return "\n".join(lines)

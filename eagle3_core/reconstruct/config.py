@@ -1,0 +1,19 @@
+"""Configuration of the reconstruct stage."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from eagle3_core.base import StrictModel
+
+
+class ReconstructConfig(StrictModel):
+    """Rebuild the exact token sequence the target produced, with a loss mask."""
+
+    max_length: int = Field(4096, ge=8, description="Longest sequence kept, in tokens.")
+    overlong: Literal["truncate", "drop"] = Field("truncate", description="What to do with longer samples; counted either way.")
+    prefer: Literal["server", "text"] = Field("server", description="Train on the server's completion token ids when present (the truth), or on the re-tokenized text.")
+    workers: int = Field(1, ge=1, description="Worker processes for tokenization.")
+    shard_rows: int = Field(2000, ge=1, description="Samples per output shard.")

@@ -1,0 +1,20 @@
+"""Configuration of a local vLLM server (`eagle3 serve`, the demo, evaluation)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from eagle3_core.base import StrictModel
+
+
+class ServeConfig(StrictModel):
+    """Start vLLM on loopback for a local model."""
+
+    python: str | None = Field(None, description="Python of the environment that has vLLM; None = $EAGLE3_VLLM_PYTHON, then .venv-vllm/bin/python, then this Python.")
+    host: str = Field("127.0.0.1", description="Bind address (loopback by default).")
+    port: int | None = Field(None, ge=1, le=65535, description="Port; None = a free one.")
+    max_model_len: int = Field(2048, ge=16, description="vLLM --max-model-len.")
+    dtype: str = Field("bfloat16", description="vLLM --dtype.")
+    kv_cache_bytes: int = Field(64 * 1024 * 1024, ge=1, description="KV-cache size on CPU (vLLM refuses to start without one there).")
+    startup_timeout: float = Field(300.0, gt=0, description="Seconds to wait for /health.")
+    extra_args: list[str] = Field(default_factory=list, description="More vLLM arguments, passed through.")

@@ -1,0 +1,54 @@
+"""The target model: where it lives and the token facts of its chat family.
+
+Token ids such as Kimi-K2.5's ``<think>`` = 163606 live here (in the recipe under ``configs/``),
+never in code paths; stages check them against the tokenizer before they trust them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from eagle3_core.base import StrictModel
+
+ChatFamily = Literal["kimi_k2_5", "qwen3", "deepseek_r1", "llama3"]
+
+
+class TargetConfig(StrictModel):
+    """A target model and the layout of its chat turns."""
+
+    path: str | None = Field(None, description="Local Hugging Face directory (tokenizer, config, weights). Filled in by the toy builder when `toy` is set.")
+    family: ChatFamily = Field("kimi_k2_5", description="Chat layout family: how turns, think tokens and end-of-turn are laid out.")
+    trust_remote_code: bool = Field(False, description="Let transformers run the tokenizer's/model's own code (Kimi's tokenizer needs it). Off unless you trust the files.")
+    think_open: str | None = Field("<think>", description="Think-open token text; None for a non-reasoning model.")
+    think_close: str | None = Field("</think>", description="Think-close token text; None for a non-reasoning model.")
+    think_open_id: int | None = Field(None, description="Expected id of `think_open` (Kimi-K2.5: 163606); checked against the tokenizer when set.")
+    think_close_id: int | None = Field(None, description="Expected id of `think_close` (Kimi-K2.5: 163607); checked against the tokenizer when set.")
+    end_of_turn: str = Field("<|im_end|>", description="Token that ends an assistant turn.")
+    end_of_turn_id: int | None = Field(None, description="Expected id of `end_of_turn` (Kimi-K2.5: 163586); checked when set.")
+    reasoning_parser: str | None = Field("kimi_k2", description="vLLM `--reasoning-parser` that fits the template (kimi_k2, qwen3, deepseek_r1); None for none.")
+    aux_layer_ids: list[int] | None = Field(None, description="Auxiliary layers for EAGLE-3 in vLLM's counting; None = (2, N//2, N-3).")
+
+    @model_validator(mode="after")
+    def _think_tokens_come_in_pairs(self) -> "TargetConfig":
+        if (self.think_open is None) != (self.think_close is None):
+            raise ValueError("target.think_open and target.think_close must both be set or both be None")
+        if self.aux_layer_ids is not None and len(self.aux_layer_ids) != 3:
+            raise ValueError(f"target.aux_layer_ids must name 3 layers (low, mid, high), got {self.aux_layer_ids}")
+        return self
+
+    @property
+    def reasons(self) -> bool:
+        """True for a reasoning model (one with think tokens)."""
+        return self.think_open is not None
+
+    def require_path(self) -> str:
+        if not self.path:
+            raise ValueError("target.path is not set: point it at a local model directory, or set `toy` to build the toy target")
+        return self.path
+
+
+def default_aux_layer_ids(num_hidden_layers: int) -> list[int]:
+    """EAGLE-3's low/mid/high layers as vLLM counts them: (2, N//2, N-3)."""
+    return [2, num_hidden_layers // 2, num_hidden_layers - 3]

@@ -1,0 +1,29 @@
+"""Configuration of the train stage."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from eagle3_core.base import StrictModel
+
+
+class TrainConfig(StrictModel):
+    """Train the EAGLE-3 drafter with DeepSpeed."""
+
+    mode: Literal["offline", "online"] = Field("offline", description="offline reads hidden/; online runs the frozen target inside the trainer.")
+    ttt_steps: int = Field(7, ge=1, description="Training-time-test unroll length K.")
+    ttt_decay: float = Field(0.8, gt=0, le=1, description="Loss weight decay per unroll step.")
+    epochs: float = Field(1.0, gt=0, description="Passes over the data.")
+    max_steps: int | None = Field(None, ge=1, description="Stop after this many optimizer steps (overrides epochs).")
+    micro_batch_tokens: int = Field(8192, ge=1, description="Tokens per micro-batch (packed).")
+    lr: float = Field(1e-4, gt=0, description="Peak learning rate (AdamW, cosine).")
+    warmup_steps: int = Field(50, ge=0, description="Linear warmup steps.")
+    grad_clip: float = Field(0.5, gt=0, description="Gradient clipping norm.")
+    zero_stage: int = Field(2, ge=0, le=3, description="DeepSpeed ZeRO stage.")
+    deepspeed_config: str | None = Field(None, description="A DeepSpeed JSON config file that replaces the generated one.")
+    checkpoint_every: int = Field(200, ge=1, description="Save a DeepSpeed checkpoint every N steps (and at the end).")
+    num_gpus: int | None = Field(None, ge=1, description="GPUs for the deepspeed launcher; None = one process.")
+    hostfile: str | None = Field(None, description="DeepSpeed hostfile for multi-node runs.")
+    seed: int = Field(0, description="Data order and init seed.")

@@ -1,0 +1,1 @@
+"""Prefect flows: one per stage, plus `pipeline` (all stages) and `nightly`."""

@@ -1,0 +1,43 @@
+"""The `eagle3` command line. Each command runs its Prefect flow.
+
+Only click is imported at module level, so `eagle3 --help` is instant; a command imports its
+flow (and with it Prefect, torch, ...) when it runs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from flows.cli import demo, evaluate, extract, generate, pipeline, reconstruct, serve, train, vocab
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="eagle3")
+def cli() -> None:
+    """Train an EAGLE-3 drafter on a reasoning model's own outputs."""
+
+
+for module in (generate, reconstruct, vocab, extract, train, evaluate, pipeline, demo, serve):
+    cli.add_command(module.command)
+
+
+def main() -> None:
+    """Console entry point: a user's error is one clear message and exit 2, never a traceback."""
+    from eagle3_core.errors import Eagle3Error
+
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except Eagle3Error as exc:
+        click.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,15 @@
+"""Session-wide fixtures. Expensive ones (the toy target, a vLLM server, a Prefect API) live in
+tests/fixtures/ and are built once per session."""
+
+import os
+
+# Nothing in the test session may reach a hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+pytest_plugins = [
+    "tests.fixtures.prefect",
+]

@@ -1,0 +1,32 @@
+"""The pipeline config: strict, loadable from recipes, errors that name the field."""
+
+import pytest
+
+from eagle3_core.config import PipelineConfig
+from eagle3_core.errors import ConfigError
+
+
+def test_unknown_field_is_an_error_naming_the_dotted_field(tmp_path):
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text("generate:\n  concurency: 8\n")
+    with pytest.raises(ConfigError) as info:
+        PipelineConfig.from_yaml(recipe)
+    assert "generate.concurency" in str(info.value)
+    assert str(recipe) in str(info.value)
+
+
+def test_missing_recipe_says_which_file(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        PipelineConfig.from_yaml(tmp_path / "nope.yaml")
+
+
+def test_config_hash_changes_with_content_and_only_with_content():
+    a, b = PipelineConfig(), PipelineConfig()
+    assert a.config_hash() == b.config_hash()
+    b.train.ttt_steps = 3
+    assert a.config_hash() != b.config_hash()
+
+
+def test_think_tokens_must_come_in_pairs():
+    with pytest.raises(ValueError, match="both be set"):
+        PipelineConfig.model_validate({"target": {"think_open": "<think>", "think_close": None}})
