@@ -1,0 +1,110 @@
+"""What every stage task shares: a Prefect-aware reporter, artifact helpers, and the cache key.
+
+Artifact keys must be lowercase letters, digits and dashes; ``artifact_key`` makes them so.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from prefect import get_run_logger
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+from prefect.context import TaskRunContext
+
+from eagle3_core.manifest import StageManifest
+
+
+def artifact_key(*parts: str) -> str:
+    """A valid Prefect artifact key from free text (lowercase, digits, dashes)."""
+    return re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")[:100]
+
+
+class PrefectReporter:
+    """The core's ``Reporter``, speaking to Prefect: a progress artifact and the run logger.
+
+    Progress updates are throttled (one per ``min_interval`` seconds) so a stage that reports
+    per row does not flood the API.
+    """
+
+    def __init__(self, stage: str, min_interval: float = 2.0) -> None:
+        self.stage, self.min_interval = stage, min_interval
+        self._artifact_id: UUID | None = None
+        self._last = 0.0
+        self._logger = get_run_logger()
+
+    def progress(self, stage: str, done: int, total: int | None, **figures: Any) -> None:
+        now = time.monotonic()
+        finished = total is not None and done >= total
+        if now - self._last < self.min_interval and not finished:
+            return
+        self._last = now
+        percent = 100.0 * done / total if total else 0.0
+        description = ", ".join(f"{k}={v}" for k, v in figures.items()) or None
+        if self._artifact_id is None:
+            self._artifact_id = create_progress_artifact(
+                percent, key=artifact_key(stage, "progress"), description=description)
+        else:
+            update_progress_artifact(self._artifact_id, percent, description=description)
+
+    def log(self, message: str) -> None:
+        self._logger.info(message)
+
+
+def publish_manifest(manifest: StageManifest, title: str | None = None) -> None:
+    """A markdown summary artifact of a stage manifest: counts, timings, details."""
+    lines = [f"# {title or manifest.stage}", "", f"status: **{manifest.status}**", "",
+             "| count | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in manifest.counts.items()]
+    if manifest.timings:
+        lines += ["", "| phase | seconds |", "|---|---|"]
+        lines += [f"| {k} | {v:.2f} |" for k, v in manifest.timings.items()]
+    for key, value in manifest.details.items():
+        if isinstance(value, dict) and value and all(not isinstance(v, (dict, list)) for v in value.values()):
+            lines += ["", f"**{key}**", "", "| key | value |", "|---|---|"]
+            lines += [f"| {k} | {v} |" for k, v in value.items()]
+        elif not isinstance(value, (dict, list)):
+            lines += ["", f"**{key}**: {value}"]
+    create_markdown_artifact("\n".join(lines), key=artifact_key(manifest.stage, "summary"),
+                             description=f"{manifest.stage} summary")
+
+
+def publish_table(rows: list[dict[str, Any]], key: str, description: str) -> None:
+    create_table_artifact(rows, key=artifact_key(key), description=description)
+
+
+def publish_image(path: str | Path, key: str, description: str) -> None:
+    """An image as a markdown artifact (inline data URI), so it shows without an object store."""
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    create_markdown_artifact(f"![{description}](data:image/png;base64,{data})",
+                             key=artifact_key(key), description=description)
+
+
+def stage_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
+    """Cache key = the stage config hash + the fingerprints of its input directories.
+
+    Prefect's default policy includes the flow-run id, so nothing would be reused across runs;
+    this key changes exactly when the stage's outputs could change. The on-disk manifest stays
+    the final word (a stage re-checks it), so a stale cache can never skip missing work.
+    """
+    from eagle3_core.base import StrictModel, stable_hash
+    from eagle3_core.manifest import input_fingerprint
+
+    parts: dict[str, str] = {"task": context.task.name}
+    for name, value in sorted(parameters.items()):
+        if isinstance(value, StrictModel):
+            parts[name] = value.config_hash()
+        elif isinstance(value, (str, Path)) and Path(value).is_dir():
+            parts[name] = input_fingerprint(value)
+        else:
+            parts[name] = repr(value)
+    return stable_hash(parts)
