@@ -13,7 +13,7 @@ class StrictModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    def config_hash(self) -> str:
+    def content_hash(self) -> str:
         """A stable 16-hex digest of the model's content (keys sorted, JSON mode)."""
         return stable_hash(self.model_dump(mode="json"))
 

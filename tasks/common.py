@@ -102,7 +102,7 @@ def stage_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
     parts: dict[str, str] = {"task": context.task.name}
     for name, value in sorted(parameters.items()):
         if isinstance(value, StrictModel):
-            parts[name] = value.config_hash()
+            parts[name] = value.content_hash()
         elif isinstance(value, (str, Path)) and Path(value).is_dir():
             parts[name] = input_fingerprint(value)
         else:

@@ -22,9 +22,9 @@ def test_missing_recipe_says_which_file(tmp_path):
 
 def test_config_hash_changes_with_content_and_only_with_content():
     a, b = PipelineConfig(), PipelineConfig()
-    assert a.config_hash() == b.config_hash()
+    assert a.content_hash() == b.content_hash()
     b.train.ttt_steps = 3
-    assert a.config_hash() != b.config_hash()
+    assert a.content_hash() != b.content_hash()
 
 
 def test_think_tokens_must_come_in_pairs():
