@@ -1,0 +1,354 @@
+"""The EAGLE-3 drafter, in one file: what vLLM's ``LlamaForCausalLMEagle3`` serves.
+
+Equations (H = hidden size, V_d = draft vocab; the drafter's H equals the target's):
+
+    g      = fc([a_low; a_mid; a_high])                   # (B, T, H)   step 0: target states
+    e      = input_layernorm(embed(x))                     # (B, T, H)   embed: the target's, frozen
+    u      = [e; hidden_norm(g)]                           # (B, T, 2H)  attention reads 2H
+    r      = g + attn(u)                                   # (B, T, H)   residual stream
+    r      = r + mlp(post_attention_layernorm(r))          # (B, T, H)
+    logits = lm_head(norm(r))                              # (B, T, V_d)
+    g'     = r                                             # fed back as the next step's hidden
+
+This is vLLM's ``llama_eagle3.py`` exactly: residual taken before ``hidden_norm``, the final
+``norm`` fused with the residual add, and the *pre-norm* stream returned as the hidden for the
+next draft step. Draft token d maps to target token ``d + d2t[d]``.
+
+Inference API (the offline speculative-decoding loop uses this):
+
+    drafter = Eagle3Drafter.from_export(export_dir, target_path)      # embed from the target
+    g = drafter.combine(aux)                    # (B, T, 3H) target aux states -> (B, T, H)
+    out = drafter(input_ids, g, positions)      # full recompute, causal over T
+    out.logits                                  # (B, T, V_d) draft-vocab logits
+    out.hidden                                  # (B, T, H) feed back: next step's ``g``
+    drafter.to_target_ids(out.logits.argmax(-1))  # draft ids -> target ids
+
+    cache = KVCache()                           # or incremental: each call appends its keys
+    out = drafter(input_ids, g, positions, cache=cache); cache.crop(n)  # roll back rejected
+
+Alignment: at position i the drafter reads the target's state at i and the token at i+1, and
+predicts the token at i+2 (vLLM shifts ``input_ids`` left by one against the hidden states).
+
+Training-time test (``unroll``): K steps over the same positions; step k reads token i+1+k,
+its own hidden from step k-1, position i+k, and attends to step 0's keys at j <= i plus its
+own earlier steps' keys at i (the diagonal) — exactly the keys it would see at inference.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+EXPORT_WEIGHTS = "model.safetensors"
+EXPORT_CONFIG = "config.json"
+
+
+@dataclass
+class DrafterConfig:
+    hidden_size: int                      # H: the target's hidden size (embeddings are shared)
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    vocab_size: int                       # the target's vocabulary
+    draft_vocab_size: int
+    target_hidden_size: int
+    aux_layer_ids: list[int] = field(default_factory=lambda: [2, 16, 29])
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    max_position_embeddings: int = 8192
+    bos_token_id: int | None = None
+    eos_token_id: int | list[int] | None = None
+
+    @classmethod
+    def from_target(cls, target: dict, draft_vocab_size: int, aux_layer_ids: list[int]) -> "DrafterConfig":
+        """The drafter for a target's ``config.json`` (dict): same widths, heads and rope."""
+        heads = target["num_attention_heads"]
+        return cls(
+            hidden_size=target["hidden_size"], intermediate_size=target["intermediate_size"],
+            num_attention_heads=heads, num_key_value_heads=target.get("num_key_value_heads") or heads,
+            head_dim=target.get("head_dim") or target["hidden_size"] // heads,
+            vocab_size=target["vocab_size"], draft_vocab_size=draft_vocab_size,
+            target_hidden_size=target["hidden_size"], aux_layer_ids=list(aux_layer_ids),
+            rms_norm_eps=target.get("rms_norm_eps", 1e-6), rope_theta=_rope_theta(target),
+            max_position_embeddings=target.get("max_position_embeddings", 8192),
+            bos_token_id=target.get("bos_token_id"), eos_token_id=target.get("eos_token_id"))
+
+    def to_hf(self) -> dict:
+        """The export ``config.json`` that vLLM and SGLang read for ``LlamaForCausalLMEagle3``."""
+        return {
+            "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
+            "hidden_size": self.hidden_size, "intermediate_size": self.intermediate_size,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads, "head_dim": self.head_dim,
+            "num_hidden_layers": 1, "hidden_act": "silu", "rms_norm_eps": self.rms_norm_eps,
+            "rope_theta": self.rope_theta, "rope_scaling": None,
+            "max_position_embeddings": self.max_position_embeddings,
+            "vocab_size": self.vocab_size, "draft_vocab_size": self.draft_vocab_size,
+            "target_hidden_size": self.target_hidden_size,
+            "eagle_aux_hidden_state_layer_ids": list(self.aux_layer_ids),
+            "eagle_config": {"eagle_aux_hidden_state_layer_ids": list(self.aux_layer_ids),
+                             "use_aux_hidden_state": True},
+            "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False,
+            "bos_token_id": self.bos_token_id, "eos_token_id": self.eos_token_id,
+            "torch_dtype": "bfloat16",
+        }
+
+    @classmethod
+    def from_hf(cls, hf: dict) -> "DrafterConfig":
+        ids = hf.get("eagle_aux_hidden_state_layer_ids") or (hf.get("eagle_config") or {}).get(
+            "eagle_aux_hidden_state_layer_ids") or [2, 16, 29]
+        names = {f for f in cls.__dataclass_fields__ if f != "aux_layer_ids"}
+        return cls(aux_layer_ids=list(ids), **{k: v for k, v in hf.items() if k in names})
+
+
+def _rope_theta(target: dict) -> float:
+    """transformers 5 keeps rope_theta under ``rope_parameters``; older configs at top level."""
+    params = target.get("rope_parameters") or {}
+    return float(params.get("rope_theta") or target.get("rope_theta") or 10000.0)
+
+
+# ---------------------------------------------------------------------------- components
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    """Llama rotary embedding (rotate-half): x (B, h, T, d), positions (B, T)."""
+    d = x.shape[-1]
+    inv_freq = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+    angles = positions.float()[:, None, :, None] * inv_freq              # (B, 1, T, d/2)
+    cos, sin = torch.cat([angles, angles], -1).cos(), torch.cat([angles, angles], -1).sin()
+    x1, x2 = x.float().chunk(2, dim=-1)
+    rotated = torch.cat([-x2, x1], dim=-1)
+    return (x.float() * cos + rotated * sin).to(x.dtype)
+
+
+@dataclass
+class KVCache:
+    """Keys and values of the positions drafted so far, (B, h_kv, S, d) each; ``crop`` rolls back."""
+
+    k: torch.Tensor | None = None
+    v: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.shape[2]
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
+        return self.k, self.v
+
+    def crop(self, length: int) -> None:
+        if self.k is not None:
+            self.k, self.v = self.k[:, :, :length], self.v[:, :, :length]
+
+
+class Attention(nn.Module):
+    """Grouped-query attention whose q/k/v read the 2H concatenation [embed; hidden]."""
+
+    def __init__(self, c: DrafterConfig) -> None:
+        super().__init__()
+        self.c = c
+        self.q_proj = nn.Linear(2 * c.hidden_size, c.num_attention_heads * c.head_dim, bias=False)
+        self.k_proj = nn.Linear(2 * c.hidden_size, c.num_key_value_heads * c.head_dim, bias=False)
+        self.v_proj = nn.Linear(2 * c.hidden_size, c.num_key_value_heads * c.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.num_attention_heads * c.head_dim, c.hidden_size, bias=False)
+
+    def qkv(self, u: torch.Tensor, positions: torch.Tensor):
+        B, T, _ = u.shape                                                 # u: (B, T, 2H)
+        q = self.q_proj(u).view(B, T, -1, self.c.head_dim).transpose(1, 2)  # (B, h, T, d)
+        k = self.k_proj(u).view(B, T, -1, self.c.head_dim).transpose(1, 2)  # (B, h_kv, T, d)
+        v = self.v_proj(u).view(B, T, -1, self.c.head_dim).transpose(1, 2)  # (B, h_kv, T, d)
+        return rope(q, positions, self.c.rope_theta), rope(k, positions, self.c.rope_theta), v
+
+    def out(self, y: torch.Tensor) -> torch.Tensor:
+        B, _, T, _ = y.shape                                              # y: (B, h, T, d)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, -1))           # (B, T, H)
+
+    def forward(self, u: torch.Tensor, positions: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
+        """Causal attention over the cache (if any) plus these T positions."""
+        q, k, v = self.qkv(u, positions)
+        past = len(cache) if cache is not None else 0
+        if cache is not None:
+            k, v = cache.append(k, v)                                     # (B, h_kv, S, d)
+        T, S = q.shape[2], k.shape[2]
+        mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=past)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        return self.out(y)
+
+
+def ttt_attention(q: torch.Tensor, ks: list[torch.Tensor], vs: list[torch.Tensor]) -> torch.Tensor:
+    """Step len(ks)-1 of the unroll: causal over step 0's keys, diagonal over later steps' keys.
+
+    q (B, h, T, d); ks/vs: one (B, h_kv, T, d) per step so far. Memory stays O(T^2 + T*K).
+    """
+    groups = q.shape[1] // ks[0].shape[1]
+    ks = [k.repeat_interleave(groups, dim=1) for k in ks]
+    vs = [v.repeat_interleave(groups, dim=1) for v in vs]
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    T = q.shape[2]
+    causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    s0 = (q @ ks[0].transpose(-1, -2) * scale).masked_fill(~causal, float("-inf"))  # (B, h, T, T)
+    diag = [(q * k).sum(-1, keepdim=True) * scale for k in ks[1:]]                    # (B, h, T, 1) each
+    p = torch.cat([s0, *diag], dim=-1).float().softmax(-1).to(q.dtype)                # (B, h, T, T+k)
+    y = p[..., :T] @ vs[0]                                                            # (B, h, T, d)
+    for j, v in enumerate(vs[1:]):
+        y = y + p[..., T + j, None] * v
+    return y
+
+
+class MLP(nn.Module):
+    def __init__(self, c: DrafterConfig) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    """The ``midlayer``: a Llama block whose attention input is [input_layernorm(e); hidden_norm(g)]."""
+
+    def __init__(self, c: DrafterConfig) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.self_attn = Attention(c)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.mlp = MLP(c)
+
+    def inputs(self, e: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.input_layernorm(e), self.hidden_norm(g)], dim=-1)  # (B, T, 2H)
+
+    def finish(self, g: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        r = g + a                                                          # (B, T, H)
+        return r + self.mlp(self.post_attention_layernorm(r))              # (B, T, H) pre-norm
+
+    def forward(self, e, g, positions, cache: KVCache | None = None) -> torch.Tensor:
+        return self.finish(g, self.self_attn(self.inputs(e, g), positions, cache))
+
+
+@dataclass
+class DraftOutput:
+    logits: torch.Tensor   # (B, T, V_d) draft-vocab logits
+    hidden: torch.Tensor   # (B, T, H) pre-norm stream: the next step's hidden input
+
+
+# ---------------------------------------------------------------------------- the drafter
+
+
+class Eagle3Drafter(nn.Module):
+    def __init__(self, c: DrafterConfig) -> None:
+        super().__init__()
+        self.config = c
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)      # the target's, frozen
+        self.embed_tokens.weight.requires_grad_(False)
+        self.fc = nn.Linear(3 * c.target_hidden_size, c.hidden_size, bias=False)
+        self.midlayer = DecoderLayer(c)
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.lm_head = nn.Linear(c.hidden_size, c.draft_vocab_size, bias=False)
+        self.register_buffer("d2t", torch.zeros(c.draft_vocab_size, dtype=torch.long))
+        # identity until ``set_vocab``: draft id d is target id d (d2t = 0)
+        self.register_buffer("t2d", torch.arange(c.vocab_size) < c.draft_vocab_size)
+
+    def combine(self, aux: torch.Tensor) -> torch.Tensor:
+        """(B, T, 3, H_t) or (B, T, 3H_t) target aux states -> (B, T, H) step-0 hidden."""
+        return self.fc(aux.flatten(-2) if aux.dim() == 4 else aux)
+
+    def forward(self, input_ids, hidden, positions, cache: KVCache | None = None) -> DraftOutput:
+        e = self.embed_tokens(input_ids).to(hidden.dtype)                 # (B, T, H)
+        r = self.midlayer(e, hidden, positions, cache)                     # (B, T, H)
+        return DraftOutput(self.lm_head(self.norm(r)), r)
+
+    def unroll(self, input_ids: torch.Tensor, aux: torch.Tensor, steps: int) -> list[torch.Tensor]:
+        """Training-time test: K steps' draft logits, each (B, T, V_d), step k predicting i+2+k.
+
+        input_ids (B, T) are the tokens at i+1 (already shifted); step k reads ids shifted by k
+        more (zero-padded at the end: those positions are masked out of the loss).
+        """
+        B, T = input_ids.shape
+        positions = torch.arange(T, device=input_ids.device).expand(B, T)
+        g, ks, vs, logits = self.combine(aux), [], [], []                  # g: (B, T, H)
+        for k in range(steps):
+            ids = F.pad(input_ids[:, k:], (0, k))                          # token i+1+k
+            e = self.embed_tokens(ids).to(g.dtype)                         # (B, T, H)
+            q, kk, vv = self.midlayer.self_attn.qkv(self.midlayer.inputs(e, g), positions + k)
+            ks.append(kk), vs.append(vv)
+            a = self.midlayer.self_attn.out(ttt_attention(q, ks, vs))     # (B, T, H)
+            g = self.midlayer.finish(g, a)                                 # (B, T, H) fed back
+            logits.append(self.lm_head(self.norm(g)))                      # (B, T, V_d)
+        return logits
+
+    def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
+        return draft_ids + self.d2t[draft_ids]
+
+    def set_vocab(self, d2t: torch.Tensor, t2d: torch.Tensor) -> None:
+        self.d2t.copy_(d2t.long())
+        self.t2d.copy_(t2d.bool())
+
+    # ------------------------------------------------------------------------ export / load
+
+    def export_state(self) -> dict[str, torch.Tensor]:
+        """The serving checkpoint: every weight but the embedding, bf16; d2t int64, t2d bool."""
+        state = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in self.state_dict().items()
+                 if k not in ("embed_tokens.weight", "d2t", "t2d")}
+        state["d2t"], state["t2d"] = self.d2t.long().contiguous(), self.t2d.bool().contiguous()
+        return state
+
+    def save_export(self, out_dir: str | Path) -> None:
+        from safetensors.torch import save_file
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        save_file(self.export_state(), str(out / EXPORT_WEIGHTS), metadata={"format": "pt"})
+        (out / EXPORT_CONFIG).write_text(json.dumps(self.config.to_hf(), indent=2) + "\n")
+
+    @classmethod
+    def from_export(cls, export_dir: str | Path, target_path: str | Path | None = None,
+                    embed_tokens: torch.Tensor | None = None) -> "Eagle3Drafter":
+        """Load an export; the embedding comes from ``embed_tokens`` or the target directory."""
+        from safetensors.torch import load_file
+
+        export_dir = Path(export_dir)
+        config = DrafterConfig.from_hf(json.loads((export_dir / EXPORT_CONFIG).read_text()))
+        model = cls(config)
+        state = load_file(str(export_dir / EXPORT_WEIGHTS))
+        if embed_tokens is None and target_path is not None:
+            embed_tokens = load_target_tensor(target_path, "embed_tokens.weight")
+        if embed_tokens is not None:
+            state["embed_tokens.weight"] = embed_tokens
+        missing, unexpected = model.load_state_dict({k: v.float() if v.is_floating_point() else v
+                                                     for k, v in state.items()}, strict=False)
+        assert not unexpected and set(missing) <= {"embed_tokens.weight"}, (missing, unexpected)
+        return model.eval()
+
+
+def load_target_tensor(target_path: str | Path, suffix: str) -> torch.Tensor:
+    """One tensor (e.g. ``embed_tokens.weight``, ``lm_head.weight``) from a target's safetensors."""
+    from safetensors import safe_open
+
+    for file in sorted(Path(target_path).glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as fh:
+            for key in fh.keys():
+                if key == suffix or key.endswith("." + suffix):
+                    return fh.get_tensor(key)
+    raise KeyError(f"no tensor ending in {suffix!r} in {target_path}/*.safetensors")
