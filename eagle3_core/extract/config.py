@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from eagle3_core.base import StrictModel
 
@@ -15,6 +15,28 @@ class ExtractConfig(StrictModel):
     engine: Literal["transformers", "vllm"] = Field("transformers", description="transformers for targets that fit; vllm for targets only a serving engine holds.")
     layers: list[int] | None = Field(None, description="Auxiliary layer ids (vLLM counting); None = target.aux_layer_ids or (2, N//2, N-3).")
     device: str = Field("auto", description="`auto` (cuda when present, else cpu), `cpu`, `cuda`, or `cuda:N`.")
-    max_tokens_per_batch: int = Field(16384, ge=1, description="Token budget per forward batch (batches are bucketed by length).")
-    shard_tokens: int = Field(1_000_000, ge=1, description="Tokens per safetensors shard.")
+    max_tokens_per_batch: int = Field(16384, ge=1, description="Token budget per forward batch, padding included (batches are bucketed by length).")
+    shard_tokens: int = Field(65536, ge=1, description="Tokens per safetensors shard (a shard holds whole samples; 65536 tokens = 2 GiB at H = 4096). It is the unit of resume.")
     mode: Literal["offline", "online"] = Field("offline", description="offline stores hidden/; online leaves it to training.")
+    disk_headroom: float = Field(1.05, ge=1.0, description="Refuse to start unless free space >= headroom x the bytes still to write.")
+    vllm_python: str = Field(".venv-vllm/bin/python", description="Python of the vLLM environment (engine=vllm); relative paths are resolved from the working directory.")
+    vllm_kv_cache_bytes: int = Field(268_435_456, ge=1 << 20, description="KV-cache size handed to vLLM (engine=vllm); it also caps the tokens in flight.")
+    vllm_tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor parallel size (engine=vllm).")
+    vllm_max_model_len: int | None = Field(None, ge=16, description="vLLM max model length (engine=vllm); None = the longest sequence + 1.")
+
+    @model_validator(mode="after")
+    def _three_layers(self) -> "ExtractConfig":
+        if self.layers is not None and len(self.layers) != 3:
+            raise ValueError(f"extract.layers must name 3 layers (low, mid, high), got {self.layers}")
+        return self
+
+    def output_hash(self, target_path: str, layers: list[int]) -> str:
+        """What decides the bytes in hidden/: engine, layers, sharding and the target.
+
+        The device, batch budget and vLLM sizing only change speed, so a run may resume on
+        another machine with another budget.
+        """
+        from eagle3_core.base import stable_hash
+
+        return stable_hash({"engine": self.engine, "layers": layers, "shard_tokens": self.shard_tokens,
+                            "mode": self.mode, "target": target_path})

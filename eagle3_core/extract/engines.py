@@ -1,0 +1,45 @@
+"""Which engine computes the states, and one loaded engine per process.
+
+An engine has ``name``, ``plan(lengths) -> batches`` and ``forward(batch_ids) -> [(aux [T,3,H],
+final [T,H])]`` (bf16, CPU) and ``close()``. Loading a target takes minutes at scale, so an
+engine is built once per process and reused by every shard (the Prefect flow runs one task
+per shard in the same process); ``release_engines`` frees them at the end of a run.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+_ENGINES: dict[tuple, Any] = {}
+_LOCK = threading.Lock()
+
+
+def get_engine(cfg, target, layers: list[int], num_hidden_layers: int):
+    """The cached engine for (engine, target, device, layers, budget), built on first use."""
+    key = (cfg.engine, target.require_path(), cfg.device, tuple(layers), cfg.max_tokens_per_batch)
+    with _LOCK:
+        if key not in _ENGINES:
+            _ENGINES[key] = _build(cfg, target, layers, num_hidden_layers)
+        return _ENGINES[key]
+
+
+def _build(cfg, target, layers: list[int], num_hidden_layers: int):
+    if cfg.engine == "vllm":
+        from eagle3_core.extract.vllm_engine import VllmEngine
+
+        return VllmEngine(cfg, target, layers, num_hidden_layers)
+    from eagle3_core.extract.hf_engine import TransformersEngine, load_target, resolve_device
+
+    device = resolve_device(cfg.device)
+    model = load_target(target.require_path(), device, target.trust_remote_code)
+    return TransformersEngine(model, layers, device, cfg.max_tokens_per_batch)
+
+
+def release_engines() -> None:
+    """Close every cached engine (frees GPU memory, stops vLLM workers)."""
+    with _LOCK:
+        engines = list(_ENGINES.values())
+        _ENGINES.clear()
+    for engine in engines:
+        engine.close()

@@ -1,0 +1,93 @@
+"""The shard plan: which samples of sequences/ go into which hidden/ shard.
+
+A shard is a contiguous run of rows of one ``part-*.parquet`` file (files in name order, rows
+in file order) holding at most ``shard_tokens`` tokens (one longer sample makes a shard of its
+own). The plan depends only on the input files and ``shard_tokens``, so a restarted run plans
+the same shards and can skip the finished ones. Each shard carries a ``key`` (a hash of its
+sample ids, lengths and the output config) that is stored in the shard file: a shard on disk
+counts as finished only when its key matches.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from eagle3_core.base import StrictModel, stable_hash
+from eagle3_core.errors import InputError
+
+
+class ShardSpec(StrictModel):
+    """One output shard: rows [row_start, row_end) of one sequences file."""
+
+    index: int = Field(description="Shard number; the file is shard-{index:05d}.safetensors.")
+    part: str = Field(description="Sequences file name (inside sequences_dir).")
+    row_start: int = Field(description="First row (inclusive).")
+    row_end: int = Field(description="Last row (exclusive).")
+    samples: int = Field(description="Samples in the shard.")
+    tokens: int = Field(description="Tokens in the shard.")
+    key: str = Field(description="Hash of the shard's sample ids, lengths and the output config.")
+
+    @property
+    def name(self) -> str:
+        return shard_name(self.index)
+
+
+def shard_name(index: int) -> str:
+    return f"shard-{index:05d}.safetensors"
+
+
+def sequence_parts(sequences_dir: str | Path) -> list[Path]:
+    """The sequences files in name order; an error that says what to run when there are none."""
+    parts = sorted(Path(sequences_dir).glob("part-*.parquet"))
+    if not parts:
+        raise InputError("no sequences found (expected part-*.parquet)", path=str(sequences_dir),
+                         fix="run `eagle3 reconstruct` first, or point --input at its output folder")
+    return parts
+
+
+def read_lengths(part: Path) -> tuple[list[str], list[int]]:
+    """Sample ids and token counts of one sequences file (two small columns, no token ids)."""
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(part, columns=["sample_id", "num_tokens"])
+    except (KeyError, ValueError, OSError) as exc:
+        raise InputError(f"sequences file lacks sample_id/num_tokens: {exc}", path=str(part),
+                         fix="sequences/ must follow CONTRIBUTING.md (written by `eagle3 reconstruct`)") from None
+    return table["sample_id"].to_pylist(), [int(n) for n in table["num_tokens"].to_pylist()]
+
+
+def plan_shards(sequences_dir: str | Path, shard_tokens: int, output_hash: str) -> list[ShardSpec]:
+    """Cut every sequences file into shards of at most ``shard_tokens`` tokens."""
+    shards: list[ShardSpec] = []
+    for part in sequence_parts(sequences_dir):
+        ids, lengths = read_lengths(part)
+        start = 0
+        while start < len(ids):
+            end, tokens = start, 0
+            while end < len(ids) and (end == start or tokens + lengths[end] <= shard_tokens):
+                tokens += lengths[end]
+                end += 1
+            key = stable_hash({"ids": ids[start:end], "lengths": lengths[start:end], "out": output_hash})
+            shards.append(ShardSpec(index=len(shards), part=part.name, row_start=start, row_end=end,
+                                    samples=end - start, tokens=tokens, key=key))
+            start = end
+    return shards
+
+
+def load_shard_rows(sequences_dir: str | Path, shard: ShardSpec) -> list[tuple[str, list[int], list[int]]]:
+    """(sample_id, input_ids, loss_mask) of the shard's rows, checked against the contract."""
+    import pyarrow.parquet as pq
+
+    path = Path(sequences_dir) / shard.part
+    table = pq.read_table(path, columns=["sample_id", "input_ids", "loss_mask", "num_tokens"])
+    table = table.slice(shard.row_start, shard.row_end - shard.row_start)
+    rows = list(zip(table["sample_id"].to_pylist(), table["input_ids"].to_pylist(),
+                    table["loss_mask"].to_pylist()))
+    for (sample_id, ids, mask), declared in zip(rows, table["num_tokens"].to_pylist()):
+        if not len(ids) == len(mask) == declared:
+            raise InputError(f"input_ids has {len(ids)} tokens, loss_mask {len(mask)}, num_tokens says {declared}",
+                             sample_id=sample_id, path=str(path), fix="re-run `eagle3 reconstruct`")
+    return rows

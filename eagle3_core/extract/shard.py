@@ -1,0 +1,77 @@
+"""One hidden/ shard: load its rows, run the engine batch by batch, write, refuse NaN/Inf.
+
+The shard is written to ``shard-NNNNN.safetensors.tmp`` and renamed into place only once
+every sample is written and checked, so a killed run leaves no shard that looks finished.
+The shard's figures (tokens, computed tokens with padding, engine) go into its own header,
+so the stage summary is right even for shards finished by an earlier, killed run.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from eagle3_core.errors import StageError
+from eagle3_core.extract.plan import ShardSpec, load_shard_rows
+from eagle3_core.extract.shard_io import ShardWriter, finished_key, read_metadata
+from eagle3_core.fsio import atomic_path
+
+
+def shard_is_done(out_dir: str | Path, shard: ShardSpec) -> bool:
+    return finished_key(Path(out_dir) / shard.name) == shard.key
+
+
+def shard_figures(out_dir: str | Path, shard: ShardSpec) -> dict[str, int]:
+    """tokens / computed_tokens / supervised_tokens of a finished shard, from its header."""
+    meta = read_metadata(Path(out_dir) / shard.name) or {}
+    return {k: int(float(meta.get(k, 0))) for k in ("tokens", "computed_tokens", "supervised_tokens")}
+
+
+def write_shard(engine, sequences_dir: str | Path, out_dir: str | Path, shard: ShardSpec,
+                hidden_size: int, layers: list[int]) -> dict[str, Any]:
+    """Compute and write one shard; returns its figures."""
+    import torch
+
+    started = time.perf_counter()
+    rows = load_shard_rows(sequences_dir, shard)
+    lengths = [len(ids) for _, ids, _ in rows]
+    offsets = _cumsum(lengths)
+    batches = engine.plan(lengths)
+    supervised = sum(int(sum(mask)) for _, _, mask in rows)
+    computed = sum(b.padded_tokens for b in batches)
+    meta = {"shard_key": shard.key, "tokens": str(shard.tokens), "computed_tokens": str(computed),
+            "supervised_tokens": str(supervised), "engine": engine.name, "layers": ",".join(map(str, layers)),
+            "format": "eagle3-hidden-v1"}
+    with atomic_path(Path(out_dir) / shard.name) as tmp:
+        writer = ShardWriter(tmp, shard.tokens, hidden_size, meta)
+        try:
+            for batch in batches:
+                states = engine.forward([rows[i][1] for i in batch.members])
+                for i, (aux, final) in zip(batch.members, states):
+                    sample_id, ids, mask = rows[i]
+                    _refuse_non_finite(aux, final, sample_id, shard)
+                    writer.write(offsets[i], aux, final, torch.tensor(ids, dtype=torch.int32),
+                                 torch.tensor(mask, dtype=torch.uint8))
+        finally:
+            writer.close()
+    return {"tokens": shard.tokens, "computed_tokens": computed, "supervised_tokens": supervised,
+            "seconds": time.perf_counter() - started}
+
+
+def _cumsum(lengths: list[int]) -> list[int]:
+    offsets, total = [], 0
+    for n in lengths:
+        offsets.append(total)
+        total += n
+    return offsets
+
+
+def _refuse_non_finite(aux, final, sample_id: str, shard: ShardSpec) -> None:
+    import torch
+
+    if not (torch.isfinite(aux).all() and torch.isfinite(final).all()):
+        raise StageError(f"the target produced NaN or Inf hidden states (shard {shard.name})",
+                         sample_id=sample_id,
+                         fix="check the target's weights and dtype (fp16 overflows; use bf16 or fp32), "
+                             "or drop this sample from sequences/")

@@ -1,0 +1,52 @@
+"""What hidden/ will cost on disk, said before the run, and a refusal when it cannot fit.
+
+Every token stores 3 auxiliary states and the final state in bf16: 4·H·2 bytes (32 KiB at
+H = 4096, 56 KiB at Kimi-K2.5's H = 7168), plus 5 bytes of ids and mask.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from eagle3_core.errors import StageError
+
+
+def bytes_per_token(hidden_size: int) -> int:
+    """The hidden-state bytes of one token: 4 states x H x 2 (bf16)."""
+    return 4 * hidden_size * 2
+
+
+def free_bytes(path: str | Path) -> int:
+    """Free space of the filesystem that holds ``path`` (or its nearest existing parent)."""
+    probe = Path(path).resolve()
+    while not probe.exists():
+        probe = probe.parent
+    return shutil.disk_usage(probe).free
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def storage_line(tokens_left: int, hidden_size: int, out_dir: str | Path) -> tuple[str, int, int]:
+    """(message, bytes needed, bytes free) for the tokens still to write."""
+    per_token = bytes_per_token(hidden_size)
+    need = tokens_left * (per_token + 5)
+    free = free_bytes(out_dir)
+    line = (f"hidden states: {tokens_left:,} tokens x {human(per_token)} (4 x H={hidden_size} x bf16) "
+            f"= {human(need)} to write; {human(free)} free at {Path(out_dir).resolve()}")
+    return line, need, free
+
+
+def check_fits(need: int, free: int, headroom: float, out_dir: str | Path) -> None:
+    if need * headroom > free:
+        raise StageError(
+            f"hidden states need {human(need)} (x{headroom} headroom) but only {human(free)} is free",
+            path=str(out_dir),
+            fix="free disk space, write to a larger volume (--out), extract fewer samples, "
+                "or train online (states computed inside training)")

@@ -1,0 +1,51 @@
+"""What extraction needs to know about the target before loading it: sizes and layer ids.
+
+Read from ``config.json`` alone (no weights), so the storage estimate and the layer check
+come before minutes of loading. Multimodal configs (Kimi-K2.5) keep the language model's
+sizes under ``text_config``.
+
+Layer ids are counted the way vLLM counts them: id k is the hidden state entering decoder
+layer k, which is transformers' ``output_hidden_states[k]`` (k = 0 is the embedding output).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from eagle3_core.errors import ConfigError, InputError
+from eagle3_core.target import TargetConfig, default_aux_layer_ids
+
+
+@dataclass(frozen=True)
+class TargetFacts:
+    hidden_size: int
+    num_hidden_layers: int
+    vocab_size: int
+
+
+def read_target_facts(path: str | Path) -> TargetFacts:
+    config_file = Path(path) / "config.json"
+    if not config_file.exists():
+        raise InputError("the target has no config.json", path=str(config_file),
+                         fix="--target must be a local Hugging Face model directory")
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config = config.get("text_config", config)
+    try:
+        return TargetFacts(int(config["hidden_size"]), int(config["num_hidden_layers"]), int(config["vocab_size"]))
+    except KeyError as exc:
+        raise InputError(f"the target's config.json lacks {exc}", path=str(config_file)) from None
+
+
+def resolve_layers(requested: list[int] | None, target: TargetConfig, num_hidden_layers: int) -> list[int]:
+    """cfg.layers, else target.aux_layer_ids, else (2, N//2, N-3); each in [0, N)."""
+    layers = list(requested or target.aux_layer_ids or default_aux_layer_ids(num_hidden_layers))
+    bad = [k for k in layers if not 0 <= k < num_hidden_layers]
+    if bad:
+        raise ConfigError(f"layer ids {bad} are outside 0..{num_hidden_layers - 1} for a {num_hidden_layers}-layer target",
+                          fix="pass --layers low,mid,high with ids below the number of decoder layers")
+    if len(set(layers)) != 3:
+        raise ConfigError(f"the three auxiliary layers must differ, got {layers}",
+                          fix=f"a target needs at least 4 decoder layers; pass --layers explicitly")
+    return layers
