@@ -1,0 +1,142 @@
+"""The evaluation's outputs: ``report.json``, ``report.md`` and two plots, written atomically.
+
+``report.json`` carries every figure with its definition, so a number never travels without
+saying whether the bonus token is counted, at which k, temperature and batch it was measured,
+and how far the online (vLLM) and offline (transformers) greedy figures are apart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from eagle3_core.fsio import atomic_path, write_json_atomic
+
+DEFINITIONS = {
+    "acceptance_length": "1 + accepted / drafts: tokens emitted per target forward pass, the bonus "
+                         "token (the target's own token after each verification) INCLUDED; vLLM's definition",
+    "acceptance_rate": "accepted / draft_tokens: share of drafted tokens the target kept, bonus token EXCLUDED",
+    "acceptance_per_position": "for draft position i (0-based): drafts whose i-th token was kept / drafts; "
+                               "a token is kept only if every earlier one was, so the list never increases",
+    "simulated_acceptance_length": "1 + sum over i of prod_{j<=i} acc_j, from the training metrics' per-step "
+                                   "accuracies (teacher-forced, on training data); bonus token INCLUDED",
+    "output_tokens_per_s": "completion tokens of all prompts / wall seconds of the whole batch (informative on CPU)",
+    "agreement": "online minus offline acceptance length at the same k, greedy; relative = that / offline",
+}
+
+PER_POSITION_PNG = "acceptance_per_position.png"
+LENGTH_VS_K_PNG = "acceptance_length_vs_k.png"
+
+
+def agreement(online: dict | None, offline: dict | None) -> dict | None:
+    """How far apart the two greedy acceptance lengths at the evaluated k are."""
+    if not online or not offline:
+        return None
+    on, off = online["with_drafter"]["acceptance_length"], offline["acceptance_length"]
+    if on is None or off is None:
+        return None
+    return {"online_acceptance_length": on, "offline_acceptance_length": off,
+            "difference": on - off, "relative_difference": (on - off) / off}
+
+
+def write_report(out_dir: str | Path, report: dict[str, Any]) -> list[Path]:
+    """Write report.json, report.md and the plots; returns the files written."""
+    out_dir = Path(out_dir)
+    report = {**report, "definitions": DEFINITIONS}
+    report["agreement"] = agreement(report.get("online"), report.get("offline"))
+    written = [out_dir / "report.json", out_dir / "report.md"]
+    write_json_atomic(written[0], report)
+    with atomic_path(written[1]) as tmp:
+        tmp.write_text(render_markdown(report), encoding="utf-8")
+    written += plot_report(out_dir, report)
+    return written
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """A human summary: settings, the headline figures with their definitions, agreement."""
+    s = report["settings"]
+    lines = ["# eagle3 evaluation", "",
+             f"k = {s['num_speculative_tokens']}, temperature = {s['temperature']}, batch (concurrent requests) = "
+             f"{s['concurrency']}, max tokens = {s['max_tokens']}, held-out prompts = {report['heldout']['prompts']}", "",
+             "| measurement | acceptance length (bonus incl.) | acceptance rate (bonus excl.) | per position | drafts |",
+             "|---|---|---|---|---|"]
+    rows = []
+    if report.get("online"):
+        rows.append(("vLLM, trained drafter", report["online"]["with_drafter"]))
+    if report.get("offline"):
+        rows.append(("offline transformers loop", report["offline"]))
+    for name, m in rows:
+        per_pos = ", ".join(_fmt(v, 2) for v in m["acceptance_per_position"])
+        lines.append(f"| {name} | {_fmt(m['acceptance_length'])} | {_fmt(m['acceptance_rate'])} | {per_pos} | {m['drafts']} |")
+    if report.get("simulated"):
+        lines += ["", f"Simulated acceptance length from training metrics: {_fmt(report['simulated']['acceptance_length'])}"]
+    lines += _speed_lines(report.get("online")) + _agreement_lines(report.get("agreement"))
+    sweep = (report.get("offline") or {}).get("k_sweep") or []
+    if sweep:
+        lines += ["", "| k | offline acceptance length |", "|---|---|"]
+        lines += [f"| {p['k']} | {_fmt(p['acceptance_length'])} |" for p in sweep]
+    lines += ["", "## Definitions", ""] + [f"- **{k}**: {v}" for k, v in report["definitions"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def _speed_lines(online: dict | None) -> list[str]:
+    if not online or not online.get("without_drafter"):
+        return []
+    w, wo = online["with_drafter"], online["without_drafter"]
+    return ["", f"Output tokens/s: {_fmt(w['output_tokens_per_s'], 1)} with the drafter, "
+                f"{_fmt(wo['output_tokens_per_s'], 1)} without (speed-up {_fmt(online.get('speedup'), 2)}x; "
+                f"same greedy outputs for {_fmt(online.get('identical_outputs_share'), 2)} of prompts)."]
+
+
+def _agreement_lines(agree: dict | None) -> list[str]:
+    if not agree:
+        return []
+    return ["", f"Online vs offline (greedy, same k): {_fmt(agree['online_acceptance_length'])} vs "
+                f"{_fmt(agree['offline_acceptance_length'])}, difference {_fmt(agree['difference'])} "
+                f"({_fmt(100 * agree['relative_difference'], 1)} %)."]
+
+
+def plot_report(out_dir: Path, report: dict[str, Any]) -> list[Path]:
+    """The two PNG plots (matplotlib, headless)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    series = [(name, m["acceptance_per_position"]) for name, m in
+              (("vLLM", (report.get("online") or {}).get("with_drafter")), ("offline", report.get("offline"))) if m]
+    if series:
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        width = 0.8 / len(series)
+        for i, (name, values) in enumerate(series):
+            xs = [p + i * width for p in range(len(values))]
+            ax.bar(xs, [v or 0.0 for v in values], width=width, label=name)
+        ax.set(xlabel="draft position", ylabel="accepted / drafts", ylim=(0, 1), title="Acceptance per position")
+        ax.legend()
+        paths.append(_save(fig, out_dir / PER_POSITION_PNG))
+    sweep = (report.get("offline") or {}).get("k_sweep") or []
+    if sweep:
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.plot([p["k"] for p in sweep], [p["acceptance_length"] or 1.0 for p in sweep], marker="o", label="offline")
+        online = (report.get("online") or {}).get("with_drafter")
+        if online and online["acceptance_length"] is not None:
+            ax.plot([report["settings"]["num_speculative_tokens"]], [online["acceptance_length"]], "s", label="vLLM")
+        ax.set(xlabel="k (draft tokens per step)", ylabel="acceptance length (bonus incl.)",
+               title="Acceptance length vs k")
+        ax.legend()
+        paths.append(_save(fig, out_dir / LENGTH_VS_K_PNG))
+    return paths
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path

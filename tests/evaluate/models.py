@@ -1,0 +1,37 @@
+"""Small local models for the evaluate tests: a random 4-layer Llama target and drafter exports
+in the contract format (config.json + model.safetensors), built in seconds, never downloaded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+TINY = dict(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+            num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=256)
+
+
+def make_target(path: Path, **over) -> Path:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(**{**TINY, **over}, eos_token_id=None, bos_token_id=None))
+    model.save_pretrained(path)
+    return path
+
+
+def make_export(path: Path, target_dir: Path, draft_vocab_size: int = 48, aux=(1, 2, 3), seed: int = 0) -> Path:
+    """A random-weight drafter for ``target_dir`` in the export format (the training stage's code)."""
+    import torch
+
+    from eagle3_core.drafter.model import DrafterConfig, Eagle3Drafter
+
+    torch.manual_seed(seed)
+    target = json.loads((target_dir / "config.json").read_text())
+    drafter = Eagle3Drafter(DrafterConfig.from_target(target, draft_vocab_size, list(aux)))
+    d2t = torch.arange(0, 2 * draft_vocab_size, 2)[:draft_vocab_size] - torch.arange(draft_vocab_size)
+    t2d = torch.zeros(target["vocab_size"], dtype=torch.bool)
+    t2d[torch.arange(draft_vocab_size) + d2t] = True
+    drafter.set_vocab(d2t, t2d)
+    drafter.save_export(path)
+    return path
