@@ -1,0 +1,150 @@
+"""A batch of generation records -> training rows, rejects and server-id mismatches.
+
+Never raises for a bad record: each one ends as a row or as a reject with a reason code
+(counted per code in the manifest). The configuration errors that would reject every record
+(a tokenizer without the think tokens, ids that disagree with the recipe) are caught before,
+in ``tokenizer.token_facts``.
+
+Cost: one template render per record (Jinja, in Python) and ONE batched encode of all the
+prompt, reasoning and content texts of the batch (Rust), so reconstruction runs close to the
+tokenizer's own batched speed (benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from eagle3_core.reconstruct.config import ReconstructConfig
+from eagle3_core.reconstruct.layout import (Sequence, first_difference, forced_think_position,
+                                            masked, output_ids)
+from eagle3_core.reconstruct.tokenizer import TokenFacts, encode_batch
+
+# How many ids around a mismatch are kept to show what differs.
+MISMATCH_CONTEXT = 4
+
+
+@dataclass
+class BatchResult:
+    """Columns of the sequences/ shard plus everything counted on the way."""
+
+    rows: dict[str, list] = field(default_factory=lambda: {
+        "sample_id": [], "input_ids": [], "loss_mask": [], "num_tokens": [], "num_supervised": [], "source": []})
+    rejects: list[dict[str, Any]] = field(default_factory=list)
+    mismatches: list[dict[str, Any]] = field(default_factory=list)
+    counts: Counter = field(default_factory=Counter)
+
+    def reject(self, sample_id: str | None, reason: str, detail: str) -> None:
+        self.rejects.append({"sample_id": sample_id, "reason": reason, "detail": detail})
+        self.counts["rejected"] += 1
+        self.counts[f"reject:{reason}"] += 1
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    record: dict[str, Any]
+    prompt_text: str
+    reasoning: str
+    content: str
+
+
+class Reconstructor:
+    """Holds the tokenizer and the verified token facts; turns record batches into rows."""
+
+    def __init__(self, tokenizer: Any, facts: TokenFacts, cfg: ReconstructConfig) -> None:
+        self.tokenizer, self.facts, self.cfg = tokenizer, facts, cfg
+        self._blank: dict[tuple[int, ...], bool] = {}
+
+    def run(self, records: list[dict[str, Any]]) -> BatchResult:
+        result = BatchResult()
+        result.counts["input_rows"] += len(records)
+        prepared = [p for p in (self._prepare(r, result) for r in records) if p is not None]
+        texts = [t for p in prepared for t in (p.prompt_text, p.reasoning, p.content)]
+        ids = encode_batch(self.tokenizer, texts)
+        for i, item in enumerate(prepared):
+            self._assemble(item, ids[3 * i], ids[3 * i + 1], ids[3 * i + 2], result)
+        return result
+
+    def _prepare(self, record: dict[str, Any], result: BatchResult) -> _Prepared | None:
+        """Check one record and render its prompt; None (and a counted reject) when it cannot be used."""
+        sid = record.get("sample_id")
+        messages = record.get("messages")
+        if not sid or not isinstance(messages, list) or not messages:
+            result.reject(sid, "malformed_record", "a record needs a sample_id and a non-empty messages list")
+            return None
+        reasoning, content = record.get("reasoning") or "", record.get("content") or ""
+        if reasoning and not self.facts.reasons:
+            result.reject(sid, "reasoning_on_non_reasoning_target",
+                          "the record has reasoning but the target's recipe has no think tokens "
+                          "(target.think_open is null): its template has nowhere to put it")
+            return None
+        if not reasoning and not content:
+            result.reject(sid, "empty_completion", "neither reasoning nor content")
+            return None
+        try:
+            chat = [{"role": m["role"], "content": m["content"]} for m in messages]
+            prompt = self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True,
+                                                        **self.cfg.chat_template_kwargs)
+        except Exception as exc:  # a template raises anything from TypeError to its own exceptions
+            result.reject(sid, "template_error", f"the chat template failed: {type(exc).__name__}: {exc}")
+            return None
+        return _Prepared(record, prompt, reasoning, content)
+
+    def _assemble(self, item: _Prepared, prompt_ids: list[int], reasoning_ids: list[int],
+                  content_ids: list[int], result: BatchResult) -> None:
+        record, sid = item.record, item.record["sample_id"]
+        forced = forced_think_position(prompt_ids, self.facts, self._is_blank)
+        out = output_ids(self.facts, reasoning_ids, content_ids, think_in_prompt=forced is not None,
+                         has_content=bool(item.content), stopped=record.get("finish_reason") != "length")
+        seq, source = masked(prompt_ids, out, forced), "text"
+        server_out = record.get("completion_token_ids")
+        if server_out is not None:
+            server_prompt = list(record.get("prompt_token_ids") or prompt_ids)
+            server = masked(server_prompt, list(server_out),
+                            forced_think_position(server_prompt, self.facts, self._is_blank))
+            self._compare(sid, seq, server, result)
+            if self.cfg.prefer == "server":
+                seq, source = server, "server"
+        self._emit(sid, seq, source, result)
+
+    def _compare(self, sid: str, rebuilt: Sequence, server: Sequence, result: BatchResult) -> None:
+        result.counts["server_checked"] += 1
+        diff = first_difference(rebuilt.input_ids, server.input_ids)
+        if diff is None:
+            result.counts["server_matched"] += 1
+            return
+        result.mismatches.append({
+            "sample_id": sid, "first_diff": diff,
+            "where": "prompt" if diff < min(rebuilt.prompt_len, server.prompt_len) else "completion",
+            "rebuilt_tokens": len(rebuilt.input_ids), "server_tokens": len(server.input_ids),
+            "rebuilt_near": rebuilt.input_ids[diff:diff + MISMATCH_CONTEXT],
+            "server_near": server.input_ids[diff:diff + MISMATCH_CONTEXT]})
+
+    def _emit(self, sid: str, seq: Sequence, source: str, result: BatchResult) -> None:
+        ids, mask = seq.input_ids, seq.loss_mask
+        if len(ids) > self.cfg.max_length:
+            if self.cfg.overlong == "drop":
+                result.reject(sid, "overlong", f"{len(ids)} tokens > max_length {self.cfg.max_length}")
+                return
+            ids, mask = ids[:self.cfg.max_length], mask[:self.cfg.max_length]
+            result.counts["truncated"] += 1
+        supervised = sum(mask)
+        if supervised == 0:
+            result.reject(sid, "no_supervised_tokens",
+                          f"the prompt alone fills max_length {self.cfg.max_length}: nothing the target generated is left")
+            return
+        for name, value in (("sample_id", sid), ("input_ids", ids), ("loss_mask", mask), ("num_tokens", len(ids)),
+                            ("num_supervised", supervised), ("source", source)):
+            result.rows[name].append(value)
+        result.counts["sequences"] += 1
+        result.counts["tokens"] += len(ids)
+        result.counts["supervised_tokens"] += supervised
+        result.counts[f"source_{source}"] += 1
+
+    def _is_blank(self, ids: tuple[int, ...]) -> bool:
+        """True when ``ids`` decode to whitespace only (cached: it is the same few ids every time)."""
+        if ids not in self._blank:
+            text = self.tokenizer.decode(list(ids), skip_special_tokens=False)
+            self._blank[ids] = text.strip() == ""
+        return self._blank[ids]

@@ -1,0 +1,133 @@
+"""The target tokenizer, loaded once and checked against the recipe before it is trusted.
+
+``load_tokenizer`` reads a local directory (never a hub: ``local_files_only``), with the
+tokenizer's own code only when the recipe allows it (Kimi's tiktoken tokenizer needs it).
+``token_facts`` proves that every configured special token (think-open, think-close,
+end-of-turn) is ONE id in this tokenizer and, where the recipe names the id, the same id:
+a think token that the tokenizer splits into pieces would put ``<``, ``think``, ``>`` where the
+target emits a single id, and the drafter would learn a sequence the target never produced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eagle3_core.errors import ConfigError, InputError
+from eagle3_core.target import TargetConfig
+
+# Files whose bytes decide how text becomes ids (and how a chat renders).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "chat_template.jinja", "chat_template.json", "tokenizer.model", "tiktoken.model",
+                   "vocab.json", "merges.txt", "added_tokens.json")
+
+
+@dataclass(frozen=True)
+class TokenFacts:
+    """The special ids of the target, verified against its tokenizer."""
+
+    end_of_turn_id: int
+    think_open_id: int | None
+    think_close_id: int | None
+    vocab_size: int
+    fingerprint: str
+
+    @property
+    def reasons(self) -> bool:
+        return self.think_open_id is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"end_of_turn_id": self.end_of_turn_id, "think_open_id": self.think_open_id,
+                "think_close_id": self.think_close_id, "vocab_size": self.vocab_size,
+                "tokenizer": self.fingerprint}
+
+
+def load_tokenizer(path: str | Path, trust_remote_code: bool = False) -> Any:
+    """A transformers tokenizer from a local directory, or an InputError that says why not."""
+    from transformers import AutoTokenizer
+
+    path = Path(path)
+    if not path.is_dir():
+        raise InputError(f"tokenizer directory not found: {path}",
+                         fix="pass --tokenizer a local directory holding the target's tokenizer files")
+    try:
+        return AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code,
+                                             local_files_only=True)
+    except ValueError as exc:
+        if "trust_remote_code" in str(exc) and not trust_remote_code:
+            raise ConfigError(f"the tokenizer in {path} ships its own code",
+                              fix="pass --trust-remote-code (target.trust_remote_code: true) if you trust it") from None
+        raise InputError(f"cannot load a tokenizer from {path}: {exc}",
+                         fix="check that the directory holds tokenizer.json or the tokenizer's own files") from None
+    except OSError as exc:
+        raise InputError(f"cannot load a tokenizer from {path}: {exc}",
+                         fix="check that the directory holds tokenizer.json or the tokenizer's own files") from None
+
+
+def tokenizer_fingerprint(path: str | Path) -> str:
+    """sha256 over the tokenizer files present (name + bytes), in a fixed order."""
+    digest = hashlib.sha256()
+    for name in TOKENIZER_FILES:
+        file = Path(path) / name
+        if file.is_file():
+            digest.update(name.encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def target_vocab_size(path: str | Path, tokenizer: Any) -> int:
+    """Rows of the target's embedding (config.json ``vocab_size``), else the tokenizer's length.
+
+    The model's vocab is often padded past the tokenizer (Qwen3: 151936 vs 151669 ids);
+    ``t2d`` must cover the model's rows, so the config wins when present.
+    """
+    config = Path(path) / "config.json"
+    if config.is_file():
+        data = json.loads(config.read_text(encoding="utf-8"))
+        size = data.get("vocab_size") or (data.get("text_config") or {}).get("vocab_size")
+        if size:
+            return max(int(size), len(tokenizer))
+    return len(tokenizer)
+
+
+def single_id(tokenizer: Any, text: str, expected: int | None, field: str) -> int:
+    """The one id ``text`` encodes to; ConfigError when it is missing, split, or not ``expected``."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if len(ids) != 1:
+        raise ConfigError(
+            f"the tokenizer has no single token for target.{field} {text!r} (it encodes as {len(ids)} ids: {ids[:8]})",
+            fix=f"point --tokenizer at the target's own tokenizer, or set target.{field} to the token it uses"
+                + ("; for a non-reasoning model set target.think_open and target.think_close to null"
+                   if field.startswith("think") else ""))
+    if expected is not None and ids[0] != expected:
+        raise ConfigError(f"target.{field}_id is {expected} but the tokenizer maps {text!r} to {ids[0]}",
+                          fix=f"set target.{field}_id: {ids[0]} in the recipe, or use the target's own tokenizer")
+    return ids[0]
+
+
+def token_facts(tokenizer: Any, target: TargetConfig, path: str | Path) -> TokenFacts:
+    """Verify the recipe's special tokens against ``tokenizer``; return their ids."""
+    eot = single_id(tokenizer, target.end_of_turn, target.end_of_turn_id, "end_of_turn")
+    think_open = think_close = None
+    if target.reasons:
+        think_open = single_id(tokenizer, target.think_open, target.think_open_id, "think_open")
+        think_close = single_id(tokenizer, target.think_close, target.think_close_id, "think_close")
+    return TokenFacts(end_of_turn_id=eot, think_open_id=think_open, think_close_id=think_close,
+                      vocab_size=target_vocab_size(path, tokenizer), fingerprint=tokenizer_fingerprint(path))
+
+
+def encode_batch(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """Ids of each text, specials in the text kept as their ids, none added.
+
+    Uses the Rust backend's batch encoder when there is one (one call for the whole batch:
+    the measured limit in benchmarks/README.md); a slow tokenizer (Kimi's tiktoken) encodes
+    one text at a time.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return [tokenizer.encode(text, add_special_tokens=False) for text in texts]
+    fast = getattr(backend, "encode_batch_fast", backend.encode_batch)
+    return [enc.ids for enc in fast(texts, add_special_tokens=False)]
