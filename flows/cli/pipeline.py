@@ -1,4 +1,8 @@
-"""`eagle3 pipeline`."""
+"""`eagle3 pipeline --config FILE.yaml`: run the whole DAG from a recipe, then say what it made.
+
+Like every eagle3 command it runs a Prefect flow: with ``PREFECT_API_URL`` set the run appears in
+that server's UI; otherwise Prefect starts an ephemeral local API for the run and stops it after.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,26 @@ import click
 
 
 @click.command("pipeline")
-def command() -> None:
-    """Not built yet."""
-    raise click.ClickException("eagle3 pipeline is not built yet")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="A recipe (YAML of the pipeline config), e.g. configs/toy.yaml.")
+@click.option("--out", default=None, help="Run directory; overrides the recipe's `out`.")
+def command(config_path: str, out: str | None) -> None:
+    """Run generate -> reconstruct -> vocab -> extract -> train -> evaluate from a recipe."""
+    from eagle3_core.config import PipelineConfig
+
+    config = PipelineConfig.from_yaml(config_path)
+    if out is not None:
+        config = config.model_copy(update={"out": out})
+    run_and_report(config)
+
+
+def run_and_report(config) -> dict:
+    """Run the pipeline flow and print each stage's outcome, the outputs and the headline figures."""
+    from flows.pipeline import pipeline
+    from flows.run_summary import summary_lines
+
+    outcomes = pipeline(config)
+    click.echo("")
+    for line in summary_lines(config, outcomes):
+        click.echo(line)
+    return outcomes

@@ -1,0 +1,92 @@
+"""The whole DAG as one Prefect flow whose single parameter is the pipeline config.
+
+generate -> reconstruct -> vocab -> extract -> train -> evaluate, each stage its own flow run
+(a subflow), each skipping itself when its manifest says it is complete for the same inputs and
+config. Because the parameter is ``PipelineConfig``, the Prefect UI renders it as a form and
+validates it exactly as ``eagle3 pipeline --config`` does.
+
+Guarantees:
+- With ``config.toy`` set, the toy target is built (or loaded from its cache) and becomes
+  ``target.path``. With ``config.serve`` set, vLLM is started for the target only while the
+  generate stage runs (its URL fills ``generate.base_urls``) and is stopped after it, error or
+  not; when generate has nothing left to do, vLLM is not started at all.
+- A failed stage fails this flow run with the stage's own exception and message.
+- Every run leaves a keyed markdown artifact, ``pipeline-summary``, with each stage's outcome.
+
+Manual run from Python::
+
+    from eagle3_core.config import PipelineConfig
+    from flows.pipeline import pipeline
+    pipeline(PipelineConfig.from_yaml("configs/toy.yaml"))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+from prefect import flow, get_run_logger, task
+
+from eagle3_core.config import PipelineConfig
+from flows.pipeline_stages import Outcome, run_stage
+from flows.run_summary import generate_is_done, summary_markdown
+
+
+@flow(name="pipeline", log_prints=True)
+def pipeline(config: PipelineConfig) -> dict[str, dict]:
+    """Run every selected stage of the DAG into ``config.out``."""
+    outcomes: dict[str, Outcome] = {}
+    config = with_target(config, outcomes)
+    with served_for_generation(config, outcomes) as served:
+        run_stage("generate", served, outcomes)
+    run_stage("reconstruct", config, outcomes)
+    run_stage("vocab", config, outcomes)
+    run_stage("extract", config, outcomes)
+    run_stage("train", config, outcomes)
+    run_stage("evaluate", config, outcomes)
+    publish_summary(config, outcomes)
+    return {name: vars(outcome) for name, outcome in outcomes.items()}
+
+
+@task(name="toy-target")
+def build_toy(config: PipelineConfig) -> str:
+    """Build the toy target or load it from its cache (keyed by the hash of its recipe)."""
+    from eagle3_core.toy.build import build_toy_target
+    from tasks.common import PrefectReporter
+
+    return str(build_toy_target(config.toy, reporter=PrefectReporter("toy")))
+
+
+def with_target(config: PipelineConfig, outcomes: dict[str, Outcome]) -> PipelineConfig:
+    """The config with ``target.path`` filled in by the toy builder when ``toy`` is set."""
+    if config.toy is None:
+        return config
+    started = time.time()
+    path = build_toy(config)
+    outcomes["toy"] = Outcome("toy", "ran", path, time.time() - started, started)
+    return config.model_copy(update={"target": config.target.model_copy(update={"path": path})})
+
+
+@contextlib.contextmanager
+def served_for_generation(config: PipelineConfig, outcomes: dict[str, Outcome]) -> Iterator[PipelineConfig]:
+    """Yield the config with vLLM serving the target for generate, and stop vLLM afterwards."""
+    if config.serve is None or "generate" not in config.stages or generate_is_done(config):
+        yield config
+        return
+    from eagle3_core.serve import serve_model
+
+    logger, started = get_run_logger(), time.time()
+    with serve_model(config.target, config.serve) as base_url:
+        outcomes["serve"] = Outcome("serve", "ran", base_url, time.time() - started, started)
+        logger.info("vLLM serves %s at %s", config.target.path, base_url)
+        generate = config.generate.model_copy(update={"base_urls": [base_url]})
+        yield config.model_copy(update={"generate": generate})
+    logger.info("vLLM stopped")
+
+
+def publish_summary(config: PipelineConfig, outcomes: dict[str, Outcome]) -> None:
+    from prefect.artifacts import create_markdown_artifact
+
+    create_markdown_artifact(summary_markdown(config, outcomes), key="pipeline-summary",
+                             description=f"eagle3 pipeline into {config.out}")

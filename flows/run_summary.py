@@ -1,0 +1,95 @@
+"""What a finished (or partly finished) run shows its user: where every output went and the
+headline figures, read back from the stages' manifests and reports on disk.
+
+Nothing here computes a figure: each is read from the file its stage wrote, and a figure whose
+stage did not run is shown as ``-``, never guessed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from eagle3_core.config import PipelineConfig
+from eagle3_core.fsio import read_json
+from eagle3_core.layout import RunLayout
+from eagle3_core.manifest import StageManifest, read_manifest
+
+
+def generate_is_done(config: PipelineConfig) -> bool:
+    """True when the generate stage would skip itself, so vLLM need not be started for it."""
+    manifest = read_manifest(config.layout.generations)
+    if manifest is None or manifest.status != "complete":
+        return False
+    try:
+        from eagle3_core.generate.stage import generate_config_hash
+    except ImportError:
+        return False
+    return manifest.config_hash == generate_config_hash(config.generate)
+
+
+def _pick(manifest: StageManifest | None, *keys: str) -> Any:
+    """The first of ``keys`` found in the manifest's counts or details (dotted keys go deeper)."""
+    if manifest is None:
+        return None
+    for key in keys:
+        value: Any = {**manifest.details, **manifest.counts}
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None:
+            return value
+    return None
+
+
+def headline(layout: RunLayout) -> dict[str, Any]:
+    """The figures a user looks at first, None where the stage has not produced them."""
+    gen, seq = read_manifest(layout.generations), read_manifest(layout.sequences)
+    train = read_manifest(layout.drafter)
+    report_path = layout.eval / "report.json"
+    report = read_json(report_path) if report_path.exists() else {}
+    return {
+        "samples accepted": _pick(gen, "accepted"),
+        "samples rejected": _pick(gen, "rejected"),
+        "reasoning present": _pick(gen, "with_reasoning", "reasoning_present"),
+        "token-exact reconstruction": _pick(seq, "token_match_rate", "match_rate"),
+        "training loss": _pick(train, "final_loss", "loss"),
+        "acceptance length": report.get("acceptance_length") if isinstance(report, dict) else None,
+    }
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def outputs(layout: RunLayout) -> dict[str, Path]:
+    return {"generations": layout.generations, "sequences": layout.sequences, "vocab": layout.vocab,
+            "hidden states": layout.hidden, "drafter checkpoints": layout.drafter / "checkpoints",
+            "drafter export": layout.export, "evaluation": layout.eval}
+
+
+def summary_lines(config: PipelineConfig, outcomes: dict[str, Any]) -> list[str]:
+    """Plain-text summary: stage outcomes, output folders, headline figures."""
+    lines = ["stage         outcome        seconds  note"]
+    for name, o in outcomes.items():
+        o = o if isinstance(o, dict) else vars(o)
+        lines.append(f"{name:<13} {o['status']:<14} {o['seconds']:>7.1f}  {o['reason'] or o['out_dir']}")
+    lines += ["", "outputs:"]
+    lines += [f"  {name:<20} {path}{'' if path.exists() else '  (not written)'}"
+              for name, path in outputs(config.layout).items()]
+    lines += ["", "headline:"]
+    lines += [f"  {name:<27} {_show(value)}" for name, value in headline(config.layout).items()]
+    return lines
+
+
+def summary_markdown(config: PipelineConfig, outcomes: dict[str, Any]) -> str:
+    rows = ["| stage | outcome | seconds | note |", "|---|---|---|---|"]
+    for name, o in outcomes.items():
+        o = o if isinstance(o, dict) else vars(o)
+        rows.append(f"| {name} | {o['status']} | {o['seconds']:.1f} | {o['reason'] or o['out_dir']} |")
+    figures = ["| figure | value |", "|---|---|"]
+    figures += [f"| {k} | {_show(v)} |" for k, v in headline(config.layout).items()]
+    return "\n".join([f"# eagle3 pipeline: `{config.out}`", "", *rows, "", *figures])
