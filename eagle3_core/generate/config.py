@@ -38,6 +38,10 @@ class GenerateConfig(StrictModel):
     shard_rows: int = Field(1000, ge=1, description="Flush accepted/rejected rows to a new Parquet shard every this many rows ...")
     flush_seconds: float = Field(30.0, gt=0, description="... or every this many seconds, whichever comes first.")
     batch_size: int = Field(2048, ge=1, description="Rows per Prefect task (tasks per batch, never per request).")
+    retry_initial_wait: float = Field(1.0, ge=0, description="First retry backoff in seconds; doubles per attempt, with full jitter.")
+    retry_max_wait: float = Field(60.0, ge=0, description="Upper bound of one retry backoff, in seconds.")
+    probe_max_tokens: int = Field(64, ge=1, description="Completion token limit of the one probe request per endpoint.")
+    aimd_latency_factor: float = Field(2.0, gt=1, description="`auto` concurrency halves when a request's latency exceeds this multiple of the best recent latency.")
 
     @model_validator(mode="after")
     def _concurrency_in_range(self) -> "GenerateConfig":

@@ -1,0 +1,126 @@
+"""How many requests each endpoint may have in flight, and which endpoint takes the next one.
+
+vLLM answers no 429 when saturated: it queues, latency grows, requests time out. With
+``concurrency: auto`` each endpoint's limit follows AIMD, as TCP does:
+- slow start: +1 per success until the first decrease (reaches 128 in about 7 round trips);
+- then additive increase: +1 per ``limit`` successes (one per round trip);
+- multiplicative decrease: x0.5 on a timeout, or when the smoothed latency exceeds
+  ``latency_factor`` x the best latency seen, at most once per smoothed round trip (one
+  overload episode must not halve the limit once per in-flight request);
+- always within [1, max_concurrency].
+A fixed ``concurrency`` is the same controller that never moves.
+
+``EndpointPool.acquire`` gives the next request to the endpoint with the lowest in-flight/limit
+ratio (least loaded); it waits when every endpoint is full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+TIMELINE_POINTS = 500  # enough to plot; a long run is decimated to stay this small
+
+
+class AimdController:
+    def __init__(self, fixed: int | None, max_concurrency: int, latency_factor: float = 2.0) -> None:
+        self.auto = fixed is None
+        self.max = max_concurrency if self.auto else fixed
+        self.limit = float(min(4, self.max) if self.auto else fixed)
+        self.latency_factor = latency_factor
+        self.slow_start = True
+        self.best_latency: float | None = None
+        self.smoothed: float | None = None
+        self._last_decrease = 0.0
+        self._t0 = time.monotonic()
+        self.timeline: list[tuple[float, int]] = [(0.0, int(self.limit))]
+
+    @property
+    def slots(self) -> int:
+        return int(self.limit)
+
+    def on_success(self, latency: float) -> None:
+        self.best_latency = latency if self.best_latency is None else min(self.best_latency, latency)
+        self.smoothed = latency if self.smoothed is None else 0.9 * self.smoothed + 0.1 * latency
+        if not self.auto:
+            return
+        if self.smoothed > self.latency_factor * self.best_latency:
+            self._decrease()
+        else:
+            self._set(self.limit + (1.0 if self.slow_start else 1.0 / self.limit))
+
+    def on_timeout(self) -> None:
+        if self.auto:
+            self._decrease()
+
+    def _decrease(self) -> None:
+        now = time.monotonic()
+        if now - self._last_decrease < max(self.smoothed or 0.0, 0.05):
+            return
+        self._last_decrease, self.slow_start = now, False
+        self._set(self.limit * 0.5)
+        self.smoothed = self.best_latency  # judge the new limit on fresh latencies
+
+    def _set(self, value: float) -> None:
+        before = int(self.limit)
+        self.limit = min(float(self.max), max(1.0, value))
+        if int(self.limit) != before:
+            self.timeline.append((round(time.monotonic() - self._t0, 3), int(self.limit)))
+            if len(self.timeline) > TIMELINE_POINTS:
+                self.timeline = self.timeline[::2]
+
+
+@dataclass
+class Endpoint:
+    url: str
+    controller: AimdController
+    in_flight: int = 0
+    requests: int = 0
+    client: object | None = field(default=None, repr=False)  # AsyncOpenAI, bound to one event loop
+
+    @property
+    def label(self) -> str:
+        return self.url
+
+
+class EndpointPool:
+    """Least-loaded choice among endpoints, each bounded by its controller's limit."""
+
+    def __init__(self, endpoints: list[Endpoint]) -> None:
+        self.endpoints = endpoints
+        self._changed: asyncio.Condition | None = None
+
+    @property
+    def in_flight(self) -> int:
+        return sum(e.in_flight for e in self.endpoints)
+
+    @property
+    def capacity(self) -> int:
+        """The most requests the pool can ever hold in flight (bounds the work queued ahead)."""
+        return sum(e.controller.max for e in self.endpoints)
+
+    def _free(self) -> Endpoint | None:
+        free = [e for e in self.endpoints if e.in_flight < e.controller.slots]
+        return min(free, key=lambda e: e.in_flight / e.controller.slots) if free else None
+
+    async def acquire(self) -> Endpoint:
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        async with self._changed:
+            endpoint = await self._changed.wait_for(self._free)
+            endpoint.in_flight += 1
+            endpoint.requests += 1
+            return endpoint
+
+    async def release(self, endpoint: Endpoint) -> None:
+        assert self._changed is not None
+        async with self._changed:
+            endpoint.in_flight -= 1
+            self._changed.notify_all() if endpoint.controller.auto else self._changed.notify(1)
+
+    def reset_loop(self) -> None:
+        """Forget loop-bound state before a new ``asyncio.run`` (one per Prefect batch task)."""
+        self._changed = None
+        for endpoint in self.endpoints:
+            endpoint.client = None

@@ -1,0 +1,135 @@
+"""The async loop: keep every endpoint full, turn each answer into a record, write it.
+
+Work items are pulled from the (lazy) planner only when there is room: at most twice the pool's
+capacity are alive at once, so memory holds a window of prompts, never the dataset. A row's
+failure (a 400, retries run out) becomes a rejected record; a failure to write (a full disk)
+stops the run, after cancelling what is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from eagle3_core.generate.client import Answer, Requester, RequestFailed, build_client
+from eagle3_core.generate.concurrency import EndpointPool
+from eagle3_core.generate.rows import Messages, row_json
+from eagle3_core.generate.shards import ShardWriter
+from eagle3_core.generate.stats import RunStats
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    row_index: int
+    sample_id: str
+    messages: Messages
+    row: Any
+
+
+class Engine:
+    def __init__(self, requester: Requester, pool: EndpointPool, accepted: ShardWriter, rejected: ShardWriter,
+                 stats: RunStats, model: str, on_progress: Callable[[], None]) -> None:
+        self.requester, self.pool, self.stats, self.model = requester, pool, stats, model
+        self.accepted, self.rejected, self.on_progress = accepted, rejected, on_progress
+
+    async def process(self, items: Iterable[WorkItem]) -> None:
+        self.pool.reset_loop()
+        for endpoint in self.pool.endpoints:
+            endpoint.client = build_client(endpoint.url, self.requester.cfg, endpoint.controller.max)
+        room = asyncio.Semaphore(2 * self.pool.capacity)
+        alive: set[asyncio.Task] = set()
+        errors: list[BaseException] = []
+        self._errors = errors
+
+        def finished(task: asyncio.Task) -> None:
+            alive.discard(task)
+            room.release()
+            if not task.cancelled() and task.exception() is not None:
+                errors.append(task.exception())
+
+        ticker = asyncio.create_task(self._flush_on_time())
+        try:
+            for item in items:
+                await room.acquire()
+                if errors:
+                    raise errors[0]
+                task = asyncio.create_task(self._one(item))
+                alive.add(task)
+                task.add_done_callback(finished)
+            await asyncio.gather(*alive)
+            if errors:
+                raise errors[0]
+        finally:
+            ticker.cancel()
+            for task in list(alive):
+                task.cancel()
+            await asyncio.gather(ticker, *alive, return_exceptions=True)
+            for endpoint in self.pool.endpoints:
+                await endpoint.client.close()
+
+    async def _one(self, item: WorkItem) -> None:
+        try:
+            answer = await self.requester.answer(item.messages)
+        except RequestFailed as failure:
+            self.stats.requests += failure.attempts
+            self.rejected.add(rejected_record(item.sample_id, item.row_index, item.row, failure.reason, failure.detail))
+            self.stats.reject(failure.reason)
+        else:
+            self.stats.requests += answer.attempts
+            record = accepted_record(item, answer, self.model)
+            self.accepted.add(record)
+            self.stats.accept(record)
+        self.on_progress()
+
+    async def _flush_on_time(self) -> None:
+        interval = min(1.0, self.accepted.flush_seconds)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                for writer in (self.accepted, self.rejected):
+                    if writer.due():
+                        writer.flush()
+            except Exception as exc:  # a full disk: stop the run from the main loop
+                self._errors.append(exc)
+                return
+
+
+def accepted_record(item: WorkItem, answer: Answer, model: str) -> dict[str, Any]:
+    c = answer.completion
+    return {"sample_id": item.sample_id, "messages": item.messages, "reasoning": c.reasoning,
+            "content": c.content, "reasoning_source": c.reasoning_source, "finish_reason": c.finish_reason,
+            "prompt_token_ids": c.prompt_token_ids, "completion_token_ids": c.completion_token_ids,
+            "model": model, "endpoint": answer.endpoint, "prompt_tokens": c.prompt_tokens,
+            "completion_tokens": c.completion_tokens, "attempts": answer.attempts,
+            "latency_s": round(answer.latency_s, 6), "created_at": time.time()}
+
+
+def rejected_record(sample_id: str | None, row_index: int, row: Any, reason: str, detail: str) -> dict[str, Any]:
+    return {"sample_id": sample_id, "row_index": row_index, "input": row_json(row), "reason": reason,
+            "detail": detail}
+
+
+def run_coroutine(coro: Coroutine) -> Any:
+    """``asyncio.run``, also from a thread that already runs a loop (some Prefect task runners)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, name="eagle3-generate")
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")

@@ -1,0 +1,140 @@
+"""Prompt rows in, one at a time: local jsonl/json/parquet (a file or a directory) or a HF dataset.
+
+Guarantees:
+- rows are streamed (jsonl line by line, parquet batch by batch, HF datasets with
+  ``streaming=True``), so memory does not grow with the dataset; a ``.json`` array is the one
+  format that is read whole;
+- a line that is not JSON becomes a row ``{"__invalid_json__": line}`` that ``normalize``
+  rejects, so a bad line costs one rejected record, never the run;
+- a source that does not exist is an ``InputError`` naming it, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from eagle3_core.errors import InputError
+from eagle3_core.generate.config import PromptSource
+
+LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
+INVALID_JSON = "__invalid_json__"
+
+
+def iter_rows(source: PromptSource) -> Iterator[dict[str, Any]]:
+    """The source's rows in input order, at most ``max_samples`` of them."""
+    return islice(_all_rows(source), source.max_samples)
+
+
+def count_rows(source: PromptSource) -> int | None:
+    """How many rows ``iter_rows`` will yield, when it is cheap to know (for the progress bar)."""
+    path = Path(source.input).expanduser()
+    if not path.exists():
+        return source.max_samples
+    total = 0
+    for file in _local_files(path):
+        if file.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            total += pq.ParquetFile(file).metadata.num_rows
+        elif file.suffix == ".jsonl":
+            with open(file, "rb") as fh:
+                total += sum(1 for line in fh if line.strip())
+        else:
+            return source.max_samples
+    return total if source.max_samples is None else min(total, source.max_samples)
+
+
+def fingerprint(source: PromptSource) -> str:
+    """What identifies the input: files with their sizes and mtimes, or the dataset name and split."""
+    path = Path(source.input).expanduser()
+    if not path.exists():
+        return f"hf:{source.input}:{source.split}:{source.max_samples}"
+    parts = [f"{f.resolve()}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in _local_files(path)]
+    return f"files:{';'.join(parts)}:{source.max_samples}"
+
+
+def _all_rows(source: PromptSource) -> Iterator[dict[str, Any]]:
+    path = Path(source.input).expanduser()
+    if path.exists():
+        for file in _local_files(path):
+            yield from _read_file(file)
+    elif _looks_like_path(source.input):
+        raise InputError(f"input not found: {source.input}",
+                         fix="pass an existing .jsonl/.json/.parquet file or directory, or a Hugging Face dataset name")
+    else:
+        yield from _read_hf(source)
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.startswith(("/", ".", "~")) or text.endswith(LOCAL_SUFFIXES)
+
+
+def _local_files(path: Path) -> list[Path]:
+    if path.is_file():
+        if path.suffix not in LOCAL_SUFFIXES:
+            raise InputError(f"unsupported input file type: {path.name}", path=str(path),
+                             fix="use .jsonl, .json or .parquet")
+        return [path]
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in LOCAL_SUFFIXES)
+    if not files:
+        raise InputError("no .jsonl/.json/.parquet files in the input directory", path=str(path),
+                         fix="point --input at a file or a directory of prompt files")
+    return files
+
+
+def _read_file(file: Path) -> Iterator[dict[str, Any]]:
+    if file.suffix == ".jsonl":
+        yield from _read_jsonl(file)
+    elif file.suffix == ".json":
+        yield from _read_json(file)
+    else:
+        yield from _read_parquet(file)
+
+
+def _read_jsonl(file: Path) -> Iterator[dict[str, Any]]:
+    with open(file, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                yield {INVALID_JSON: line.rstrip("\n")}
+
+
+def _read_json(file: Path) -> Iterator[dict[str, Any]]:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc}", path=str(file),
+                         fix="a .json input holds one array of rows; use .jsonl for one row per line") from None
+    yield from (data if isinstance(data, list) else [data])
+
+
+def _read_parquet(file: Path) -> Iterator[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    try:
+        reader = pq.ParquetFile(file)
+    except Exception as exc:  # pyarrow raises several types for a corrupt file
+        raise InputError(f"cannot read Parquet file: {exc}", path=str(file)) from None
+    for batch in reader.iter_batches(batch_size=1024):
+        yield from batch.to_pylist()
+
+
+def _read_hf(source: PromptSource) -> Iterator[dict[str, Any]]:
+    try:
+        import datasets
+
+        datasets.logging.set_verbosity_error()
+        dataset = datasets.load_dataset(source.input, split=source.split, streaming=True)
+    except Exception as exc:  # hub errors come as many types (offline, not found, gated)
+        raise InputError(f"cannot load dataset {source.input!r} (split {source.split!r}): "
+                         f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                         fix="check the name and split, your network or HF_HUB_OFFLINE, "
+                             "or pass a local .jsonl/.parquet file") from None
+    yield from dataset

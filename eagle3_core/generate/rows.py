@@ -1,0 +1,94 @@
+"""One input row -> the prompt messages to send, or the reason it cannot be sent.
+
+Accepted shapes (DESIGN.md): ``messages`` (OpenAI role/content), ``conversations`` (ShareGPT
+from/value: human/user, gpt/assistant, system) and ``prompt`` (a string). Trailing assistant
+turns are dropped: the target regenerates them. Anything else is a ``RowRejection`` with a
+short reason code; normalising never raises.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from eagle3_core.base import stable_hash
+from eagle3_core.generate.inputs import INVALID_JSON
+
+SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+                  "system": "system", "chatgpt": "assistant", "bing": "assistant", "bard": "assistant"}
+OPENAI_ROLES = {"system", "user", "assistant", "developer", "tool"}
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class RowRejection:
+    reason: str   # short code, counted per code in the manifest
+    detail: str   # one human sentence
+
+
+def normalize(row: Any) -> Messages | RowRejection:
+    """The prompt messages of ``row`` (ending with a user turn) or why there are none."""
+    if not isinstance(row, dict):
+        return RowRejection("unknown_shape", f"a row must be an object, got {type(row).__name__}")
+    if INVALID_JSON in row:
+        return RowRejection("invalid_json", "the input line is not valid JSON")
+    if row.get("messages") is not None:
+        messages = _from_pairs(row["messages"], "role", "content", None)
+    elif row.get("conversations") is not None:
+        messages = _from_pairs(row["conversations"], "from", "value", SHAREGPT_ROLES)
+    elif "prompt" in row:
+        messages = _from_prompt(row["prompt"])
+    else:
+        keys = ", ".join(sorted(map(str, row))) or "none"
+        return RowRejection("unknown_shape", f"expected a `messages`, `conversations` or `prompt` field; got keys: {keys}")
+    return messages if isinstance(messages, RowRejection) else _trim(messages)
+
+
+def _from_prompt(prompt: Any) -> Messages | RowRejection:
+    if not isinstance(prompt, str):
+        return RowRejection("non_string_content", f"`prompt` must be a string, got {type(prompt).__name__}")
+    return [{"role": "user", "content": prompt}]
+
+
+def _from_pairs(turns: Any, role_key: str, text_key: str, roles: dict[str, str] | None) -> Messages | RowRejection:
+    if not isinstance(turns, list):
+        return RowRejection("unknown_shape", f"the conversation must be a list of turns, got {type(turns).__name__}")
+    messages: Messages = []
+    for i, turn in enumerate(turns):
+        if not isinstance(turn, dict) or role_key not in turn or text_key not in turn:
+            return RowRejection("unknown_shape", f"turn {i} must be an object with `{role_key}` and `{text_key}`")
+        role = turn[role_key]
+        role = roles.get(role) if roles is not None else (role if role in OPENAI_ROLES else None)
+        if role is None:
+            return RowRejection("unknown_role", f"turn {i} has an unknown role {turn[role_key]!r}")
+        content = turn[text_key]
+        if not isinstance(content, str):
+            return RowRejection("non_string_content", f"turn {i} content must be a string, got {type(content).__name__}")
+        messages.append({"role": role, "content": content})
+    return messages
+
+
+def _trim(messages: Messages) -> Messages | RowRejection:
+    """Drop trailing assistant turns; what is left must end with a non-empty user turn."""
+    while messages and messages[-1]["role"] == "assistant":
+        messages = messages[:-1]
+    if not messages or messages[-1]["role"] != "user":
+        return RowRejection("empty_prompt", "no user turn to answer")
+    if not messages[-1]["content"].strip():
+        return RowRejection("empty_prompt", "the last user turn is empty")
+    return messages
+
+
+def sample_id(messages: Messages, sampling_key: dict) -> str:
+    """The stable key of one sample: its prompt messages plus the sampling settings."""
+    return stable_hash({"messages": messages, "sampling": sampling_key}, length=24)
+
+
+def row_json(row: Any) -> str:
+    """The input row as JSON text for a rejected record (values JSON cannot hold become strings);
+    a line that was not JSON is kept as it was."""
+    if isinstance(row, dict) and set(row) == {INVALID_JSON}:
+        return row[INVALID_JSON]
+    return json.dumps(row, ensure_ascii=False, default=str)

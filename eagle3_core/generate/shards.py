@@ -1,0 +1,112 @@
+"""Accepted and rejected rows into Parquet shards, atomically; what is already on disk, for resume.
+
+On-disk layout (CONTRIBUTING.md): ``<out>/accepted/part-NNNNN.parquet`` and
+``<out>/rejected/part-NNNNN.parquet``. A shard is written to ``part-NNNNN.parquet.tmp`` and
+renamed into place (``fsio.atomic_path``), so a SIGKILL leaves finished shards plus at most one
+stray ``.tmp`` (deleted at the next start); a row is durable exactly when its shard is. Rows are
+buffered and flushed every ``shard_rows`` rows or ``flush_seconds``, whichever comes first: a
+killed run loses at most that much work, and loses it cleanly (it is requested again).
+A failed write (a full disk) raises ``StageError`` and leaves no partial shard behind.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from eagle3_core.errors import StageError
+from eagle3_core.fsio import atomic_path
+
+ACCEPTED, REJECTED = "accepted", "rejected"
+
+
+def _schemas() -> dict[str, dict]:
+    import polars as pl
+
+    message = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
+    ids = pl.List(pl.Int64)
+    accepted = {"sample_id": pl.String, "messages": message, "reasoning": pl.String, "content": pl.String,
+                "reasoning_source": pl.String, "finish_reason": pl.String, "prompt_token_ids": ids,
+                "completion_token_ids": ids, "model": pl.String, "endpoint": pl.String,
+                "prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "attempts": pl.Int64,
+                "latency_s": pl.Float64, "created_at": pl.Float64}
+    rejected = {"sample_id": pl.String, "row_index": pl.Int64, "input": pl.String, "reason": pl.String,
+                "detail": pl.String}
+    return {ACCEPTED: accepted, REJECTED: rejected}
+
+
+def shard_files(directory: Path) -> list[Path]:
+    return sorted(directory.glob("part-*.parquet")) if directory.is_dir() else []
+
+
+class ShardWriter:
+    """Buffers rows of one kind and writes them as numbered shards."""
+
+    def __init__(self, directory: Path, kind: str, shard_rows: int, flush_seconds: float) -> None:
+        self.directory, self.kind = directory, kind
+        self.shard_rows, self.flush_seconds = shard_rows, flush_seconds
+        self.schema = _schemas()[kind]
+        self.rows: list[dict[str, Any]] = []
+        self.written = 0
+        self._last_flush = time.monotonic()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            for stray in directory.glob("part-*.parquet.tmp"):
+                stray.unlink()
+        except OSError as exc:
+            raise StageError(f"cannot prepare the output directory: {exc.strerror or exc}", path=str(directory),
+                             fix="choose a writable --out") from None
+        existing = shard_files(directory)
+        self._next = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= self.shard_rows:
+            self.flush()
+
+    def due(self) -> bool:
+        return bool(self.rows) and time.monotonic() - self._last_flush >= self.flush_seconds
+
+    def flush(self) -> None:
+        """Write the buffered rows as one shard; on failure keep them buffered and raise."""
+        self._last_flush = time.monotonic()
+        if not self.rows:
+            return
+        import polars as pl
+
+        path = self.directory / f"part-{self._next:05d}.parquet"
+        try:
+            frame = pl.DataFrame(self.rows, schema=self.schema, orient="row")
+            with atomic_path(path) as tmp:
+                frame.write_parquet(tmp, compression="zstd", statistics=False)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise StageError(f"cannot write shard {path.name}: {getattr(exc, 'strerror', None) or exc}",
+                             path=str(path), fix="free disk space or choose another --out; finished shards are "
+                             "intact and a rerun resumes from them") from None
+        self._next += 1
+        self.written += len(self.rows)
+        self.rows = []
+
+
+def read_persisted(out_dir: Path) -> tuple[dict[str, str], set[int]]:
+    """sample_id -> ``accepted``/``rejected`` for every durable row, plus the row indices of
+    rejected rows that have no sample_id (malformed input)."""
+    import polars as pl
+
+    done: dict[str, str] = {}
+    unkeyed: set[int] = set()
+    for kind in (REJECTED, ACCEPTED):  # accepted last: it wins if a sample is in both
+        for file in shard_files(out_dir / kind):
+            columns = ["sample_id", "row_index"] if kind == REJECTED else ["sample_id"]
+            try:
+                frame = pl.read_parquet(file, columns=columns)
+            except Exception as exc:  # a shard is atomic, so this is outside damage: say which file
+                raise StageError(f"cannot read shard: {exc}", path=str(file),
+                                 fix="move the damaged shard away; its samples are generated again") from None
+            for row in frame.iter_rows(named=True):
+                if row["sample_id"] is not None:
+                    done[row["sample_id"]] = kind
+                else:
+                    unkeyed.add(row["row_index"])
+    return done, unkeyed

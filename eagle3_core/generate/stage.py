@@ -1,0 +1,191 @@
+"""The generate stage: prompts -> ``accepted/`` and ``rejected/`` Parquet shards + ``manifest.json``.
+
+Guarantees (DESIGN.md, CONTRIBUTING.md):
+- every input row ends accepted, rejected (with a reason code) or skipped (a repeated prompt):
+  accepted + rejected + skipped == input, in the manifest;
+- a sample is keyed by its prompt messages and sampling settings (``rows.sample_id``); a run
+  started again after a kill reads the keys of every durable shard first and requests none of
+  them again, so no sample is written twice;
+- the endpoints are probed before the first request (``probe.py``);
+- a manifest complete for the same config and input is returned without any work.
+
+``GenerateRun`` exposes the phases (open, batches, run_batch, finish) so the Prefect flow can
+make one task per batch; ``run_generate`` runs them in one continuous loop, which keeps the
+endpoints full across batch boundaries.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from itertools import count, islice
+from pathlib import Path
+
+from eagle3_core.base import stable_hash
+from eagle3_core.errors import ConfigError
+from eagle3_core.generate.client import Requester
+from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool
+from eagle3_core.generate.config import GenerateConfig
+from eagle3_core.generate.engine import Engine, WorkItem, rejected_record, run_coroutine
+from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
+from eagle3_core.generate.probe import ProbeReport, probe_endpoints
+from eagle3_core.generate.rows import RowRejection, normalize, sample_id
+from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, read_persisted
+from eagle3_core.generate.stats import RunStats
+from eagle3_core.manifest import StageManifest, read_manifest, runtime_versions, write_manifest
+from eagle3_core.progress import NullReporter, Reporter
+
+STAGE = "generate"
+
+
+def run_generate(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageManifest:
+    """Generate every prompt of ``cfg.prompts`` into ``out_dir``; resume or skip when possible."""
+    run = GenerateRun(cfg, out_dir, reporter)
+    finished = run.open()
+    if finished is not None:
+        return finished
+    try:
+        run.run_all()
+    except BaseException as exc:
+        run.fail(exc)
+        raise
+    return run.finish()
+
+
+class Batch:
+    """Up to ``batch_size`` raw input rows with their indices (opaque to Prefect: not hashed)."""
+
+    __slots__ = ("number", "rows")
+
+    def __init__(self, number: int, rows: list[tuple[int, object]]) -> None:
+        self.number, self.rows = number, rows
+
+
+class GenerateRun:
+    def __init__(self, cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> None:
+        if cfg.prompts is None:
+            raise ConfigError("generate needs prompts", fix="pass --input (a file, a directory or a dataset name)")
+        if not cfg.base_urls:
+            raise ConfigError("generate needs at least one endpoint", fix="pass --base-url http://host:port/v1")
+        self.cfg, self.out_dir = cfg, Path(out_dir)
+        self.reporter = reporter or NullReporter()
+        self.stats = RunStats()
+        self.config_hash = stable_hash({"sampling": cfg.sampling_key(), "prompts": cfg.prompts.model_dump(mode="json"),
+                                        "require_reasoning": cfg.require_reasoning})
+        self.inputs = {"prompts": fingerprint(cfg.prompts)}
+        self.timings: dict[str, float] = {}
+        self._seen: set[str] = set()
+
+    # ---- phases -------------------------------------------------------------------------
+
+    def open(self) -> StageManifest | None:
+        """Skip check, probe, resume scan. Returns the manifest when the stage is already complete."""
+        previous = read_manifest(self.out_dir)
+        if previous is not None and previous.is_complete_for(self.config_hash, self.inputs):
+            self.reporter.log(f"generate: complete in {self.out_dir} for this config and input; skipped")
+            return previous
+        t0 = time.monotonic()
+        self.probe: ProbeReport = probe_endpoints(self.cfg)
+        self.reporter.log(self.probe.line())
+        self.timings["probe"] = round(time.monotonic() - t0, 3)
+        self.model = self.probe.model
+        self.sampling = self.cfg.model_copy(update={"model": self.model}).sampling_key()
+        self.pool = EndpointPool([Endpoint(url, self._controller()) for url in self.cfg.base_urls])
+        self.accepted = ShardWriter(self.out_dir / ACCEPTED, ACCEPTED, self.cfg.shard_rows, self.cfg.flush_seconds)
+        self.rejected = ShardWriter(self.out_dir / REJECTED, REJECTED, self.cfg.shard_rows, self.cfg.flush_seconds)
+        self.persisted, self.unkeyed = read_persisted(self.out_dir)
+        if self.persisted or self.unkeyed:
+            self.reporter.log(f"generate: resuming; {len(self.persisted) + len(self.unkeyed)} rows already on disk")
+        self.total = count_rows(self.cfg.prompts)
+        self.engine = Engine(Requester(self.cfg, self.model, self.pool, self._on_retry), self.pool,
+                             self.accepted, self.rejected, self.stats, self.model, self._report)
+        self._write_manifest("running")
+        self._t_generate = time.monotonic()
+        return None
+
+    def batches(self) -> Iterator[Batch]:
+        rows = enumerate(iter_rows(self.cfg.prompts))
+        for number in count():
+            chunk = list(islice(rows, self.cfg.batch_size))
+            if not chunk:
+                return
+            yield Batch(number, chunk)
+
+    def run_batch(self, batch: Batch) -> None:
+        run_coroutine(self.engine.process(self._plan(iter(batch.rows))))
+        self._write_manifest("running")
+
+    def run_all(self) -> None:
+        run_coroutine(self.engine.process(self._plan(enumerate(iter_rows(self.cfg.prompts)))))
+
+    def finish(self) -> StageManifest:
+        self.accepted.flush()
+        self.rejected.flush()
+        self.timings["generate"] = round(time.monotonic() - self._t_generate, 3)
+        manifest = self._write_manifest("complete")
+        self._report(force=True)
+        return manifest
+
+    def fail(self, exc: BaseException) -> None:
+        """Keep what finished (when the disk allows) and record the failure."""
+        try:
+            self.accepted.flush()
+            self.rejected.flush()
+        except Exception:
+            pass
+        try:
+            self._write_manifest("failed", error=f"{type(exc).__name__}: {exc}")
+        except Exception:
+            pass
+
+    # ---- pieces ---------------------------------------------------------------------------
+
+    def _controller(self) -> AimdController:
+        fixed = None if self.cfg.concurrency == "auto" else self.cfg.concurrency
+        return AimdController(fixed, self.cfg.max_concurrency, self.cfg.aimd_latency_factor)
+
+    def _plan(self, rows: Iterator[tuple[int, object]]) -> Iterator[WorkItem]:
+        """Rows -> work: rejects malformed rows, skips repeats, passes over persisted samples."""
+        for index, row in rows:
+            self.stats.input_rows += 1
+            messages = normalize(row)
+            if isinstance(messages, RowRejection):
+                if index in self.unkeyed:
+                    self.stats.resume(REJECTED)
+                else:
+                    self.rejected.add(rejected_record(None, index, row, messages.reason, messages.detail))
+                    self.stats.reject(messages.reason)
+                continue
+            key = sample_id(messages, self.sampling)
+            if key in self._seen:
+                self.stats.skip()
+            elif key in self.persisted:
+                self._seen.add(key)
+                self.stats.resume(self.persisted[key])
+            else:
+                self._seen.add(key)
+                yield WorkItem(index, key, messages, row)
+
+    def _on_retry(self, reason: str) -> None:
+        self.stats.retries[reason] += 1
+
+    def _report(self, force: bool = False) -> None:
+        elapsed = max(time.monotonic() - self.stats.started, 1e-9)
+        self.reporter.progress(STAGE, self.stats.done, self.total, in_flight=self.pool.in_flight,
+                               rejected=self.stats.outcomes["rejected"],
+                               rate=round(self.stats.done / elapsed, 2))
+
+    def _write_manifest(self, status: str, error: str | None = None) -> StageManifest:
+        details = self.stats.details() | {
+            "model": self.model, "probe": self.probe.line(), "reasoning_layouts": self.probe.layouts,
+            "concurrency": self.cfg.concurrency,
+            "concurrency_timeline": {e.url: e.controller.timeline for e in self.pool.endpoints},
+            "requests_per_endpoint": {e.url: e.requests for e in self.pool.endpoints},
+            "rows_per_s": round(self.stats.done / max(time.monotonic() - self.stats.started, 1e-9), 3)}
+        if error:
+            details["error"] = error
+        manifest = StageManifest(stage=STAGE, status=status, config_hash=self.config_hash, inputs=self.inputs,
+                                 counts=self.stats.counts(), timings=dict(self.timings), details=details,
+                                 versions=runtime_versions("openai", "polars", "httpx"))
+        write_manifest(self.out_dir, manifest)
+        return manifest

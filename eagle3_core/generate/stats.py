@@ -1,0 +1,86 @@
+"""The figures of one generate run: outcomes, reasons, sources, latency, tokens.
+
+Every input row lands in exactly one outcome: ``accepted``, ``rejected`` or ``skipped`` (a
+repeat of a prompt already seen in this input). Rows finished by an earlier, interrupted run
+count under their persisted outcome and again under ``resumed``, so
+accepted + rejected + skipped == input always holds for the input as read this time.
+Latencies are kept in a bounded reservoir, so memory does not grow with the dataset.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from typing import Any
+
+RESERVOIR = 100_000
+
+
+class RunStats:
+    def __init__(self) -> None:
+        self.outcomes: Counter[str] = Counter()
+        self.reject_reasons: Counter[str] = Counter()
+        self.reasoning_sources: Counter[str] = Counter()
+        self.finish_reasons: Counter[str] = Counter()
+        self.retries: Counter[str] = Counter()
+        self.tokens: Counter[str] = Counter()
+        self.input_rows = 0
+        self.resumed = 0
+        self.requests = 0
+        self._latencies: list[float] = []
+        self._seen_latencies = 0
+        self._rng = random.Random(0)
+        self.started = time.monotonic()
+
+    @property
+    def done(self) -> int:
+        return sum(self.outcomes.values())
+
+    def accept(self, record: dict[str, Any]) -> None:
+        self.outcomes["accepted"] += 1
+        self.reasoning_sources[record["reasoning_source"] or "none"] += 1
+        self.finish_reasons[record["finish_reason"] or "none"] += 1
+        self.tokens["prompt"] += record["prompt_tokens"] or 0
+        self.tokens["completion"] += record["completion_tokens"] or 0
+        self._add_latency(record["latency_s"])
+
+    def reject(self, reason: str) -> None:
+        self.outcomes["rejected"] += 1
+        self.reject_reasons[reason] += 1
+
+    def skip(self) -> None:
+        self.outcomes["skipped"] += 1
+
+    def resume(self, outcome: str) -> None:
+        self.outcomes[outcome] += 1
+        self.resumed += 1
+
+    def _add_latency(self, value: float) -> None:
+        self._seen_latencies += 1
+        if len(self._latencies) < RESERVOIR:
+            self._latencies.append(value)
+        else:
+            slot = self._rng.randrange(self._seen_latencies)
+            if slot < RESERVOIR:
+                self._latencies[slot] = value
+
+    def latency_percentiles(self) -> dict[str, float]:
+        if not self._latencies:
+            return {}
+        ordered = sorted(self._latencies)
+        pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+        return {"p50": round(pick(0.5), 4), "p90": round(pick(0.9), 4), "p99": round(pick(0.99), 4),
+                "max": round(ordered[-1], 4)}
+
+    def counts(self) -> dict[str, int]:
+        return {"input": self.input_rows, "accepted": self.outcomes["accepted"],
+                "rejected": self.outcomes["rejected"], "skipped": self.outcomes["skipped"],
+                "resumed": self.resumed, "length": self.finish_reasons["length"],
+                "requests": self.requests, "retries": sum(self.retries.values()),
+                "prompt_tokens": self.tokens["prompt"], "completion_tokens": self.tokens["completion"]}
+
+    def details(self) -> dict[str, Any]:
+        return {"reject_reasons": dict(self.reject_reasons), "reasoning_sources": dict(self.reasoning_sources),
+                "finish_reasons": dict(self.finish_reasons), "retries_by_reason": dict(self.retries),
+                "latency_s": self.latency_percentiles()}
