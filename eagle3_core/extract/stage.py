@@ -102,8 +102,12 @@ def extract_shard(plan: ExtractPlan, cfg: ExtractConfig, target: TargetConfig, i
     return {**figures, "skipped": 0}
 
 
-def finish_extract(plan: ExtractPlan, reporter: Reporter | None = None) -> StageManifest:
-    """Write index.parquet and the complete manifest (after every shard is durable)."""
+def finish_extract(plan: ExtractPlan, reporter: Reporter | None = None, reused: int = 0) -> StageManifest:
+    """Write index.parquet and the complete manifest (after every shard is durable).
+
+    ``reused``: shards an earlier run had finished (reported in details, not counts, so a
+    resumed run fingerprints the same as an uninterrupted one).
+    """
     from eagle3_core.extract.index import write_index
     from eagle3_core.extract.shard import shard_figures, shard_is_done
 
@@ -124,7 +128,7 @@ def finish_extract(plan: ExtractPlan, reporter: Reporter | None = None) -> Stage
                  "vocab_size": plan.vocab_size, "engine": plan.engine, "dtype": "bfloat16",
                  "padding_share": round(1 - tokens / computed, 4) if computed else 0.0,
                  "bytes_per_token": round(written / tokens, 1) if tokens else 0.0,
-                 "state_bytes_per_token": bytes_per_token(plan.hidden_size)})
+                 "state_bytes_per_token": bytes_per_token(plan.hidden_size), "shards_reused": reused})
     write_manifest(plan.out_dir, manifest)
     (reporter or NullReporter()).log(f"extract: {samples:,} samples, {tokens:,} tokens in {len(plan.shards)} shards, "
                                      f"padding {manifest.details['padding_share']:.1%}")
@@ -140,13 +144,13 @@ def run_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | P
     plan = plan_extract(cfg, target, sequences_dir, out_dir, reporter)
     if plan.complete is not None:
         return plan.complete
-    total, done = sum(s.tokens for s in plan.shards), 0
+    total, done, reused = sum(s.tokens for s in plan.shards), 0, 0
     try:
         for shard in plan.shards:
             figures = extract_shard(plan, cfg, target, shard.index, reporter)
-            done += shard.tokens
+            done, reused = done + shard.tokens, reused + int(figures["skipped"])
             reporter.progress(STAGE, done, total, shard=shard.index, skipped=int(figures["skipped"]))
     finally:
         release_engines()
-    return finish_extract(plan, reporter)
+    return finish_extract(plan, reporter, reused)
 
