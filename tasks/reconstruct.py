@@ -1,0 +1,42 @@
+"""Prefect task of the reconstruct stage: a decorator and a call into the core.
+
+Artifacts: the stage summary, and the server-id check (match rate plus the first differing
+position of each mismatch) as a table, so a template that drifted from the server's is seen
+in the UI, not discovered after training.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from prefect import task
+
+from eagle3_core.manifest import StageManifest
+from eagle3_core.reconstruct.config import ReconstructConfig
+from eagle3_core.reconstruct.stage import run_reconstruct
+from eagle3_core.target import TargetConfig
+from tasks.common import PrefectReporter, publish_manifest, publish_table, stage_cache_key
+
+
+@task(name="reconstruct", cache_key_fn=stage_cache_key, cache_expiration=timedelta(days=30),
+      persist_result=True)
+def reconstruct_task(cfg: ReconstructConfig, target: TargetConfig, generations_dir: str,
+                     out_dir: str) -> StageManifest:
+    """Rebuild token ids + loss mask for every accepted generation (resumes by shard)."""
+    manifest = run_reconstruct(cfg, target, generations_dir, out_dir, reporter=PrefectReporter("reconstruct"))
+    publish_manifest(manifest, title="reconstruct")
+    publish_server_check(manifest)
+    return manifest
+
+
+def publish_server_check(manifest: StageManifest) -> None:
+    """A table artifact: the match rate, then one row per mismatch (first 100)."""
+    check = manifest.details.get("server_check", {})
+    rows = [{"sample_id": "(all)", "first_diff": None, "where": None,
+             "match_rate": check.get("match_rate"), "checked": check.get("checked"),
+             "matched": check.get("matched")}]
+    rows += [{"sample_id": m["sample_id"], "first_diff": m["first_diff"], "where": m["where"],
+              "rebuilt_near": str(m["rebuilt_near"]), "server_near": str(m["server_near"])}
+             for m in manifest.details.get("mismatches", [])]
+    publish_table(rows, key="reconstruct-server-check",
+                  description=f"rebuilt vs server token ids: match rate {check.get('match_rate')}")
