@@ -36,6 +36,10 @@ class AimdController:
         self._t0 = time.monotonic()
         self.timeline: list[tuple[float, int]] = [(0.0, int(self.limit))]
 
+    def bound(self, most: int) -> None:
+        self.max = max(1, min(self.max, most))
+        self.limit = min(self.limit, float(self.max))
+
     @property
     def slots(self) -> int:
         return int(self.limit)

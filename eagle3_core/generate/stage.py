@@ -103,6 +103,11 @@ class GenerateRun:
         self._t_generate = time.monotonic()
         return None
 
+    def bound_in_flight(self, slots: int) -> None:
+        """Lower every endpoint's in-flight bound (a shared limit that is smaller than the config)."""
+        for endpoint in self.pool.endpoints:
+            endpoint.controller.bound(slots)
+
     def batches(self) -> Iterator[Batch]:
         rows = enumerate(iter_rows(self.cfg.prompts))
         for number in count():
@@ -123,7 +128,7 @@ class GenerateRun:
         self.rejected.flush()
         self.timings["generate"] = round(time.monotonic() - self._t_generate, 3)
         manifest = self._write_manifest("complete")
-        self._report(force=True)
+        self._report()
         return manifest
 
     def fail(self, exc: BaseException) -> None:
@@ -169,7 +174,7 @@ class GenerateRun:
     def _on_retry(self, reason: str) -> None:
         self.stats.retries[reason] += 1
 
-    def _report(self, force: bool = False) -> None:
+    def _report(self) -> None:
         elapsed = max(time.monotonic() - self.stats.started, 1e-9)
         self.reporter.progress(STAGE, self.stats.done, self.total, in_flight=self.pool.in_flight,
                                rejected=self.stats.outcomes["rejected"],
