@@ -100,7 +100,7 @@ def generate_into(cfg: GenerateConfig, version_dir: Path) -> None:
     generate_flow = load_stage_flow("generate")
     if generate_flow is None:
         raise ConfigError("the generate stage is not built yet", fix="the nightly needs flows/generate.py")
-    generate_flow(cfg=cfg, out_dir=str(version_dir / "generations"))
+    generate_flow(cfg=cfg, out=str(version_dir / "generations"))
 
 
 def finish_version(config: NightlyConfig, version_dir: Path, cfg: GenerateConfig, reuse: dv.Reuse) -> None:

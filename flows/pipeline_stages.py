@@ -43,7 +43,7 @@ def _train_needs(config: PipelineConfig) -> tuple[str, ...]:
 
 STAGES: dict[str, Stage] = {s.name: s for s in [
     Stage("generate", lambda l: l.generations, (),
-          lambda c, l: dict(cfg=c.generate, out_dir=str(l.generations))),
+          lambda c, l: dict(cfg=c.generate, out=str(l.generations))),
     Stage("reconstruct", lambda l: l.sequences, ("generate",),
           lambda c, l: dict(cfg=c.reconstruct, target=c.target, generations_dir=str(l.generations),
                             out_dir=str(l.sequences))),

@@ -17,15 +17,19 @@ from eagle3_core.manifest import StageManifest, read_manifest
 
 
 def generate_is_done(config: PipelineConfig) -> bool:
-    """True when the generate stage would skip itself, so vLLM need not be started for it."""
+    """True when the generate stage would skip itself, so vLLM need not be started for it.
+
+    Asks the stage's own skip rule (config hash and input fingerprint, which leave the endpoint
+    URLs out), so a second demo run with vLLM on another port still skips generation.
+    """
     manifest = read_manifest(config.layout.generations)
-    if manifest is None or manifest.status != "complete":
+    if manifest is None or manifest.status != "complete" or config.generate.prompts is None:
         return False
-    try:
-        from eagle3_core.generate.stage import generate_config_hash
-    except ImportError:
-        return False
-    return manifest.config_hash == generate_config_hash(config.generate)
+    from eagle3_core.generate.stage import GenerateRun
+
+    probe_free = config.generate.model_copy(update={"base_urls": config.generate.base_urls or ["http://unused"]})
+    run = GenerateRun(probe_free, config.layout.generations)  # computes keys only; sends nothing
+    return manifest.is_complete_for(run.config_hash, run.inputs)
 
 
 def _pick(manifest: StageManifest | None, *keys: str) -> Any:
