@@ -1,0 +1,54 @@
+"""Reasoning is read from the field the server used, byte-exact, never doubled."""
+
+import pytest
+
+from eagle3_core.generate.parse import MalformedBody, parse_completion, reasoning_layout, split_reasoning
+
+
+def body(message, finish="stop", **top):
+    return {"choices": [{"message": message, "finish_reason": finish}], **top}
+
+
+def test_reasoning_field_wins_and_is_not_added_to_reasoning_content():
+    message = {"reasoning": " same\n", "reasoning_content": " same\n", "content": "\nA"}
+    assert split_reasoning(message) == (" same\n", "\nA", "reasoning")
+    assert reasoning_layout(message) == "both"
+
+
+def test_reasoning_content_is_read_when_reasoning_is_absent_or_null():
+    assert split_reasoning({"reasoning": None, "reasoning_content": "\n r", "content": "a"}) == ("\n r", "a", "reasoning_content")
+
+
+def test_inline_think_tags_are_split_byte_exact():
+    message = {"content": "<think> step 1\nstep 2\n</think>\n\nThe answer."}
+    assert split_reasoning(message) == (" step 1\nstep 2\n", "\n\nThe answer.", "think_tags")
+
+
+def test_a_close_tag_without_open_tag_is_the_kimi_template_case():
+    # the template's generation prompt ends with <think>: the model only writes the close tag
+    assert split_reasoning({"content": "thinking</think>answer"}) == ("thinking", "answer", "think_tags")
+
+
+def test_an_unclosed_think_tag_cut_by_length_is_all_reasoning():
+    assert split_reasoning({"content": "<think>half a thou"}) == ("half a thou", "", "think_tags")
+
+
+def test_no_reasoning_anywhere_says_none():
+    assert split_reasoning({"content": "plain"}) == ("", "plain", None)
+    assert reasoning_layout({"content": "plain", "reasoning": ""}) == "none"
+
+
+def test_vllm_token_ids_and_usage_are_read_from_their_places():
+    completion = parse_completion(body({"reasoning": "r", "content": None}, finish="length",
+                                       prompt_token_ids=[1, 2], usage={"prompt_tokens": 2, "completion_tokens": 3})
+                                  | {"choices": [{"message": {"reasoning": "r", "content": None},
+                                                  "finish_reason": "length", "token_ids": [5, 6, 7]}]})
+    assert completion.prompt_token_ids == [1, 2] and completion.completion_token_ids == [5, 6, 7]
+    assert completion.content == "" and completion.finish_reason == "length"
+    assert (completion.prompt_tokens, completion.completion_tokens) == (2, 3)
+
+
+@pytest.mark.parametrize("bad", [{}, {"choices": []}, {"choices": [{"text": "x"}]}, [1, 2], None])
+def test_a_body_without_a_message_is_malformed(bad):
+    with pytest.raises(MalformedBody):
+        parse_completion(bad)
