@@ -1,1 +1,26 @@
+"""Serve a local model with real vLLM on loopback: ``VLLMServer`` and ``serve_model``.
 
+Standard library only at import time (vLLM runs in its own environment, as a subprocess).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from eagle3_core.serve.config import ServeConfig
+from eagle3_core.serve.vllm_server import ServeError, VLLMServer, check_vllm, vllm_python
+from eagle3_core.target import TargetConfig
+
+__all__ = ["ServeConfig", "ServeError", "VLLMServer", "check_vllm", "serve_model", "vllm_python"]
+
+
+@contextlib.contextmanager
+def serve_model(target: TargetConfig, cfg: ServeConfig | None = None, *, speculative_config: dict | None = None,
+                extra_args: list[str] | None = None) -> Iterator[str]:
+    """Serve ``target.path`` with the target's reasoning parser; yield the base URL (``.../v1``)
+    and stop the server on exit, whatever happens inside the block."""
+    server = VLLMServer(target.require_path(), cfg, reasoning_parser=target.reasoning_parser,
+                        speculative_config=speculative_config, extra_args=extra_args)
+    with server:
+        yield server.base_url

