@@ -1,0 +1,77 @@
+"""reconstruct_flow and vocab_flow against a real (temporary) Prefect API, and the two commands."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from eagle3_core.reconstruct.config import ReconstructConfig
+from eagle3_core.target import TargetConfig
+from tests.reconstruct.families import FAMILIES
+from tests.reconstruct.records import record, write_generations
+
+USER = [{"role": "user", "content": "What is 2 + 2?"}]
+
+
+def server_check_artifact():
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["reconstruct-server-check"])))
+    return found
+
+
+def test_reconstruct_flow_writes_sequences_and_publishes_the_server_check(prefect_api, family_dirs, tmp_path):
+    from flows.reconstruct import reconstruct_flow
+    from flows.vocab import vocab_flow
+    from eagle3_core.vocab.config import VocabConfig
+
+    target = TargetConfig(path=str(family_dirs["qwen3"]), **FAMILIES["qwen3"].target)
+    gen = write_generations(tmp_path / "gen", [record("a", USER, "\nTwo and two.\n", "\n\n4."),
+                                               record("b", USER, "", "")])
+    manifest = reconstruct_flow(cfg=ReconstructConfig(), target=target, generations_dir=str(gen),
+                                out_dir=str(tmp_path / "seq"))
+    assert manifest.status == "complete" and manifest.counts["sequences"] == 1
+    assert manifest.details["reject_reasons"] == {"empty_completion": 1}
+    artifacts = server_check_artifact()
+    assert artifacts and "match rate" in artifacts[0].description
+    vocab = vocab_flow(cfg=VocabConfig(draft_vocab_size=8), target=target, sequences_dir=str(tmp_path / "seq"),
+                       out_dir=str(tmp_path / "vocab"))
+    assert vocab.details["draft_vocab_size"] == 8 and vocab.details["target_vocab_size"] == 151936
+
+
+def test_the_commands_run_the_flows_and_print_what_they_did(prefect_api, family_dirs, tmp_path):
+    from flows.cli import cli
+
+    gen = write_generations(tmp_path / "gen", [record("a", USER, "Two and two.", " 4.")])
+    runner = CliRunner()
+    result = runner.invoke(cli, ["reconstruct", "--input", str(gen), "--tokenizer", str(family_dirs["kimi_k2_5"]),
+                                 "--out", str(tmp_path / "seq"), "--family", "kimi_k2_5", "--max-length", "512"])
+    assert result.exit_code == 0, result.output
+    assert "1 sequences, 0 rejected" in result.output and "server ids match: n/a" in result.output
+    manifest = json.loads((tmp_path / "seq" / "manifest.json").read_text())
+    assert manifest["details"]["token_ids"]["think_open_id"] == 163606
+    result = runner.invoke(cli, ["vocab", "--input", str(tmp_path / "seq"), "--tokenizer",
+                                 str(family_dirs["kimi_k2_5"]), "--out", str(tmp_path / "vocab"),
+                                 "--draft-vocab-size", "16"])
+    assert result.exit_code == 0, result.output
+    assert "draft vocab 16 of 163840 ids covers 100.00%" in result.output
+
+
+def test_a_family_whose_ids_do_not_match_the_tokenizer_is_one_clear_error(prefect_api, family_dirs, tmp_path, capsys):
+    from flows.cli import main
+
+    gen = write_generations(tmp_path / "gen", [record("a", USER, "Two.", " 4.")])
+    argv = ["eagle3", "reconstruct", "--input", str(gen), "--tokenizer", str(family_dirs["kimi_k2_5"]),
+            "--out", str(tmp_path / "seq"), "--family", "qwen3"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("sys.argv", argv)
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "end_of_turn_id is 151645 but the tokenizer maps '<|im_end|>' to 163586" in err
+    assert "Traceback" not in err
