@@ -45,16 +45,16 @@ def command(model: str, port: int, host: str, reasoning_parser: str | None, serv
         "python": python or serve_cfg.python})
     server = VLLMServer(model, serve_cfg, reasoning_parser=reasoning_parser, extra_args=list(vllm_args))
     click.echo(f"starting vLLM for {model} (log: written under {serve_cfg.log_dir or 'a temporary directory'}) ...")
-    with server:
-        click.echo(f"vLLM ready in {server.startup_seconds:.0f} s: {server.base_url}  model={server.model}"
-                   f"  reasoning_parser={reasoning_parser}  pid={server.pid}  log={server.log_path}")
-        click.echo("press Ctrl-C to stop")
-        try:
+    try:
+        with server:  # __exit__ stops vLLM (SIGTERM, then SIGKILL) whatever ends the block
+            click.echo(f"vLLM ready in {server.startup_seconds:.0f} s: {server.base_url}  model={server.model}"
+                       f"  reasoning_parser={reasoning_parser}  pid={server.pid}  log={server.log_path}")
+            click.echo("press Ctrl-C to stop")
             while server.proc.poll() is None:
                 time.sleep(1)
-        except KeyboardInterrupt:
-            click.echo("stopping vLLM ...")
-            return
+    except KeyboardInterrupt:
+        click.echo("vLLM stopped")
+        return
     raise click.ClickException(f"vLLM exited with code {server.proc.returncode}; log: {server.log_path}")
 
 

@@ -1,0 +1,143 @@
+"""VLLMServer's process handling, against a stand-in `vllm` package on PYTHONPATH.
+
+The stand-in is a few lines of http.server that answer /health (or die, or hang), so the
+start/stop/error paths run in seconds; tests/integration/ runs the real vLLM.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from eagle3_core.serve import ServeConfig, ServeError, VLLMServer
+
+API_SERVER = '''
+import argparse, http.server, os, subprocess, sys, time
+p = argparse.ArgumentParser(); p.add_argument("--host"); p.add_argument("--port", type=int)
+args, rest = p.parse_known_args()
+print("fake vllm", " ".join(sys.argv[1:]), flush=True)
+mode = os.environ.get("FAKE_VLLM_MODE", "ok")
+if mode == "die":
+    print("ValueError: the model has no weights", flush=True); sys.exit(3)
+if mode == "hang":
+    time.sleep(600)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # an engine worker
+open(os.environ["FAKE_VLLM_CHILD"], "w").write(str(child.pid))
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404); self.end_headers()
+http.server.HTTPServer((args.host, args.port), H).serve_forever()
+'''
+
+
+@pytest.fixture
+def fake_vllm(tmp_path, monkeypatch):
+    pkg = tmp_path / "site" / "vllm" / "entrypoints" / "openai"
+    pkg.mkdir(parents=True)
+    for d in (pkg, pkg.parent, pkg.parent.parent):
+        (d / "__init__.py").write_text("")
+    (pkg / "api_server.py").write_text(API_SERVER)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    monkeypatch.setenv("FAKE_VLLM_CHILD", str(tmp_path / "child.pid"))
+    model = tmp_path / "model"
+    model.mkdir()
+    cfg = ServeConfig(python=sys.executable, device="cpu", startup_timeout=30, log_dir=str(tmp_path / "logs"))
+    return model, cfg, tmp_path / "child.pid"
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "zombie" in status.read_text())
+
+
+def test_server_becomes_healthy_and_stop_leaves_no_process(fake_vllm):
+    model, cfg, child_file = fake_vllm
+    with VLLMServer(model, cfg, reasoning_parser="kimi_k2", speculative_config={"method": "eagle3"}) as server:
+        assert server.base_url == f"http://127.0.0.1:{server.port}/v1"
+        pid, child = server.pid, int(child_file.read_text())
+        assert alive(pid) and alive(child)
+        log = server.log_path.read_text()
+        assert "--reasoning-parser kimi_k2" in log and "--kv-cache-memory-bytes 67108864" in log
+        assert '--speculative-config {"method": "eagle3"}' in log and "--enforce-eager" in log
+    deadline = time.monotonic() + 10
+    while (alive(pid) or alive(child)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid) and not alive(child)
+
+
+def test_a_server_that_dies_at_start_raises_with_the_log_tail(fake_vllm, monkeypatch):
+    model, cfg, _ = fake_vllm
+    monkeypatch.setenv("FAKE_VLLM_MODE", "die")
+    with pytest.raises(ServeError, match="exited with code 3") as err:
+        VLLMServer(model, cfg).start()
+    assert "the model has no weights" in str(err.value)
+
+
+def test_a_server_that_never_gets_healthy_is_stopped_after_the_timeout(fake_vllm, monkeypatch):
+    model, cfg, _ = fake_vllm
+    monkeypatch.setenv("FAKE_VLLM_MODE", "hang")
+    server = VLLMServer(model, cfg.model_copy(update={"startup_timeout": 2}))
+    with pytest.raises(ServeError, match="did not answer /health within 2 s"):
+        server.start()
+    assert server.proc.poll() is not None
+
+
+def test_a_busy_port_is_refused_before_anything_starts(fake_vllm):
+    model, cfg, _ = fake_vllm
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        server = VLLMServer(model, cfg.model_copy(update={"port": port}))
+        with pytest.raises(ServeError, match=f"port {port} on 127.0.0.1 is already in use"):
+            server.start()
+        assert server.proc is None
+
+
+def test_no_vllm_install_says_run_make_setup(tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    (tmp_path / "model").mkdir()
+    with pytest.raises(ServeError, match="no vLLM install found") as err:
+        VLLMServer(tmp_path / "model", ServeConfig(python=sys.executable)).start()
+    assert "make setup" in str(err.value)
+
+
+def test_a_missing_model_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(ServeError, match="model directory not found"):
+        VLLMServer(tmp_path / "nope", ServeConfig(python=sys.executable)).start()
+
+
+def test_eagle3_serve_runs_until_ctrl_c_and_stops_vllm(fake_vllm, tmp_path):
+    model, _, child_file = fake_vllm
+    eagle3 = Path(sys.executable).with_name("eagle3")
+    proc = subprocess.Popen([str(eagle3), "serve", "--model", str(model), "--port", str(_free_port()),
+                             "--python", sys.executable, "--reasoning-parser", "qwen3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "press Ctrl-C" in line:
+            break
+    assert any("vLLM ready" in l and "reasoning_parser=qwen3" in l for l in lines), lines
+    child = int(child_file.read_text())
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert "vLLM stopped" in out
+    time.sleep(0.5)
+    assert not alive(child)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
