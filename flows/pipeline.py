@@ -7,7 +7,7 @@ validates it exactly as ``eagle3 pipeline --config`` does.
 
 Guarantees:
 - With ``config.toy`` set, the toy target is built (or loaded from its cache) and becomes
-  ``target.path``. With ``config.serve`` set, vLLM is started for the target only while the
+  ``target.path``; prompts left unset become the toy's own train / held-out prompts. With ``config.serve`` set, vLLM is started for the target only while the
   generate stage runs (its URL fills ``generate.base_urls``) and is stopped after it, error or
   not; when generate has nothing left to do, vLLM is not started at all.
 - A failed stage fails this flow run with the stage's own exception and message.
@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
@@ -62,10 +63,27 @@ def with_target(config: PipelineConfig, outcomes: dict[str, Outcome]) -> Pipelin
     """The config with ``target.path`` filled in by the toy builder when ``toy`` is set."""
     if config.toy is None:
         return config
-    started = time.time()
+    from eagle3_core.toy.build import is_built, toy_target_dir
+
+    started, cached = time.time(), is_built(toy_target_dir(config.toy))
     path = build_toy(config)
-    outcomes["toy"] = Outcome("toy", "ran", path, time.time() - started, started)
-    return config.model_copy(update={"target": config.target.model_copy(update={"path": path})})
+    outcomes["toy"] = Outcome("toy", "reused" if cached else "ran", path, time.time() - started, started)
+    return with_toy_paths(config, path)
+
+
+def with_toy_paths(config: PipelineConfig, path: str) -> PipelineConfig:
+    """target.path = the toy target; prompts left unset = the toy's own train / held-out prompts."""
+    from eagle3_core.generate.config import PromptSource
+    from eagle3_core.toy.build import HELDOUT_PROMPTS, TRAIN_PROMPTS
+
+    update = {"target": config.target.model_copy(update={"path": path})}
+    if config.generate.prompts is None:
+        prompts = PromptSource(input=str(Path(path) / TRAIN_PROMPTS))
+        update["generate"] = config.generate.model_copy(update={"prompts": prompts})
+    if config.evaluate.prompts is None:
+        prompts = PromptSource(input=str(Path(path) / HELDOUT_PROMPTS))
+        update["evaluate"] = config.evaluate.model_copy(update={"prompts": prompts})
+    return config.model_copy(update=update)
 
 
 @contextlib.contextmanager
@@ -74,13 +92,15 @@ def served_for_generation(config: PipelineConfig, outcomes: dict[str, Outcome]) 
     if config.serve is None or "generate" not in config.stages or generate_is_done(config):
         yield config
         return
-    from eagle3_core.serve import serve_model
+    from eagle3_core.serve.vllm_server import VLLMServer
 
     logger, started = get_run_logger(), time.time()
-    with serve_model(config.target, config.serve) as base_url:
-        outcomes["serve"] = Outcome("serve", "ran", base_url, time.time() - started, started)
-        logger.info("vLLM serves %s at %s", config.target.path, base_url)
-        generate = config.generate.model_copy(update={"base_urls": [base_url]})
+    logger.info("starting vLLM for %s (about 30 s on CPU)", config.target.path)
+    with VLLMServer(config.target.require_path(), config.serve,
+                    reasoning_parser=config.target.reasoning_parser) as server:
+        outcomes["serve"] = Outcome("serve", "ran", server.base_url, time.time() - started, started)
+        logger.info("vLLM serves %s at %s (pid %s)", server.model, server.base_url, server.pid)
+        generate = config.generate.model_copy(update={"base_urls": [server.base_url]})
         yield config.model_copy(update={"generate": generate})
     logger.info("vLLM stopped")
 

@@ -1,0 +1,54 @@
+"""The nightly flow end to end against a loopback OpenAI-compatible server and a real Prefect API:
+only prompts without a record under the served model are sent, versions reuse shards, old ones go."""
+
+import json
+
+import pytest
+
+from eagle3_core.config import PipelineConfig
+from eagle3_core.generate.probe import PROBE_MESSAGES
+from flows import dataset_versions as dv
+from flows.nightly import NightlyConfig, nightly
+
+
+def sent(server):
+    """The prompts the server was asked, less the generate stage's one-line probe."""
+    return sorted(p for p in server.prompts() if p != PROBE_MESSAGES[-1]["content"])
+
+
+def write_prompts(path, prompts):
+    path.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in prompts))
+
+
+@pytest.fixture
+def nightly_config(tmp_path):
+    def make(url, keep=7):
+        recipe = PipelineConfig.model_validate({"generate": {
+            "prompts": {"input": str(tmp_path / "prompts.jsonl")}, "base_urls": [url],
+            "return_token_ids": False, "concurrency": 2, "max_retries": 0}})
+        return NightlyConfig(root=str(tmp_path / "dataset"), recipe=recipe, keep_versions=keep)
+    return make
+
+
+def test_nightly_sends_only_new_prompts_and_everything_again_when_the_model_changes(
+        prefect_api, tmp_path, make_fake_server, nightly_config):
+    server = make_fake_server(model="toy-v1")
+    write_prompts(tmp_path / "prompts.jsonl", ["Q1", "Q2", "Q3"])
+    first = nightly(nightly_config(server.url, keep=2))
+    assert sent(server) == ["Q1", "Q2", "Q3"]
+
+    write_prompts(tmp_path / "prompts.jsonl", ["Q1", "Q2", "Q3", "Q4"])
+    second = nightly(nightly_config(server.url, keep=2))
+    assert sent(server) == ["Q1", "Q2", "Q3", "Q4"]  # only Q4 was new
+    assert second["reuse"]["linked"] == 1 and second["reuse"]["rows"] == 3
+
+    upgraded = make_fake_server(model="toy-v2")
+    third = nightly(nightly_config(upgraded.url, keep=2))
+    assert sent(upgraded) == ["Q1", "Q2", "Q3", "Q4"]  # a new model: every prompt again
+    assert third["reuse"]["rows"] == 0
+
+    root = tmp_path / "dataset"
+    assert third["deleted"] == [first["version"]]
+    assert dv.complete_versions(root) == [second["version"], third["version"]]
+    record = dv.read_version(dv.versions_dir(root) / third["version"])
+    assert record["model"] == "toy-v2" and record["counts"]["accepted"] == 4
