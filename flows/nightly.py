@@ -1,6 +1,7 @@
 """Nightly regeneration: a new dated dataset version with only what changed, optionally a drafter.
 
-1. Ask the endpoints which model they serve (the generate stage's probe).
+1. Ask the endpoints which model they serve (the generate stage's probe). A recipe with ``toy``
+   and ``serve`` gets the toy target served by vLLM for the night, as in the pipeline.
 2. Start today's version from the previous one's shards that still hold (``dataset_versions``):
    a sample's id is the hash of its prompt messages and sampling config, model included, so a
    changed model or sampling config makes every prompt new and a new prompt is new; nothing
@@ -28,6 +29,7 @@ from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
 from eagle3_core.generate.config import GenerateConfig
 from flows import dataset_versions as dv
+from flows.pipeline import served_for_generation, with_target
 from flows.pipeline_stages import Outcome, load_stage_flow, run_stage
 
 
@@ -43,9 +45,12 @@ class NightlyConfig(StrictModel):
 @flow(name="nightly", log_prints=True)
 def nightly(config: NightlyConfig) -> dict:
     """Regenerate what is new into a dated dataset version; optionally train; prune old versions."""
-    generate = ask_served_model(config.recipe.generate)
-    version_dir, reuse = start_version(config, generate)
-    generate_into(generate, version_dir)
+    recipe = with_target(config.recipe.model_copy(update={"out": config.root}), {})
+    require_endpoints(recipe)
+    with served_for_generation(recipe, {}) as served:
+        generate = ask_served_model(served.generate)
+        version_dir, reuse = start_version(config, generate)
+        generate_into(generate, version_dir)
     finish_version(config, version_dir, generate, reuse)
     if config.train:
         train_on(config, version_dir)
@@ -53,14 +58,19 @@ def nightly(config: NightlyConfig) -> dict:
     return {"version": version_dir.name, "reuse": vars(reuse), "deleted": deleted}
 
 
+def require_endpoints(recipe: PipelineConfig) -> None:
+    """A config mistake fails at once, before any retry or server start."""
+    if recipe.generate.prompts is None or not (recipe.generate.base_urls or recipe.serve):
+        raise ConfigError("the nightly needs recipe.generate.prompts and endpoints (recipe.generate.base_urls, "
+                          "or recipe.serve to start vLLM for the target)",
+                          fix="set them in the recipe the nightly deployment passes")
+
+
 @task(name="ask-served-model", retries=2, retry_delay_seconds=[10, 60])
 def ask_served_model(cfg: GenerateConfig) -> GenerateConfig:
     """The generate config pinned to the model the endpoints serve (the probe's verdict)."""
     from eagle3_core.generate.probe import probe_endpoints
 
-    if not cfg.base_urls or cfg.prompts is None:
-        raise ConfigError("the nightly needs recipe.generate.prompts and recipe.generate.base_urls",
-                          fix="set both in the recipe the nightly deployment passes")
     report = probe_endpoints(cfg)
     get_run_logger().info(report.line())
     return cfg.model_copy(update={"model": report.model})
@@ -116,7 +126,7 @@ def finish_version(config: NightlyConfig, version_dir: Path, cfg: GenerateConfig
 def train_on(config: NightlyConfig, version_dir: Path) -> None:
     """reconstruct -> vocab -> extract -> train on the new version; the drafter goes to drafters/<version>."""
     root, logger = Path(config.root), get_run_logger()
-    recipe = config.recipe.model_copy(update={"out": str(version_dir)})
+    recipe = with_target(config.recipe.model_copy(update={"out": str(version_dir)}), {})
     previous = dv.latest_drafter(root)
     if previous is not None and "init_from" in type(recipe.train).model_fields:
         recipe = recipe.model_copy(update={"train": recipe.train.model_copy(

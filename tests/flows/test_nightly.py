@@ -52,3 +52,13 @@ def test_nightly_sends_only_new_prompts_and_everything_again_when_the_model_chan
     assert dv.complete_versions(root) == [second["version"], third["version"]]
     record = dv.read_version(dv.versions_dir(root) / third["version"])
     assert record["model"] == "toy-v2" and record["counts"]["accepted"] == 4
+
+
+def test_a_nightly_without_endpoints_fails_at_once_saying_what_to_set(prefect_api, tmp_path):
+    from eagle3_core.errors import ConfigError
+
+    config = NightlyConfig(root=str(tmp_path / "dataset"))
+
+    with pytest.raises(ConfigError, match="the nightly needs recipe.generate.prompts and endpoints"):
+        nightly(config)
+    assert not (tmp_path / "dataset" / "versions").exists()
