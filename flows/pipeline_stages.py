@@ -13,6 +13,7 @@ Guarantees:
 from __future__ import annotations
 
 import importlib
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ def _train_needs(config: PipelineConfig) -> tuple[str, ...]:
 
 STAGES: dict[str, Stage] = {s.name: s for s in [
     Stage("generate", lambda l: l.generations, (),
-          lambda c, l: dict(cfg=c.generate, out=str(l.generations))),
+          lambda c, l: dict(cfg=c.generate, out=str(l.generations), progress_bar=sys.stderr.isatty())),
     Stage("reconstruct", lambda l: l.sequences, ("generate",),
           lambda c, l: dict(cfg=c.reconstruct, target=c.target, generations_dir=str(l.generations),
                             out_dir=str(l.sequences))),

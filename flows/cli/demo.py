@@ -14,7 +14,7 @@ import click
 
 TOY_RECIPE = Path(__file__).resolve().parents[2] / "configs" / "toy.yaml"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
 
 @click.command("demo")
