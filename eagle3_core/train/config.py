@@ -27,3 +27,16 @@ class TrainConfig(StrictModel):
     num_gpus: int | None = Field(None, ge=1, description="GPUs for the deepspeed launcher; None = one process.")
     hostfile: str | None = Field(None, description="DeepSpeed hostfile for multi-node runs.")
     seed: int = Field(0, description="Data order and init seed.")
+    heldout_fraction: float = Field(0.05, ge=0, lt=1, description="Share of samples (by sample id hash) held out to measure the simulated acceptance length; at least one sample when the set has two or more.")
+    eval_every: int | None = Field(None, ge=1, description="Measure the held-out set every N steps (it is always measured before the first step and after the last).")
+    log_every: int = Field(1, ge=1, description="Write a metrics line every N steps.")
+    keep_checkpoints: int = Field(2, ge=1, description="Newest DeepSpeed checkpoints kept; older ones are deleted after a save succeeds.")
+    precision: Literal["auto", "bf16", "fp32"] = Field("auto", description="auto = bf16 (fp32 master weights) on GPU, fp32 on CPU.")
+    init_from: str | None = Field(None, description="Start from an earlier drafter's weights: its drafter/, checkpoints/ or export/ directory (same target and draft vocab).")
+    master_port: int | None = Field(None, ge=1024, le=65535, description="torch.distributed port of a one-process run; None = a free port.")
+
+    def output_hash(self) -> str:
+        """What decides the trained weights: everything but logging cadence and the port."""
+        from eagle3_core.base import stable_hash
+
+        return stable_hash(self.model_dump(mode="json", exclude={"log_every", "master_port", "keep_checkpoints"}))

@@ -1,0 +1,185 @@
+"""Samples, the held-out split, the batch plan, and the two readers (offline hidden/, online target).
+
+Guarantees:
+- The split is a pure function of each sample id (sha256), so it never moves between runs.
+- The batch plan is a pure function of (lengths, budget, seed, epoch): batch ``n`` of a run is
+  the same batch after a resume, which is what "same data order" means here.
+- A batch is a dict of padded tensors: ``input_ids`` (B, T) long, ``aux`` (B, T, 3, H),
+  ``final`` (B, T, H), ``loss_mask`` (B, T) bool; padded positions have loss_mask 0. A sample
+  longer than the token budget is cut to the budget.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+# Sorting by length inside windows of this many samples keeps padding low (most batches hold
+# similar lengths) while the window order stays shuffled.
+SORT_WINDOW = 64
+
+
+@dataclass(frozen=True)
+class Sample:
+    sample_id: str
+    length: int
+    where: str          # shard file (offline) or parquet part (online)
+    offset: int         # first token row in the shard (offline) or row in the part (online)
+
+
+def heldout_share(sample_id: str) -> float:
+    return int(hashlib.sha256(sample_id.encode()).hexdigest()[:12], 16) / float(16**12)
+
+
+def split_heldout(samples: list[Sample], fraction: float) -> tuple[list[Sample], list[Sample]]:
+    """(train, held-out) by sample-id hash; at least one held out when fraction > 0 and n >= 2."""
+    heldout = [s for s in samples if heldout_share(s.sample_id) < fraction]
+    if fraction > 0 and not heldout and len(samples) >= 2:
+        heldout = [min(samples, key=lambda s: heldout_share(s.sample_id))]
+    keep = {s.sample_id for s in heldout}
+    return [s for s in samples if s.sample_id not in keep], heldout
+
+
+def plan_batches(lengths: list[int], budget: int, seed: int, epoch: int) -> list[list[int]]:
+    """Index lists, each padded size (count x longest) within ``budget`` tokens."""
+    order = list(range(len(lengths)))
+    random.Random(f"{seed}:{epoch}").shuffle(order)
+    windows = [sorted(order[i:i + SORT_WINDOW], key=lambda j: lengths[j])
+               for i in range(0, len(order), SORT_WINDOW)]
+    batches: list[list[int]] = []
+    for window in windows:
+        current, longest = [], 0
+        for j in window:
+            size = min(lengths[j], budget)
+            if current and max(longest, size) * (len(current) + 1) > budget:
+                batches.append(current)
+                current, longest = [], 0
+            current.append(j)
+            longest = max(longest, size)
+        if current:
+            batches.append(current)
+    random.Random(f"{seed}:{epoch}:batches").shuffle(batches)
+    return batches
+
+
+class BatchPlan:
+    """Micro-batch ``n`` of the whole run (epochs concatenated), the same after a resume.
+
+    Epochs hold different batch counts (each packs its own shuffle), so ``n`` is located by
+    walking the epochs' sizes, which are cached.
+    """
+
+    def __init__(self, samples: list[Sample], budget: int, seed: int) -> None:
+        self.samples, self.budget, self.seed = samples, budget, seed
+        self._lengths = [s.length for s in samples]
+        self._current: tuple[int, list[list[int]]] | None = None
+        self._sizes: list[int] = []
+        self.per_epoch = len(self._epoch(0))
+
+    def _epoch(self, epoch: int) -> list[list[int]]:
+        if self._current is None or self._current[0] != epoch:
+            self._current = (epoch, plan_batches(self._lengths, self.budget, self.seed, epoch))
+        return self._current[1]
+
+    def _size(self, epoch: int) -> int:
+        while len(self._sizes) <= epoch:
+            self._sizes.append(len(self._epoch(len(self._sizes))))
+        return self._sizes[epoch]
+
+    def batch(self, n: int) -> list[Sample]:
+        epoch = 0
+        while n >= self._size(epoch):
+            n -= self._size(epoch)
+            epoch += 1
+        return [self.samples[j] for j in self._epoch(epoch)[n]]
+
+
+def pad_stack(rows: list[torch.Tensor], length: int) -> torch.Tensor:
+    """Right-pad each (T_i, ...) row with zeros to ``length`` and stack: (B, length, ...)."""
+    out = rows[0].new_zeros((len(rows), length, *rows[0].shape[1:]))
+    for i, row in enumerate(rows):
+        out[i, : row.shape[0]] = row[:length]
+    return out
+
+
+class OfflineReader:
+    """Reads samples from hidden/ shards (safetensors slices: only the rows asked for)."""
+
+    def __init__(self, hidden_dir: str | Path) -> None:
+        self.hidden_dir = Path(hidden_dir)
+        self._open: dict[str, object] = {}
+
+    def samples(self) -> list[Sample]:
+        import pyarrow.parquet as pq
+
+        t = pq.read_table(self.hidden_dir / "index.parquet").to_pydict()
+        return [Sample(i, int(n), s, int(o)) for i, s, o, n in
+                zip(t["sample_id"], t["shard"], t["offset"], t["length"]) if int(n) > 0]
+
+    def _shard(self, name: str):
+        from safetensors import safe_open
+
+        if name not in self._open:
+            if len(self._open) >= 4:        # a batch touches a few shards; keep memory bounded
+                self._open.clear()
+            self._open[name] = safe_open(str(self.hidden_dir / name), framework="pt")
+        return self._open[name]
+
+    def load(self, batch: list[Sample], budget: int, dtype: torch.dtype, device) -> dict[str, torch.Tensor]:
+        T = min(max(s.length for s in batch), budget)
+        parts: dict[str, list[torch.Tensor]] = {k: [] for k in
+                                                ("input_ids", "aux_hidden_states", "final_hidden_states", "loss_mask")}
+        for s in batch:
+            shard, end = self._shard(s.where), s.offset + min(s.length, budget)
+            for key in parts:
+                parts[key].append(shard.get_slice(key)[s.offset:end])
+        return {"input_ids": pad_stack(parts["input_ids"], T).long().to(device),
+                "aux": pad_stack(parts["aux_hidden_states"], T).to(device, dtype),
+                "final": pad_stack(parts["final_hidden_states"], T).to(device, dtype),
+                "loss_mask": pad_stack(parts["loss_mask"], T).bool().to(device)}
+
+
+class OnlineReader:
+    """Runs the frozen target over sequences/ rows to make the same batches, storing nothing."""
+
+    def __init__(self, sequences_dir: str | Path, target_path: str, layers: list[int]) -> None:
+        self.sequences_dir, self.target_path, self.layers = Path(sequences_dir), target_path, layers
+        self._rows: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
+        self._model = None
+
+    def samples(self) -> list[Sample]:
+        import pyarrow.parquet as pq
+
+        found = []
+        for part in sorted(self.sequences_dir.glob("part-*.parquet")):
+            t = pq.read_table(part, columns=["sample_id", "input_ids", "loss_mask"]).to_pydict()
+            for row, (sid, ids, mask) in enumerate(zip(t["sample_id"], t["input_ids"], t["loss_mask"])):
+                if ids:
+                    self._rows[(part.name, row)] = (ids, mask)
+                    found.append(Sample(sid, len(ids), part.name, row))
+        return found
+
+    def _target(self, dtype: torch.dtype, device):
+        if self._model is None:
+            from transformers import AutoModelForCausalLM
+
+            self._model = AutoModelForCausalLM.from_pretrained(self.target_path, dtype=dtype).to(device).eval()
+            self._model.requires_grad_(False)
+        return self._model
+
+    @torch.no_grad()
+    def load(self, batch: list[Sample], budget: int, dtype: torch.dtype, device) -> dict[str, torch.Tensor]:
+        T = min(max(s.length for s in batch), budget)
+        ids = pad_stack([torch.tensor(self._rows[(s.where, s.offset)][0]) for s in batch], T).long().to(device)
+        mask = pad_stack([torch.tensor(self._rows[(s.where, s.offset)][1]) for s in batch], T).bool().to(device)
+        attention = pad_stack([torch.ones(min(s.length, T), dtype=torch.long) for s in batch], T).to(device)
+        base = self._target(dtype, device).model           # the decoder stack, without lm_head
+        out = base(input_ids=ids, attention_mask=attention, output_hidden_states=True)
+        # vLLM's layer id k is the input of decoder layer k = hidden_states[k] (as extract writes it)
+        aux = torch.stack([out.hidden_states[k] for k in self.layers], dim=2)   # (B, T, 3, H)
+        return {"input_ids": ids, "aux": aux.to(dtype), "final": out.last_hidden_state.to(dtype),
+                "loss_mask": mask & attention.bool()}

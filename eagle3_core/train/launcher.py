@@ -1,0 +1,84 @@
+"""Start the trainer process and stream its output.
+
+One process (``python -m eagle3_core.train.main``) on CPU or one GPU; the ``deepspeed``
+launcher (``--num_gpus``, ``--hostfile``) across GPUs and nodes. Every output line goes to
+``drafter/train.log``; ``METRICS`` lines become the reporter's progress, the rest its log.
+The last lines are kept so a failure can quote the trainer's own words.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eagle3_core.progress import Reporter
+from eagle3_core.train.config import TrainConfig
+from eagle3_core.train.metrics import PREFIX
+
+LOG_FILE = "train.log"
+TAIL_LINES = 40
+# Lines of DeepSpeed's start-up chatter that say nothing to a user of eagle3.
+QUIET = ("[INFO]", "Using /", "Emitting ninja", "Building extension", "Loading extension", "ninja: no work")
+
+
+@dataclass
+class Outcome:
+    returncode: int
+    tail: list[str] = field(default_factory=list)
+
+
+def trainer_command(cfg: TrainConfig, spec_file: Path) -> list[str]:
+    if cfg.num_gpus is None and cfg.hostfile is None:
+        return [sys.executable, "-m", "eagle3_core.train.main", "--spec", str(spec_file)]
+    command = ["deepspeed"]
+    if cfg.hostfile:
+        command += ["--hostfile", cfg.hostfile]
+    if cfg.num_gpus:
+        command += ["--num_gpus", str(cfg.num_gpus)]
+    return command + ["--module", "eagle3_core.train.main", "--spec", str(spec_file)]
+
+
+def trainer_env(cfg: TrainConfig) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if cfg.master_port is not None:
+        env["MASTER_PORT"] = str(cfg.master_port)
+    return env
+
+
+def handle_line(line: str, reporter: Reporter) -> None:
+    if line.startswith(PREFIX):
+        record = json.loads(line[len(PREFIX):])
+        if record.get("split") == "heldout":
+            reporter.log(f"held-out ({record['name']}, step {record['step']}): simulated acceptance length "
+                         f"{record['sim_acceptance_length']:.3f}, acc {record['acc_k']}")
+        else:
+            reporter.progress("train", record["step"], record.get("total_steps"), loss=record["loss"],
+                              acc0=record["acc_k"][0], tokens_per_s=record["tokens_per_s"])
+    elif line.strip() and not any(q in line for q in QUIET):
+        reporter.log(line)
+
+
+def launch(cfg: TrainConfig, spec_file: Path, reporter: Reporter) -> Outcome:
+    """Run the trainer to its end; its exit code and last lines."""
+    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+    log = spec_file.parent / LOG_FILE
+    with open(log, "a", encoding="utf-8") as log_fh, subprocess.Popen(
+            trainer_command(cfg, spec_file), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=trainer_env(cfg), bufsize=1) as proc:
+        try:
+            for line in proc.stdout:
+                log_fh.write(line)
+                line = line.rstrip("\n")
+                tail.append(line)
+                handle_line(line, reporter)
+        except BaseException:
+            proc.kill()       # a cancelled caller must not leave a trainer behind
+            raise
+        returncode = proc.wait()
+    return Outcome(returncode, list(tail))

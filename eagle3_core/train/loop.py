@@ -1,0 +1,178 @@
+"""The training loop inside the trainer process: DeepSpeed engine, TTT steps, metrics, checkpoints.
+
+Guarantees:
+- Before the first step, the held-out simulated acceptance length of the untrained drafter is
+  measured and kept (in the checkpoint's client state, so a resumed run still reports it).
+- Micro-batch ``n`` of the run is the plan's batch ``n * world + rank``; the checkpoint keeps
+  ``n``, so a resumed run continues with the very batch the killed one would have read next.
+- A checkpoint is saved every ``checkpoint_every`` optimizer steps and after the last; the
+  export is written after the last checkpoint, by rank 0.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from eagle3_core.errors import InputError
+from eagle3_core.train import checkpoint
+from eagle3_core.train.build import build_drafter, build_reader, build_target_head
+from eagle3_core.train.config import TrainConfig
+from eagle3_core.train.data import BatchPlan, Sample, plan_batches, split_heldout
+from eagle3_core.train.ds_config import deepspeed_config
+from eagle3_core.train.export import export_drafter, full_state
+from eagle3_core.train.inputs import TrainInputs
+from eagle3_core.train.loss import StepCounts, TargetHead, shift, simulated_acceptance_length, ttt_loss
+from eagle3_core.train.metrics import MetricsLog
+
+
+@dataclass
+class Device:
+    device: torch.device
+    dtype: torch.dtype
+    rank: int
+    world: int
+
+
+def pick_device(cfg: TrainConfig) -> Device:
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    if torch.cuda.is_available():
+        local = int(os.environ.get("LOCAL_RANK", 0))
+        torch.cuda.set_device(local)
+        dtype = torch.float32 if cfg.precision == "fp32" else torch.bfloat16
+        return Device(torch.device("cuda", local), dtype, rank, world)
+    # CPU bf16 matmuls are slow and inexact here; fp32 unless asked
+    return Device(torch.device("cpu"), torch.bfloat16 if cfg.precision == "bf16" else torch.float32, rank, world)
+
+
+def total_steps(cfg: TrainConfig, batches_per_epoch: int, world: int) -> int:
+    if cfg.max_steps is not None:
+        return cfg.max_steps
+    return max(1, math.ceil(cfg.epochs * batches_per_epoch / world))
+
+
+def step_record(counts: StepCounts, loss: float | None = None) -> dict[str, Any]:
+    acc = counts.accuracies()
+    apd = simulated_acceptance_length(acc) - 1.0
+    record = {"loss_k": [round(x, 5) for x in counts.mean_losses()], "acc_k": [round(a, 4) for a in acc],
+              "accepted_per_draft": round(apd, 4), "sim_acceptance_length": round(apd + 1.0, 4),
+              "positions": counts.count[0] if counts.count else 0}
+    if loss is not None:
+        record = {"loss": round(loss, 5), **record}
+    return record
+
+
+def forward_batch(module, head: TargetHead, batch: dict, cfg: TrainConfig):
+    """One TTT forward: (loss, counts) for a batch dict from a reader."""
+    probs, in_draft = head.labels(batch["final"])                               # (B, T, V_d), (B, T)
+    logits = module.unroll(shift(batch["input_ids"], 1), batch["aux"], cfg.ttt_steps)
+    return ttt_loss(logits, probs, in_draft, batch["loss_mask"], cfg.ttt_decay)
+
+
+@torch.no_grad()
+def evaluate(module, head, reader, heldout: list[Sample], cfg: TrainConfig, dev: Device) -> dict[str, Any]:
+    """Held-out per-step accuracy and simulated acceptance length (every rank sees all of it)."""
+    counts = StepCounts()
+    for indices in plan_batches([s.length for s in heldout], cfg.micro_batch_tokens, cfg.seed, 0):
+        batch = reader.load([heldout[i] for i in indices], cfg.micro_batch_tokens, dev.dtype, dev.device)
+        _, c = forward_batch(module, head, batch, cfg)
+        counts.add(c)
+    return step_record(counts)
+
+
+class Trainer:
+    """Owns the engine and the data for one run; ``run`` trains to the last step and exports."""
+
+    def __init__(self, cfg: TrainConfig, inputs: TrainInputs, out_dir: str | Path) -> None:
+        import deepspeed
+
+        self.cfg, self.inputs, self.out = cfg, inputs, Path(out_dir)
+        self.dev = pick_device(cfg)
+        self.reader = build_reader(inputs)
+        train, self.heldout = split_heldout(self.reader.samples(), cfg.heldout_fraction)
+        if not train:
+            raise InputError("empty dataset: no training sample with tokens", path=inputs.hidden_dir or inputs.sequences_dir,
+                             fix="extract (or reconstruct) a non-empty set, or lower train.heldout_fraction")
+        self.plan = BatchPlan(train, cfg.micro_batch_tokens, cfg.seed)
+        self.total = total_steps(cfg, self.plan.per_epoch, self.dev.world)
+        drafter = build_drafter(inputs, cfg.seed, cfg.init_from)
+        self.ds_config = deepspeed_config(cfg, self.total, bf16=self.dev.dtype == torch.bfloat16)
+        drafter.to(self.dev.device)
+        self.engine, _, _, self.scheduler = deepspeed.initialize(
+            model=drafter, model_parameters=[p for p in drafter.parameters() if p.requires_grad],
+            config=self.ds_config)
+        self.head = build_target_head(inputs, drafter, self.dev.device)
+        self.metrics = MetricsLog(self.out / "metrics.jsonl", enabled=self.dev.rank == 0)
+        self.ckpt_dir = self.out / "checkpoints"
+        self.micro, self.evals, self.resumed_from = 0, {}, None
+
+    def resume(self) -> None:
+        client = checkpoint.resume(self.engine, self.ckpt_dir)
+        if client is not None:
+            self.micro, self.evals = client["micro_step"], client.get("evals", {})
+            self.resumed_from = int(client["step"])
+        self.metrics.truncate_after(self.engine.global_steps)
+
+    def log_eval(self, name: str) -> None:
+        record = evaluate(self.engine.module, self.head, self.reader, self.heldout, self.cfg, self.dev)
+        self.evals[name] = {"step": self.engine.global_steps, **record}
+        self.metrics.write({"step": self.engine.global_steps, "split": "heldout", "name": name, **record})
+
+    def save(self) -> None:
+        checkpoint.save(self.engine, self.ckpt_dir, self.engine.global_steps,
+                        {"step": self.engine.global_steps, "micro_step": self.micro, "evals": self.evals},
+                        keep=self.cfg.keep_checkpoints)
+
+    def train_step(self) -> tuple[float, StepCounts, int]:
+        samples = self.plan.batch(self.micro * self.dev.world + self.dev.rank)
+        batch = self.reader.load(samples, self.cfg.micro_batch_tokens, self.dev.dtype, self.dev.device)
+        loss, counts = forward_batch(self.engine.module, self.head, batch, self.cfg)
+        self.engine.backward(loss)
+        self.engine.step()
+        self.micro += 1
+        return float(loss.detach()), counts, sum(min(s.length, self.cfg.micro_batch_tokens) for s in samples)
+
+    def run(self) -> dict[str, Any]:
+        self.resume()
+        if "initial" not in self.evals and self.heldout:
+            self.log_eval("initial")
+        started, tokens, window_tokens, window_start = time.monotonic(), 0, 0, time.monotonic()
+        while self.engine.global_steps < self.total:
+            loss, counts, n = self.train_step()
+            tokens, window_tokens = tokens + n, window_tokens + n
+            step = self.engine.global_steps
+            if step % self.cfg.log_every == 0 or step == self.total:
+                elapsed = time.monotonic() - window_start
+                self.metrics.write({"step": step, "split": "train", **step_record(counts, loss),
+                                    "lr": self.scheduler.get_last_lr()[0] if self.scheduler else self.cfg.lr,
+                                    "tokens": window_tokens, "tokens_per_s": round(window_tokens / max(elapsed, 1e-9), 1),
+                                    "total_steps": self.total, "elapsed_s": round(time.monotonic() - started, 2)})
+                window_tokens, window_start = 0, time.monotonic()
+            if self.cfg.eval_every and step % self.cfg.eval_every == 0 and step < self.total and self.heldout:
+                self.log_eval(f"step-{step}")
+            if step % self.cfg.checkpoint_every == 0 and step < self.total:
+                self.save()
+        if self.heldout:
+            self.log_eval("final")
+        if checkpoint.latest_tag(self.ckpt_dir) != checkpoint.tag(self.engine.global_steps):
+            self.save()
+        return self.finish(tokens, time.monotonic() - started)
+
+    def finish(self, tokens: int, seconds: float) -> dict[str, Any]:
+        state = full_state(self.engine)
+        if self.dev.rank == 0:
+            drafter = build_drafter(self.inputs, self.cfg.seed)
+            drafter.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()},
+                                    strict=False)
+            export_drafter(drafter, self.out / "export")
+        return {"steps": self.engine.global_steps, "total_steps": self.total, "resumed_from": self.resumed_from,
+                "train_samples": len(self.plan.samples), "heldout_samples": len(self.heldout),
+                "batches_per_epoch": self.plan.per_epoch, "tokens_this_process": tokens,
+                "train_seconds_this_process": round(seconds, 2), "evals": self.evals,
+                "deepspeed_config": self.ds_config, "device": str(self.dev.device), "world_size": self.dev.world}

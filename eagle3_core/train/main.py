@@ -1,0 +1,96 @@
+"""The trainer process: ``python -m eagle3_core.train.main --spec drafter/run_spec.json``.
+
+Started by ``launcher`` as one process (CPU with gloo, or one GPU) or under the ``deepspeed``
+launcher across GPUs and nodes. It reads the spec that ``run_train`` wrote (the train config
+and the validated inputs), trains, and on rank 0 writes ``summary.json``. A user's mistake
+exits 2 with ``error.json`` holding the ``Eagle3Error`` (type, message, fix, file) so the
+caller can raise the same error; a crash exits 1 with the exception in ``error.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import traceback
+from pathlib import Path
+
+SUMMARY_FILE = "summary.json"
+ERROR_FILE = "error.json"
+SPEC_FILE = "run_spec.json"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def setup_environment() -> None:
+    """One-process defaults for torch.distributed; the deepspeed launcher sets its own."""
+    import torch
+
+    os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("MASTER_PORT", str(free_port()))
+
+
+def write_error(out_dir: Path, exc: BaseException) -> None:
+    from eagle3_core.errors import Eagle3Error
+    from eagle3_core.fsio import write_json_atomic
+
+    if isinstance(exc, Eagle3Error):
+        record = {"type": type(exc).__name__, "message": exc.message, "fix": exc.fix, "path": exc.path}
+    else:
+        record = {"type": "crash", "message": f"{type(exc).__name__}: {exc}",
+                  "traceback": traceback.format_exc()[-4000:]}
+    if int(os.environ.get("RANK", 0)) == 0:
+        write_json_atomic(out_dir / ERROR_FILE, record)
+
+
+def run(spec_file: Path) -> dict:
+    from eagle3_core.train.config import TrainConfig
+    from eagle3_core.train.inputs import TrainInputs
+
+    spec = json.loads(spec_file.read_text(encoding="utf-8"))
+    cfg, inputs = TrainConfig.model_validate(spec["cfg"]), TrainInputs(**spec["inputs"])
+    setup_environment()
+    import deepspeed
+    import torch
+
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    deepspeed.init_distributed(dist_backend=backend)
+    from eagle3_core.train.loop import Trainer
+
+    return Trainer(cfg, inputs, spec["out_dir"]).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", required=True, type=Path)
+    parser.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # deepspeed launcher
+    args = parser.parse_args(argv)
+    out_dir = args.spec.parent
+    from eagle3_core.errors import Eagle3Error
+    from eagle3_core.fsio import write_json_atomic
+
+    try:
+        summary = run(args.spec)
+    except Eagle3Error as exc:
+        write_error(out_dir, exc)
+        print(f"eagle3 train error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - report any crash to the caller, then fail
+        write_error(out_dir, exc)
+        traceback.print_exc()
+        return 1
+    if int(os.environ.get("RANK", 0)) == 0:
+        write_json_atomic(out_dir / SUMMARY_FILE, summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""The DeepSpeed config: the documented defaults, and a user's file with "auto" filled in."""
+
+import json
+
+import pytest
+
+from eagle3_core.errors import ConfigError
+from eagle3_core.train.config import TrainConfig
+from eagle3_core.train.ds_config import deepspeed_config
+
+
+def test_defaults_are_zero2_adamw_cosine_with_warmup_and_clip():
+    ds = deepspeed_config(TrainConfig(), total_steps=1000, bf16=True)
+    assert ds["zero_optimization"]["stage"] == 2 and ds["gradient_clipping"] == 0.5 and ds["bf16"]["enabled"]
+    assert ds["optimizer"]["type"] == "AdamW" and ds["optimizer"]["params"]["lr"] == 1e-4
+    sched = ds["scheduler"]
+    assert sched["type"] == "WarmupCosineLR" and sched["params"]["total_num_steps"] == 1000
+    assert sched["params"]["warmup_num_steps"] == 50
+
+
+def test_a_user_file_replaces_the_config_and_auto_takes_our_values(tmp_path):
+    user = {"zero_optimization": {"stage": 1}, "gradient_clipping": "auto", "bf16": {"enabled": "auto"},
+            "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "torch_adam": True}}}
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(user))
+    ds = deepspeed_config(TrainConfig(deepspeed_config=str(path), grad_clip=0.7), total_steps=10, bf16=False)
+    assert ds["zero_optimization"]["stage"] == 1 and ds["gradient_clipping"] == 0.7
+    assert ds["bf16"]["enabled"] is False and ds["optimizer"]["params"]["lr"] == 3e-4
+    assert "scheduler" not in ds
+
+
+def test_a_missing_or_broken_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        deepspeed_config(TrainConfig(deepspeed_config=str(tmp_path / "nope.json")), 10, False)
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        deepspeed_config(TrainConfig(deepspeed_config=str(tmp_path / "bad.json")), 10, False)
