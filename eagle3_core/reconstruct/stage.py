@@ -13,6 +13,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
@@ -87,10 +88,7 @@ def run_jobs(todo: list[ShardJob], plan: InputPlan, out_dir: Path, tokenizer: An
             done += 1
             reporter.progress(STAGE, done, total_shards, unit="shards")
         return
-    import multiprocessing
-
-    # spawn, not fork: the caller may be a Prefect worker with threads running.
-    with ProcessPoolExecutor(max_workers=min(cfg.workers, len(todo)), mp_context=multiprocessing.get_context("spawn"),
+    with ProcessPoolExecutor(max_workers=min(cfg.workers, len(todo)), mp_context=_worker_context(),
                              initializer=_init_worker, initargs=(target, facts, cfg)) as pool:
         for _ in pool.map(_worker_shard, todo, [plan] * len(todo), [out_dir] * len(todo)):
             done += 1
@@ -100,8 +98,26 @@ def run_jobs(todo: list[ShardJob], plan: InputPlan, out_dir: Path, tokenizer: An
 _WORKER: Reconstructor | None = None
 
 
+def _worker_context():
+    """fork when this process runs one thread (the CLI): workers start at once, modules loaded.
+    Otherwise (a Prefect worker has threads; forking them can deadlock) a forkserver that
+    imports transformers once and forks the workers from that clean process: spawning each
+    worker would re-import torch + transformers (~7 s apiece on a busy 2-core machine)."""
+    import multiprocessing
+    import threading
+
+    if threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["eagle3_core.reconstruct.build", "transformers"])
+    return context
+
+
 def _init_worker(target: TargetConfig, facts: TokenFacts, cfg: ReconstructConfig) -> None:
+    """One tokenizer per worker, its Rust encoder on one thread: N workers use N cores, not N x all."""
     global _WORKER
+    os.environ["RAYON_NUM_THREADS"] = "1"
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _WORKER = Reconstructor(load_tokenizer(target.path, target.trust_remote_code), facts, cfg)
 
 
