@@ -32,12 +32,14 @@ def generate_is_done(config: PipelineConfig) -> bool:
     return manifest.is_complete_for(run.config_hash, run.inputs)
 
 
-def _pick(manifest: StageManifest | None, *keys: str) -> Any:
-    """The first of ``keys`` found in the manifest's counts or details (dotted keys go deeper)."""
-    if manifest is None:
-        return None
+def _figures(manifest: StageManifest | None) -> dict[str, Any]:
+    return {**manifest.details, **manifest.counts} if manifest is not None else {}
+
+
+def _pick(figures: dict[str, Any], *keys: str) -> Any:
+    """The first of ``keys`` found in ``figures`` (dotted keys go into nested dicts)."""
     for key in keys:
-        value: Any = {**manifest.details, **manifest.counts}
+        value: Any = figures
         for part in key.split("."):
             value = value.get(part) if isinstance(value, dict) else None
         if value is not None:
@@ -47,18 +49,39 @@ def _pick(manifest: StageManifest | None, *keys: str) -> Any:
 
 def headline(layout: RunLayout) -> dict[str, Any]:
     """The figures a user looks at first, None where the stage has not produced them."""
-    gen, seq = read_manifest(layout.generations), read_manifest(layout.sequences)
-    train = read_manifest(layout.drafter)
+    gen, seq = _figures(read_manifest(layout.generations)), _figures(read_manifest(layout.sequences))
     report_path = layout.eval / "report.json"
     report = read_json(report_path) if report_path.exists() else {}
     return {
         "samples accepted": _pick(gen, "accepted"),
         "samples rejected": _pick(gen, "rejected"),
-        "reasoning present": _pick(gen, "with_reasoning", "reasoning_present"),
-        "token-exact reconstruction": _pick(seq, "token_match_rate", "match_rate"),
-        "training loss": _pick(train, "final_loss", "loss"),
-        "acceptance length": report.get("acceptance_length") if isinstance(report, dict) else None,
+        "reasoning present": _reasoning(gen),
+        "token-exact reconstruction": _pick(seq, "server_check.match_rate"),
+        "training loss": _training_loss(layout),
+        "acceptance length (vLLM)": _pick(report, "online.with_drafter.acceptance_length"),
+        "acceptance length (offline)": _pick(report, "offline.acceptance_length"),
     }
+
+
+def _reasoning(gen: dict[str, Any]) -> str | None:
+    """How many accepted samples carry reasoning, and which response field it came from."""
+    sources = _pick(gen, "reasoning_sources")
+    if not isinstance(sources, dict):
+        return None
+    where = ", ".join(f"{n} in `{field}`" for field, n in sources.items())
+    return f"{sum(sources.values())} of {_pick(gen, 'accepted')} ({where or 'none'})"
+
+
+def _training_loss(layout: RunLayout) -> float | None:
+    """The train manifest's final loss, else the last loss in drafter/metrics.jsonl."""
+    value = _pick(_figures(read_manifest(layout.drafter)), "final_loss", "loss")
+    metrics = layout.drafter / "metrics.jsonl"
+    if value is None and metrics.exists():
+        import json
+
+        lines = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+        value = next((row["loss"] for row in reversed(lines) if "loss" in row), None)
+    return value
 
 
 def _show(value: Any) -> str:
