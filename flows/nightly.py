@@ -8,7 +8,7 @@
    else is requested again.
 3. Run the generate stage in the new version: its resume skips every sample a shard holds.
 4. Optionally continue into reconstruct -> vocab -> extract -> train, the drafter starting from
-   the last drafter's weights when the train stage supports it, recorded as trained on it.
+   the last drafter's weights (``train.init_from``), recorded as trained on the new version.
 5. Keep the newest ``keep_versions`` versions and every version a drafter was trained on.
 
 Two nightly runs never run at once: the deployment has a concurrency limit of 1
@@ -128,12 +128,9 @@ def train_on(config: NightlyConfig, version_dir: Path) -> None:
     root, logger = Path(config.root), get_run_logger()
     recipe = with_target(config.recipe.model_copy(update={"out": str(version_dir)}), {})
     previous = dv.latest_drafter(root)
-    if previous is not None and "init_from" in type(recipe.train).model_fields:
-        recipe = recipe.model_copy(update={"train": recipe.train.model_copy(
-            update={"init_from": str(previous / "checkpoints")})})
-        logger.info("training continues from %s", previous)
-    elif previous is not None:
-        logger.warning("the train stage has no `init_from`: the drafter is trained from scratch")
+    if previous is not None:
+        recipe = recipe.model_copy(update={"train": recipe.train.model_copy(update={"init_from": str(previous)})})
+        logger.info("training starts from the weights of %s", previous)
     outcomes: dict[str, Outcome] = {}
     for name in ("reconstruct", "vocab", "extract", "train"):
         outcome = run_stage(name, recipe, outcomes)

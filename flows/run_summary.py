@@ -73,15 +73,14 @@ def _reasoning(gen: dict[str, Any]) -> str | None:
 
 
 def _training_loss(layout: RunLayout) -> float | None:
-    """The train manifest's final loss, else the last loss in drafter/metrics.jsonl."""
-    value = _pick(_figures(read_manifest(layout.drafter)), "final_loss", "loss")
+    """The last training-split loss in drafter/metrics.jsonl (the train stage's log of every step)."""
     metrics = layout.drafter / "metrics.jsonl"
-    if value is None and metrics.exists():
-        import json
+    if not metrics.exists():
+        return None
+    import json
 
-        lines = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-        value = next((row["loss"] for row in reversed(lines) if "loss" in row), None)
-    return value
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    return next((r["loss"] for r in reversed(rows) if r.get("split", "train") == "train" and "loss" in r), None)
 
 
 def _show(value: Any) -> str:

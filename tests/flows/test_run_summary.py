@@ -16,7 +16,8 @@ def test_headline_reads_each_figure_from_its_stages_files(tmp_path):
         stage="reconstruct", status="complete", config_hash="h",
         details={"server_check": {"checked": 98, "matched": 98, "match_rate": 1.0}}))
     layout.drafter.mkdir(parents=True)
-    (layout.drafter / "metrics.jsonl").write_text('{"step": 1, "loss": 3.5}\n{"step": 2, "loss": 2.25}\n')
+    (layout.drafter / "metrics.jsonl").write_text(
+        '{"step": 1, "loss": 3.5}\n{"step": 2, "loss": 2.25}\n{"step": 2, "split": "heldout", "loss": 2.9}\n')
     layout.eval.mkdir(parents=True)
     (layout.eval / "report.json").write_text(json.dumps(
         {"online": {"with_drafter": {"acceptance_length": 2.4}}, "offline": {"acceptance_length": 2.5}}))
