@@ -112,7 +112,9 @@ def missing_inputs(stage: Stage, config: PipelineConfig) -> list[str]:
 
 def run_stage(name: str, config: PipelineConfig, outcomes: dict[str, Outcome]) -> Outcome:
     """Run one stage's flow (a subflow of the caller) unless it is unselected, unbuilt or blocked."""
-    stage, layout = STAGES[name], config.layout
+    from prefect import get_run_logger
+
+    stage, layout, logger = STAGES[name], config.layout, get_run_logger()
     outcome = Outcome(stage=name, status="not selected", out_dir=str(stage.out(layout)))
     outcomes[name] = outcome
     if name not in config.stages:
@@ -120,11 +122,14 @@ def run_stage(name: str, config: PipelineConfig, outcomes: dict[str, Outcome]) -
     stage_flow = load_stage_flow(name)
     if stage_flow is None:
         outcome.status, outcome.reason = "not built", f"flows/{name}.py or eagle3_core/{name}/stage.py is not in the code base yet"
+        logger.warning("%s: not built (%s)", name, outcome.reason)
         return outcome
     if missing := missing_inputs(stage, config):
         outcome.status = "blocked"
         outcome.reason = "needs " + ", ".join(f"{m} ({outcomes[m].status if m in outcomes else 'not run'})" for m in missing)
+        logger.warning("%s: blocked, %s", name, outcome.reason)
         return outcome
+    logger.info("%s: starting -> %s", name, outcome.out_dir)
     before = read_manifest(stage.out(layout))
     outcome.started = time.time()
     stage_flow(**stage.arguments(config, layout))
@@ -133,4 +138,5 @@ def run_stage(name: str, config: PipelineConfig, outcomes: dict[str, Outcome]) -
     unchanged = before is not None and after is not None and before.updated_at == after.updated_at
     outcome.status = "reused" if unchanged and before.status == "complete" else "ran"
     outcome.counts = dict(after.counts) if after else {}
+    logger.info("%s: %s in %.1f s", name, outcome.status, outcome.seconds)
     return outcome
