@@ -55,7 +55,8 @@ def open_run(run: GenerateRun) -> StageManifest | None:
 
 @task(name="generate-batch", cache_policy=NO_CACHE, task_run_name="generate-batch-{batch.number}")
 def generate_batch(run: GenerateRun, batch: Batch, limit_names: list[str], slots: int) -> int:
-    with concurrency(limit_names, occupy=slots, strict=True):
+    # The lease is renewed while the batch runs; after a SIGKILL it lapses, and the slots come back.
+    with concurrency(limit_names, occupy=slots, strict=True, lease_duration=run.cfg.limit_lease_seconds):
         run.run_batch(batch)
     return len(batch.rows)
 

@@ -41,6 +41,7 @@ class GenerateConfig(StrictModel):
     retry_initial_wait: float = Field(1.0, ge=0, description="First retry backoff in seconds; doubles per attempt, with full jitter.")
     retry_max_wait: float = Field(60.0, ge=0, description="Upper bound of one retry backoff, in seconds.")
     probe_max_tokens: int = Field(64, ge=1, description="Completion token limit of the one probe request per endpoint.")
+    limit_lease_seconds: float = Field(60.0, ge=60, description="Lease of the shared endpoint limit's slots (Prefect flow; Prefect's minimum is 60): a killed run's slots return to the pool this long (plus the server's 15 s sweep) after it dies.")
     aimd_latency_factor: float = Field(2.0, gt=1, description="`auto` concurrency halves when a request's latency exceeds this multiple of the best recent latency.")
 
     @model_validator(mode="after")

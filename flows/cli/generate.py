@@ -38,10 +38,11 @@ class ConcurrencyType(click.ParamType):
 @click.option("--flush-seconds", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True, help="Flush a shard at least this often.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=2048, show_default=True, help="Rows per Prefect task.")
 @click.option("--retry-initial-wait", type=click.FloatRange(min=0), default=1.0, show_default=True, help="First retry backoff (seconds).")
+@click.option("--limit-lease-seconds", type=click.FloatRange(min=60), default=60.0, show_default=True, help="How long a killed run keeps its share of the endpoint's global concurrency limit.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def command(input_, base_urls, model, out, split, max_samples, concurrency, max_concurrency, request_timeout,
             max_retries, max_tokens, temperature, require_reasoning, shard_rows, flush_seconds, batch_size,
-            retry_initial_wait, no_progress) -> None:
+            retry_initial_wait, limit_lease_seconds, no_progress) -> None:
     """Send every prompt to the endpoints; keep each answer with its reasoning, resumably."""
     from eagle3_core.generate.config import GenerateConfig, PromptSource
 
@@ -50,7 +51,8 @@ def command(input_, base_urls, model, out, split, max_samples, concurrency, max_
         model=model, concurrency=concurrency, max_concurrency=max_concurrency, request_timeout=request_timeout,
         max_retries=max_retries, max_tokens=max_tokens, temperature=temperature,
         require_reasoning=require_reasoning, shard_rows=shard_rows, flush_seconds=flush_seconds,
-        batch_size=batch_size, retry_initial_wait=retry_initial_wait)
+        batch_size=batch_size, retry_initial_wait=retry_initial_wait,
+        limit_lease_seconds=limit_lease_seconds)
     quiet_user_error_tracebacks()
     from flows.generate import generate_flow
 
@@ -65,7 +67,6 @@ def quiet_user_error_tracebacks() -> None:
     one-line message only: the CLI prints the error and its fix itself."""
     import logging
 
-    import prefect  # noqa: F401  (sets up Prefect's handlers)
     from eagle3_core.errors import Eagle3Error
 
     class DropUserErrorTraceback(logging.Filter):
@@ -74,6 +75,7 @@ def quiet_user_error_tracebacks() -> None:
                 record.exc_info, record.exc_text = None, None
             return True
 
-    loggers = [logging.getLogger()] + [l for l in logging.Logger.manager.loggerDict.values() if isinstance(l, logging.Logger)]
-    for handler in {h for logger in loggers for h in logger.handlers}:
-        handler.addFilter(DropUserErrorTraceback())
+    # Prefect logs a run's failure on these two loggers; a logger-level filter sees every record
+    # logged there, whatever handlers Prefect installs later.
+    for name in ("prefect.task_runs", "prefect.flow_runs"):
+        logging.getLogger(name).addFilter(DropUserErrorTraceback())
