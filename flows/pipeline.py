@@ -11,7 +11,8 @@ Guarantees:
   generate stage runs (its URL fills ``generate.base_urls``) and is stopped after it, error or
   not; when generate has nothing left to do, vLLM is not started at all.
 - A failed stage fails this flow run with the stage's own exception and message.
-- Every run leaves a keyed markdown artifact, ``pipeline-summary``, with each stage's outcome.
+- Every run, failed or not, leaves a keyed markdown artifact, ``pipeline-summary``, with each
+  stage's outcome and the headline figures.
 
 Manual run from Python::
 
@@ -38,15 +39,17 @@ from flows.run_summary import generate_is_done, summary_markdown
 def pipeline(config: PipelineConfig) -> dict[str, dict]:
     """Run every selected stage of the DAG into ``config.out``."""
     outcomes: dict[str, Outcome] = {}
-    config = with_target(config, outcomes)
-    with served_for_generation(config, outcomes) as served:
-        run_stage("generate", served, outcomes)
-    run_stage("reconstruct", config, outcomes)
-    run_stage("vocab", config, outcomes)
-    run_stage("extract", config, outcomes)
-    run_stage("train", config, outcomes)
-    run_stage("evaluate", config, outcomes)
-    publish_summary(config, outcomes)
+    try:
+        config = with_target(config, outcomes)
+        with served_for_generation(config, outcomes) as served:
+            run_stage("generate", served, outcomes)
+        run_stage("reconstruct", config, outcomes)
+        run_stage("vocab", config, outcomes)
+        run_stage("extract", config, outcomes)
+        run_stage("train", config, outcomes)
+        run_stage("evaluate", config, outcomes)
+    finally:  # a failed run gets its summary too; the stage's own exception still fails the run
+        publish_summary(config, outcomes)
     return {name: vars(outcome) for name, outcome in outcomes.items()}
 
 

@@ -24,7 +24,7 @@ from eagle3_core.config import PipelineConfig
 from eagle3_core.layout import RunLayout
 from eagle3_core.manifest import read_manifest
 
-Status = Literal["ran", "reused", "not built", "blocked", "not selected"]
+Status = Literal["ran", "reused", "failed", "not built", "blocked", "not selected"]
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,13 @@ def run_stage(name: str, config: PipelineConfig, outcomes: dict[str, Outcome]) -
     logger.info("%s: starting -> %s", name, outcome.out_dir)
     before = read_manifest(stage.out(layout))
     outcome.started = time.time()
-    stage_flow(**stage.arguments(config, layout))
-    outcome.seconds = time.time() - outcome.started
+    try:
+        stage_flow(**stage.arguments(config, layout))
+    except BaseException as exc:  # recorded for the summary, then raised unchanged
+        outcome.status, outcome.reason = "failed", (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise
+    finally:
+        outcome.seconds = time.time() - outcome.started
     after = read_manifest(stage.out(layout))
     unchanged = before is not None and after is not None and before.updated_at == after.updated_at
     outcome.status = "reused" if unchanged and before.status == "complete" else "ran"

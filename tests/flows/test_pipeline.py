@@ -48,20 +48,26 @@ def test_a_failed_stage_fails_the_run_with_the_stages_own_error(prefect_api, con
     assert "generate needs prompts" in state.message
     with pytest.raises(ConfigError, match="generate needs prompts"):
         state.result()
+    assert "| generate | failed |" in summary_of(state)
 
 
 def test_every_run_leaves_a_keyed_summary_artifact(prefect_api, config):
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-
     config.stages = ["vocab"]
     state = pipeline(config, return_state=True)
+
+    assert "| vocab | blocked |" in summary_of(state)
+
+
+def summary_of(state) -> str:
+    """The run's one `pipeline-summary` artifact."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
         artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["pipeline-summary"])))
     mine = [a for a in artifacts if a.flow_run_id == state.state_details.flow_run_id]
     assert len(mine) == 1
-    assert "| vocab | blocked |" in mine[0].data
+    return mine[0].data
 
 
 def test_the_flow_parameter_is_the_pipeline_config_so_the_ui_renders_it_as_a_form():
