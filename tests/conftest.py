@@ -13,4 +13,5 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 pytest_plugins = [
     "tests.fixtures.prefect",
     "tests.fixtures.fake_server",
+    "tests.fixtures.toy",
 ]

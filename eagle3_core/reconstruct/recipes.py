@@ -29,6 +29,6 @@ def target_from_recipe(recipe: str | Path | None, family: str | None, **override
             raise ConfigError(f"recipe not found: {path}", fix="pass --family or a --recipe YAML file")
         section = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("target") or {}
     try:
-        return TargetConfig.model_validate({**section, **{k: v for k, v in overrides.items() if v is not None}})
+        return TargetConfig.model_validate({**section, **overrides})
     except ValueError as exc:
         raise ConfigError(f"invalid target section in {recipe}: {exc}") from None

@@ -25,7 +25,8 @@ def command(generations_dir: str, tokenizer: str, out_dir: str, max_length: int,
     from eagle3_core.reconstruct.recipes import target_from_recipe
     from flows.reconstruct import reconstruct_flow
 
-    target = target_from_recipe(recipe, family, path=tokenizer, trust_remote_code=trust_remote_code or None)
+    # Remote code runs only on this flag, whatever a recipe says.
+    target = target_from_recipe(recipe, family, path=tokenizer, trust_remote_code=trust_remote_code)
     cfg = ReconstructConfig(max_length=max_length, overlong=overlong, prefer=prefer, workers=workers)
     manifest = reconstruct_flow(cfg=cfg, target=target, generations_dir=generations_dir, out_dir=out_dir)
     check = manifest.details["server_check"]
