@@ -14,4 +14,5 @@ pytest_plugins = [
     "tests.fixtures.prefect",
     "tests.fixtures.fake_server",
     "tests.fixtures.toy",
+    "tests.fixtures.vllm",
 ]

@@ -41,14 +41,14 @@ def prompt_text(tokenizer, q: Question) -> str:
 
 
 def encode(tokenizer, questions: list[Question]) -> list[Example]:
-    """Prompt + completion ids; ``<think>`` is an added token, a hard boundary, so encoding the
-    two parts apart gives the same ids as encoding them together."""
-    examples = []
-    for q in questions:
-        prompt = tokenizer.encode(prompt_text(tokenizer, q), add_special_tokens=False)
-        completion = tokenizer.encode(completion_text(q), add_special_tokens=False)
-        examples.append(Example(prompt + completion, len(prompt)))
-    return examples
+    """Prompt + completion ids, batch-encoded. The template is rendered once around a sentinel:
+    the question sits between special tokens and ``<think>`` is an added token, all hard
+    boundaries, so encoding the pieces apart gives the ids of encoding them together."""
+    sentinel = "\x00"
+    before, after = prompt_text(tokenizer, Question("add", 0, 0)).replace(Question("add", 0, 0).text, sentinel).split(sentinel)
+    prompts = tokenizer([before + q.text + after for q in questions], add_special_tokens=False)["input_ids"]
+    completions = tokenizer([completion_text(q) for q in questions], add_special_tokens=False)["input_ids"]
+    return [Example(p + c, len(p)) for p, c in zip(prompts, completions)]
 
 
 def build_model(cfg: ToyTargetConfig, tokenizer):
