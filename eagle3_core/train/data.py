@@ -6,7 +6,7 @@ Guarantees:
   the same batch after a resume, which is what "same data order" means here.
 - A batch is a dict of padded tensors: ``input_ids`` (B, T) long, ``aux`` (B, T, 3, H),
   ``final`` (B, T, H), ``loss_mask`` (B, T) bool; padded positions have loss_mask 0. A sample
-  longer than the token budget is cut to the budget.
+  longer than the token budget is cut to the budget. Padded positions hold zeros everywhere.
 """
 
 from __future__ import annotations
@@ -180,6 +180,8 @@ class OnlineReader:
         base = self._target(dtype, device).model           # the decoder stack, without lm_head
         out = base(input_ids=ids, attention_mask=attention, output_hidden_states=True)
         # vLLM's layer id k is the input of decoder layer k = hidden_states[k] (as extract writes it)
+        real = attention[..., None].to(dtype)                                    # (B, T, 1)
         aux = torch.stack([out.hidden_states[k] for k in self.layers], dim=2)   # (B, T, 3, H)
-        return {"input_ids": ids, "aux": aux.to(dtype), "final": out.last_hidden_state.to(dtype),
+        return {"input_ids": ids, "aux": aux.to(dtype) * real[..., None],       # padding zeroed as offline
+                "final": out.last_hidden_state.to(dtype) * real,
                 "loss_mask": mask & attention.bool()}
