@@ -4,6 +4,7 @@ import pytest
 
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
+from eagle3_core.generate.config import GenerateConfig
 from flows import pipeline_stages
 from flows.pipeline import pipeline
 
@@ -74,3 +75,27 @@ def test_the_flow_parameter_is_the_pipeline_config_so_the_ui_renders_it_as_a_for
     schema = pipeline.parameters.model_dump()
     assert list(schema["properties"]) == ["config"]
     assert schema["definitions"]["PipelineConfig"]["properties"]["generate"]
+
+
+def test_an_api_key_reaches_no_log_artifact_parameter_or_manifest(prefect_api, config, tmp_path, make_fake_server,
+                                                                  monkeypatch):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, LogFilter
+
+    secret = "sk-eagle3-test-0123456789"
+    monkeypatch.setenv("EAGLE3_TEST_KEY", secret)
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "Q1"}\n{"prompt": "Q2"}\n')
+    config.stages = ["generate"]
+    config.generate = GenerateConfig(prompts={"input": str(tmp_path / "prompts.jsonl")}, base_urls=[make_fake_server().url],
+                                     api_key_env="EAGLE3_TEST_KEY", return_token_ids=False)
+
+    state = pipeline(config, return_state=True)
+
+    assert state.is_completed()
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(state.state_details.flow_run_id)
+        logs = client.read_logs(log_filter=LogFilter())
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter())
+    on_disk = [p.read_text(errors="replace") for p in (tmp_path / "run").rglob("*.json")]
+    seen = [str(run.parameters), *(log.message for log in logs), *(str(a.data) for a in artifacts), *on_disk]
+    assert all(secret not in text for text in seen)
