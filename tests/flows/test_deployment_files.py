@@ -1,0 +1,94 @@
+"""deployments/prefect.yaml, deployments/serve.py and docker/: what they register, with which
+parameters, and that they install what the README's set-up installs. (Docker itself cannot run
+here; the served deployments run for real in tests/integration/test_deployments.py.)"""
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from eagle3_core.config import PipelineConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+TOY = ROOT / "configs" / "toy.yaml"
+
+
+@pytest.fixture(scope="module")
+def deployments():
+    data = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
+    return {d["name"]: d for d in data["deployments"]}
+
+
+def load_entrypoint(entrypoint):
+    path, name = entrypoint.split(":")
+    return getattr(importlib.import_module(path.removesuffix(".py").replace("/", ".")), name)
+
+
+def test_prefect_yaml_has_the_three_deployments_on_a_process_pool_and_docker_variants(deployments):
+    assert {"eagle3-pipeline", "eagle3-generate", "eagle3-nightly"} <= set(deployments)
+    for name in ("eagle3-pipeline", "eagle3-generate", "eagle3-nightly"):
+        assert deployments[name]["work_pool"]["name"] == "eagle3-process"
+        docker = deployments[f"{name}-docker"]
+        assert docker["work_pool"]["name"] == "eagle3-docker"
+        assert docker["entrypoint"] == deployments[name]["entrypoint"]
+        assert docker["parameters"] == deployments[name]["parameters"]
+
+
+def test_only_the_nightly_is_scheduled_at_two_in_utc_with_one_run_at_a_time(deployments):
+    nightly = deployments["eagle3-nightly"]
+    assert nightly["schedules"] == [{"cron": "0 2 * * *", "timezone": "UTC", "active": True}]
+    assert nightly["concurrency_limit"]["limit"] == 1
+    assert not deployments["eagle3-pipeline"].get("schedules")
+    assert not deployments["eagle3-generate"].get("schedules")
+
+
+def test_every_entrypoint_is_a_flow_that_accepts_its_parameters(deployments):
+    from prefect import Flow
+
+    for deployment in deployments.values():
+        flow = load_entrypoint(deployment["entrypoint"])
+        assert isinstance(flow, Flow)
+        flow.validate_parameters(deployment["parameters"])
+
+
+def test_the_parameters_are_the_toy_recipe(deployments):
+    recipe = PipelineConfig.from_yaml(TOY)
+    pipeline = PipelineConfig.model_validate(deployments["eagle3-pipeline"]["parameters"]["config"])
+    nightly = PipelineConfig.model_validate(deployments["eagle3-nightly"]["parameters"]["config"]["recipe"])
+    expected = recipe.model_copy(update={"out": pipeline.out})
+    message = "deployments/prefect.yaml's recipes.toy_recipe differs from configs/toy.yaml: copy the recipe there"
+    assert pipeline == expected, message
+    assert nightly == expected, message
+    assert deployments["eagle3-generate"]["parameters"]["cfg"] == yaml.safe_load(TOY.read_text())["generate"]
+
+
+def test_serve_py_registers_the_same_deployments_with_the_nightly_schedule_and_limit(tmp_path):
+    from deployments.serve import build_deployments
+
+    built = {d.name: d for d in build_deployments(TOY, str(tmp_path / "served"))}
+
+    assert set(built) == {"eagle3-pipeline", "eagle3-generate", "eagle3-nightly"}
+    schedule = built["eagle3-nightly"].schedules[0].schedule
+    assert (schedule.cron, schedule.timezone) == ("0 2 * * *", "UTC")
+    assert built["eagle3-nightly"].concurrency_limit == 1
+    assert built["eagle3-pipeline"].schedules == []
+    assert built["eagle3-pipeline"].parameters["config"]["out"] == str(tmp_path / "served")
+
+
+def test_the_worker_image_installs_the_project_the_way_the_readme_does():
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    assert "RUN make setup" in dockerfile
+    assert re.search(r"^ARG BASE_IMAGE=", dockerfile, re.M)
+    vllm_default = re.search(r"^VLLM_PACKAGE \?= (\S+)", makefile, re.M).group(1)
+    assert f"ARG VLLM_PACKAGE={vllm_default}" in dockerfile
+
+
+def test_compose_runs_a_server_on_postgres_a_worker_and_vllm():
+    compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())["services"]
+    assert {"postgres", "prefect-server", "worker", "vllm"} <= set(compose)
+    assert compose["prefect-server"]["environment"]["PREFECT_API_DATABASE_CONNECTION_URL"].startswith("postgresql+asyncpg://")
+    assert compose["worker"]["build"]["dockerfile"] == "docker/Dockerfile"
+    assert "deployments/prefect.yaml" in compose["worker"]["command"]
