@@ -18,10 +18,12 @@ class Batch:
     members: tuple[int, ...]
     longest: int
     tokens: int  # real tokens, padding excluded
+    padded: bool = True  # False where the engine packs sequences itself (vLLM)
 
     @property
     def padded_tokens(self) -> int:
-        return self.longest * len(self.members)
+        """Tokens the forward pass computes, padding included."""
+        return self.longest * len(self.members) if self.padded else self.tokens
 
 
 def bucket_batches(lengths: list[int], max_tokens: int) -> list[Batch]:

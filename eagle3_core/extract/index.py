@@ -1,6 +1,6 @@
 """hidden/index.parquet: where each sample's tokens live.
 
-One row per input sample, in plan order: ``sample_id`` (str), ``shard`` (file name),
+One row per input sample, in shard order: ``sample_id`` (str), ``shard`` (file name),
 ``offset`` (first token row in the shard), ``length`` (tokens). Rebuilt from the plan and the
 sequences files (cheap: two columns), so it is always consistent with the shards.
 """
@@ -28,7 +28,7 @@ def write_index(sequences_dir: str | Path, out_dir: str | Path, shards: list[Sha
             cache[shard.part] = read_lengths(Path(sequences_dir) / shard.part)
         ids, lengths = cache[shard.part]
         offset = 0
-        for i in range(shard.row_start, shard.row_end):
+        for i in shard.rows:
             columns["sample_id"].append(ids[i])
             columns["shard"].append(shard.name)
             columns["offset"].append(offset)

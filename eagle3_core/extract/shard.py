@@ -2,6 +2,9 @@
 
 The shard is written to ``shard-NNNNN.safetensors.tmp`` and renamed into place only once
 every sample is written and checked, so a killed run leaves no shard that looks finished.
+Checking and writing a batch runs on a writer thread while the engine computes the next one
+(at H = 4096 a GPU makes ~0.8 GB/s of states, so serial writes would idle it); at most two
+batches wait, so host memory stays at a few batches.
 The shard's figures (tokens, computed tokens with padding, engine) go into its own header,
 so the stage summary is right even for shards finished by an earlier, killed run.
 """
@@ -9,6 +12,8 @@ so the stage summary is right even for shards finished by an earlier, killed run
 from __future__ import annotations
 
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +48,25 @@ def write_shard(engine, sequences_dir: str | Path, out_dir: str | Path, shard: S
     meta = {"shard_key": shard.key, "tokens": str(shard.tokens), "computed_tokens": str(computed),
             "supervised_tokens": str(supervised), "engine": engine.name, "layers": ",".join(map(str, layers)),
             "format": "eagle3-hidden-v1"}
+    def store(members: tuple[int, ...], states: list) -> None:
+        for i, (aux, final) in zip(members, states):
+            sample_id, ids, mask = rows[i]
+            _refuse_non_finite(aux, final, sample_id, shard)
+            writer.write(offsets[i], aux, final, torch.tensor(ids, dtype=torch.int32),
+                         torch.tensor(mask, dtype=torch.uint8))
+
     with atomic_path(Path(out_dir) / shard.name) as tmp:
         writer = ShardWriter(tmp, shard.tokens, hidden_size, meta)
         try:
-            for batch in batches:
-                states = engine.forward([rows[i][1] for i in batch.members])
-                for i, (aux, final) in zip(batch.members, states):
-                    sample_id, ids, mask = rows[i]
-                    _refuse_non_finite(aux, final, sample_id, shard)
-                    writer.write(offsets[i], aux, final, torch.tensor(ids, dtype=torch.int32),
-                                 torch.tensor(mask, dtype=torch.uint8))
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="eagle3-shard-writer") as pool:
+                pending: deque[Future] = deque()
+                for batch in batches:
+                    states = engine.forward([rows[i][1] for i in batch.members])
+                    pending.append(pool.submit(store, batch.members, states))
+                    while len(pending) > 2 or (pending and pending[0].done()):
+                        pending.popleft().result()  # re-raises a NaN refusal or a write error
+                while pending:
+                    pending.popleft().result()
         finally:
             writer.close()
     return {"tokens": shard.tokens, "computed_tokens": computed, "supervised_tokens": supervised,

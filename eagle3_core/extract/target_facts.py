@@ -47,5 +47,5 @@ def resolve_layers(requested: list[int] | None, target: TargetConfig, num_hidden
                           fix="pass --layers low,mid,high with ids below the number of decoder layers")
     if len(set(layers)) != 3:
         raise ConfigError(f"the three auxiliary layers must differ, got {layers}",
-                          fix=f"a target needs at least 4 decoder layers; pass --layers explicitly")
+                          fix="the defaults (2, N//2, N-3) differ only from 7 decoder layers on: pass --layers low,mid,high explicitly")
     return layers

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The project's GPU benchmarks in one short run, for a task that is lent a GPU machine.
+#
+#   bash benchmarks/gpu.sh            # on the GPU machine, in the repo root; figures land in $OUT
+#
+# That machine has python3 with torch, transformers, safetensors and pyarrow but no pydantic:
+# carry it as wheels in .whl/ (benchmarks/README.md, "Running on a lent GPU"). Budget: the
+# whole script must stay well inside one 10-minute call; each line below says its own cap.
+set -uo pipefail
+OUT=${OUT:-benchmarks/out}
+mkdir -p "$OUT"
+PY=${PY:-python3}
+if [ -d .whl ]; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+fi
+export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+
+# extract (cap 240 s): an 8B-shaped Llama (H=4096, 32 layers, 128K vocab), random bf16 weights,
+# 64 samples of ~1K tokens (log-normal), 16K-token batches; extraction vs a bare forward pass.
+timeout 240 $PY benchmarks/bench_extract.py --preset llama-8b --device cuda --samples 64 --mean-len 1024 \
+  --max-tokens-per-batch 16384 --shard-tokens 32768 --repeats 2 --json "$OUT/extract.json" 2>&1 \
+  | grep -v "Loading weights" | tee "$OUT/extract.log"
+
+# --- training and evaluation: append your lines below, each with its own timeout ---
