@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from eagle3_core.base import StrictModel
 from eagle3_core.generate.config import PromptSource
@@ -18,3 +18,14 @@ class EvaluateConfig(StrictModel):
     k_sweep: list[int] = Field(default_factory=lambda: [1, 2, 3, 4, 5], description="k values for the offline acceptance-length-vs-k curve.")
     online: bool = Field(True, description="Measure in real vLLM (needs a vLLM install).")
     offline: bool = Field(True, description="Measure with a transformers chain speculative-decoding loop.")
+    concurrency: int = Field(8, ge=1, description="Requests in flight on the vLLM server (the batch the online figures are measured at).")
+    request_timeout: float = Field(600.0, gt=0, description="Seconds before one evaluation request is abandoned.")
+    baseline: bool = Field(True, description="Also serve the target without the drafter, for output tokens/s with and without (the speed-up).")
+    offline_max_prompts: int | None = Field(64, ge=1, description="Prompts for the offline loop (it recomputes the target each step: keep it small for a large target); None = all.")
+    threads: int | None = Field(None, ge=1, description="torch threads for the offline loop; None = torch's default.")
+
+    @model_validator(mode="after")
+    def _sweep_is_positive(self) -> "EvaluateConfig":
+        if any(k < 1 for k in self.k_sweep):
+            raise ValueError(f"evaluate.k_sweep must hold k >= 1, got {self.k_sweep}")
+        return self

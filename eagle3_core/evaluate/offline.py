@@ -6,16 +6,18 @@ tokens equal to the target's greedy choice, the bonus token not counted in ``acc
 
 Each round mirrors vLLM's EAGLE-3 proposer: the drafter reads the target's auxiliary states
 for every verified position (step 0, shifted ids), then chains k-1 more tokens on its own
-pre-norm hidden stream; the target verifies ``seq + drafts`` in one forward pass, whose
-auxiliary states are the next round's input. The target is recomputed over the whole
-sequence each round (no KV cache): O(length) per round, cheap on the toy target and the
-price of exactness; a large target belongs in vLLM, not here.
+pre-norm hidden stream; the target verifies the drafts in one forward pass, whose auxiliary
+states at the accepted positions are the next round's input. The
+target and the drafter keep KV caches that are cropped back to the verified positions after
+each verification, so a round costs k+1 target positions and k drafter positions (plus the
+newly verified ones); still batch 1 and fp32: a large target belongs in vLLM, not here.
 
 Auxiliary layer id k is transformers' ``output_hidden_states[k]`` (vLLM's counting).
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,53 +51,84 @@ class ChainDecoder:
         self.drafter = Eagle3Drafter.from_export(export_dir, embed_tokens=embed)
         self.aux_ids = list(self.drafter.config.aux_layer_ids)
         self.eos_ids = eos_token_ids(target_path, self.target.config)
-
-    def _target(self, ids: list[int]):
-        """(greedy next-token ids (T,), aux states (T, 3H)) of one forward pass over ``ids``."""
-        import torch
-
-        out = self.target(torch.tensor([ids]), output_hidden_states=True)
-        aux = torch.cat([out.hidden_states[i][0] for i in self.aux_ids], dim=-1)   # (T, 3H)
-        return out.logits[0].argmax(-1).tolist(), aux
-
-    def _propose(self, seq: list[int], aux, k: int) -> list[int]:
-        """k draft tokens after ``seq``; ``aux`` holds the target states of seq[:-1]'s positions."""
-        import torch
-
-        from eagle3_core.drafter.model import KVCache
-
-        n, cache = len(seq), KVCache()
-        ids = torch.tensor([seq[1:]])                                         # token i+1 at position i
-        positions = torch.arange(n - 1)[None]
-        out = self.drafter(ids, self.drafter.combine(aux[None, : n - 1]), positions, cache=cache)
-        drafts = []
-        for step in range(k):
-            token = int(self.drafter.to_target_ids(out.logits[0, -1].argmax()))
-            drafts.append(token)
-            if step + 1 < k:
-                out = self.drafter(torch.tensor([[token]]), out.hidden[:, -1:],
-                                   torch.tensor([[n - 1 + step]]), cache=cache)
-        return drafts
+        # transformers renamed ``past_key_values`` to ``cache`` (the old name goes in 5.40).
+        self.cache_arg = "cache" if "cache" in inspect.signature(self.target.forward).parameters else "past_key_values"
 
     def decode(self, prompt_ids: list[int], k: int, max_tokens: int, counters: SpecCounters) -> list[int]:
         """One prompt's greedy completion, recording each verification in ``counters``."""
         import torch
 
         with torch.inference_mode():
-            greedy, aux = self._target(prompt_ids)
-            seq, completion = list(prompt_ids) + [greedy[-1]], [greedy[-1]]
-            while len(completion) < max_tokens and completion[-1] not in self.eos_ids:
-                drafts = self._propose(seq, aux, k)
-                greedy, aux_all = self._target(seq + drafts)
-                verdicts = greedy[len(seq) - 1:]                            # target's choice after seq, d1..dk
-                accepted = next((i for i, (d, t) in enumerate(zip(drafts, verdicts)) if d != t), k)
-                counters.record_step(k, accepted)
-                new = drafts[:accepted] + [verdicts[accepted]]
-                aux = aux_all[: len(seq) + accepted]                        # verified positions only
-                new = _until_stop(new, self.eos_ids, max_tokens - len(completion))
-                seq += new
-                completion += new
+            return _Decoding(self, prompt_ids).run(k, max_tokens, counters)
+
+
+class _Decoding:
+    """One prompt's state: the sequence, the target's and drafter's caches, the verified aux states.
+
+    Invariants between rounds (n = len(seq)): the target cache and ``aux`` cover positions
+    0..n-2 (the last token, the target's own, is not yet through the target); the drafter cache
+    holds step-0 entries (read from the target's states) for positions 0..len(drafter_cache)-1.
+    """
+
+    def __init__(self, d: ChainDecoder, prompt_ids: list[int]) -> None:
+        from transformers import DynamicCache
+
+        from eagle3_core.drafter.model import KVCache
+
+        self.d, self.seq = d, list(prompt_ids)
+        self.target_cache, self.drafter_cache = DynamicCache(), KVCache()
+        self.aux = []                                                        # (1, 3H) per verified position
+
+    def _target(self, ids: list[int]) -> list[int]:
+        """Greedy choices after each of ``ids`` (appended to the cache); their aux states appended."""
+        import torch
+
+        out = self.d.target(torch.tensor([ids]), **{self.d.cache_arg: self.target_cache}, use_cache=True,
+                            output_hidden_states=True)
+        aux = torch.cat([out.hidden_states[i][0] for i in self.d.aux_ids], dim=-1)   # (T, 3H)
+        self.aux.extend(aux.split(1))
+        return out.logits[0].argmax(-1).tolist()
+
+    def _propose(self, k: int) -> list[int]:
+        """k draft tokens after ``seq``: step 0 on the new verified positions, then a chain of k-1."""
+        import torch
+
+        n, done = len(self.seq), len(self.drafter_cache)
+        ids = torch.tensor([self.seq[done + 1:]])                             # token i+1 at position i
+        hidden = self.d.drafter.combine(torch.cat(self.aux[done: n - 1])[None])   # (1, T, H)
+        out = self.d.drafter(ids, hidden, torch.arange(done, n - 1)[None], cache=self.drafter_cache)
+        drafts = []
+        for step in range(k):
+            token = int(self.d.drafter.to_target_ids(out.logits[0, -1].argmax()))
+            drafts.append(token)
+            if step + 1 < k:
+                out = self.d.drafter(torch.tensor([[token]]), out.hidden[:, -1:],
+                                     torch.tensor([[n - 1 + step]]), cache=self.drafter_cache)
+        self.drafter_cache.crop(n - 1)                                        # chain entries never persist
+        return drafts
+
+    def run(self, k: int, max_tokens: int, counters: SpecCounters) -> list[int]:
+        first = self._target(self.seq)[-1]
+        self.seq.append(first)
+        completion = [first]
+        while len(completion) < max_tokens and completion[-1] not in self.d.eos_ids:
+            n = len(self.seq)
+            drafts = self._propose(k)
+            verdicts = self._target([self.seq[-1]] + drafts)                  # target's choice after seq, d1..dk
+            accepted = next((i for i, (d, t) in enumerate(zip(drafts, verdicts)) if d != t), k)
+            counters.record_step(k, accepted)
+            self._keep(n + accepted)                                          # verified: seq + d1..da
+            new = _until_stop(drafts[:accepted] + [verdicts[accepted]], self.d.eos_ids, max_tokens - len(completion))
+            self.seq += new
+            completion += new
         return completion
+
+    def _keep(self, length: int) -> None:
+        """Drop the target's cache entries and aux states of rejected drafts."""
+        remove = self.target_cache.get_seq_length() - length
+        if remove > 0:
+            self.target_cache.crop(-remove)                                   # negative: tokens to remove
+        del self.aux[length:]
 
 
 def _until_stop(tokens: list[int], eos_ids: set[int], room: int) -> list[int]:

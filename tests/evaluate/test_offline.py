@@ -40,3 +40,54 @@ def test_every_verification_is_counted_once_with_k_draft_tokens(decoder):
     per_pos = c.per_position(3)
     assert per_pos == sorted(per_pos, reverse=True)
     assert 1.0 <= c.acceptance_length <= 4.0
+
+
+def reference_counters(decoder, prompt, k, max_tokens):
+    """The loop without any cache: target and drafter recomputed over everything each round."""
+    import torch
+
+    from eagle3_core.drafter.model import KVCache
+
+    def target(ids):
+        out = decoder.target(torch.tensor([ids]), output_hidden_states=True)
+        return out.logits[0].argmax(-1).tolist(), torch.cat([out.hidden_states[i][0] for i in decoder.aux_ids], -1)
+
+    def propose(seq, aux):
+        n, cache, drafter = len(seq), KVCache(), decoder.drafter
+        out = drafter(torch.tensor([seq[1:]]), drafter.combine(aux[None, : n - 1]), torch.arange(n - 1)[None], cache=cache)
+        drafts = []
+        for step in range(k):
+            drafts.append(int(drafter.to_target_ids(out.logits[0, -1].argmax())))
+            out = drafter(torch.tensor([[drafts[-1]]]), out.hidden[:, -1:], torch.tensor([[n - 1 + step]]), cache=cache)
+        return drafts
+
+    counters = SpecCounters()
+    with torch.inference_mode():
+        greedy, aux = target(prompt)
+        seq = list(prompt) + [greedy[-1]]
+        while len(seq) - len(prompt) < max_tokens:
+            drafts = propose(seq, aux)
+            greedy, aux_all = target(seq + drafts)
+            verdicts = greedy[len(seq) - 1:]
+            a = next((i for i, (d, t) in enumerate(zip(drafts, verdicts)) if d != t), k)
+            counters.record_step(k, a)
+            aux = aux_all[: len(seq) + a]
+            seq += drafts[:a] + [verdicts[a]]
+    return counters
+
+
+def test_the_cached_loop_drafts_exactly_what_a_full_recompute_drafts(tiny_target, tmp_path):
+    """A drafter that agrees with the target now and then, so accepted counts are not all zero."""
+    from tests.evaluate.models import make_export
+
+    found = []
+    for seed in range(3):
+        decoder = ChainDecoder(tiny_target, make_export(tmp_path / f"e{seed}", tiny_target, seed=seed))
+        for prompt in ([5, 17, 42, 8], [70, 3, 3, 3, 3]):
+            cached = SpecCounters()
+            decoder.decode(prompt, k=3, max_tokens=24, counters=cached)
+            full = reference_counters(decoder, prompt, 3, 24)
+            assert (cached.drafts, cached.accepted, cached.accepted_per_pos) == \
+                   (full.drafts, full.accepted, full.accepted_per_pos)
+            found.append(cached.accepted)
+    assert any(found), "no draft was ever accepted: the comparison proved nothing"

