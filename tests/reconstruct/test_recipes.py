@@ -1,0 +1,29 @@
+"""The bundled family recipes: valid pipeline configs whose token ids fit the family tokenizers."""
+
+from __future__ import annotations
+
+import pytest
+
+from eagle3_core.config import PipelineConfig
+from eagle3_core.errors import ConfigError
+from eagle3_core.reconstruct.recipes import CONFIGS, FAMILY_RECIPES, target_from_recipe
+from eagle3_core.reconstruct.tokenizer import token_facts
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_RECIPES))
+def test_each_family_recipe_loads_and_its_ids_match_the_family_tokenizer(family, family_dirs, family_tokenizers):
+    recipe = PipelineConfig.from_yaml(CONFIGS / FAMILY_RECIPES[family])
+    assert recipe.target.family == family
+    facts = token_facts(family_tokenizers[family], recipe.target, family_dirs[family])
+    assert facts.end_of_turn_id == recipe.target.end_of_turn_id
+    assert facts.think_open_id == recipe.target.think_open_id
+
+
+def test_the_cli_target_takes_the_family_recipe_and_the_given_path(tmp_path):
+    target = target_from_recipe(None, "deepseek_r1", path=str(tmp_path), trust_remote_code=False)
+    assert (target.path, target.think_open_id, target.end_of_turn_id) == (str(tmp_path), 128798, 1)
+
+
+def test_a_missing_recipe_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="recipe not found"):
+        target_from_recipe(tmp_path / "nope.yaml", None, path=str(tmp_path))
