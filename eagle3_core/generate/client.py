@@ -6,9 +6,15 @@ an empty reasoning when reasoning is required. Every other HTTP error (400: a pr
 a bad parameter) fails that row at once: ``RequestFailed`` with the code. Each attempt takes a
 slot on the least-loaded endpoint, so a retry can move to a healthy endpoint.
 
-The body is read raw and JSON-decoded here (``with_raw_response``): the openai client's models
-would drop vLLM's extra fields (``prompt_token_ids``, ``choices[].token_ids``) into
-``model_extra`` and cost CPU per request for nothing.
+The request goes through the client's generic ``post`` with the JSON payload as is, and the body
+comes back raw and is JSON-decoded here: the typed ``chat.completions.create`` walks every
+message through its TypedDict transform and builds pydantic models, which would file vLLM's
+extra fields (``prompt_token_ids``, ``choices[].token_ids``) under ``model_extra``; measured,
+that cost about half of the client's CPU per request (benchmarks/README.md).
+
+One endpoint gets several clients of ``CONNECTIONS_PER_CLIENT`` connections each: httpx's pool
+scans all of its connections (a poll syscall each) for every request, so one pool of 128
+connections spent more CPU per request than everything else together.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.parse import Completion, MalformedBody, parse_completion
 
 RETRY_STATUS = {408, 409, 425, 429}
+CONNECTIONS_PER_CLIENT = 16
 
 
 class Transient(Exception):
@@ -51,37 +58,43 @@ class Answer:
     latency_s: float  # of the successful attempt
 
 
-def build_client(url: str, cfg: GenerateConfig, max_connections: int):
-    """An AsyncOpenAI client for one endpoint; our retries replace the client's own."""
+def build_clients(url: str, cfg: GenerateConfig, max_connections: int) -> list:
+    """AsyncOpenAI clients for one endpoint, ``CONNECTIONS_PER_CLIENT`` connections each; our
+    retries replace the client's own."""
     import httpx
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-    return AsyncOpenAI(base_url=url, api_key=os.environ.get(cfg.api_key_env) or "EMPTY",
-                       timeout=cfg.request_timeout, max_retries=0,
-                       http_client=DefaultAsyncHttpxClient(limits=limits, timeout=cfg.request_timeout))
+    per_client = min(CONNECTIONS_PER_CLIENT, max_connections)
+    limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
+    key = os.environ.get(cfg.api_key_env) or "EMPTY"
+    return [AsyncOpenAI(base_url=url, api_key=key, timeout=cfg.request_timeout, max_retries=0,
+                        http_client=DefaultAsyncHttpxClient(limits=limits, timeout=cfg.request_timeout))
+            for _ in range(-(-max_connections // per_client))]
 
 
 def request_body(cfg: GenerateConfig, model: str, messages: list[dict], max_tokens: int | None = None) -> dict:
-    """The keyword arguments of one chat request (sampling settings from the config)."""
-    extra = dict(cfg.extra_body)
-    if cfg.return_token_ids:
-        extra["return_token_ids"] = True
-    kwargs = {"model": model, "messages": messages, "max_tokens": max_tokens or cfg.max_tokens,
-              "temperature": cfg.temperature, "extra_body": extra}
+    """The JSON payload of one chat request: sampling settings from the config, then extra_body."""
+    payload = {"model": model, "messages": messages, "max_tokens": max_tokens or cfg.max_tokens,
+               "temperature": cfg.temperature}
     if cfg.top_p is not None:
-        kwargs["top_p"] = cfg.top_p
+        payload["top_p"] = cfg.top_p
     if cfg.seed is not None:
-        kwargs["seed"] = cfg.seed
-    return kwargs
+        payload["seed"] = cfg.seed
+    payload.update(cfg.extra_body)
+    if cfg.return_token_ids:
+        payload["return_token_ids"] = True
+    return payload
 
 
-async def post_chat(endpoint: Endpoint, kwargs: dict) -> dict:
-    """One attempt: the decoded JSON body, or ``Transient`` / ``RequestFailed``-worthy errors."""
+async def post_chat(endpoint: Endpoint, payload: dict) -> dict:
+    """One attempt: the decoded JSON body, or ``Transient`` / ``RequestFailed``."""
+    import httpx
     import openai
 
+    index = min(range(len(endpoint.clients)), key=endpoint.client_load.__getitem__)
+    endpoint.client_load[index] += 1
     try:
-        raw = await endpoint.client.chat.completions.with_raw_response.create(**kwargs)
+        response = await endpoint.clients[index].post("/chat/completions", body=payload, cast_to=httpx.Response)
     except openai.APITimeoutError as exc:
         raise Transient("timeout", f"no answer within the request timeout ({exc})") from None
     except openai.APIConnectionError as exc:
@@ -92,8 +105,10 @@ async def post_chat(endpoint: Endpoint, kwargs: dict) -> dict:
         if code in RETRY_STATUS or code >= 500:
             raise Transient(f"http_{code}", detail) from None
         raise RequestFailed(f"http_{code}", detail, attempts=1) from None
+    finally:
+        endpoint.client_load[index] -= 1
     try:
-        return json.loads(raw.http_response.content)
+        return json.loads(response.content)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise Transient("malformed_body", f"the response is not valid JSON: {exc}") from None
 
@@ -106,7 +121,7 @@ class Requester:
         self.on_retry = on_retry or (lambda reason: None)
 
     async def answer(self, messages: list[dict]) -> Answer:
-        kwargs = request_body(self.cfg, self.model, messages)
+        payload = request_body(self.cfg, self.model, messages)
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.cfg.max_retries + 1), reraise=True,
             wait=wait_random_exponential(multiplier=self.cfg.retry_initial_wait, max=self.cfg.retry_max_wait),
@@ -117,7 +132,7 @@ class Requester:
             async for attempt in retrying:
                 with attempt:
                     attempts += 1
-                    return await self._attempt(kwargs, attempts)
+                    return await self._attempt(payload, attempts)
         except Transient as exc:
             raise RequestFailed(exc.reason, f"{exc.detail} (after {attempts} attempts)", attempts) from None
         except RequestFailed as exc:
@@ -125,11 +140,11 @@ class Requester:
             raise
         raise AssertionError("tenacity ended without a result")  # unreachable: reraise=True
 
-    async def _attempt(self, kwargs: dict, attempts: int) -> Answer:
+    async def _attempt(self, payload: dict, attempts: int) -> Answer:
         endpoint = await self.pool.acquire()
         start = time.monotonic()
         try:
-            body = await post_chat(endpoint, kwargs)
+            body = await post_chat(endpoint, payload)
         except Transient as exc:
             if exc.reason == "timeout":
                 endpoint.controller.on_timeout()

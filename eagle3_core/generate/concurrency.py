@@ -81,7 +81,8 @@ class Endpoint:
     controller: AimdController
     in_flight: int = 0
     requests: int = 0
-    client: object | None = field(default=None, repr=False)  # AsyncOpenAI, bound to one event loop
+    clients: list = field(default_factory=list, repr=False)  # AsyncOpenAI clients, bound to one event loop
+    client_load: list[int] = field(default_factory=list, repr=False)  # in-flight requests per client
 
     @property
     def label(self) -> str:
@@ -127,4 +128,4 @@ class EndpointPool:
         """Forget loop-bound state before a new ``asyncio.run`` (one per Prefect batch task)."""
         self._changed = None
         for endpoint in self.endpoints:
-            endpoint.client = None
+            endpoint.clients, endpoint.client_load = [], []

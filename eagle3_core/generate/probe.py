@@ -73,8 +73,7 @@ def _list_models(http, url: str) -> list[str]:
     return [m.get("id") for m in response.get("data", []) if isinstance(m, dict)]
 
 
-def _chat(http, url: str, kwargs: dict) -> dict:
-    payload = {k: v for k, v in kwargs.items() if k != "extra_body"} | kwargs["extra_body"]
+def _chat(http, url: str, payload: dict) -> dict:
     body = _send(http, "POST", f"{url.rstrip('/')}/chat/completions", json=payload)
     if not body.get("choices") or not isinstance(body["choices"][0].get("message"), dict):
         raise EndpointError(f"{url} answered the probe without choices[0].message", fix="is this an OpenAI-compatible chat endpoint?")
