@@ -174,7 +174,7 @@ def main() -> None:
     parser.add_argument("--max-tokens-per-batch", type=int, default=2048)
     parser.add_argument("--shard-tokens", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--vllm-python", default=".venv-vllm/bin/python")
+    parser.add_argument("--vllm-python", default=None)
     parser.add_argument("--json", type=Path, default=None, help="Also write the figures here.")
     args = parser.parse_args()
     shape = PRESETS[args.preset]

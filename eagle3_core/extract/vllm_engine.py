@@ -66,6 +66,20 @@ def apply_rms_norm(x: "torch.Tensor", weight: "torch.Tensor", eps: float) -> "to
     return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
 
+def vllm_python(configured: str | None) -> Path:
+    """The vLLM venv's Python: configured, $EAGLE3_VLLM_PYTHON, the repo's .venv-vllm, ./.venv-vllm."""
+    repo = Path(__file__).resolve().parents[2]
+    candidates = [configured, os.environ.get("EAGLE3_VLLM_PYTHON"), str(repo / ".venv-vllm/bin/python"),
+                  str(Path.cwd() / ".venv-vllm/bin/python")]
+    for candidate in filter(None, candidates):
+        if Path(candidate).exists():
+            return Path(candidate)
+        if candidate == configured:
+            break
+    raise ConfigError(f"no Python with vLLM found (tried {configured or 'EAGLE3_VLLM_PYTHON, .venv-vllm'})",
+                      fix="run `make setup` (it builds .venv-vllm), or set extract.vllm_python / EAGLE3_VLLM_PYTHON")
+
+
 def _max_positions(target_path: str) -> int:
     config = json.loads((Path(target_path) / "config.json").read_text(encoding="utf-8"))
     return int(config.get("text_config", config).get("max_position_embeddings", 8192))
@@ -85,10 +99,7 @@ class VllmEngine:
         self.startup_s = self._await_ready()
 
     def _start(self, cfg, target) -> subprocess.Popen:
-        python = Path(cfg.vllm_python)
-        if not python.exists():
-            raise ConfigError(f"the vLLM environment's Python is missing: {python}",
-                              fix="run `make setup` (it builds .venv-vllm), or set extract.vllm_python")
+        python = vllm_python(cfg.vllm_python)
         max_len = cfg.vllm_max_model_len or _max_positions(target.require_path())
         command = [str(python), str(SIDE / "eagle3_extract_worker.py"), "--model", target.require_path(),
                    "--layers", ",".join(map(str, [*self.layers, self.num_hidden_layers])),

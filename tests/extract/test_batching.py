@@ -23,13 +23,13 @@ def test_bucketing_by_length_keeps_padding_under_five_percent_on_a_wide_spread()
     assert padding_share(bucket_batches(lengths, max_tokens=16384)) < 0.05
 
 
-def test_shards_are_deterministic_and_hold_whole_samples(tmp_path):
-    write_sequences(tmp_path / "seq", [[30, 25, 40, 120, 8], [21, 19]])
+def test_shards_are_deterministic_hold_whole_samples_and_group_like_lengths(tmp_path):
+    write_sequences(tmp_path / "seq", [[30, 25, 40, 120, 8, 25], [21, 19]])
     first = plan_shards(tmp_path / "seq", 60, "h")
     assert first == plan_shards(tmp_path / "seq", 60, "h")
-    assert [(s.part, s.row_start, s.row_end) for s in first] == [
-        ("part-00000.parquet", 0, 2), ("part-00000.parquet", 2, 3), ("part-00000.parquet", 3, 4),
-        ("part-00000.parquet", 4, 5), ("part-00001.parquet", 0, 2)]
-    assert [s.tokens for s in first] == [55, 40, 120, 8, 40]
+    assert [(s.part, s.rows) for s in first] == [
+        ("part-00000.parquet", [4, 1, 5]), ("part-00000.parquet", [0]), ("part-00000.parquet", [2]),
+        ("part-00000.parquet", [3]), ("part-00001.parquet", [1, 0])]
+    assert [s.tokens for s in first] == [58, 30, 40, 120, 40]
     assert len({s.key for s in first}) == len(first)
     assert all(a.key != b.key for a, b in zip(first, plan_shards(tmp_path / "seq", 60, "other")))

