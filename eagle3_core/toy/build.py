@@ -73,8 +73,9 @@ def build_toy_target(cfg: ToyTargetConfig, reporter: Reporter | None = None) -> 
         shutil.rmtree(tmp, ignore_errors=True)
         try:
             _build_into(cfg, tmp, reporter)
-            shutil.rmtree(final, ignore_errors=True)  # a leftover without a report is incomplete
-            os.rename(tmp, final)
+            if not is_built(final):  # a copy placed there meanwhile (by hand) wins; readers never see a swap
+                shutil.rmtree(final, ignore_errors=True)  # a leftover without a report is incomplete
+                os.rename(tmp, final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return final
