@@ -16,13 +16,13 @@ import click
 @click.option("--reasoning-parser", default=None,
               help="vLLM reasoning parser (kimi_k2, qwen3, deepseek_r1); default: kimi_k2 for the toy, none otherwise.")
 @click.option("--served-model-name", default=None, help="Name clients send as `model` (default: `toy` for the toy, else the path).")
-@click.option("--max-model-len", type=int, default=2048, show_default=True, help="vLLM --max-model-len.")
+@click.option("--max-model-len", type=int, default=None, help="vLLM --max-model-len (default: the recipe's, else 2048).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="A pipeline recipe (e.g. configs/toy.yaml) whose `toy:` and `serve:` sections to use.")
 @click.option("--python", default=None, help="Python of the vLLM environment (default: $EAGLE3_VLLM_PYTHON, then .venv-vllm).")
 @click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
 def command(model: str, port: int, host: str, reasoning_parser: str | None, served_model_name: str | None,
-            max_model_len: int, config_path: str | None, python: str | None, vllm_args: tuple[str, ...]) -> None:
+            max_model_len: int | None, config_path: str | None, python: str | None, vllm_args: tuple[str, ...]) -> None:
     """Start vLLM for MODEL on loopback, wait until it is healthy, serve until Ctrl-C, stop it cleanly.
 
     Arguments after `--` go to vLLM unchanged.
@@ -31,16 +31,15 @@ def command(model: str, port: int, host: str, reasoning_parser: str | None, serv
 
     from eagle3_core.serve.vllm_server import VLLMServer
 
-    serve_cfg, toy_cfg = _configs(config_path)
-    is_toy = model == "toy"
-    if is_toy:
+    serve_cfg, toy_cfg, toy_parser = _configs(config_path)
+    if model == "toy":
         from eagle3_core.toy.build import build_toy_target
 
         model = str(build_toy_target(toy_cfg, _EchoReporter()))
-        reasoning_parser = reasoning_parser or "kimi_k2"
+        reasoning_parser = reasoning_parser or toy_parser
         served_model_name = served_model_name or "toy"
     serve_cfg = serve_cfg.model_copy(update={
-        "host": host, "port": port, "max_model_len": max_model_len,
+        "host": host, "port": port, "max_model_len": max_model_len or serve_cfg.max_model_len,
         "served_model_name": served_model_name or serve_cfg.served_model_name,
         "python": python or serve_cfg.python})
     server = VLLMServer(model, serve_cfg, reasoning_parser=reasoning_parser, extra_args=list(vllm_args))
@@ -59,15 +58,16 @@ def command(model: str, port: int, host: str, reasoning_parser: str | None, serv
 
 
 def _configs(config_path: str | None):
+    """The serve and toy sections (and the toy's reasoning parser) of the recipe, or defaults."""
     from eagle3_core.serve.config import ServeConfig
     from eagle3_core.toy.config import ToyTargetConfig
 
     if config_path is None:
-        return ServeConfig(), ToyTargetConfig()
+        return ServeConfig(), ToyTargetConfig(), "kimi_k2"  # the toy's K2.5 template
     from eagle3_core.config import PipelineConfig
 
     cfg = PipelineConfig.from_yaml(config_path)
-    return cfg.serve or ServeConfig(), cfg.toy or ToyTargetConfig()
+    return cfg.serve or ServeConfig(), cfg.toy or ToyTargetConfig(), cfg.target.reasoning_parser
 
 
 class _EchoReporter:
