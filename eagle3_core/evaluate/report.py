@@ -18,8 +18,8 @@ DEFINITIONS = {
     "acceptance_rate": "accepted / draft_tokens: share of drafted tokens the target kept, bonus token EXCLUDED",
     "acceptance_per_position": "for draft position i (0-based): drafts whose i-th token was kept / drafts; "
                                "a token is kept only if every earlier one was, so the list never increases",
-    "simulated_acceptance_length": "1 + sum over i of prod_{j<=i} acc_j, from the training metrics' per-step "
-                                   "accuracies (teacher-forced, on training data); bonus token INCLUDED",
+    "simulated_acceptance_length": "1 + sum over i<k of prod_{j<=i} acc_j, from the training metrics' per-step "
+                                   "accuracies (teacher-forced; held-out split when logged); bonus token INCLUDED",
     "output_tokens_per_s": "completion tokens of all prompts / wall seconds of the whole batch (informative on CPU)",
     "agreement": "online minus offline acceptance length at the same k, greedy; relative = that / offline",
 }
@@ -62,18 +62,23 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines = ["# eagle3 evaluation", "",
              f"k = {s['num_speculative_tokens']}, temperature = {s['temperature']}, batch (concurrent requests) = "
              f"{s['concurrency']}, max tokens = {s['max_tokens']}, held-out prompts = {report['heldout']['prompts']}", "",
-             "| measurement | acceptance length (bonus incl.) | acceptance rate (bonus excl.) | per position | drafts |",
-             "|---|---|---|---|---|"]
+             "| measurement | prompts | acceptance length (bonus incl.) | acceptance rate (bonus excl.) | per position | drafts |",
+             "|---|---|---|---|---|---|"]
     rows = []
     if report.get("online"):
-        rows.append(("vLLM, trained drafter", report["online"]["with_drafter"]))
+        rows.append((f"vLLM (batch {s['concurrency']}, {s['dtype_online']})", report["heldout"]["prompts"],
+                     report["online"]["with_drafter"]))
     if report.get("offline"):
-        rows.append(("offline transformers loop", report["offline"]))
-    for name, m in rows:
+        rows.append((f"offline transformers loop (batch 1, {s['dtype_offline']})", report["offline"]["prompts"],
+                     report["offline"]))
+    for name, prompts, m in rows:
         per_pos = ", ".join(_fmt(v, 2) for v in m["acceptance_per_position"])
-        lines.append(f"| {name} | {_fmt(m['acceptance_length'])} | {_fmt(m['acceptance_rate'])} | {per_pos} | {m['drafts']} |")
+        lines.append(f"| {name} | {prompts} | {_fmt(m['acceptance_length'])} | {_fmt(m['acceptance_rate'])} | "
+                     f"{per_pos} | {m['drafts']} |")
     if report.get("simulated"):
-        lines += ["", f"Simulated acceptance length from training metrics: {_fmt(report['simulated']['acceptance_length'])}"]
+        sim = report["simulated"]
+        lines += ["", f"Simulated acceptance length from the training metrics ({sim['split']} split, step "
+                      f"{sim['training_step']}): {_fmt(sim['acceptance_length'])}"]
     lines += _speed_lines(report.get("online")) + _agreement_lines(report.get("agreement"))
     sweep = (report.get("offline") or {}).get("k_sweep") or []
     if sweep:

@@ -6,9 +6,9 @@ i+1 tokens with probability prod_{j<=i} acc_j, and
 
     simulated acceptance length = 1 + sum_{i<k} prod_{j<=i} acc_j   (bonus token included)
 
-It is computed from the last record of ``drafter/metrics.jsonl`` that carries per-step
-accuracies (``acc_per_step``: [acc_0, acc_1, ...], or ``acc_0``, ``acc_1``, ... keys).
-Teacher-forced on training data, it is an upper estimate; the report shows it as such.
+It is computed from ``drafter/metrics.jsonl`` (the train stage's ``acc_k`` lists): the last
+held-out record (``split: heldout``) when there is one, else the last training record, which,
+teacher-forced on training data, is an upper estimate. The report names the split.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-LIST_KEYS = ("acc_per_step", "accuracy_per_step", "acc", "accuracies")
+LIST_KEYS = ("acc_k", "acc_per_step", "accuracy_per_step", "acc")
 
 
 def step_accuracies(record: dict) -> list[float] | None:
@@ -44,7 +44,7 @@ def simulated_acceptance(metrics_path: str | Path, k: int) -> dict | None:
     path = Path(metrics_path)
     if not path.exists():
         return None
-    accuracies, step = None, None
+    latest: dict[str, tuple[list[float], object]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             record = json.loads(line)
@@ -52,10 +52,12 @@ def simulated_acceptance(metrics_path: str | Path, k: int) -> dict | None:
             continue  # a line cut by a crash: the previous record stands
         found = step_accuracies(record) if isinstance(record, dict) else None
         if found:
-            accuracies, step = found, record.get("step")
-    if accuracies is None:
+            latest[record.get("split", "train")] = (found, record.get("step"))
+    split = "heldout" if "heldout" in latest else "train" if "train" in latest else None
+    if split is None:
         return None
-    return {"acceptance_length": simulated_length(accuracies, k), "k": k, "step_accuracies": accuracies,
-            "training_step": step, "steps_available": len(accuracies),
+    accuracies, step = latest[split]
+    return {"acceptance_length": simulated_length(accuracies, k), "k": k, "split": split,
+            "step_accuracies": accuracies, "training_step": step,
             "note": "k exceeds the trained unroll; later positions count as never accepted"
                     if k > len(accuracies) else None}

@@ -1,0 +1,99 @@
+"""A drafter trained for a target by the project's own stages, for the online tests.
+
+The target's own greedy answers to its training prompts (transformers, as a server at
+temperature 0 would give them) become sequences/ and a generations/ folder (for the overlap
+check); then the real vocab, extract and train stages (DeepSpeed on CPU) make drafter/export/.
+The evaluation's held-out prompts are the toy target's ``prompts_heldout.jsonl``, disjoint from
+``prompts_train.jsonl`` by construction.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from eagle3_core.manifest import StageManifest, write_manifest
+from eagle3_core.target import TargetConfig
+
+AUX_LAYERS = [1, 2, 3]  # three distinct layers of a 4-layer target (vLLM's default would be 2, 2, 1)
+
+
+@dataclass(frozen=True)
+class TrainedDrafter:
+    target: TargetConfig
+    export: Path
+    drafter: Path
+    generations: Path
+
+
+def greedy_answers(target_path: Path, prompts: list[list[dict]], max_new_tokens: int) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, completion ids through the end-of-turn token) per prompt, greedy."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(target_path))
+    model = AutoModelForCausalLM.from_pretrained(str(target_path), dtype=torch.float32).eval()
+    eos = model.config.eos_token_id
+    pairs = []
+    with torch.inference_mode():
+        for messages in prompts:
+            ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                return_dict=True)["input_ids"]
+            out = model.generate(torch.tensor([ids]), max_new_tokens=max_new_tokens, do_sample=False,
+                                 eos_token_id=eos, pad_token_id=model.config.pad_token_id)
+            pairs.append((list(ids), out[0, len(ids):].tolist()))
+    return pairs
+
+
+def write_sequences(out: Path, pairs: list[tuple[list[int], list[int]]]) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out.mkdir(parents=True, exist_ok=True)
+    ids = [p + c for p, c in pairs]
+    masks = [[0] * len(p) + [1] * len(c) for p, c in pairs]
+    pq.write_table(pa.table({
+        "sample_id": [f"s{i:05d}" for i in range(len(pairs))],
+        "input_ids": pa.array(ids, pa.list_(pa.int32())), "loss_mask": pa.array(masks, pa.list_(pa.uint8())),
+        "num_tokens": [len(x) for x in ids], "num_supervised": [len(c) for _, c in pairs],
+        "source": ["text"] * len(pairs)}), out / "part-00000.parquet")
+    write_manifest(out, StageManifest(stage="reconstruct", status="complete", config_hash="eval-test",
+                                      counts={"accepted": len(pairs)}))
+    return out
+
+
+def write_generations(out: Path, prompts: list[list[dict]]) -> Path:
+    """generations/accepted with the training prompts' messages (what the overlap check reads)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (out / "accepted").mkdir(parents=True, exist_ok=True)
+    rows = [{"sample_id": f"s{i:05d}", "messages": m, "reasoning": "", "content": ""} for i, m in enumerate(prompts)]
+    pq.write_table(pa.Table.from_pylist(rows), out / "accepted" / "part-00000.parquet")
+    write_manifest(out, StageManifest(stage="generate", status="complete", config_hash="eval-test",
+                                      counts={"accepted": len(rows)}))
+    return out
+
+
+def train_drafter(target_path: Path, root: Path, prompts: int = 240, steps: int = 300,
+                  max_new_tokens: int = 96) -> TrainedDrafter:
+    from eagle3_core.extract.config import ExtractConfig
+    from eagle3_core.extract.stage import run_extract
+    from eagle3_core.train.config import TrainConfig
+    from eagle3_core.train.stage import run_train
+    from eagle3_core.vocab.config import VocabConfig
+    from eagle3_core.vocab.stage import run_vocab
+
+    target = TargetConfig(path=str(target_path), aux_layer_ids=AUX_LAYERS)
+    lines = (target_path / "prompts_train.jsonl").read_text().splitlines()[:prompts]
+    messages = [json.loads(line)["messages"] for line in lines]
+    sequences = write_sequences(root / "sequences", greedy_answers(target_path, messages, max_new_tokens))
+    generations = write_generations(root / "generations", messages)
+    vocab_size = json.loads((target_path / "config.json").read_text())["vocab_size"]
+    run_vocab(VocabConfig(draft_vocab_size=vocab_size // 2), target, sequences, root / "vocab")
+    run_extract(ExtractConfig(layers=AUX_LAYERS), target, sequences, root / "hidden")
+    run_train(TrainConfig(max_steps=steps, micro_batch_tokens=2048, lr=3e-3, warmup_steps=10,
+                          checkpoint_every=steps, heldout_fraction=0.05),
+              target, root / "hidden", root / "vocab", root / "drafter")
+    return TrainedDrafter(target, root / "drafter" / "export", root / "drafter", generations)
