@@ -17,3 +17,15 @@ def tiny_target(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def random_export(tiny_target, tmp_path_factory) -> Path:
     return make_export(tmp_path_factory.mktemp("random-export"), tiny_target)
+
+
+@pytest.fixture(scope="session")
+def chat_target(tmp_path_factory) -> Path:
+    from tests.evaluate.models import make_chat_target
+
+    return make_chat_target(tmp_path_factory.mktemp("chat-target"))
+
+
+@pytest.fixture(scope="session")
+def chat_export(chat_target, tmp_path_factory) -> Path:
+    return make_export(tmp_path_factory.mktemp("chat-export"), chat_target)

@@ -35,3 +35,26 @@ def make_export(path: Path, target_dir: Path, draft_vocab_size: int = 48, aux=(1
     drafter.set_vocab(d2t, t2d)
     drafter.save_export(path)
     return path
+
+
+QUESTIONS = [f"What is {a} + {b}?" for a in range(3, 9) for b in range(2, 7)]
+
+
+def make_chat_target(path: Path, heldout: int = 4) -> Path:
+    """A random Llama with the toy tokenizer and chat template, and ``prompts_heldout.jsonl``:
+    everything a served target has, untrained (built in about a second)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from eagle3_core.toy.tokenizer import IM_END, save_tokenizer, train_tokenizer
+
+    save_tokenizer(train_tokenizer(QUESTIONS + ["user", "assistant"] * 5, 300), path, 256)
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    torch.manual_seed(0)
+    config = {**TINY, "vocab_size": len(tokenizer)}
+    model = LlamaForCausalLM(LlamaConfig(**config, eos_token_id=tokenizer.convert_tokens_to_ids(IM_END), bos_token_id=None))
+    model.save_pretrained(path)
+    with open(path / "prompts_heldout.jsonl", "w") as fh:
+        for q in QUESTIONS[:heldout]:
+            fh.write(json.dumps({"messages": [{"role": "user", "content": q}]}) + "\n")
+    return path
