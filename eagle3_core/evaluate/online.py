@@ -92,19 +92,24 @@ def measure(base_url: str, prompts: list[list[dict]], gen: GenerateConfig) -> Me
 
 
 async def _send_all(base_url: str, model: str, prompts: list[list[dict]], gen: GenerateConfig) -> list:
-    """Every prompt through the generate stage's ``Requester``, at most ``concurrency`` in flight."""
+    """Every prompt through the generate stage's ``Requester``, at most ``concurrency`` in flight.
+
+    The endpoint is set up as the generate engine sets up its own (``Engine.process``).
+    """
     import asyncio
 
-    from eagle3_core.generate.client import Requester, build_client
+    from eagle3_core.generate.client import Requester, build_clients
     from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool
 
     endpoint = Endpoint(base_url, AimdController(gen.concurrency, gen.max_concurrency))
-    endpoint.client = build_client(base_url, gen, gen.max_concurrency)
+    endpoint.clients = build_clients(base_url, gen, gen.max_concurrency)
+    endpoint.client_load = [0] * len(endpoint.clients)
     requester = Requester(gen, model, EndpointPool([endpoint]))
     try:
         return await asyncio.gather(*(requester.answer(m) for m in prompts), return_exceptions=True)
     finally:
-        await endpoint.client.close()
+        for client in endpoint.clients:
+            await client.close()
 
 
 def identical_share(a: list, b: list) -> float | None:

