@@ -99,3 +99,13 @@ def test_an_api_key_reaches_no_log_artifact_parameter_or_manifest(prefect_api, c
     on_disk = [p.read_text(errors="replace") for p in (tmp_path / "run").rglob("*.json")]
     seen = [str(run.parameters), *(log.message for log in logs), *(str(a.data) for a in artifacts), *on_disk]
     assert all(secret not in text for text in seen)
+
+
+def test_every_built_stage_flow_accepts_the_arguments_the_pipeline_passes(tmp_path):
+    import inspect
+
+    config = PipelineConfig.from_yaml("configs/toy.yaml").model_copy(update={"out": str(tmp_path)})
+    for name, stage in pipeline_stages.STAGES.items():
+        stage_flow = pipeline_stages.load_stage_flow(name)
+        if stage_flow is not None:
+            inspect.signature(stage_flow.fn).bind(**stage.arguments(config, config.layout))
