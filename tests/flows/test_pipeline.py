@@ -1,5 +1,7 @@
 """The pipeline flow against a real (temporary) Prefect API: outcomes, failures, artifacts."""
 
+from pathlib import Path
+
 import pytest
 
 from eagle3_core.config import PipelineConfig
@@ -104,7 +106,8 @@ def test_an_api_key_reaches_no_log_artifact_parameter_or_manifest(prefect_api, c
 def test_every_built_stage_flow_accepts_the_arguments_the_pipeline_passes(tmp_path):
     import inspect
 
-    config = PipelineConfig.from_yaml("configs/toy.yaml").model_copy(update={"out": str(tmp_path)})
+    recipe = Path(__file__).resolve().parents[2] / "configs" / "toy.yaml"
+    config = PipelineConfig.from_yaml(recipe).model_copy(update={"out": str(tmp_path)})
     for name, stage in pipeline_stages.STAGES.items():
         stage_flow = pipeline_stages.load_stage_flow(name)
         if stage_flow is not None:
