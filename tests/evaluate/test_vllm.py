@@ -8,6 +8,7 @@ The drafter is trained by the project's own vocab/extract/train stages (DeepSpee
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -17,8 +18,10 @@ from eagle3_core.evaluate.serving import aux_layers_logged, serve_target
 from eagle3_core.evaluate.stage import run_evaluate
 from eagle3_core.generate.config import PromptSource
 from eagle3_core.serve.config import ServeConfig
+from eagle3_core.target import TargetConfig
 from tests.evaluate.models import make_export
 from tests.evaluate.trained import AUX_LAYERS, train_drafter
+from tests.fixtures.toy import toy_recipe
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.deepspeed]
 
@@ -38,7 +41,9 @@ def vllm_available():
 @pytest.fixture(scope="module")
 def trained(toy_target, tmp_path_factory, vllm_available, monkeypatch_module):
     monkeypatch_module.setenv("OMP_NUM_THREADS", "1")  # tiny models on 2 shared cores: one thread is ~30x faster
-    return train_drafter(toy_target, tmp_path_factory.mktemp("trained"), prompts=160, steps=120)
+    target = TargetConfig.model_validate({**toy_recipe()["target"], "path": str(toy_target)})
+    assert target.aux_layer_ids == AUX_LAYERS
+    return train_drafter(target, tmp_path_factory.mktemp("trained"), prompts=160, steps=120)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +54,7 @@ def monkeypatch_module():
 
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory) -> ServeConfig:
-    return ServeConfig(log_dir=str(tmp_path_factory.mktemp("vllm-logs")), max_model_len=1024)
+    return ServeConfig.model_validate({**toy_recipe()["serve"], "log_dir": str(tmp_path_factory.mktemp("vllm-logs"))})
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +88,8 @@ def online_length(target, export, serve, prompts_source) -> tuple[float, dict | 
 def test_the_trained_drafter_is_clearly_above_one_in_vllm_and_a_random_one_is_not(report, trained, serve, prompts,
                                                                                  tmp_path):
     trained_length = report["online"]["with_drafter"]["acceptance_length"]
-    random_export = make_export(tmp_path / "random", trained.target.path and __import__("pathlib").Path(trained.target.path),
-                                draft_vocab_size=json.loads((trained.export / "config.json").read_text())["draft_vocab_size"],
-                                aux=AUX_LAYERS)
+    draft_vocab = json.loads((trained.export / "config.json").read_text())["draft_vocab_size"]
+    random_export = make_export(tmp_path / "random", Path(trained.target.path), draft_vocab, aux=AUX_LAYERS)
     random_length, _ = online_length(trained.target, random_export, serve, prompts)
     print(f"acceptance length in vLLM: trained {trained_length:.3f}, random {random_length:.3f}")
     assert trained_length > 1.5

@@ -16,7 +16,7 @@ from pathlib import Path
 from eagle3_core.manifest import StageManifest, write_manifest
 from eagle3_core.target import TargetConfig
 
-AUX_LAYERS = [1, 2, 3]  # three distinct layers of a 4-layer target (vLLM's default would be 2, 2, 1)
+AUX_LAYERS = [1, 2, 3]  # the toy recipe's: three distinct layers of 4 (vLLM's default would be 2, 2, 1)
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,9 @@ def write_generations(out: Path, prompts: list[list[dict]]) -> Path:
     return out
 
 
-def train_drafter(target_path: Path, root: Path, prompts: int = 240, steps: int = 300,
-                  max_new_tokens: int = 96) -> TrainedDrafter:
+def train_drafter(target: TargetConfig, root: Path, prompts: int = 240, steps: int = 300,
+                  max_new_tokens: int = 96, draft_vocab: int = 40) -> TrainedDrafter:
+    """``target.aux_layer_ids`` should name three distinct layers (the toy recipe's do)."""
     from eagle3_core.extract.config import ExtractConfig
     from eagle3_core.extract.stage import run_extract
     from eagle3_core.train.config import TrainConfig
@@ -85,14 +86,14 @@ def train_drafter(target_path: Path, root: Path, prompts: int = 240, steps: int 
     from eagle3_core.vocab.config import VocabConfig
     from eagle3_core.vocab.stage import run_vocab
 
-    target = TargetConfig(path=str(target_path), aux_layer_ids=AUX_LAYERS)
+    target_path = Path(target.require_path())
     lines = (target_path / "prompts_train.jsonl").read_text().splitlines()[:prompts]
     messages = [json.loads(line)["messages"] for line in lines]
     sequences = write_sequences(root / "sequences", greedy_answers(target_path, messages, max_new_tokens))
     generations = write_generations(root / "generations", messages)
     vocab_size = json.loads((target_path / "config.json").read_text())["vocab_size"]
-    run_vocab(VocabConfig(draft_vocab_size=vocab_size // 2), target, sequences, root / "vocab")
-    run_extract(ExtractConfig(layers=AUX_LAYERS), target, sequences, root / "hidden")
+    run_vocab(VocabConfig(draft_vocab_size=min(draft_vocab, vocab_size)), target, sequences, root / "vocab")
+    run_extract(ExtractConfig(layers=target.aux_layer_ids), target, sequences, root / "hidden")
     run_train(TrainConfig(max_steps=steps, micro_batch_tokens=2048, lr=3e-3, warmup_steps=10,
                           checkpoint_every=steps, heldout_fraction=0.05),
               target, root / "hidden", root / "vocab", root / "drafter")
