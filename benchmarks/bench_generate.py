@@ -66,53 +66,53 @@ def measure(fn) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=5120)
-    parser.add_argument("--concurrency", type=int, default=128)
-    parser.add_argument("--delay", type=float, default=1.0)
-    args = parser.parse_args()
-
+def stage_round(url: str, n: int, concurrency: int) -> tuple[float, float, dict]:
     from eagle3_core.generate.config import GenerateConfig, PromptSource
     from eagle3_core.generate.stage import run_generate
 
-    capacity = args.concurrency / args.delay
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "prompts.jsonl"
+        tag = os.urandom(4).hex()  # fresh prompts each round: nothing to resume
+        src.write_text("".join(json.dumps({"prompt": f"stage {tag} {i}"}) + "\n" for i in range(n)))
+        cfg = GenerateConfig(prompts=PromptSource(input=str(src)), base_urls=[url], concurrency=concurrency,
+                             max_tokens=64)
+        result = {}
+        wall, cpu = measure(lambda: result.setdefault("m", run_generate(cfg, Path(tmp) / "out")))
+    manifest = result["m"]
+    assert manifest.counts["accepted"] == n, manifest.counts
+    return wall, cpu, {"generate_s": manifest.timings["generate"], "probe_s": manifest.timings["probe"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=3840, help="requests per round")
+    parser.add_argument("--concurrency", type=int, default=128)
+    parser.add_argument("--delay", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=2, help="alternating bare/stage rounds (the machine may be shared)")
+    args = parser.parse_args()
+    n, capacity = args.requests, args.concurrency / args.delay
     server, url = start_server(args.delay)
+    rounds = []
     try:
-        bare_wall, bare_cpu = measure(lambda: asyncio.run(bare_loop(url, args.requests, args.concurrency)))
-        with tempfile.TemporaryDirectory() as tmp:
-            src = Path(tmp) / "prompts.jsonl"
-            src.write_text("".join(json.dumps({"prompt": f"stage {i}"}) + "\n" for i in range(args.requests)))
-            cfg = GenerateConfig(prompts=PromptSource(input=str(src)), base_urls=[url],
-                                 concurrency=args.concurrency, max_tokens=64)
-            manifest = None
-
-            def stage() -> None:
-                nonlocal manifest
-                manifest = run_generate(cfg, Path(tmp) / "out")
-
-            stage_wall, stage_cpu = measure(stage)
+        for _ in range(args.rounds):
+            bare_wall, bare_cpu = measure(lambda: asyncio.run(bare_loop(url, n, args.concurrency)))
+            stage_wall, stage_cpu, timings = stage_round(url, n, args.concurrency)
+            bare, overall, sustained = n / bare_wall, n / stage_wall, n / timings["generate_s"]
+            rounds.append({
+                "bare_req_s": round(bare, 2), "bare_share": round(bare / capacity, 4),
+                "bare_cpu_ms_per_req": round(1000 * bare_cpu / n, 3),
+                "stage_req_s_sustained": round(sustained, 2), "stage_share_sustained": round(sustained / capacity, 4),
+                "stage_req_s_overall": round(overall, 2), "stage_share_overall": round(overall / capacity, 4),
+                "stage_cpu_ms_per_req": round(1000 * stage_cpu / n, 3),
+                "stage_over_bare_sustained": round(sustained / bare, 4),
+                "stage_over_bare_overall": round(overall / bare, 4), **timings,
+                "load_avg_1m": round(os.getloadavg()[0], 2)})
+            print(json.dumps(rounds[-1]), flush=True)
     finally:
         server.terminate()
         server.wait()
-
-    assert manifest.counts["accepted"] == args.requests, manifest.counts
-    sustained = args.requests / manifest.timings["generate"]
-    bare_rate, stage_rate = args.requests / bare_wall, args.requests / stage_wall
-    report = {
-        "requests": args.requests, "concurrency": args.concurrency, "delay_s": args.delay,
-        "capacity_req_s": capacity, "cpu_count": os.cpu_count(),
-        "bare_req_s": round(bare_rate, 2), "bare_share_of_capacity": round(bare_rate / capacity, 4),
-        "bare_cpu_ms_per_req": round(1000 * bare_cpu / args.requests, 3),
-        "stage_req_s_overall": round(stage_rate, 2), "stage_req_s_sustained": round(sustained, 2),
-        "stage_share_of_capacity_sustained": round(sustained / capacity, 4),
-        "stage_share_of_capacity_overall": round(stage_rate / capacity, 4),
-        "stage_cpu_ms_per_req": round(1000 * stage_cpu / args.requests, 3),
-        "stage_over_bare_sustained": round(sustained / bare_rate, 4),
-        "stage_over_bare_overall": round(stage_rate / bare_rate, 4),
-        "stage_probe_s": manifest.timings["probe"], "stage_generate_s": manifest.timings["generate"],
-    }
-    print(json.dumps(report, indent=2))
+    print(json.dumps({"requests_per_round": n, "concurrency": args.concurrency, "delay_s": args.delay,
+                      "capacity_req_s": capacity, "cpu_count": os.cpu_count(), "rounds": len(rounds)}))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.parse import Completion, MalformedBody, parse_completion
 
 RETRY_STATUS = {408, 409, 425, 429}
-CONNECTIONS_PER_CLIENT = 16
+CONNECTIONS_PER_CLIENT = 8
+JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 class Transient(Exception):
@@ -61,15 +62,26 @@ class Answer:
 def build_clients(url: str, cfg: GenerateConfig, max_connections: int) -> list:
     """AsyncOpenAI clients for one endpoint, ``CONNECTIONS_PER_CLIENT`` connections each; our
     retries replace the client's own."""
-    import httpx
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
+    http = _http_module()
     per_client = min(CONNECTIONS_PER_CLIENT, max_connections)
-    limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
+    limits = http.Limits(max_connections=per_client, max_keepalive_connections=per_client)
+    ssl_context = http.create_ssl_context()  # one for all: loading CA certificates costs ~50 ms each
     key = os.environ.get(cfg.api_key_env) or "EMPTY"
     return [AsyncOpenAI(base_url=url, api_key=key, timeout=cfg.request_timeout, max_retries=0,
-                        http_client=DefaultAsyncHttpxClient(limits=limits, timeout=cfg.request_timeout))
+                        http_client=DefaultAsyncHttpxClient(limits=limits, timeout=cfg.request_timeout,
+                                                            verify=ssl_context))
             for _ in range(-(-max_connections // per_client))]
+
+
+def _http_module():
+    """The HTTP library the installed openai client is built on (httpx2 in openai 3, else httpx)."""
+    try:
+        import httpx2 as http
+    except ImportError:
+        import httpx as http
+    return http
 
 
 def request_body(cfg: GenerateConfig, model: str, messages: list[dict], max_tokens: int | None = None) -> dict:
@@ -86,15 +98,15 @@ def request_body(cfg: GenerateConfig, model: str, messages: list[dict], max_toke
     return payload
 
 
-async def post_chat(endpoint: Endpoint, payload: dict) -> dict:
+async def post_chat(endpoint: Endpoint, payload: bytes) -> dict:
     """One attempt: the decoded JSON body, or ``Transient`` / ``RequestFailed``."""
-    import httpx
     import openai
 
     index = min(range(len(endpoint.clients)), key=endpoint.client_load.__getitem__)
     endpoint.client_load[index] += 1
     try:
-        response = await endpoint.clients[index].post("/chat/completions", body=payload, cast_to=httpx.Response)
+        response = await endpoint.clients[index].post("/chat/completions", content=payload, cast_to=_http_module().Response,
+                                                      options={"headers": JSON_HEADERS})
     except openai.APITimeoutError as exc:
         raise Transient("timeout", f"no answer within the request timeout ({exc})") from None
     except openai.APIConnectionError as exc:
@@ -121,7 +133,8 @@ class Requester:
         self.on_retry = on_retry or (lambda reason: None)
 
     async def answer(self, messages: list[dict]) -> Answer:
-        payload = request_body(self.cfg, self.model, messages)
+        # serialised once here, not once per attempt by the client (which deep-copies a dict body)
+        payload = json.dumps(request_body(self.cfg, self.model, messages), ensure_ascii=False).encode("utf-8")
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.cfg.max_retries + 1), reraise=True,
             wait=wait_random_exponential(multiplier=self.cfg.retry_initial_wait, max=self.cfg.retry_max_wait),
@@ -140,7 +153,7 @@ class Requester:
             raise
         raise AssertionError("tenacity ended without a result")  # unreachable: reraise=True
 
-    async def _attempt(self, payload: dict, attempts: int) -> Answer:
+    async def _attempt(self, payload: bytes, attempts: int) -> Answer:
         endpoint = await self.pool.acquire()
         start = time.monotonic()
         try:
