@@ -40,14 +40,13 @@ def write_shard(engine, sequences_dir: str | Path, out_dir: str | Path, shard: S
 
     started = time.perf_counter()
     rows = load_shard_rows(sequences_dir, shard)
-    lengths = [len(ids) for _, ids, _ in rows]
-    offsets = _cumsum(lengths)
-    batches = engine.plan(lengths)
-    supervised = sum(int(sum(mask)) for _, _, mask in rows)
-    computed = sum(b.padded_tokens for b in batches)
-    meta = {"shard_key": shard.key, "tokens": str(shard.tokens), "computed_tokens": str(computed),
-            "supervised_tokens": str(supervised), "engine": engine.name, "layers": ",".join(map(str, layers)),
-            "format": "eagle3-hidden-v1"}
+    offsets = _cumsum([len(ids) for _, ids, _ in rows])
+    batches = engine.plan([len(ids) for _, ids, _ in rows])
+    figures = {"tokens": shard.tokens, "computed_tokens": sum(b.padded_tokens for b in batches),
+               "supervised_tokens": sum(int(sum(mask)) for _, _, mask in rows)}
+    meta = {"shard_key": shard.key, **{k: str(v) for k, v in figures.items()}, "engine": engine.name,
+            "layers": ",".join(map(str, layers)), "format": "eagle3-hidden-v1"}
+
     def store(members: tuple[int, ...], states: list) -> None:
         for i, (aux, final) in zip(members, states):
             sample_id, ids, mask = rows[i]
@@ -58,19 +57,23 @@ def write_shard(engine, sequences_dir: str | Path, out_dir: str | Path, shard: S
     with atomic_path(Path(out_dir) / shard.name) as tmp:
         writer = ShardWriter(tmp, shard.tokens, hidden_size, meta)
         try:
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="eagle3-shard-writer") as pool:
-                pending: deque[Future] = deque()
-                for batch in batches:
-                    states = engine.forward([rows[i][1] for i in batch.members])
-                    pending.append(pool.submit(store, batch.members, states))
-                    while len(pending) > 2 or (pending and pending[0].done()):
-                        pending.popleft().result()  # re-raises a NaN refusal or a write error
-                while pending:
-                    pending.popleft().result()
+            _pipeline(engine, batches, rows, store)
         finally:
             writer.close()
-    return {"tokens": shard.tokens, "computed_tokens": computed, "supervised_tokens": supervised,
-            "seconds": time.perf_counter() - started}
+    return {**figures, "seconds": time.perf_counter() - started}
+
+
+def _pipeline(engine, batches: list, rows: list, store) -> None:
+    """Forward batch n + 1 while a writer thread checks and stores batch n (two may wait)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="eagle3-shard-writer") as pool:
+        pending: deque[Future] = deque()
+        for batch in batches:
+            states = engine.forward([rows[i][1] for i in batch.members])
+            pending.append(pool.submit(store, batch.members, states))
+            while len(pending) > 2 or (pending and pending[0].done()):
+                pending.popleft().result()  # re-raises a NaN refusal or a write error
+        while pending:
+            pending.popleft().result()
 
 
 def _cumsum(lengths: list[int]) -> list[int]:

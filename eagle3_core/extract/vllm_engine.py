@@ -16,9 +16,11 @@ Kimi); a target with another final norm is refused rather than silently mis-norm
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -168,12 +170,20 @@ class VllmEngine:
         return states[:, :-1].to(torch.bfloat16), final.to(torch.bfloat16)
 
     def close(self) -> None:
+        """Ask the worker to quit; SIGTERM then SIGKILL its process group if it lingers."""
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.write(json.dumps({"quit": True}) + "\n")
                 self.proc.stdin.close()
-                self.proc.wait(timeout=60)
-            except (OSError, subprocess.TimeoutExpired):
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait()
+            except OSError:
+                pass
+            for sig, grace in ((None, 20), (signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+                if sig is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(self.proc.pid, sig)
+                try:
+                    self.proc.wait(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -126,3 +126,17 @@ def test_vllm_and_transformers_write_the_same_hidden_states(vllm_run, toy_target
         torch.testing.assert_close(got["final"].float(), want["final"].float(), atol=3e-2, rtol=2e-2)
     keep = ("layers", "hidden_size", "num_hidden_layers", "vocab_size")
     assert {k: vllm_run["manifest"].details[k] for k in keep} == {k: reference.details[k] for k in keep}
+
+
+def test_code_run_inside_the_vllm_venv_imports_only_vllm_torch_safetensors_and_stdlib():
+    import ast
+
+    from eagle3_core.extract.vllm_engine import SIDE
+
+    allowed = {"vllm", "torch", "safetensors", "__future__"} | set(sys.stdlib_module_names)
+    for path in SIDE.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            assert all(n.split(".")[0] in allowed for n in names), (path.name, names)
