@@ -24,3 +24,9 @@ timeout 240 $PY benchmarks/bench_extract.py --preset llama-8b --device cuda --sa
   | grep -v "Loading weights" | tee "$OUT/extract.log"
 
 # --- training and evaluation: append your lines below, each with its own timeout ---
+
+# train (cap 200 s): an 8B-shaped drafter (H=4096, 32 heads, 32K draft of a 64K target vocab),
+# 8K-token micro-batches, TTT 7, ZeRO-2 bf16 DeepSpeed engine vs a bare PyTorch loop, same batches.
+# Needs deepspeed importable (carry its wheel in .whl/ beside pydantic).
+timeout 200 $PY benchmarks/bench_train.py --device cuda --hidden 4096 --heads 32 --vocab 65536 --tokens 8192 \
+  --seq 2048 --steps 6 --rounds 2 2>&1 | grep -v "^\[" | tee "$OUT/train.log"
