@@ -121,7 +121,10 @@ def plot_report(out_dir: Path, report: dict[str, Any]) -> list[Path]:
         for i, (name, values) in enumerate(series):
             xs = [p + i * width for p in range(len(values))]
             ax.bar(xs, [v or 0.0 for v in values], width=width, label=name)
-        ax.set(xlabel="draft position", ylabel="accepted / drafts", ylim=(0, 1), title="Acceptance per position")
+        k = max(len(values) for _, values in series)
+        ax.set_xticks([p + width * (len(series) - 1) / 2 for p in range(k)], [str(p) for p in range(k)])
+        ax.set(xlabel="draft position (0 = first drafted token)", ylabel="accepted / drafts", ylim=(0, 1),
+               title="Acceptance per position")
         ax.legend()
         paths.append(_save(fig, out_dir / PER_POSITION_PNG))
     sweep = (report.get("offline") or {}).get("k_sweep") or []
@@ -131,6 +134,7 @@ def plot_report(out_dir: Path, report: dict[str, Any]) -> list[Path]:
         online = (report.get("online") or {}).get("with_drafter")
         if online and online["acceptance_length"] is not None:
             ax.plot([report["settings"]["num_speculative_tokens"]], [online["acceptance_length"]], "s", label="vLLM")
+        ax.set_xticks(sorted({p["k"] for p in sweep} | {report["settings"]["num_speculative_tokens"]}))
         ax.set(xlabel="k (draft tokens per step)", ylabel="acceptance length (bonus incl.)",
                title="Acceptance length vs k")
         ax.legend()

@@ -37,7 +37,10 @@ def run_evaluate(cfg: EvaluateConfig, target: TargetConfig, export_dir: str | Pa
                  reporter: Reporter | None = None) -> StageManifest:
     """Evaluate the exported drafter; ``serve`` None = a default local vLLM (``ServeConfig()``)."""
     reporter, out_dir, export_dir = reporter or NullReporter(), Path(out_dir), Path(export_dir)
-    target_path = target.require_path()
+    if not target.path:
+        raise ConfigError("evaluate needs the target model (target.path / --target)",
+                          fix="point it at the local model directory the drafter was trained for")
+    target_path = target.path
     cfg = cfg.model_copy(update={"prompts": resolve_prompts(cfg, target_path)})
     config_hash = stable_hash({"evaluate": cfg.model_dump(mode="json"), "target": target.model_dump(mode="json"),
                                "serve": (serve or ServeConfig()).model_dump(mode="json", exclude={"port"})})
@@ -89,7 +92,7 @@ def evaluation_inputs(prompts: PromptSource, target_path: str, export_dir: Path,
 
 def _evaluate(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: ServeConfig | None,
               generations_dir, reporter: Reporter, timings: dict[str, float]) -> dict:
-    target_path = target.require_path()
+    target_path = target.path
     info = check_drafter(export_dir, target_path)
     reporter.log(f"evaluate: drafter fits the target (hidden {info.hidden_size}, vocab {info.vocab_size}, "
                  f"draft vocab {info.draft_vocab_size}, aux layers {info.aux_layer_ids})")
