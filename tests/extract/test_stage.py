@@ -186,3 +186,21 @@ def test_user_mistakes_are_clear_errors(tiny_llama, tmp_path):
     write_sequences(tmp_path / "seq", [[10]])
     with pytest.raises(ConfigError, match="online"):
         run_extract(_cfg(mode="online"), TargetConfig(path=str(tiny_llama)), tmp_path / "seq", tmp_path / "h")
+
+
+def test_the_training_reader_reads_what_extract_writes(tiny_llama, tmp_path):
+    data = pytest.importorskip("eagle3_core.train.data")
+    inputs = pytest.importorskip("eagle3_core.train.inputs")
+    rows = write_sequences(tmp_path / "seq", [[30, 25, 40], [12, 0]])
+    run_extract(_cfg(), TargetConfig(path=str(tiny_llama)), tmp_path / "seq", tmp_path / "hidden")
+    assert inputs.check_hidden(tmp_path / "hidden", 64) == (5, 107, LAYERS)
+    reader = data.OfflineReader(tmp_path / "hidden")
+    samples = reader.samples()
+    batch = reader.load(samples, budget=64, dtype=torch.float32, device="cpu")
+    stored = read_hidden(tmp_path / "hidden")
+    for i, s in enumerate(samples):
+        want = stored[s.sample_id]
+        n = want["input_ids"].shape[0]
+        assert batch["input_ids"][i, :n].tolist() == want["input_ids"].tolist()
+        assert torch.equal(batch["aux"][i, :n], want["aux"].float())
+    assert len(samples) == len([r for r in rows if r["num_tokens"] > 0])
