@@ -1,1 +1,1 @@
-
+"""The EAGLE-3 drafter model (``model.py``): training-time unroll, inference steps, export."""

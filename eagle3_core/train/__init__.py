@@ -1,1 +1,8 @@
+"""The train stage: hidden/ (or sequences/ + the target) + vocab/ -> drafter/, with DeepSpeed.
 
+One file per concern: ``config`` (TrainConfig), ``inputs`` (checks before any step), ``data``
+(split, batch plan, readers), ``loss`` (training-time test), ``ds_config`` (the DeepSpeed
+JSON), ``build`` (drafter, target head, reader), ``loop`` (the trainer), ``checkpoint``,
+``metrics``, ``export``, ``main`` (the trainer process), ``launcher`` (starts and streams it),
+``stage`` (``run_train``, the entry point).
+"""
