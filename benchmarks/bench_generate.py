@@ -6,7 +6,9 @@ C / D requests/s (128 at the defaults). The script runs, against the same server
 process:
 1. a bare AsyncOpenAI loop (C in flight, no parsing, no persistence): the client's ceiling;
 2. ``run_generate`` (probe, retries armed, parsing, Parquet shards, manifest).
-It prints requests/s, the share of capacity, client CPU per request and stage/bare ratio.
+It prints requests/s, the share of capacity, client CPU per request and stage/bare ratio, and
+the stage's share of C / (its median latency): on a loaded machine the server's answers come
+later than D, and that figure tells a slow client apart from a slow server.
 
     .venv/bin/python benchmarks/bench_generate.py [--requests 5120] [--concurrency 128] [--delay 1.0]
 """
@@ -80,7 +82,8 @@ def stage_round(url: str, n: int, concurrency: int) -> tuple[float, float, dict]
         wall, cpu = measure(lambda: result.setdefault("m", run_generate(cfg, Path(tmp) / "out")))
     manifest = result["m"]
     assert manifest.counts["accepted"] == n, manifest.counts
-    return wall, cpu, {"generate_s": manifest.timings["generate"], "probe_s": manifest.timings["probe"]}
+    return wall, cpu, {"generate_s": manifest.timings["generate"], "probe_s": manifest.timings["probe"],
+                       "latency_p50_s": manifest.details["latency_s"]["p50"]}
 
 
 def main() -> None:
@@ -106,6 +109,9 @@ def main() -> None:
                 "stage_cpu_ms_per_req": round(1000 * stage_cpu / n, 3),
                 "stage_over_bare_sustained": round(sustained / bare, 4),
                 "stage_over_bare_overall": round(overall / bare, 4), **timings,
+                # C / p50 latency: what C in-flight requests can give at the latency the server
+                # actually delivered; near 1.0 means the client kept every slot busy
+                "stage_share_of_latency_bound": round(sustained / (args.concurrency / timings["latency_p50_s"]), 4),
                 "load_avg_1m": round(os.getloadavg()[0], 2)})
             print(json.dumps(rounds[-1]), flush=True)
     finally:

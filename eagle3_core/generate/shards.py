@@ -60,33 +60,43 @@ class ShardWriter:
         existing = shard_files(directory)
         self._next = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
 
-    def add(self, row: dict[str, Any]) -> None:
+    def add(self, row: dict[str, Any]) -> bool:
+        """Buffer one row; True when the buffer holds a full shard."""
         self.rows.append(row)
-        if len(self.rows) >= self.shard_rows:
-            self.flush()
+        return len(self.rows) >= self.shard_rows
 
     def due(self) -> bool:
         return bool(self.rows) and time.monotonic() - self._last_flush >= self.flush_seconds
 
-    def flush(self) -> None:
-        """Write the buffered rows as one shard; on failure keep them buffered and raise."""
+    def take(self) -> tuple[Path, list[dict[str, Any]]] | None:
+        """The buffered rows and the shard path they go to; the buffer starts empty again.
+        Writing them (``write``) may then happen off the event loop."""
         self._last_flush = time.monotonic()
         if not self.rows:
-            return
+            return None
+        rows, self.rows = self.rows, []
+        path = self.directory / f"part-{self._next:05d}.parquet"
+        self._next += 1
+        return path, rows
+
+    def write(self, path: Path, rows: list[dict[str, Any]]) -> None:
+        """Write one shard atomically; a failure (a full disk) is a ``StageError``, no partial file."""
         import polars as pl
 
-        path = self.directory / f"part-{self._next:05d}.parquet"
         try:
-            frame = pl.DataFrame(self.rows, schema=self.schema, orient="row")
+            frame = pl.DataFrame(rows, schema=self.schema, orient="row")
             with atomic_path(path) as tmp:
                 frame.write_parquet(tmp, compression="zstd", statistics=False)
         except (OSError, pl.exceptions.PolarsError) as exc:
             raise StageError(f"cannot write shard {path.name}: {getattr(exc, 'strerror', None) or exc}",
                              path=str(path), fix="free disk space or choose another --out; finished shards are "
                              "intact and a rerun resumes from them") from None
-        self._next += 1
-        self.written += len(self.rows)
-        self.rows = []
+        self.written += len(rows)
+
+    def flush(self) -> None:
+        taken = self.take()
+        if taken is not None:
+            self.write(*taken)
 
 
 def read_persisted(out_dir: Path) -> tuple[dict[str, str], set[int]]:

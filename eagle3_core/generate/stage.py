@@ -86,6 +86,7 @@ class GenerateRun:
         if previous is not None and previous.is_complete_for(self.config_hash, self.inputs):
             self.reporter.log(f"generate: complete in {self.out_dir} for this config and input; skipped")
             return previous
+        next(iter_rows(self.cfg.prompts), None)  # a missing input fails now, not after the probe
         t0 = time.monotonic()
         self.probe: ProbeReport = probe_endpoints(self.cfg)
         self.reporter.log(self.probe.line())
@@ -161,7 +162,8 @@ class GenerateRun:
                 if index in self.unkeyed:
                     self.stats.resume(REJECTED)
                 else:
-                    self.rejected.add(rejected_record(None, index, row, messages.reason, messages.detail))
+                    if self.rejected.add(rejected_record(None, index, row, messages.reason, messages.detail)):
+                        self.rejected.flush()  # a long run of bad rows never yields to the loop
                     self.stats.reject(messages.reason)
                 continue
             key = sample_id(messages, self.sampling)
