@@ -53,7 +53,8 @@ def test_toy_generations_are_rebuilt_exactly_as_the_toy_tokenizer_encodes_them(t
     assert manifest.details["server_check"] == {"checked": SAMPLES, "matched": SAMPLES, "match_rate": 1.0}
     rows = pq.read_table(tmp_path / "seq" / "part-00000.parquet").to_pylist()
     for rec, row in zip(records, rows):
+        # The whole turn as text (think tokens and end-of-turn included), encoded in one call.
         text = (tokenizer.apply_chat_template(rec["messages"], tokenize=False, add_generation_prompt=True)
-                + rec["reasoning"] + "</think>" + rec["content"] + ("<|im_end|>" if rec["finish_reason"] == "stop" else ""))
+                + tokenizer.decode(rec["completion_token_ids"], skip_special_tokens=False))
         assert row["input_ids"] == tokenizer.encode(text, add_special_tokens=False)
         assert row["source"] == "text"
