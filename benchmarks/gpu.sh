@@ -30,3 +30,9 @@ timeout 240 $PY benchmarks/bench_extract.py --preset llama-8b --device cuda --sa
 # Needs deepspeed importable (carry its wheel in .whl/ beside pydantic).
 timeout 200 $PY benchmarks/bench_train.py --device cuda --hidden 4096 --heads 32 --vocab 65536 --tokens 8192 \
   --seq 2048 --steps 6 --rounds 2 2>&1 | grep -v "^\[" | tee "$OUT/train.log"
+
+# evaluate (cap 150 s): the offline chain loop (ChainDecoder, k=3, batch 1, bf16) against plain KV-cached
+# greedy decoding on an 8B-shaped random Llama + random EAGLE-3 drafter: the loop's cost per emitted
+# token (acceptance ~1.0 with random weights; vLLM's speed-up needs vLLM, which this machine lacks).
+timeout 150 $PY benchmarks/bench_evaluate.py --preset llama-8b --device cuda --prompts 4 --prompt-len 256 \
+  --max-tokens 64 -k 3 --json "$OUT/evaluate.json" 2>&1 | grep -v "Loading weights" | tee "$OUT/evaluate.log"

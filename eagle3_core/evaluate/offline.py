@@ -38,7 +38,17 @@ class OfflineResult:
 class ChainDecoder:
     """A target and a drafter, loaded once, decoding prompts greedily with k-token drafts."""
 
-    def __init__(self, target_path: str | Path, export_dir: str | Path, threads: int | None = None) -> None:
+    def __init__(self, target, drafter, eos_ids: set[int]) -> None:
+        """``target``: a transformers causal LM; ``drafter``: an ``Eagle3Drafter`` on the same device."""
+        self.target, self.drafter, self.eos_ids = target, drafter, eos_ids
+        self.aux_ids = list(drafter.config.aux_layer_ids)
+        self.device = next(target.parameters()).device
+        # transformers renamed ``past_key_values`` to ``cache`` (the old name goes in 5.40).
+        self.cache_arg = "cache" if "cache" in inspect.signature(target.forward).parameters else "past_key_values"
+
+    @classmethod
+    def load(cls, target_path: str | Path, export_dir: str | Path, threads: int | None = None) -> "ChainDecoder":
+        """Target (fp32, CPU) and drafter from disk; the drafter shares the target's embedding."""
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -46,13 +56,10 @@ class ChainDecoder:
 
         if threads:
             torch.set_num_threads(threads)
-        self.target = AutoModelForCausalLM.from_pretrained(str(target_path), dtype=torch.float32).eval()
-        embed = self.target.get_input_embeddings().weight.detach()
-        self.drafter = Eagle3Drafter.from_export(export_dir, embed_tokens=embed)
-        self.aux_ids = list(self.drafter.config.aux_layer_ids)
-        self.eos_ids = eos_token_ids(target_path, self.target.config)
-        # transformers renamed ``past_key_values`` to ``cache`` (the old name goes in 5.40).
-        self.cache_arg = "cache" if "cache" in inspect.signature(self.target.forward).parameters else "past_key_values"
+        target = AutoModelForCausalLM.from_pretrained(str(target_path), dtype=torch.float32).eval()
+        embed = target.get_input_embeddings().weight.detach()
+        drafter = Eagle3Drafter.from_export(export_dir, embed_tokens=embed)
+        return cls(target, drafter, eos_token_ids(target_path, target.config))
 
     def decode(self, prompt_ids: list[int], k: int, max_tokens: int, counters: SpecCounters) -> list[int]:
         """One prompt's greedy completion, recording each verification in ``counters``."""
@@ -83,8 +90,8 @@ class _Decoding:
         """Greedy choices after each of ``ids`` (appended to the cache); their aux states appended."""
         import torch
 
-        out = self.d.target(torch.tensor([ids]), **{self.d.cache_arg: self.target_cache}, use_cache=True,
-                            output_hidden_states=True)
+        out = self.d.target(torch.tensor([ids], device=self.d.device), use_cache=True, output_hidden_states=True,
+                            **{self.d.cache_arg: self.target_cache})
         aux = torch.cat([out.hidden_states[i][0] for i in self.d.aux_ids], dim=-1)   # (T, 3H)
         self.aux.extend(aux.split(1))
         return out.logits[0].argmax(-1).tolist()
@@ -94,16 +101,17 @@ class _Decoding:
         import torch
 
         n, done = len(self.seq), len(self.drafter_cache)
-        ids = torch.tensor([self.seq[done + 1:]])                             # token i+1 at position i
+        dev = self.d.device
+        ids = torch.tensor([self.seq[done + 1:]], device=dev)                 # token i+1 at position i
         hidden = self.d.drafter.combine(torch.cat(self.aux[done: n - 1])[None])   # (1, T, H)
-        out = self.d.drafter(ids, hidden, torch.arange(done, n - 1)[None], cache=self.drafter_cache)
+        out = self.d.drafter(ids, hidden, torch.arange(done, n - 1, device=dev)[None], cache=self.drafter_cache)
         drafts = []
         for step in range(k):
             token = int(self.d.drafter.to_target_ids(out.logits[0, -1].argmax()))
             drafts.append(token)
             if step + 1 < k:
-                out = self.d.drafter(torch.tensor([[token]]), out.hidden[:, -1:],
-                                     torch.tensor([[n - 1 + step]]), cache=self.drafter_cache)
+                out = self.d.drafter(torch.tensor([[token]], device=dev), out.hidden[:, -1:],
+                                     torch.tensor([[n - 1 + step]], device=dev), cache=self.drafter_cache)
         self.drafter_cache.crop(n - 1)                                        # chain entries never persist
         return drafts
 

@@ -159,7 +159,7 @@ def _online(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: 
 def _offline(cfg: EvaluateConfig, target_path: str, export_dir: Path, prompts: list, reporter: Reporter) -> dict:
     from eagle3_core.evaluate.offline import ChainDecoder, prompt_token_ids, run_offline
 
-    decoder = ChainDecoder(target_path, export_dir, threads=cfg.threads)
+    decoder = ChainDecoder.load(target_path, export_dir, threads=cfg.threads)
     ids = prompt_token_ids(target_path, prompts[: cfg.offline_max_prompts])
     k = cfg.num_speculative_tokens
     results = {}

@@ -8,7 +8,7 @@ from eagle3_core.evaluate.offline import ChainDecoder, run_offline
 
 @pytest.fixture(scope="module")
 def decoder(tiny_target, random_export):
-    return ChainDecoder(tiny_target, random_export)
+    return ChainDecoder.load(tiny_target, random_export)
 
 
 def plain_greedy(model, prompt, max_tokens):
@@ -82,7 +82,7 @@ def test_the_cached_loop_drafts_exactly_what_a_full_recompute_drafts(tiny_target
 
     found = []
     for seed in range(3):
-        decoder = ChainDecoder(tiny_target, make_export(tmp_path / f"e{seed}", tiny_target, seed=seed))
+        decoder = ChainDecoder.load(tiny_target, make_export(tmp_path / f"e{seed}", tiny_target, seed=seed))
         for prompt in ([5, 17, 42, 8], [70, 3, 3, 3, 3]):
             cached = SpecCounters()
             decoder.decode(prompt, k=3, max_tokens=24, counters=cached)
