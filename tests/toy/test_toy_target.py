@@ -52,8 +52,11 @@ def test_think_tokens_are_single_non_special_ids_and_the_recipe_names_them(token
     target = toy_recipe()["target"]
     for text, key in (("<think>", "think_open_id"), ("</think>", "think_close_id"), ("<|im_end|>", "end_of_turn_id")):
         assert tokenizer.encode(text, add_special_tokens=False) == [target[key]], text
-    assert tokenizer.convert_tokens_to_ids("<think>") not in tokenizer.all_special_ids
-    assert tokenizer.convert_tokens_to_ids("<|im_end|>") in tokenizer.all_special_ids
+    # the flag that decoding (here and in vLLM's detokenizer) honours is the added token's own
+    added = tokenizer.added_tokens_decoder
+    assert not added[target["think_open_id"]].special and not added[target["think_close_id"]].special
+    assert all(added[tokenizer.convert_tokens_to_ids(t)].special
+               for t in ("<|im_user|>", "<|im_assistant|>", "<|im_middle|>", "<|im_end|>", "[EOS]"))
     ids = tokenizer.encode("<think>x</think>y<|im_end|>", add_special_tokens=False)
     assert tokenizer.decode(ids, skip_special_tokens=True) == "<think>x</think>y"
 
