@@ -149,7 +149,8 @@ def bench_vllm(args, work: Path, shape: dict, figures: dict) -> dict:
                         vllm_kv_cache_bytes=args.vllm_kv_cache_bytes)
     plan = plan_extract(cfg, TargetConfig(path=str(target)), work / "seq", work / "hidden-vllm")
     started = time.perf_counter()
-    engine = VllmEngine(cfg, TargetConfig(path=str(target)), plan.layers, plan.num_hidden_layers)
+    engine = VllmEngine(cfg, TargetConfig(path=str(target)), plan.layers, plan.num_hidden_layers,
+                        max_model_len=max(s.longest for s in plan.shards) + 1)
     try:
         startup = time.perf_counter() - started
         seconds = min(extract_pass(engine, plan, work / "hidden-vllm") for _ in range(args.repeats))

@@ -15,20 +15,20 @@ _ENGINES: dict[tuple, Any] = {}
 _LOCK = threading.Lock()
 
 
-def get_engine(cfg, target, layers: list[int], num_hidden_layers: int):
-    """The cached engine for (engine, target, device, layers, budget), built on first use."""
-    key = (cfg.engine, target.require_path(), cfg.device, tuple(layers), cfg.max_tokens_per_batch)
+def get_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest: int):
+    """The cached engine for (config, target, layers, longest sample), built on first use."""
+    key = (cfg.content_hash(), target.content_hash(), tuple(layers), longest)
     with _LOCK:
         if key not in _ENGINES:
-            _ENGINES[key] = _build(cfg, target, layers, num_hidden_layers)
+            _ENGINES[key] = _build(cfg, target, layers, num_hidden_layers, longest)
         return _ENGINES[key]
 
 
-def _build(cfg, target, layers: list[int], num_hidden_layers: int):
+def _build(cfg, target, layers: list[int], num_hidden_layers: int, longest: int):
     if cfg.engine == "vllm":
         from eagle3_core.extract.vllm_engine import VllmEngine
 
-        return VllmEngine(cfg, target, layers, num_hidden_layers)
+        return VllmEngine(cfg, target, layers, num_hidden_layers, max_model_len=longest + 1)
     from eagle3_core.extract.hf_engine import TransformersEngine, load_target, resolve_device
 
     device = resolve_device(cfg.device)

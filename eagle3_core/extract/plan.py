@@ -30,6 +30,7 @@ class ShardSpec(StrictModel):
     rows: list[int] = Field(description="Row numbers in that file, in shard order.")
     samples: int = Field(description="Samples in the shard.")
     tokens: int = Field(description="Tokens in the shard.")
+    longest: int = Field(0, description="Tokens of the shard's longest sample.")
     key: str = Field(description="Hash of the shard's sample ids, lengths and the output config.")
 
     @property
@@ -71,7 +72,8 @@ def plan_shards(sequences_dir: str | Path, shard_tokens: int, output_hash: str) 
         for rows in _cut(order, lengths, shard_tokens):
             key = stable_hash({"ids": [ids[i] for i in rows], "lengths": [lengths[i] for i in rows], "out": output_hash})
             shards.append(ShardSpec(index=len(shards), part=part.name, rows=rows, samples=len(rows),
-                                    tokens=sum(lengths[i] for i in rows), key=key))
+                                    tokens=sum(lengths[i] for i in rows), longest=max(lengths[i] for i in rows),
+                                    key=key))
     return shards
 
 

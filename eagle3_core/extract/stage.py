@@ -95,7 +95,7 @@ def extract_shard(plan: ExtractPlan, cfg: ExtractConfig, target: TargetConfig, i
     shard = plan.shards[index]
     if shard_is_done(plan.out_dir, shard):
         return {**shard_figures(plan.out_dir, shard), "skipped": 1, "seconds": 0.0}
-    engine = get_engine(cfg, target, plan.layers, plan.num_hidden_layers)
+    engine = get_engine(cfg, target, plan.layers, plan.num_hidden_layers, max(s.longest for s in plan.shards))
     figures = write_shard(engine, plan.sequences_dir, plan.out_dir, shard, plan.hidden_size, plan.layers)
     (reporter or NullReporter()).log(f"extract: {shard.name} {shard.tokens:,} tokens in {figures['seconds']:.1f} s "
                                      f"({shard.tokens / max(figures['seconds'], 1e-9):,.0f} tokens/s)")

@@ -82,18 +82,14 @@ def vllm_python(configured: str | None) -> Path:
                       fix="run `make setup` (it builds .venv-vllm), or set extract.vllm_python / EAGLE3_VLLM_PYTHON")
 
 
-def _max_positions(target_path: str) -> int:
-    config = json.loads((Path(target_path) / "config.json").read_text(encoding="utf-8"))
-    return int(config.get("text_config", config).get("max_position_embeddings", 8192))
-
-
 class VllmEngine:
     """Same interface as TransformersEngine: ``plan``, ``forward``, ``close``."""
 
     name = "vllm"
 
-    def __init__(self, cfg, target, layers: list[int], num_hidden_layers: int) -> None:
+    def __init__(self, cfg, target, layers: list[int], num_hidden_layers: int, max_model_len: int) -> None:
         self.layers, self.num_hidden_layers = list(layers), num_hidden_layers
+        self.max_model_len = cfg.vllm_max_model_len or max(max_model_len, 16)
         self.norm_weight, self.eps = final_norm(target.require_path())
         self.workdir = Path(tempfile.mkdtemp(prefix="eagle3-vllm-"))
         self.log_path = self.workdir / "worker.log"
@@ -102,12 +98,13 @@ class VllmEngine:
 
     def _start(self, cfg, target) -> subprocess.Popen:
         python = vllm_python(cfg.vllm_python)
-        max_len = cfg.vllm_max_model_len or _max_positions(target.require_path())
+        max_len = self.max_model_len
         command = [str(python), str(SIDE / "eagle3_extract_worker.py"), "--model", target.require_path(),
                    "--layers", ",".join(map(str, [*self.layers, self.num_hidden_layers])),
                    "--states-dir", str(self.workdir / "states"), "--max-model-len", str(max_len),
-                   "--kv-cache-bytes", str(cfg.vllm_kv_cache_bytes),
                    "--tensor-parallel-size", str(cfg.vllm_tensor_parallel_size)]
+        if cfg.vllm_kv_cache_bytes:
+            command += ["--kv-cache-bytes", str(cfg.vllm_kv_cache_bytes)]
         if target.trust_remote_code:
             command.append("--trust-remote-code")
         env = {**os.environ, "PYTHONPATH": str(SIDE), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",

