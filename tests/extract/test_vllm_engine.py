@@ -100,6 +100,7 @@ def vllm_run(toy_target, tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.vllm
+@pytest.mark.timeout(2400)  # the fixture may wait up to 900 s for another session's vLLM, then starts vLLM twice
 def test_a_killed_vllm_run_resumes_by_shard(vllm_run):
     assert vllm_run["killed"].returncode == -9, vllm_run["killed"].stderr.decode()[-3000:]
     before, out, manifest = vllm_run["before"], vllm_run["out"], vllm_run["manifest"]
@@ -113,6 +114,7 @@ def test_a_killed_vllm_run_resumes_by_shard(vllm_run):
 
 @pytest.mark.slow
 @pytest.mark.vllm
+@pytest.mark.timeout(2400)
 def test_vllm_and_transformers_write_the_same_hidden_states(vllm_run, toy_target):
     layers, work = vllm_run["layers"], vllm_run["work"]
     reference = run_extract(ExtractConfig(layers=layers, shard_tokens=400, device="cpu"),
