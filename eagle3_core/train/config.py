@@ -36,7 +36,11 @@ class TrainConfig(StrictModel):
     master_port: int | None = Field(None, ge=1024, le=65535, description="torch.distributed port of a one-process run; None = a free port.")
 
     def output_hash(self) -> str:
-        """What decides the trained weights: everything but logging cadence and the port."""
+        """What decides the trained weights: everything but cadences (log, eval, checkpoint) and the port.
+
+        A rerun that changes only those resumes from the existing checkpoints.
+        """
         from eagle3_core.base import stable_hash
 
-        return stable_hash(self.model_dump(mode="json", exclude={"log_every", "master_port", "keep_checkpoints"}))
+        return stable_hash(self.model_dump(mode="json", exclude={
+            "log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "master_port"}))
