@@ -22,12 +22,12 @@ import click
 @click.option("--online-only", is_flag=True, help="Skip the transformers loop.")
 @click.option("--no-baseline", is_flag=True, help="Do not serve the target without the drafter (no speed-up figure).")
 @click.option("--split", default="train", show_default=True, help="Dataset split, for a Hugging Face --input.")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch threads of the offline loop (1 is fastest for a tiny target on a busy machine).")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="torch threads of the offline loop (1 is fastest for a small target on shared cores).")
 @click.option("--vllm-python", default=None, help="Python of the vLLM environment (default: .venv-vllm).")
 @click.option("--reasoning-parser", default="kimi_k2", show_default=True, help="vLLM --reasoning-parser for the target ('none' for none).")
 def command(target: str, export_dir: str, prompts: str | None, out_dir: str, generations_dir: str | None, k: int,
             temperature: float, max_tokens: int, max_samples: int | None, concurrency: int, offline_only: bool,
-            online_only: bool, no_baseline: bool, split: str, threads: int | None, vllm_python: str | None, reasoning_parser: str) -> None:
+            online_only: bool, no_baseline: bool, split: str, threads: int, vllm_python: str | None, reasoning_parser: str) -> None:
     """Measure the drafter's acceptance length in real vLLM and offline."""
     from eagle3_core.evaluate.config import EvaluateConfig
     from eagle3_core.evaluate.stage import TOY_HELDOUT
@@ -43,7 +43,7 @@ def command(target: str, export_dir: str, prompts: str | None, out_dir: str, gen
     source = PromptSource(input=prompts, split=split, max_samples=max_samples) if prompts else None
     cfg = EvaluateConfig(prompts=source, num_speculative_tokens=k, temperature=temperature, max_tokens=max_tokens,
                          concurrency=concurrency, online=not offline_only, offline=not online_only,
-                         baseline=not no_baseline, offline_max_prompts=max_samples or 64, threads=threads)
+                         baseline=not no_baseline, offline_max_prompts=max_samples or 32, threads=threads)
     target_cfg = TargetConfig(path=target, reasoning_parser=None if reasoning_parser == "none" else reasoning_parser)
     manifest = evaluate_flow(cfg=cfg, target=target_cfg, export_dir=export_dir, out_dir=out_dir,
                              serve=ServeConfig(python=vllm_python), generations_dir=generations_dir)
