@@ -43,7 +43,9 @@ def write_report(out_dir: str | Path, report: dict[str, Any]) -> list[Path]:
     """Write report.json, report.md and the plots; returns the files written."""
     out_dir = Path(out_dir)
     report = {**report, "definitions": DEFINITIONS}
-    report["agreement"] = agreement(report.get("online"), report.get("offline"))
+    # The offline loop is greedy: it is comparable with vLLM only when vLLM was greedy too.
+    greedy = report["settings"]["temperature"] == 0
+    report["agreement"] = agreement(report.get("online"), report.get("offline")) if greedy else None
     written = [out_dir / "report.json", out_dir / "report.md"]
     write_json_atomic(written[0], report)
     with atomic_path(written[1]) as tmp:

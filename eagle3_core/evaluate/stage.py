@@ -43,7 +43,7 @@ def run_evaluate(cfg: EvaluateConfig, target: TargetConfig, export_dir: str | Pa
     target_path = target.path
     cfg = cfg.model_copy(update={"prompts": resolve_prompts(cfg, target_path)})
     config_hash = stable_hash({"evaluate": cfg.model_dump(mode="json"), "target": target.model_dump(mode="json"),
-                               "serve": (serve or ServeConfig()).model_dump(mode="json", exclude={"port"})})
+                               "serve": (serve or ServeConfig()).model_dump(mode="json", exclude={"port", "log_dir"})})
     inputs = evaluation_inputs(cfg.prompts, target_path, export_dir, generations_dir)
     previous = read_manifest(out_dir)
     if previous is not None and previous.is_complete_for(config_hash, inputs):
