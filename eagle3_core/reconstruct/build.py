@@ -18,7 +18,7 @@ from typing import Any
 
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.reconstruct.layout import (Sequence, first_difference, forced_think_position,
-                                            masked, output_ids)
+                                            masked, output_ids, think_closed_in_prompt)
 from eagle3_core.reconstruct.tokenizer import TokenFacts, encode_batch
 
 # How many ids around a mismatch are kept to show what differs.
@@ -95,8 +95,15 @@ class Reconstructor:
                   content_ids: list[int], result: BatchResult) -> None:
         record, sid = item.record, item.record["sample_id"]
         forced = forced_think_position(prompt_ids, self.facts, self._is_blank)
+        closed = think_closed_in_prompt(prompt_ids, self.facts, self._is_blank)
+        if closed and item.reasoning:
+            result.reject(sid, "reasoning_after_closed_think",
+                          "the rendered prompt closes the think block (thinking switched off) but the record "
+                          "has reasoning: set reconstruct.chat_template_kwargs as the server had them")
+            return
         out = output_ids(self.facts, reasoning_ids, content_ids, think_in_prompt=forced is not None,
-                         has_content=bool(item.content), stopped=record.get("finish_reason") != "length")
+                         think_closed=closed, has_content=bool(item.content),
+                         stopped=record.get("finish_reason") != "length")
         seq, source = masked(prompt_ids, out, forced), "text"
         server_out = record.get("completion_token_ids")
         if server_out is not None:

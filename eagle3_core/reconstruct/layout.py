@@ -14,6 +14,10 @@ and in the recipe's token texts, never here)::
 - Think tokens are placed as their single special ids, never encoded from text. Reasoning
   and content are encoded apart: a special id splits the text on both sides in every
   Hugging Face tokenizer, so this equals encoding the whole completion with the specials.
+- Thinking switched off by the template (Qwen3 ``enable_thinking: false`` renders
+  ``<think>\n\n</think>\n\n``, K2.5 ``thinking: false`` renders ``<think></think>`` into the
+  generation prompt): the think block is closed before the target speaks, so
+  ``output = ids(content) + [end_of_turn]`` and the whole forced block stays masked out.
 - ``finish_reason == "length"``: the target stopped mid-way, so no end-of-turn; and with no
   content, no think-close either (the generate stage kept the reasoning as it came).
 
@@ -40,6 +44,9 @@ from eagle3_core.reconstruct.tokenizer import TokenFacts
 # a newline token or two (R1: `<think>`, `\n`); looking further back could pick up a
 # `<think>` a user typed into an earlier turn.
 FORCED_THINK_TAIL = 3
+# A closed, empty think block at the end of the generation prompt spans at most
+# `<think>`, `\n\n`, `</think>`, `\n\n` (Qwen3 with thinking off).
+CLOSED_THINK_TAIL = 6
 
 
 @dataclass(frozen=True)
@@ -52,9 +59,9 @@ class Sequence:
 
 
 def output_ids(facts: TokenFacts, reasoning_ids: list[int], content_ids: list[int], *,
-               think_in_prompt: bool, has_content: bool, stopped: bool) -> list[int]:
+               think_in_prompt: bool, think_closed: bool, has_content: bool, stopped: bool) -> list[int]:
     """The ids the target generated for one turn (see the module docstring)."""
-    if not facts.reasons:
+    if not facts.reasons or think_closed:
         out = list(content_ids)
     else:
         out = [] if think_in_prompt else [facts.think_open_id]
@@ -78,6 +85,19 @@ def forced_think_position(prompt_ids: list[int], facts: TokenFacts,
             after = tuple(prompt_ids[pos + 1:])
             return pos if not after or is_blank(after) else None
     return None
+
+
+def think_closed_in_prompt(prompt_ids: list[int], facts: TokenFacts,
+                           is_blank: Callable[[tuple[int, ...]], bool]) -> bool:
+    """True when the generation prompt ends with a closed think block (thinking switched off)."""
+    if not facts.reasons:
+        return False
+    tail = prompt_ids[-CLOSED_THINK_TAIL:]
+    if facts.think_close_id not in tail:
+        return False
+    close = len(tail) - 1 - tail[::-1].index(facts.think_close_id)
+    after = tuple(tail[close + 1:])
+    return facts.think_open_id in tail[:close] and (not after or is_blank(after))
 
 
 def masked(prompt_ids: list[int], out_ids: list[int], forced_think: int | None) -> Sequence:

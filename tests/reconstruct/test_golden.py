@@ -117,3 +117,16 @@ def test_earlier_assistant_turns_are_prompt_and_carry_only_their_answer(family_t
     prompt = tokenizer.decode([t for t, m in zip(ids, mask) if not m])
     assert "<|im_start|>assistant\n The answer is 4.<|im_end|>" in prompt
     assert prompt.count("<think>") == 0
+
+
+def test_thinking_switched_off_by_the_template_supervises_only_the_answer(family_dirs, family_tokenizers):
+    tokenizer = family_tokenizers["qwen3"]
+    facts = token_facts(tokenizer, TargetConfig(**FAMILIES["qwen3"].target), family_dirs["qwen3"])
+    cfg = ReconstructConfig(chat_template_kwargs={"enable_thinking": False})
+    result = Reconstructor(tokenizer, facts, cfg).run([
+        record("off", [{"role": "user", "content": "What is 2 + 2?"}], "", " 4."),
+        record("mixed", [{"role": "user", "content": "What is 2 + 2?"}], "thinking anyway", " 4.")])
+    ids, mask = result.rows["input_ids"][0], result.rows["loss_mask"][0]
+    assert tokenizer.decode(ids).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n 4.<|im_end|>")
+    assert tokenizer.decode([t for t, m in zip(ids, mask) if m]) == " 4.<|im_end|>"
+    assert [r["reason"] for r in result.rejects] == ["reasoning_after_closed_think"]
