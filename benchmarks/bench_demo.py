@@ -65,6 +65,10 @@ def main() -> None:
         os.environ["EAGLE3_CACHE"] = tempfile.mkdtemp(prefix="eagle3-cache-")
     out = args.out or tempfile.mkdtemp(prefix="eagle3-bench-demo-")
 
+    from flows.cli.demo import OFFLINE
+
+    for key, value in OFFLINE.items():  # the demo's environment: no hub, no telemetry
+        os.environ.setdefault(key, value)
     from eagle3_core.config import PipelineConfig
     from flows.pipeline import pipeline
 

@@ -7,7 +7,8 @@ validates it exactly as ``eagle3 pipeline --config`` does.
 
 Guarantees:
 - With ``config.toy`` set, the toy target is built (or loaded from its cache) and becomes
-  ``target.path``; prompts left unset become the toy's own train / held-out prompts. With ``config.serve`` set, vLLM is started for the target only while the
+  ``target.path``; prompts left unset become the toy's own train / held-out prompts, and
+  ``{toy}`` in a prompts input stands for the toy's directory. With ``config.serve`` set, vLLM is started for the target only while the
   generate stage runs (its URL fills ``generate.base_urls``) and is stopped after it, error or
   not; when generate has nothing left to do, vLLM is not started at all.
 - A failed stage fails this flow run with the stage's own exception and message.
@@ -74,19 +75,23 @@ def with_target(config: PipelineConfig, outcomes: dict[str, Outcome]) -> Pipelin
     return with_toy_paths(config, path)
 
 
+TOY_DIR = "{toy}"  # in a prompts `input`, stands for the built toy target's directory
+
+
 def with_toy_paths(config: PipelineConfig, path: str) -> PipelineConfig:
-    """target.path = the toy target; prompts left unset = the toy's own train / held-out prompts."""
+    """target.path = the toy target; prompts left unset = the toy's own train / held-out prompts,
+    and ``{toy}`` in a prompts input = the toy's directory (its path holds the recipe hash)."""
     from eagle3_core.generate.config import PromptSource
     from eagle3_core.toy.build import HELDOUT_PROMPTS, TRAIN_PROMPTS
 
-    update = {"target": config.target.model_copy(update={"path": path})}
-    if config.generate.prompts is None:
-        prompts = PromptSource(input=str(Path(path) / TRAIN_PROMPTS))
-        update["generate"] = config.generate.model_copy(update={"prompts": prompts})
-    if config.evaluate.prompts is None:
-        prompts = PromptSource(input=str(Path(path) / HELDOUT_PROMPTS))
-        update["evaluate"] = config.evaluate.model_copy(update={"prompts": prompts})
-    return config.model_copy(update=update)
+    def prompts(given: PromptSource | None, default: str) -> PromptSource:
+        given = given or PromptSource(input=f"{TOY_DIR}/{default}")
+        return given.model_copy(update={"input": given.input.replace(TOY_DIR, path)})
+
+    return config.model_copy(update={
+        "target": config.target.model_copy(update={"path": path}),
+        "generate": config.generate.model_copy(update={"prompts": prompts(config.generate.prompts, TRAIN_PROMPTS)}),
+        "evaluate": config.evaluate.model_copy(update={"prompts": prompts(config.evaluate.prompts, HELDOUT_PROMPTS)})})
 
 
 @contextlib.contextmanager

@@ -112,3 +112,16 @@ def test_every_built_stage_flow_accepts_the_arguments_the_pipeline_passes(tmp_pa
         stage_flow = pipeline_stages.load_stage_flow(name)
         if stage_flow is not None:
             inspect.signature(stage_flow.fn).bind(**stage.arguments(config, config.layout))
+
+
+def test_the_toy_target_fills_the_target_path_and_its_prompts(tmp_path):
+    from flows.pipeline import with_toy_paths
+
+    config = PipelineConfig.model_validate({"evaluate": {"prompts": {"input": "{toy}/prompts_heldout.jsonl",
+                                                                     "max_samples": 100}}})
+
+    filled = with_toy_paths(config, "/cache/toy/abc")
+
+    assert filled.target.path == "/cache/toy/abc"
+    assert filled.generate.prompts.input == "/cache/toy/abc/prompts_train.jsonl"
+    assert (filled.evaluate.prompts.input, filled.evaluate.prompts.max_samples) == ("/cache/toy/abc/prompts_heldout.jsonl", 100)
