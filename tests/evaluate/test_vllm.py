@@ -63,30 +63,51 @@ def prompts(toy_target) -> PromptSource:
 
 
 @pytest.fixture(scope="module")
-def report(trained, serve, prompts, tmp_path_factory):
-    from tests.fixtures.vllm import machine_vllm_lock
+def vllm_lock(trained):
+    """The machine-wide vLLM lock, held across this module's four servers (taken once the drafter
+    is trained). Waits up to 40 min: a demo run elsewhere holds it for 20."""
+    import fcntl
+    import time
 
+    from tests.fixtures.vllm import VLLM_LOCK
+
+    with open(VLLM_LOCK, "a+") as fh:
+        deadline = time.monotonic() + 2400
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"another vLLM server held {VLLM_LOCK} for over 40 min")
+                time.sleep(2)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="module")
+def report(trained, serve, prompts, vllm_lock, tmp_path_factory):
     out = tmp_path_factory.mktemp("eval")
     cfg = EvaluateConfig(prompts=prompts, num_speculative_tokens=K, max_tokens=MAX_TOKENS, concurrency=4,
                          k_sweep=[1, 3, 5], threads=1)
-    with machine_vllm_lock():
-        run_evaluate(cfg, trained.target, trained.export, out, serve, generations_dir=trained.generations)
+    run_evaluate(cfg, trained.target, trained.export, out, serve, generations_dir=trained.generations)
     return json.loads((out / "report.json").read_text())
 
 
 def online_length(target, export, serve, prompts_source) -> tuple[float, dict | None]:
     """Acceptance length of one drafter in vLLM, bypassing the stage's checks (to test vLLM itself)."""
     from eagle3_core.evaluate.heldout import load_heldout
-    from tests.fixtures.vllm import machine_vllm_lock
 
     prompts, _ = load_heldout(prompts_source)
-    with machine_vllm_lock(), serve_target(target, serve, speculative_config(export, K)) as server:
+    with serve_target(target, serve, speculative_config(export, K)) as server:
         m = measure(server.base_url, prompts, client_config(0.0, MAX_TOKENS, 4, 300))
         return m.counters.acceptance_length, aux_layers_logged(server.log_path)
 
 
 def test_the_trained_drafter_is_clearly_above_one_in_vllm_and_a_random_one_is_not(report, trained, serve, prompts,
-                                                                                 tmp_path):
+                                                                                 vllm_lock, tmp_path):
     trained_length = report["online"]["with_drafter"]["acceptance_length"]
     draft_vocab = json.loads((trained.export / "config.json").read_text())["draft_vocab_size"]
     random_export = make_export(tmp_path / "random", Path(trained.target.path), draft_vocab, aux=AUX_LAYERS)
@@ -98,7 +119,7 @@ def test_the_trained_drafter_is_clearly_above_one_in_vllm_and_a_random_one_is_no
 
 
 def test_vllm_feeds_the_drafter_the_layers_in_its_config_and_acceptance_collapses_without_them(
-        report, trained, serve, prompts, tmp_path):
+        report, trained, serve, prompts, vllm_lock, tmp_path):
     assert report["online"]["aux_layers_used_by_vllm"] == {"layer_ids": AUX_LAYERS, "source": "speculative config"}
     stripped = shutil.copytree(trained.export, tmp_path / "no-ids")
     config = json.loads((stripped / "config.json").read_text())
