@@ -197,7 +197,10 @@ class Attention(nn.Module):
 def ttt_attention(q: torch.Tensor, ks: list[torch.Tensor], vs: list[torch.Tensor]) -> torch.Tensor:
     """Step len(ks)-1 of the unroll: causal over step 0's keys, diagonal over later steps' keys.
 
-    q (B, h, T, d); ks/vs: one (B, h_kv, T, d) per step so far. Memory stays O(T^2 + T*K).
+    q (B, h, T, d); ks/vs: one (B, h_kv, T, d) per step so far. The step-0 scores are a dense
+    (B, h, T, T) tensor kept for backward at every step: B*h*T^2*K floats in all, fine for the
+    toy and for micro-batches of short samples, but ~120 GB at h = 64, T = 8192, K = 7. Long
+    sequences on a GPU want a block-sparse kernel (flex attention with return_lse) here.
     """
     groups = q.shape[1] // ks[0].shape[1]
     ks = [k.repeat_interleave(groups, dim=1) for k in ks]

@@ -77,6 +77,12 @@ def test_a_run_writes_metrics_checkpoints_and_an_export_vllm_can_load(tiny_run, 
     assert train(tiny_run, out, config(), again).counts == manifest.counts
     assert again.steps == [] and any("reused" in line for line in again.lines)
 
+    changed = Recorder()                                 # another config never resumes these checkpoints
+    retrained = train(tiny_run, out, config(lr=1e-3, max_steps=2), changed)
+    assert any("checkpoints are discarded" in line for line in changed.lines)
+    assert retrained.counts["steps"] == 2 and retrained.details["resumed_from"] is None
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl") if r["split"] == "train"] == [1, 2]
+
 
 def test_a_killed_run_resumes_to_the_same_step_and_loss_as_an_uninterrupted_one(tiny_run, tmp_path):
     cfg = config(max_steps=8, checkpoint_every=3)
