@@ -341,7 +341,13 @@ class Eagle3Drafter(nn.Module):
             state["embed_tokens.weight"] = embed_tokens
         missing, unexpected = model.load_state_dict({k: v.float() if v.is_floating_point() else v
                                                      for k, v in state.items()}, strict=False)
-        assert not unexpected and set(missing) <= {"embed_tokens.weight"}, (missing, unexpected)
+        missing = [k for k in missing if k != "embed_tokens.weight"]
+        if missing or unexpected:
+            from eagle3_core.errors import InputError
+
+            raise InputError(f"not an EAGLE-3 export of this shape: missing {missing[:4]}, unexpected "
+                             f"{unexpected[:4]}", path=str(export_dir / EXPORT_WEIGHTS),
+                             fix="pass a drafter/export/ folder written by `eagle3 train`")
         return model.eval()
 
 

@@ -129,3 +129,14 @@ def test_from_target_copies_widths_heads_and_rope_from_a_transformers_config():
     c = DrafterConfig.from_target(target, draft_vocab_size=150, aux_layer_ids=[1, 2, 3])
     assert (c.head_dim, c.rope_theta, c.target_hidden_size, c.eos_token_id) == (32, 500000.0, 128, 7)
     assert DrafterConfig.from_hf(c.to_hf()) == c
+
+
+def test_from_export_refuses_weights_that_are_not_an_eagle3_export(drafter, tmp_path):
+    from safetensors.torch import save_file
+
+    from eagle3_core.errors import InputError
+
+    drafter.save_export(tmp_path)
+    save_file({"fc.weight": torch.zeros(64, 192)}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(InputError, match="not an EAGLE-3 export of this shape: missing"):
+        Eagle3Drafter.from_export(tmp_path)
