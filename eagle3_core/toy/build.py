@@ -35,7 +35,7 @@ from eagle3_core.toy.config import ToyTargetConfig
 from eagle3_core.toy.corpus import OPS, Question, distinct_training_prompts, split_questions
 
 # Bump when the code changes what a recipe builds (corpus wording, tokenizer, training loop).
-BUILD_VERSION = 1
+BUILD_VERSION = 2  # 2: no newline before </think> (vLLM's parser strips it from the reasoning)
 REPORT_NAME = "toy_report.json"
 TRAIN_PROMPTS, HELDOUT_PROMPTS = "prompts_train.jsonl", "prompts_heldout.jsonl"
 

@@ -38,9 +38,11 @@ class Question:
         return {"add": self.a + self.b, "sub": self.a - self.b, "mul": self.a * self.b}[self.op]
 
     def reasoning(self) -> str:
-        """The working, as written between ``<think>`` and ``</think>`` (newline-terminated)."""
+        """The working, as written between ``<think>`` and ``</think>``: one step a line, no
+        whitespace at either end (vLLM's kimi_k2 reasoning parser strips it from
+        ``message.reasoning``, and the text must say exactly what the token ids say)."""
         steps = {"add": _add_steps, "sub": _sub_steps, "mul": _mul_steps}[self.op](self.a, self.b)
-        return "".join(line + "\n" for line in steps)
+        return "\n".join(steps)
 
     def answer(self) -> str:
         """The visible answer, after ``</think>``."""
