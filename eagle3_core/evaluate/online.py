@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3_core.errors import EndpointError
 from eagle3_core.evaluate.metrics import SpecCounters
 from eagle3_core.generate.config import GenerateConfig
 
@@ -51,10 +52,15 @@ def client_config(temperature: float, max_tokens: int, concurrency: int, timeout
 
 
 def read_counters(root_url: str) -> SpecCounters:
+    """The server's cumulative counters; ``EndpointError`` when it no longer answers (engine died)."""
     import httpx
 
-    response = httpx.get(f"{root_url.rstrip('/')}/metrics", timeout=30)
-    response.raise_for_status()
+    try:
+        response = httpx.get(f"{root_url.rstrip('/')}/metrics", timeout=30)
+        response.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise EndpointError(f"vLLM stopped answering /metrics during the evaluation ({exc})",
+                            fix="read the vLLM log below: its engine probably died") from None
     return SpecCounters.from_prometheus(response.text)
 
 
@@ -79,6 +85,9 @@ def measure(base_url: str, prompts: list[list[dict]], gen: GenerateConfig) -> Me
     wall = time.perf_counter() - start
     counters = read_counters(root) - before
     measurement = Measurement(counters=counters, wall_s=wall, completion_tokens=0)
+    if answers and all(isinstance(a, BaseException) for a in answers):
+        raise EndpointError(f"every one of {len(answers)} evaluation requests failed; first: {answers[0]}",
+                            fix="read the vLLM log below")
     for answer in answers:
         if isinstance(answer, BaseException):
             measurement.failures.append(f"{type(answer).__name__}: {answer}")

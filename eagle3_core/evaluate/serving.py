@@ -52,3 +52,14 @@ def serve_target(target: TargetConfig, serve: ServeConfig, speculative: dict | N
     with VLLMServer(target.require_path(), serve, reasoning_parser=target.reasoning_parser,
                     speculative_config=speculative) as server:
         yield server
+
+
+def measure_or_explain(server, prompts: list, gen):
+    """``online.measure`` on a running server; a dead engine's error carries the log's tail."""
+    from eagle3_core.errors import EndpointError
+    from eagle3_core.evaluate.online import measure
+
+    try:
+        return measure(server.base_url, prompts, gen)
+    except EndpointError as exc:
+        raise EndpointError(f"{exc.message}\n{server.log_tail(25)}", path=str(server.log_path), fix=exc.fix) from None

