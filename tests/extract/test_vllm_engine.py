@@ -55,7 +55,7 @@ _KILLER = textwrap.dedent("""
             pass
 
     model, seq, out, layers = sys.argv[1:]
-    cfg = ExtractConfig(engine="vllm", layers=[int(x) for x in layers.split(",")], shard_tokens=400,
+    cfg = ExtractConfig(engine="vllm", layers=[int(x) for x in layers.split(",")], shard_tokens=150,
                         vllm_kv_cache_bytes=64 << 20)
     run_extract(cfg, TargetConfig(path=model), seq, out, KillAfterTwoShards())
 """)
@@ -105,7 +105,7 @@ def vllm_run(toy_target, tmp_path_factory):
                                  ",".join(map(str, layers))], cwd=REPO, capture_output=True, timeout=900)
         before = {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*.safetensors")}
         lines = Lines()
-        cfg = ExtractConfig(engine="vllm", layers=layers, shard_tokens=400, vllm_kv_cache_bytes=64 << 20)
+        cfg = ExtractConfig(engine="vllm", layers=layers, shard_tokens=150, vllm_kv_cache_bytes=64 << 20)
         manifest = run_extract(cfg, TargetConfig(path=str(toy_target)), work / "seq", out, lines)
     return {"killed": killed, "before": before, "lines": lines.lines, "manifest": manifest, "out": out,
             "rows": rows, "layers": layers, "work": work}
@@ -130,7 +130,7 @@ def test_a_killed_vllm_run_resumes_by_shard(vllm_run):
 @pytest.mark.timeout(2400)
 def test_vllm_and_transformers_write_the_same_hidden_states(vllm_run, toy_target):
     layers, work = vllm_run["layers"], vllm_run["work"]
-    reference = run_extract(ExtractConfig(layers=layers, shard_tokens=400, device="cpu"),
+    reference = run_extract(ExtractConfig(layers=layers, shard_tokens=150, device="cpu"),
                             TargetConfig(path=str(toy_target)), work / "seq", work / "hidden-hf")
     by_vllm, by_hf = read_hidden(vllm_run["out"]), read_hidden(work / "hidden-hf")
     assert set(by_vllm) == set(by_hf) == {r["sample_id"] for r in vllm_run["rows"]}
