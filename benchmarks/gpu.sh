@@ -17,9 +17,9 @@ fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 
-# extract (cap 240 s): an 8B-shaped Llama (H=4096, 32 layers, 128K vocab), random bf16 weights,
+# extract (cap 180 s): an 8B-shaped Llama (H=4096, 32 layers, 128K vocab), random bf16 weights,
 # 64 samples of ~1K tokens (log-normal), 16K-token batches; extraction vs a bare forward pass.
-timeout 240 $PY benchmarks/bench_extract.py --preset llama-8b --device cuda --samples 64 --mean-len 1024 \
+timeout 180 $PY benchmarks/bench_extract.py --preset llama-8b --device cuda --samples 64 --mean-len 1024 \
   --max-tokens-per-batch 16384 --shard-tokens 32768 --repeats 2 --json "$OUT/extract.json" 2>&1 \
   | grep -v "Loading weights" | tee "$OUT/extract.log"
 
