@@ -27,6 +27,7 @@ def command(model: str, port: int, host: str, reasoning_parser: str | None, serv
 
     Arguments after `--` go to vLLM unchanged.
     """
+    import signal
     import time
 
     from eagle3_core.serve.vllm_server import VLLMServer
@@ -44,6 +45,8 @@ def command(model: str, port: int, host: str, reasoning_parser: str | None, serv
         "python": python or serve_cfg.python})
     server = VLLMServer(model, serve_cfg, reasoning_parser=reasoning_parser, extra_args=list(vllm_args))
     click.echo(f"starting vLLM for {model} (log: written under {serve_cfg.log_dir or 'a temporary directory'}) ...")
+    # SIGTERM (a supervisor, `kill`) must stop vLLM as Ctrl-C does: turn it into the same exception.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with server:  # __exit__ stops vLLM (SIGTERM, then SIGKILL) whatever ends the block
             click.echo(f"vLLM ready in {server.startup_seconds:.0f} s: {server.base_url}  model={server.model}"
@@ -55,6 +58,10 @@ def command(model: str, port: int, host: str, reasoning_parser: str | None, serv
         click.echo("vLLM stopped")
         return
     raise click.ClickException(f"vLLM exited with code {server.proc.returncode}; log: {server.log_path}")
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _configs(config_path: str | None):

@@ -116,7 +116,8 @@ def test_a_missing_model_directory_is_a_clear_error(tmp_path):
         VLLMServer(tmp_path / "nope", ServeConfig(python=sys.executable)).start()
 
 
-def test_eagle3_serve_runs_until_ctrl_c_and_stops_vllm(fake_vllm, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_eagle3_serve_runs_until_ctrl_c_or_sigterm_and_stops_vllm(fake_vllm, tmp_path, sig):
     model, _, child_file = fake_vllm
     eagle3 = Path(sys.executable).with_name("eagle3")
     proc = subprocess.Popen([str(eagle3), "serve", "--model", str(model), "--port", str(_free_port()),
@@ -129,12 +130,13 @@ def test_eagle3_serve_runs_until_ctrl_c_and_stops_vllm(fake_vllm, tmp_path):
             break
     assert any("vLLM ready" in l and "reasoning_parser=qwen3" in l for l in lines), lines
     child = int(child_file.read_text())
-    proc.send_signal(signal.SIGINT)
+    server_pid = int(next(l for l in lines if "vLLM ready" in l).split("pid=")[1].split()[0])
+    proc.send_signal(sig)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
     assert "vLLM stopped" in out
     time.sleep(0.5)
-    assert not alive(child)
+    assert not alive(child) and not alive(server_pid)
 
 
 def _free_port() -> int:
