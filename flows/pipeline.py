@@ -32,8 +32,8 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 
 from eagle3_core.config import PipelineConfig
-from flows.pipeline_stages import Outcome, run_stage
-from flows.run_summary import generate_is_done, summary_markdown
+from flows.pipeline_stages import Outcome, generate_is_done, run_stage
+from flows.run_summary import summary_markdown
 
 
 @flow(name="pipeline", log_prints=True)

@@ -29,12 +29,34 @@ Status = Literal["ran", "reused", "failed", "not built", "blocked", "not selecte
 
 @dataclass(frozen=True)
 class Stage:
-    """One node of the DAG: where it writes, which stages it reads, how its flow is called."""
+    """One node of the DAG: where it writes, which stages it reads, how its flow is called.
+
+    ``is_done``, where given, is the stage's own skip rule, asked before its flow starts: a stage
+    whose flow needs a service to even begin (generate needs endpoints) is then reported reused
+    without one being started for it.
+    """
 
     name: str
     out: Callable[[RunLayout], Path]
     needs: tuple[str, ...]
     arguments: Callable[[PipelineConfig, RunLayout], dict[str, Any]]
+    is_done: Callable[[PipelineConfig], bool] | None = None
+
+
+def generate_is_done(config: PipelineConfig) -> bool:
+    """True when the generate stage would skip itself, so vLLM need not be started for it.
+
+    Asks the stage's own skip rule (config hash and input fingerprint, which leave the endpoint
+    URLs out), so a second demo run with vLLM on another port still skips generation.
+    """
+    manifest = read_manifest(config.layout.generations)
+    if manifest is None or manifest.status != "complete" or config.generate.prompts is None:
+        return False
+    from eagle3_core.generate.stage import GenerateRun
+
+    probe_free = config.generate.model_copy(update={"base_urls": config.generate.base_urls or ["http://unused"]})
+    run = GenerateRun(probe_free, config.layout.generations)  # computes keys only; sends nothing
+    return manifest.is_complete_for(run.config_hash, run.inputs)
 
 
 def _train_needs(config: PipelineConfig) -> tuple[str, ...]:
@@ -44,7 +66,8 @@ def _train_needs(config: PipelineConfig) -> tuple[str, ...]:
 
 STAGES: dict[str, Stage] = {s.name: s for s in [
     Stage("generate", lambda l: l.generations, (),
-          lambda c, l: dict(cfg=c.generate, out=str(l.generations), progress_bar=sys.stderr.isatty())),
+          lambda c, l: dict(cfg=c.generate, out=str(l.generations), progress_bar=sys.stderr.isatty()),
+          is_done=generate_is_done),
     Stage("reconstruct", lambda l: l.sequences, ("generate",),
           lambda c, l: dict(cfg=c.reconstruct, target=c.target, generations_dir=str(l.generations),
                             out_dir=str(l.sequences))),
@@ -129,6 +152,11 @@ def run_stage(name: str, config: PipelineConfig, outcomes: dict[str, Outcome]) -
         outcome.status = "blocked"
         outcome.reason = "needs " + ", ".join(f"{m} ({outcomes[m].status if m in outcomes else 'not run'})" for m in missing)
         logger.warning("%s: blocked, %s", name, outcome.reason)
+        return outcome
+    if stage.is_done is not None and stage.is_done(config):
+        outcome.status = "reused"
+        outcome.counts = dict(read_manifest(stage.out(layout)).counts)
+        logger.info("%s: complete for these inputs and config in %s, reused", name, outcome.out_dir)
         return outcome
     logger.info("%s: starting -> %s", name, outcome.out_dir)
     before = read_manifest(stage.out(layout))

@@ -16,22 +16,6 @@ from eagle3_core.layout import RunLayout
 from eagle3_core.manifest import StageManifest, read_manifest
 
 
-def generate_is_done(config: PipelineConfig) -> bool:
-    """True when the generate stage would skip itself, so vLLM need not be started for it.
-
-    Asks the stage's own skip rule (config hash and input fingerprint, which leave the endpoint
-    URLs out), so a second demo run with vLLM on another port still skips generation.
-    """
-    manifest = read_manifest(config.layout.generations)
-    if manifest is None or manifest.status != "complete" or config.generate.prompts is None:
-        return False
-    from eagle3_core.generate.stage import GenerateRun
-
-    probe_free = config.generate.model_copy(update={"base_urls": config.generate.base_urls or ["http://unused"]})
-    run = GenerateRun(probe_free, config.layout.generations)  # computes keys only; sends nothing
-    return manifest.is_complete_for(run.config_hash, run.inputs)
-
-
 def _figures(manifest: StageManifest | None) -> dict[str, Any]:
     return {**manifest.details, **manifest.counts} if manifest is not None else {}
 

@@ -125,3 +125,18 @@ def test_the_toy_target_fills_the_target_path_and_its_prompts(tmp_path):
     assert filled.target.path == "/cache/toy/abc"
     assert filled.generate.prompts.input == "/cache/toy/abc/prompts_train.jsonl"
     assert (filled.evaluate.prompts.input, filled.evaluate.prompts.max_samples) == ("/cache/toy/abc/prompts_heldout.jsonl", 100)
+
+
+def test_a_second_run_reuses_a_complete_generation_without_any_endpoint(prefect_api, config, tmp_path,
+                                                                        make_fake_server):
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "Q1"}\n')
+    config.stages = ["generate"]
+    config.generate = GenerateConfig(prompts={"input": str(tmp_path / "prompts.jsonl")},
+                                     base_urls=[make_fake_server().url], return_token_ids=False)
+    assert pipeline(config)["generate"]["status"] == "ran"
+
+    config.generate = config.generate.model_copy(update={"base_urls": []})  # e.g. vLLM not started again
+    again = pipeline(config)
+
+    assert again["generate"]["status"] == "reused"
+    assert again["generate"]["counts"]["accepted"] == 1
