@@ -159,7 +159,7 @@ def bench_vllm(args, work: Path, shape: dict, figures: dict) -> dict:
     written = sum(p.stat().st_size for p in (work / "hidden-vllm").glob("shard-*.safetensors"))
     tokens = figures["tokens"]
     return {"engine": "vllm", "startup_s": round(startup, 1), "extract_tokens_per_s": round(tokens / seconds),
-            "vs_transformers_extract": round(figures["extract_tokens_per_s"] * seconds / tokens, 3),
+            "vs_transformers_extract": round(tokens / seconds / figures["extract_tokens_per_s"], 3),
             "bytes_per_token": round(written / tokens, 1)}
 
 
