@@ -1,11 +1,11 @@
 """The deployments as a user runs them: a real `prefect server`, deployments/serve.py, and
 `prefect deployment run` on the toy recipe.
 
-Stages not built yet are left out of the recipe (the pipeline would report them `not built`);
-the toy target comes from its cache (the `toy_target` fixture builds it once per machine).
+The recipe is configs/toy.yaml on 48 prompts (8 held out), limited to the stages in the code
+base; the toy target comes from its cache (the `toy_target` fixture builds it once per machine),
+and the machine's vLLM lock is held while the flow run serves it.
 """
 
-import json
 import os
 import re
 import signal
@@ -83,38 +83,73 @@ def _healthy(api: str) -> bool:
         return False
 
 
-def recipe_with_built_stages(tmp_path: Path) -> Path:
-    """The toy recipe limited to the stages in the code base (all of them once every stage lands)."""
-    data = yaml.safe_load(TOY_RECIPE.read_text()) if TOY_RECIPE.exists() else {}
+def recipe_for_test(tmp_path: Path, toy_dir: Path) -> Path:
+    """The toy recipe on a few prompts, limited to the stages in the code base (all, once built)."""
+    from eagle3_core.toy.build import HELDOUT_PROMPTS, TRAIN_PROMPTS
+
+    data = yaml.safe_load(TOY_RECIPE.read_text())
     data["stages"] = [name for name in STAGES if load_stage_flow(name) is not None]
-    if not TOY_RECIPE.exists():
-        data["stages"] = [s for s in data["stages"] if s != "generate"]  # no endpoint without the toy recipe
+    data["generate"]["prompts"] = {"input": str(toy_dir / TRAIN_PROMPTS), "max_samples": 48}
+    data.setdefault("evaluate", {})["prompts"] = {"input": str(toy_dir / HELDOUT_PROMPTS), "max_samples": 8}
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
 
 
-def test_served_pipeline_deployment_runs_to_completion_and_nightly_is_scheduled(prefect_server, tmp_path):
+def test_served_pipeline_deployment_runs_to_completion_and_nightly_is_scheduled(prefect_server, toy_target, tmp_path):
+    from tests.fixtures.vllm import machine_vllm_lock
+
     env, out = prefect_server, tmp_path / "served"
+    recipe = recipe_for_test(tmp_path, toy_target)
     log = tmp_path / "serve.log"
-    serve = start([sys.executable, str(ROOT / "deployments" / "serve.py"),
-                   "--recipe", str(recipe_with_built_stages(tmp_path)), "--out", str(out)], env, log)
-    try:
-        wait_for(lambda: "eagle3-nightly" in log.read_text(), 120, "serve.py to register the deployments", log)
-        run = subprocess.run([str(BIN / "prefect"), "deployment", "run", "pipeline/eagle3-pipeline", "--watch",
-                              "--watch-timeout", "900"], env=env, cwd=ROOT, capture_output=True, text=True,
-                             timeout=960)
-        assert run.returncode == 0, run.stdout + run.stderr + log.read_text()[-3000:]
-        flow_run_id = re.search(r"UUID: ([0-9a-f-]{36})", run.stdout).group(1)
-        assert "Completed" in run.stdout
-        artifacts = _artifacts(env, flow_run_id)
-        assert "pipeline-summary" in artifacts
-        nightly = _deployment(env, "nightly/eagle3-nightly")
-    finally:
-        stop(serve)  # the serve process before the server (the fixture stops the server)
+    # The flow run starts vLLM: hold the machine's lock so no other session runs one meanwhile.
+    with machine_vllm_lock():
+        serve = start([sys.executable, str(ROOT / "deployments" / "serve.py"), "--recipe", str(recipe),
+                       "--out", str(out)], env, log)
+        try:
+            wait_for(lambda: "eagle3-nightly" in log.read_text(), 120, "serve.py to register the deployments", log)
+            run = run_deployment(env, "pipeline/eagle3-pipeline")
+            artifacts = _artifacts(env, _flow_run_id(run.stdout))
+            first = _manifest_times(out, recipe)
+            again = run_deployment(env, "pipeline/eagle3-pipeline")  # everything done: nothing runs again
+            nightly = _deployment(env, "nightly/eagle3-nightly")
+        finally:
+            stop(serve)  # the serve process before the server (the fixture stops the server)
+    assert run.returncode == 0 and "Completed" in run.stdout, run.stdout + run.stderr + log.read_text()[-5000:]
+    assert "pipeline-summary" in artifacts
+    for stage in yaml.safe_load(recipe.read_text())["stages"]:
+        assert _manifest_status(out, stage) == "complete", stage
+    assert again.returncode == 0 and "Completed" in again.stdout, again.stdout + again.stderr
+    assert _manifest_times(out, recipe) == first  # every stage reused its outputs
     schedule = nightly["schedules"][0]["schedule"]
     assert (schedule["cron"], schedule["timezone"]) == ("0 2 * * *", "UTC")
-    assert nightly["concurrency_limit"] == 1 or nightly["global_concurrency_limit"]["limit"] == 1
+    assert nightly["global_concurrency_limit"]["limit"] == 1
+
+
+def run_deployment(env: dict, name: str) -> subprocess.CompletedProcess:
+    """`prefect deployment run NAME --watch`: returns once the flow run is final."""
+    return subprocess.run([str(BIN / "prefect"), "deployment", "run", name, "--watch", "--watch-timeout", "1200"],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=1260)
+
+
+def _manifest_times(out: Path, recipe: Path) -> dict[str, float | None]:
+    from eagle3_core.layout import RunLayout
+    from eagle3_core.manifest import read_manifest
+
+    manifests = {s: read_manifest(STAGES[s].out(RunLayout(root=out))) for s in yaml.safe_load(recipe.read_text())["stages"]}
+    return {s: m.updated_at if m else None for s, m in manifests.items()}
+
+
+def _flow_run_id(output: str) -> str:
+    return re.search(r"UUID: ([0-9a-f-]{36})", output).group(1)
+
+
+def _manifest_status(out: Path, stage: str) -> str | None:
+    from eagle3_core.layout import RunLayout
+    from eagle3_core.manifest import read_manifest
+
+    manifest = read_manifest(STAGES[stage].out(RunLayout(root=out)))
+    return manifest.status if manifest else None
 
 
 def _artifacts(env: dict, flow_run_id: str) -> set[str]:
