@@ -17,7 +17,7 @@ class ToyTargetConfig(StrictModel):
     num_attention_heads: int = Field(4, ge=1, description="Attention heads (head size >= 32: vLLM's CPU attention rejects 16).")
     num_key_value_heads: int = Field(2, ge=1, description="KV heads (grouped-query attention).")
     max_position_embeddings: int = Field(2048, ge=128, description="Longest context the config declares (vLLM's --max-model-len must not exceed it).")
-    heldout_questions: int = Field(500, ge=30, description="Held-out questions (a third of each kind), never trained on; scored for the accuracy report and exported for evaluation.")
+    heldout_questions: int = Field(500, ge=3, description="Held-out questions (a third of each kind), never trained on; scored for the accuracy report and exported for evaluation.")
     train_prompts: int = Field(2000, ge=10, description="Training-pool prompts exported to prompts_train.jsonl for the generate stage.")
     train_steps: int = Field(400, ge=1, description="Optimizer steps (the step count, not the clock, ends training: a build is a pure function of its recipe).")
     warmup_steps: int = Field(20, ge=0, description="Linear warm-up steps before the cosine decay.")

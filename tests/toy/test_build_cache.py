@@ -10,7 +10,7 @@ from eagle3_core.toy.config import ToyTargetConfig
 
 
 def tiny(tmp_path, **overrides) -> ToyTargetConfig:
-    return ToyTargetConfig(train_steps=2, warmup_steps=1, batch_size=4, heldout_questions=30, train_prompts=10,
+    return ToyTargetConfig(train_steps=2, warmup_steps=1, batch_size=4, heldout_questions=3, train_prompts=10,
                            cache_dir=str(tmp_path), **overrides)
 
 
@@ -42,7 +42,7 @@ def test_the_directory_is_a_complete_hf_model_with_prompts_and_report(tmp_path):
     report = read_report(path)
     assert report["recipe_hash"] == path.name and report["training"]["steps"] == 2
     assert len((path / TRAIN_PROMPTS).read_text().splitlines()) == 10
-    assert len((path / HELDOUT_PROMPTS).read_text().splitlines()) == 30
+    assert len((path / HELDOUT_PROMPTS).read_text().splitlines()) == 3
 
 
 def test_a_recipe_change_builds_elsewhere_and_the_cache_dir_is_not_part_of_the_recipe(tmp_path):
