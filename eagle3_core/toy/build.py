@@ -11,7 +11,7 @@ Layout of ``<cache>/toy/<recipe hash>/``::
 Guarantees: the directory appears complete or not at all (built in a temporary sibling, then
 renamed); concurrent builders wait on a file lock and the second finds the first's result; a
 recipe change (or a ``BUILD_VERSION`` bump) gives a new hash and a new build, the same recipe
-never retrains. Cost: about 4 minutes on 2 CPU cores, a few MB on disk.
+never retrains. Cost: about 2.5 minutes on 2 idle CPU cores (6 on this shared VM), 5 MB on disk.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def build_toy_target(cfg: ToyTargetConfig, reporter: Reporter | None = None) -> 
     with _locked(final.with_name(final.name + ".lock")):
         if is_built(final):  # another process built it while we waited
             return final
-        reporter.log(f"building the toy target (recipe {final.name}, about 4 minutes on 2 cores) -> {final}")
+        reporter.log(f"building the toy target (recipe {final.name}, 2.5-6 minutes on 2 CPU cores) -> {final}")
         tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
