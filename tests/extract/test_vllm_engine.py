@@ -73,6 +73,25 @@ def _vllm_lock():
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _workers(grace_s: float, ignore: set[int]) -> set[int]:
+    """Pids of extraction workers (other than ``ignore``), waiting up to ``grace_s`` for them to go."""
+    import time
+
+    deadline = time.monotonic() + grace_s
+    while True:
+        alive = {int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _is_worker(p)} - ignore
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(1)
+
+
+def _is_worker(proc: Path) -> bool:
+    try:
+        return b"eagle3_extract_worker.py" in (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 class Lines:
     def __init__(self):
         self.lines = []
@@ -101,13 +120,15 @@ def vllm_run(toy_target, tmp_path_factory):
     rows = write_sequences(work / "seq", [[40, 90, 17, 120, 64, 33, 150, 8, 75]], vocab=vocab, seed=3)
     out = work / "hidden"
     with _vllm_lock():
+        earlier = _workers(grace_s=0, ignore=set())  # we hold the lock: any worker that appears is the killed run's
         killed = subprocess.run([sys.executable, "-c", _KILLER, str(toy_target), str(work / "seq"), str(out),
                                  ",".join(map(str, layers))], cwd=REPO, capture_output=True, timeout=900)
         before = {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*.safetensors")}
+        orphans = _workers(grace_s=20, ignore=earlier)
         lines = Lines()
         cfg = ExtractConfig(engine="vllm", layers=layers, shard_tokens=150, vllm_kv_cache_bytes=64 << 20)
         manifest = run_extract(cfg, TargetConfig(path=str(toy_target)), work / "seq", out, lines)
-    return {"killed": killed, "before": before, "lines": lines.lines, "manifest": manifest, "out": out,
+    return {"killed": killed, "before": before, "orphans": orphans, "lines": lines.lines, "manifest": manifest, "out": out,
             "rows": rows, "layers": layers, "work": work}
 
 
@@ -116,6 +137,7 @@ def vllm_run(toy_target, tmp_path_factory):
 @pytest.mark.timeout(2400)  # the fixture may wait up to 900 s for another session's vLLM, then starts vLLM twice
 def test_a_killed_vllm_run_resumes_by_shard(vllm_run):
     assert vllm_run["killed"].returncode == -9, vllm_run["killed"].stderr.decode()[-3000:]
+    assert vllm_run["orphans"] == set(), "the killed run left its vLLM worker running"
     before, out, manifest = vllm_run["before"], vllm_run["out"], vllm_run["manifest"]
     assert sorted(before) == ["shard-00000.safetensors", "shard-00001.safetensors"]
     assert manifest.details["shards_reused"] == 2 and manifest.counts["shards"] > 2

@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 
 
@@ -29,6 +31,22 @@ def _protocol_stream():
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     return proto
+
+
+def _exit_with_parent() -> None:
+    """Take the whole process group down when the driver dies (a SIGKILLed run must not leave
+    a vLLM behind: it would hold memory and a core while the restarted run starts another).
+    Checked every second from a thread, so it also works while vLLM is still loading."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.killpg(os.getpgrp(), signal.SIGTERM)
+        time.sleep(5.0)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="eagle3-parent-watch", daemon=True).start()
 
 
 def build_llm(args):
@@ -67,6 +85,7 @@ def main() -> None:
     import torch
 
     proto = _protocol_stream()
+    _exit_with_parent()
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", required=True)
     parser.add_argument("--layers", type=lambda s: [int(x) for x in s.split(",")], required=True)
