@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 

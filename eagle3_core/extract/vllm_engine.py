@@ -23,9 +23,7 @@ import os
 import signal
 import shutil
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 

@@ -66,27 +66,12 @@ def prompts(toy_target) -> PromptSource:
 
 @pytest.fixture(scope="module")
 def vllm_lock(trained):
-    """The machine-wide vLLM lock, held across this module's four servers (taken once the drafter
-    is trained). Waits up to 40 min: a demo run elsewhere holds it for 20."""
-    import fcntl
-    import time
+    """The machine-wide vLLM lock, held across this module's servers (taken once the drafter is
+    trained)."""
+    from tests.fixtures.vllm import machine_vllm_lock
 
-    from tests.fixtures.vllm import VLLM_LOCK
-
-    with open(VLLM_LOCK, "a+") as fh:
-        deadline = time.monotonic() + 2400
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"another vLLM server held {VLLM_LOCK} for over 40 min")
-                time.sleep(2)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with machine_vllm_lock():
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,6 @@
 """run_extract writes the hidden/ contract, resumes by shard, and refuses what it cannot do."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap

