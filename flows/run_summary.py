@@ -40,11 +40,16 @@ def headline(layout: RunLayout) -> dict[str, Any]:
         "samples accepted": _pick(gen, "accepted"),
         "samples rejected": _pick(gen, "rejected"),
         "reasoning present": _reasoning(gen),
-        "token-exact reconstruction": _pick(seq, "server_check.match_rate"),
+        "token-exact reconstruction": _percent(_pick(seq, "server_check.match_rate")),
         "training loss": _training_loss(layout),
         "acceptance length (vLLM)": _pick(report, "online.with_drafter.acceptance_length"),
         "acceptance length (offline)": _pick(report, "offline.acceptance_length"),
     }
+
+
+def _percent(rate: float | None) -> str | None:
+    """A match rate as the share of samples whose rebuilt ids equal the server's."""
+    return None if rate is None else f"{100 * rate:.1f}% of samples match the server's token ids"
 
 
 def _reasoning(gen: dict[str, Any]) -> str | None:

@@ -25,7 +25,7 @@ def test_headline_reads_each_figure_from_its_stages_files(tmp_path):
     figures = headline(layout)
 
     assert figures == {"samples accepted": 98, "samples rejected": 2, "reasoning present": "98 of 98 (98 in `reasoning`)",
-                       "token-exact reconstruction": 1.0, "training loss": 2.25,
+                       "token-exact reconstruction": "100.0% of samples match the server's token ids", "training loss": 2.25,
                        "acceptance length (vLLM)": 2.4, "acceptance length (offline)": 2.5}
 
 
