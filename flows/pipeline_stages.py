@@ -44,19 +44,10 @@ class Stage:
 
 
 def generate_is_done(config: PipelineConfig) -> bool:
-    """True when the generate stage would skip itself, so vLLM need not be started for it.
+    """True when the generate stage would skip itself, so vLLM need not be started for it."""
+    from eagle3_core.generate.stage import is_complete
 
-    Asks the stage's own skip rule (config hash and input fingerprint, which leave the endpoint
-    URLs out), so a second demo run with vLLM on another port still skips generation.
-    """
-    manifest = read_manifest(config.layout.generations)
-    if manifest is None or manifest.status != "complete" or config.generate.prompts is None:
-        return False
-    from eagle3_core.generate.stage import GenerateRun
-
-    probe_free = config.generate.model_copy(update={"base_urls": config.generate.base_urls or ["http://unused"]})
-    run = GenerateRun(probe_free, config.layout.generations)  # computes keys only; sends nothing
-    return manifest.is_complete_for(run.config_hash, run.inputs)
+    return is_complete(config.generate, config.layout.generations)
 
 
 def _train_needs(config: PipelineConfig) -> tuple[str, ...]:

@@ -52,6 +52,23 @@ def run_generate(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | 
     return run.finish()
 
 
+def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
+    """The config hash and input fingerprints a finished run is recorded under.
+
+    Endpoint URLs are left out on purpose: the same prompts and sampling served on another port
+    (a second demo, a moved server) are the same samples.
+    """
+    config_hash = stable_hash({"sampling": cfg.sampling_key(), "prompts": cfg.prompts.model_dump(mode="json"),
+                               "require_reasoning": cfg.require_reasoning})
+    return config_hash, {"prompts": fingerprint(cfg.prompts)}
+
+
+def is_complete(cfg: GenerateConfig, out_dir: str | Path) -> bool:
+    """True when ``out_dir`` already holds a complete run for this config: no endpoint is needed."""
+    manifest = read_manifest(out_dir)
+    return manifest is not None and cfg.prompts is not None and manifest.is_complete_for(*stage_keys(cfg))
+
+
 class Batch:
     """Up to ``batch_size`` raw input rows with their indices (opaque to Prefect: not hashed)."""
 
@@ -65,14 +82,10 @@ class GenerateRun:
     def __init__(self, cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> None:
         if cfg.prompts is None:
             raise ConfigError("generate needs prompts", fix="pass --input (a file, a directory or a dataset name)")
-        if not cfg.base_urls:
-            raise ConfigError("generate needs at least one endpoint", fix="pass --base-url http://host:port/v1")
         self.cfg, self.out_dir = cfg, Path(out_dir)
         self.reporter = reporter or NullReporter()
         self.stats = RunStats()
-        self.config_hash = stable_hash({"sampling": cfg.sampling_key(), "prompts": cfg.prompts.model_dump(mode="json"),
-                                        "require_reasoning": cfg.require_reasoning})
-        self.inputs = {"prompts": fingerprint(cfg.prompts)}
+        self.config_hash, self.inputs = stage_keys(cfg)
         self.timings: dict[str, float] = {}
         # Keys of this pass as 64-bit ints (about 60 bytes each in a set, not 130 as strings): the
         # one thing that grows with the dataset, ~60 MB per million unique prompts.
@@ -86,6 +99,8 @@ class GenerateRun:
         if previous is not None and previous.is_complete_for(self.config_hash, self.inputs):
             self.reporter.log(f"generate: complete in {self.out_dir} for this config and input; skipped")
             return previous
+        if not self.cfg.base_urls:
+            raise ConfigError("generate needs at least one endpoint", fix="pass --base-url http://host:port/v1")
         next(iter_rows(self.cfg.prompts), None)  # a missing input fails now, not after the probe
         t0 = time.monotonic()
         self.probe: ProbeReport = probe_endpoints(self.cfg)

@@ -42,3 +42,15 @@ def test_a_model_the_server_does_not_serve_is_named(tmp_path, fake_server):
 def test_no_endpoint_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="at least one endpoint"):
         run_generate(config(write_jsonl(tmp_path / "in.jsonl", prompts(1)), []), tmp_path / "out")
+
+
+def test_a_complete_run_is_reused_without_any_endpoint(tmp_path, fake_server):
+    from eagle3_core.generate.stage import is_complete
+
+    source = write_jsonl(tmp_path / "in.jsonl", prompts(3))
+    first = run_generate(config(source, [fake_server.url]), tmp_path / "out")
+    sent = len(fake_server.requests)
+    offline = config(source, [])
+    assert is_complete(offline, tmp_path / "out")
+    assert run_generate(offline, tmp_path / "out").counts == first.counts
+    assert len(fake_server.requests) == sent
