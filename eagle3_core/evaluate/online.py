@@ -101,24 +101,10 @@ def measure(base_url: str, prompts: list[list[dict]], gen: GenerateConfig) -> Me
 
 
 async def _send_all(base_url: str, model: str, prompts: list[list[dict]], gen: GenerateConfig) -> list:
-    """Every prompt through the generate stage's ``Requester``, at most ``concurrency`` in flight.
+    """Every prompt through the generate stage's own client (same body, retries and parsing)."""
+    from eagle3_core.generate.client import answer_all
 
-    The endpoint is set up as the generate engine sets up its own (``Engine.process``).
-    """
-    import asyncio
-
-    from eagle3_core.generate.client import Requester, build_clients
-    from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool
-
-    endpoint = Endpoint(base_url, AimdController(gen.concurrency, gen.max_concurrency))
-    endpoint.clients = build_clients(base_url, gen, gen.max_concurrency)
-    endpoint.client_load = [0] * len(endpoint.clients)
-    requester = Requester(gen, model, EndpointPool([endpoint]))
-    try:
-        return await asyncio.gather(*(requester.answer(m) for m in prompts), return_exceptions=True)
-    finally:
-        for client in endpoint.clients:
-            await client.close()
+    return await answer_all(gen, model, base_url, prompts)
 
 
 def identical_share(a: list, b: list) -> float | None:

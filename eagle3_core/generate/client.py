@@ -126,6 +126,34 @@ async def post_chat(endpoint: Endpoint, payload: bytes) -> dict:
         raise Transient("malformed_body", f"the response is not valid JSON: {exc}") from None
 
 
+def open_clients(endpoint: Endpoint, cfg: GenerateConfig) -> None:
+    """Give ``endpoint`` its clients for the running event loop (they cannot outlive it)."""
+    endpoint.clients = build_clients(endpoint.url, cfg, endpoint.controller.max)
+    endpoint.client_load = [0] * len(endpoint.clients)
+
+
+async def close_clients(endpoint: Endpoint) -> None:
+    for client in endpoint.clients:
+        await client.close()
+
+
+async def answer_all(cfg: GenerateConfig, model: str, base_url: str, prompts: list[list[dict]]) -> list:
+    """Every prompt through one endpoint with the stage's own requests, retries and parsing,
+    ``cfg.concurrency`` in flight; a prompt that fails for good comes back as its exception.
+    For callers that want answers, not a dataset (evaluation)."""
+    import asyncio
+
+    from eagle3_core.generate.concurrency import controller_for
+
+    endpoint = Endpoint(base_url, controller_for(cfg))
+    open_clients(endpoint, cfg)
+    requester = Requester(cfg, model, EndpointPool([endpoint]))
+    try:
+        return await asyncio.gather(*(requester.answer(m) for m in prompts), return_exceptions=True)
+    finally:
+        await close_clients(endpoint)
+
+
 class Requester:
     """Sends one prompt through the pool until it succeeds, fails for good, or retries run out."""
 

@@ -75,6 +75,12 @@ class AimdController:
                 self.timeline = self.timeline[::2]
 
 
+def controller_for(cfg) -> AimdController:
+    """The in-flight controller a ``GenerateConfig`` asks for: fixed, or AIMD under ``auto``."""
+    fixed = None if cfg.concurrency == "auto" else cfg.concurrency
+    return AimdController(fixed, cfg.max_concurrency, cfg.aimd_latency_factor)
+
+
 @dataclass
 class Endpoint:
     url: str

@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from eagle3_core.generate.client import Answer, Requester, RequestFailed, build_clients
+from eagle3_core.generate.client import Answer, Requester, RequestFailed, close_clients, open_clients
 from eagle3_core.generate.concurrency import EndpointPool
 from eagle3_core.generate.rows import Messages, row_json
 from eagle3_core.generate.shards import ShardWriter
@@ -39,8 +39,7 @@ class Engine:
     async def process(self, items: Iterable[WorkItem]) -> None:
         self.pool.reset_loop()
         for endpoint in self.pool.endpoints:
-            endpoint.clients = build_clients(endpoint.url, self.requester.cfg, endpoint.controller.max)
-            endpoint.client_load = [0] * len(endpoint.clients)
+            open_clients(endpoint, self.requester.cfg)
         room = asyncio.Semaphore(2 * self.pool.capacity)
         alive: set[asyncio.Task] = set()
         errors: list[BaseException] = []
@@ -70,8 +69,7 @@ class Engine:
                 task.cancel()
             await asyncio.gather(ticker, *alive, return_exceptions=True)
             for endpoint in self.pool.endpoints:
-                for client in endpoint.clients:
-                    await client.close()
+                await close_clients(endpoint)
 
     async def _one(self, item: WorkItem) -> None:
         try:

@@ -24,7 +24,7 @@ from pathlib import Path
 from eagle3_core.base import stable_hash
 from eagle3_core.errors import ConfigError
 from eagle3_core.generate.client import Requester
-from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool
+from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool, controller_for
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.engine import Engine, WorkItem, rejected_record, run_coroutine
 from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
@@ -165,8 +165,7 @@ class GenerateRun:
     # ---- pieces ---------------------------------------------------------------------------
 
     def _controller(self) -> AimdController:
-        fixed = None if self.cfg.concurrency == "auto" else self.cfg.concurrency
-        return AimdController(fixed, self.cfg.max_concurrency, self.cfg.aimd_latency_factor)
+        return controller_for(self.cfg)
 
     def _plan(self, rows: Iterator[tuple[int, object]]) -> Iterator[WorkItem]:
         """Rows -> work: rejects malformed rows, skips repeats, passes over persisted samples."""
