@@ -15,22 +15,10 @@ from eagle3_core.errors import ConfigError, InputError, StageError
 from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.extract.stage import run_extract
 from eagle3_core.target import TargetConfig
+from tests.cli_helpers import RecordingReporter
 from tests.extract.helpers import read_hidden, write_sequences
 
 LAYERS = [1, 3, 4]
-
-
-class Lines:
-    """A reporter that keeps what the stage says."""
-
-    def __init__(self):
-        self.lines = []
-
-    def progress(self, *args, **figures):
-        pass
-
-    def log(self, message):
-        self.lines.append(message)
 
 
 def _cfg(**kw):
@@ -103,7 +91,7 @@ def test_a_killed_run_restarts_and_finishes_only_the_missing_shards(tiny_llama, 
     assert json.loads((out / "manifest.json").read_text())["status"] == "running"
     assert not (out / "index.parquet").exists()
 
-    lines = Lines()
+    lines = RecordingReporter()
     manifest = run_extract(_cfg(), TargetConfig(path=str(tiny_llama)), tmp_path / "seq", out, lines)
     assert manifest.details["shards_reused"] == 2
     assert all((out / name).stat().st_mtime_ns == t for name, t in before.items())
@@ -137,7 +125,7 @@ def test_a_complete_run_is_skipped_without_loading_the_target(tiny_llama, tmp_pa
     write_sequences(tmp_path / "seq", [[30, 25]])
     out = tmp_path / "hidden"
     first = run_extract(_cfg(), TargetConfig(path=str(tiny_llama)), tmp_path / "seq", out)
-    lines = Lines()
+    lines = RecordingReporter()
     monkeypatch.setattr(engines, "_build", lambda *a: pytest.fail("the target was loaded for a complete stage"))
     # another batch budget changes only speed: the stage is still complete
     again = run_extract(_cfg(max_tokens_per_batch=8), TargetConfig(path=str(tiny_llama)), tmp_path / "seq", out, lines)
@@ -166,7 +154,7 @@ def test_nan_states_are_refused_with_the_sample_id(tmp_path):
 
 def test_storage_cost_is_printed_and_a_run_that_cannot_fit_refuses_to_start(tiny_llama, tmp_path):
     write_sequences(tmp_path / "seq", [[100, 28]])
-    lines = Lines()
+    lines = RecordingReporter()
     with pytest.raises(StageError, match="hidden states need") as err:
         run_extract(_cfg(disk_headroom=1e18), TargetConfig(path=str(tiny_llama)), tmp_path / "seq",
                     tmp_path / "hidden", lines)

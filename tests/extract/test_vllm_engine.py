@@ -17,6 +17,7 @@ from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.extract.stage import run_extract
 from eagle3_core.extract.vllm_engine import apply_rms_norm, final_norm
 from eagle3_core.target import TargetConfig
+from tests.cli_helpers import RecordingReporter
 from tests.extract.helpers import read_hidden, write_sequences
 from tests.fixtures.vllm import machine_vllm_lock
 
@@ -79,17 +80,6 @@ def _is_worker(proc: Path) -> bool:
         return False
 
 
-class Lines:
-    def __init__(self):
-        self.lines = []
-
-    def progress(self, *args, **figures):
-        pass
-
-    def log(self, message):
-        self.lines.append(message)
-
-
 @pytest.fixture(scope="module")
 def vllm_run(toy_target, tmp_path_factory):
     """A vLLM extraction killed (SIGKILL) after two shards, then restarted to completion."""
@@ -112,7 +102,7 @@ def vllm_run(toy_target, tmp_path_factory):
                                  ",".join(map(str, layers))], cwd=REPO, capture_output=True, timeout=900)
         before = {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*.safetensors")}
         orphans = _workers(grace_s=20, ignore=earlier)
-        lines = Lines()
+        lines = RecordingReporter()
         cfg = ExtractConfig(engine="vllm", layers=layers, shard_tokens=150, vllm_kv_cache_bytes=64 << 20)
         manifest = run_extract(cfg, TargetConfig(path=str(toy_target)), work / "seq", out, lines)
     return {"killed": killed, "before": before, "orphans": orphans, "lines": lines.lines, "manifest": manifest, "out": out,

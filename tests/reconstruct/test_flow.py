@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from click.testing import CliRunner
 
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.target import TargetConfig
+from tests.cli_helpers import cli_error
 from tests.reconstruct.families import FAMILIES
 from tests.reconstruct.records import record, write_generations
 
@@ -62,16 +62,8 @@ def test_the_commands_run_the_flows_and_print_what_they_did(prefect_api, family_
 
 
 def test_a_family_whose_ids_do_not_match_the_tokenizer_is_one_clear_error(prefect_api, family_dirs, tmp_path, capsys):
-    from flows.cli import main
 
     gen = write_generations(tmp_path / "gen", [record("a", USER, "Two.", " 4.")])
-    argv = ["eagle3", "reconstruct", "--input", str(gen), "--tokenizer", str(family_dirs["kimi_k2_5"]),
-            "--out", str(tmp_path / "seq"), "--family", "qwen3"]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("sys.argv", argv)
-        with pytest.raises(SystemExit) as exit_info:
-            main()
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
+    err = cli_error(["reconstruct", "--input", str(gen), "--tokenizer", str(family_dirs["kimi_k2_5"]),
+                     "--out", str(tmp_path / "seq"), "--family", "qwen3"], capsys)
     assert "end_of_turn_id is 151645 but the tokenizer maps '<|im_end|>' to 163586" in err
-    assert "Traceback" not in err
