@@ -17,7 +17,7 @@ import pytest
 from eagle3_core.checksums import ShardError, file_digest
 from eagle3_core.fsio import atomic_path, stray_temps, temp_name
 from eagle3_core.lifecycle import StageLifecycle, check_folder, run_stage
-from eagle3_core.lock import FolderBusyError, folder_lock
+from eagle3_core.lock import folder_lock
 from eagle3_core.manifest import read_manifest
 from eagle3_core.rejects import Rejects
 
@@ -105,7 +105,7 @@ def write_shard(out: Path, name: str, data: bytes) -> None:
         tmp.write_bytes(data)
 
 
-def make_stage(out: Path, calls: list, verify: bool | None = None) -> StageLifecycle:
+def make_stage(out: Path, calls: list, verify: bool | None = None) -> tuple[StageLifecycle, object]:
     def work(manifest):
         calls.append(1)
         write_shard(out, "part-00000.bin", b"a" * 100)
