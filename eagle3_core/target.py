@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from eagle3_core.base import StrictModel
+from eagle3_core.errors import ConfigError
 
 ChatFamily = Literal["kimi_k2_5", "qwen3", "deepseek_r1", "llama3"]
 
@@ -75,7 +76,8 @@ class TargetConfig(StrictModel):
 
     def require_path(self) -> str:
         if not self.path:
-            raise ValueError("target.path is not set: point it at a local model directory, or set `toy` to build the toy target")
+            raise ConfigError("target.path is not set",
+                              fix="point target.path (or --target) at a local model directory, or set `toy` to build the toy target")
         return self.path
 
 

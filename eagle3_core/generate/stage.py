@@ -32,7 +32,8 @@ from eagle3_core.generate.probe import ProbeReport, probe_endpoints
 from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, read_persisted
 from eagle3_core.generate.stats import RunStats
-from eagle3_core.manifest import StageManifest, read_manifest, runtime_versions, write_manifest
+from eagle3_core.lifecycle import StageLifecycle
+from eagle3_core.manifest import StageManifest, runtime_versions, write_manifest
 from eagle3_core.progress import NullReporter, Reporter
 
 STAGE = "generate"
@@ -63,10 +64,14 @@ def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
     return config_hash, {"prompts": fingerprint(cfg.prompts)}
 
 
+def lifecycle(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageLifecycle:
+    return StageLifecycle(STAGE, out_dir, *stage_keys(cfg), shards=("accepted/part-*.parquet", "rejected/part-*.parquet"),
+                          versions=("openai", "polars", "httpx"), reporter=reporter)
+
+
 def is_complete(cfg: GenerateConfig, out_dir: str | Path) -> bool:
     """True when ``out_dir`` already holds a complete run for this config: no endpoint is needed."""
-    manifest = read_manifest(out_dir)
-    return manifest is not None and cfg.prompts is not None and manifest.is_complete_for(*stage_keys(cfg))
+    return cfg.prompts is not None and lifecycle(cfg, out_dir).would_skip()
 
 
 class Batch:
@@ -85,7 +90,7 @@ class GenerateRun:
         self.cfg, self.out_dir = cfg, Path(out_dir)
         self.reporter = reporter or NullReporter()
         self.stats = RunStats()
-        self.config_hash, self.inputs = stage_keys(cfg)
+        self.life = lifecycle(cfg, out_dir, self.reporter)
         self.timings: dict[str, float] = {}
         # Keys of this pass as 64-bit ints (about 60 bytes each in a set, not 130 as strings): the
         # one thing that grows with the dataset, ~60 MB per million unique prompts.
@@ -95,10 +100,17 @@ class GenerateRun:
 
     def open(self) -> StageManifest | None:
         """Skip check, probe, resume scan. Returns the manifest when the stage is already complete."""
-        previous = read_manifest(self.out_dir)
-        if previous is not None and previous.is_complete_for(self.config_hash, self.inputs):
-            self.reporter.log(f"generate: complete in {self.out_dir} for this config and input; skipped")
+        previous = self.life.open()
+        if previous is not None:
             return previous
+        try:
+            self._open()
+        except BaseException:
+            self.life.release()
+            raise
+        return None
+
+    def _open(self) -> None:
         if not self.cfg.base_urls:
             raise ConfigError("generate needs at least one endpoint", fix="pass --base-url http://host:port/v1")
         next(iter_rows(self.cfg.prompts), None)  # a missing input fails now, not after the probe
@@ -120,7 +132,6 @@ class GenerateRun:
                              self.accepted, self.rejected, self.stats, self.model, self._report)
         self._write_manifest("running")
         self._t_generate = time.monotonic()
-        return None
 
     def bound_in_flight(self, slots: int) -> None:
         """Lower every endpoint's in-flight bound (a shared limit that is smaller than the config)."""
@@ -209,12 +220,15 @@ class GenerateRun:
             "concurrency_timeline": {e.url: e.controller.timeline for e in self.pool.endpoints},
             "requests_per_endpoint": {e.url: e.requests for e in self.pool.endpoints},
             "rows_per_s": round(self.stats.done / max(time.monotonic() - self.stats.started, 1e-9), 3)}
-        if error:
-            details["error"] = error
-        manifest = StageManifest(stage=STAGE, status=status, config_hash=self.config_hash, inputs=self.inputs,
-                                 counts=self.stats.counts(), timings=dict(self.timings), details=details,
-                                 versions=runtime_versions("openai", "polars", "httpx"))
-        write_manifest(self.out_dir, manifest)
+        manifest = StageManifest(stage=STAGE, status="running", config_hash=self.life.config_hash,
+                                 inputs=self.life.inputs, counts=self.stats.counts(), timings=dict(self.timings),
+                                 details=details, versions=runtime_versions(*self.life.packages))
+        if status == "complete":
+            return self.life.complete(manifest)
+        if status == "failed":
+            self.life.fail(error or "failed", manifest)
+        else:
+            write_manifest(self.out_dir, manifest)
         return manifest
 
 

@@ -127,5 +127,5 @@ def write_sequences(path: Path, rows: dict[str, list]) -> None:
                         ("loss_mask", pa.list_(pa.uint8())), ("num_tokens", pa.int32()),
                         ("num_supervised", pa.int32()), ("source", pa.string())])
     table = pa.Table.from_pydict(rows, schema=schema)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, record=True) as tmp:
         pq.write_table(table, tmp)
