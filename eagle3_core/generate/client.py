@@ -85,10 +85,14 @@ def _http_module():
     return http
 
 
-def request_body(cfg: GenerateConfig, model: str, messages: list[dict], max_tokens: int | None = None) -> dict:
-    """The JSON payload of one chat request: sampling settings from the config, then extra_body."""
+def request_body(cfg: GenerateConfig, model: str, messages: list[dict], max_tokens: int | None = None,
+                 tools: list[dict] | None = None) -> dict:
+    """The JSON payload of one chat request: sampling settings from the config, the target's
+    chat settings (``target.chat``), the row's tools, then extra_body."""
     payload = {"model": model, "messages": messages, "max_tokens": max_tokens or cfg.max_tokens,
-               "temperature": cfg.temperature}
+               "temperature": cfg.temperature, **cfg.chat.request_fields()}
+    if tools:
+        payload["tools"] = tools
     if cfg.top_p is not None:
         payload["top_p"] = cfg.top_p
     if cfg.seed is not None:
@@ -161,9 +165,9 @@ class Requester:
         self.cfg, self.model, self.pool = cfg, model, pool
         self.on_retry = on_retry or (lambda reason: None)
 
-    async def answer(self, messages: list[dict]) -> Answer:
+    async def answer(self, messages: list[dict], tools: list[dict] | None = None) -> Answer:
         # serialised once here, not once per attempt by the client (which deep-copies a dict body)
-        payload = json.dumps(request_body(self.cfg, self.model, messages), ensure_ascii=False).encode("utf-8")
+        payload = json.dumps(request_body(self.cfg, self.model, messages, tools=tools), ensure_ascii=False).encode("utf-8")
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.cfg.max_retries + 1), reraise=True,
             wait=wait_random_exponential(multiplier=self.cfg.retry_initial_wait, max=self.cfg.retry_max_wait),
@@ -199,7 +203,7 @@ class Requester:
             completion = parse_completion(body)
         except MalformedBody as exc:
             raise Transient("malformed_body", str(exc)) from None
-        if self.cfg.require_reasoning and not completion.reasoning:
+        if self.cfg.require_reasoning and not completion.reasoning and not completion.tool_calls:
             raise Transient("empty_reasoning", "the answer has no reasoning (none of reasoning, "
                             "reasoning_content, <think> tags)")
         return Answer(completion, endpoint.url, attempts, latency)

@@ -30,7 +30,7 @@ def _schemas() -> dict[str, dict]:
                 "reasoning_source": pl.String, "finish_reason": pl.String, "prompt_token_ids": ids,
                 "completion_token_ids": ids, "model": pl.String, "endpoint": pl.String,
                 "prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "attempts": pl.Int64,
-                "latency_s": pl.Float64, "created_at": pl.Float64}
+                "latency_s": pl.Float64, "created_at": pl.Float64, "tools": pl.String, "tool_calls": pl.String}
     rejected = {"sample_id": pl.String, "row_index": pl.Int64, "input": pl.String, "reason": pl.String,
                 "detail": pl.String}
     return {ACCEPTED: accepted, REJECTED: rejected}

@@ -29,7 +29,7 @@ from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.engine import Engine, WorkItem, rejected_record, run_coroutine
 from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.generate.probe import ProbeReport, probe_endpoints
-from eagle3_core.generate.rows import RowRejection, normalize, sample_id
+from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, read_persisted
 from eagle3_core.generate.stats import RunStats
 from eagle3_core.lifecycle import StageLifecycle
@@ -182,16 +182,17 @@ class GenerateRun:
         """Rows -> work: rejects malformed rows, skips repeats, passes over persisted samples."""
         for index, row in rows:
             self.stats.input_rows += 1
-            messages = normalize(row)
-            if isinstance(messages, RowRejection):
+            prompt = normalize_prompt(row)
+            if isinstance(prompt, RowRejection):
                 if index in self.unkeyed:
                     self.stats.resume(REJECTED)
                 else:
-                    if self.rejected.add(rejected_record(None, index, row, messages.reason, messages.detail)):
+                    if self.rejected.add(rejected_record(None, index, row, prompt.reason, prompt.detail)):
                         self.rejected.flush()  # a long run of bad rows never yields to the loop
-                    self.stats.reject(messages.reason)
+                    self.stats.reject(prompt.reason)
                 continue
-            key = sample_id(messages, self.sampling)
+            messages, tools = prompt
+            key = sample_id(messages, self.sampling, tools)
             short = _compact(key)
             if short in self._seen:
                 self.stats.skip()
@@ -200,7 +201,7 @@ class GenerateRun:
                 self.stats.resume(self.persisted[short])
             else:
                 self._seen.add(short)
-                yield WorkItem(index, key, messages, row)
+                yield WorkItem(index, key, messages, row, tools)
 
     def _on_retry(self, reason: str) -> None:
         self.stats.retries[reason] += 1
@@ -214,6 +215,7 @@ class GenerateRun:
     def _write_manifest(self, status: str, error: str | None = None) -> StageManifest:
         details = self.stats.details() | {
             "model": self.model, "probe": self.probe.line(), "reasoning_layouts": self.probe.layouts,
+            "token_id_layouts": self.probe.id_layouts, "chat": self.cfg.chat.model_dump(mode="json"),
             "concurrency": self.cfg.concurrency,
             "concurrency_timeline": {e.url: e.controller.timeline for e in self.pool.endpoints},
             "requests_per_endpoint": {e.url: e.requests for e in self.pool.endpoints},

@@ -23,7 +23,7 @@ from eagle3_core.fsio import atomic_path, read_json, write_json_atomic
 from eagle3_core.reconstruct.build import BatchResult, Reconstructor
 
 INPUT_COLUMNS = ("sample_id", "messages", "reasoning", "content", "finish_reason",
-                 "prompt_token_ids", "completion_token_ids")
+                 "prompt_token_ids", "completion_token_ids", "tools", "tool_calls")
 
 
 @dataclass(frozen=True)

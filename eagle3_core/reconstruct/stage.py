@@ -6,7 +6,8 @@ Guarantees:
 - where a record holds the server's token ids, the rebuilt sequence is compared with them:
   ``details.server_check`` (checked, matched, match_rate) and ``details.mismatches`` (first
   differing position of each, the first 100; all of them in the shard stats);
-- the tokenizer's special ids are verified against the recipe before any work;
+- the tokenizer's special ids are verified against the recipe before any work, and so are the
+  chat settings generate recorded (``chat.recorded_chat``): prompts render with those;
 - resumable per shard (see ``shards``); a complete manifest for the same config, tokenizer and
   generations returns at once; a changed one starts over.
 """
@@ -26,12 +27,13 @@ from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.reconstruct.build import Reconstructor
+from eagle3_core.reconstruct.chat import recorded_chat
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.reconstruct.shards import (InputPlan, ShardJob, load_stats, plan_inputs, plan_shards,
                                             run_shard, shard_done)
 from eagle3_core.reconstruct.tokenizer import TokenFacts, load_tokenizer, token_facts
 from eagle3_core.rejects import Rejects
-from eagle3_core.target import TargetConfig
+from eagle3_core.target import ChatSettings, TargetConfig
 
 STAGE = "reconstruct"
 MANIFEST_MISMATCHES = 100  # the manifest shows the first ones; the shard stats keep them all
@@ -47,8 +49,10 @@ def run_reconstruct(cfg: ReconstructConfig, target: TargetConfig, generations_di
     tokenizer = load_tokenizer(target.path, target.trust_remote_code)
     facts = token_facts(tokenizer, target, target.path)
     plan = plan_inputs(generations_dir)
+    chat = recorded_chat(generations_dir, target)
     inputs = {"generations": input_fingerprint(generations_dir), "tokenizer": facts.fingerprint}
-    config_hash = stable_hash({"reconstruct": cfg.output_hash(), "target": target_tokens(target)})
+    config_hash = stable_hash({"reconstruct": cfg.output_hash(), "target": target_tokens(target),
+                               "chat": chat.model_dump(mode="json")})
     out_dir = Path(out_dir)
     life = StageLifecycle(STAGE, out_dir, config_hash, inputs, shards=("part-*.parquet",),
                           versions=("transformers", "tokenizers", "pyarrow"), reporter=reporter)
@@ -63,7 +67,7 @@ def run_reconstruct(cfg: ReconstructConfig, target: TargetConfig, generations_di
         jobs = plan_shards(plan.total, cfg.shard_rows)
         todo = [job for job in jobs if not shard_done(out_dir, job)]
         reporter.log(f"reconstruct: {plan.total} generations in {len(jobs)} shards, {len(jobs) - len(todo)} already done")
-        run_jobs(todo, plan, out_dir, tokenizer, facts, cfg, target, reporter, len(jobs))
+        run_jobs(todo, plan, out_dir, Reconstructor(tokenizer, facts, cfg, chat), target, reporter, len(jobs))
         return finish(life, manifest, [load_stats(out_dir, job) for job in jobs], facts, cfg, target,
                       time.monotonic() - started)
     except BaseException as exc:
@@ -82,19 +86,20 @@ def clear_outputs(out_dir: Path) -> None:
         file.unlink()
 
 
-def run_jobs(todo: list[ShardJob], plan: InputPlan, out_dir: Path, tokenizer: Any, facts: TokenFacts,
-             cfg: ReconstructConfig, target: TargetConfig, reporter: Reporter, total_shards: int) -> None:
+def run_jobs(todo: list[ShardJob], plan: InputPlan, out_dir: Path, reconstructor: Reconstructor,
+             target: TargetConfig, reporter: Reporter, total_shards: int) -> None:
     """Run the shards left, in this process or in ``cfg.workers`` processes."""
     done = total_shards - len(todo)
+    cfg = reconstructor.cfg
     if cfg.workers == 1 or len(todo) <= 1:
-        reconstructor = Reconstructor(tokenizer, facts, cfg)
         for job in todo:
             run_shard(job, plan, out_dir, reconstructor)
             done += 1
             reporter.progress(STAGE, done, total_shards, unit="shards")
         return
     with ProcessPoolExecutor(max_workers=min(cfg.workers, len(todo)), mp_context=_worker_context(),
-                             initializer=_init_worker, initargs=(target, facts, cfg)) as pool:
+                             initializer=_init_worker,
+                             initargs=(target, reconstructor.facts, cfg, reconstructor.chat)) as pool:
         for _ in pool.map(_worker_shard, todo, [plan] * len(todo), [out_dir] * len(todo)):
             done += 1
             reporter.progress(STAGE, done, total_shards, unit="shards")
@@ -118,12 +123,12 @@ def _worker_context():
     return context
 
 
-def _init_worker(target: TargetConfig, facts: TokenFacts, cfg: ReconstructConfig) -> None:
+def _init_worker(target: TargetConfig, facts: TokenFacts, cfg: ReconstructConfig, chat: ChatSettings) -> None:
     """One tokenizer per worker, its Rust encoder on one thread: N workers use N cores, not N x all."""
     global _WORKER
     os.environ["RAYON_NUM_THREADS"] = "1"
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    _WORKER = Reconstructor(load_tokenizer(target.path, target.trust_remote_code), facts, cfg)
+    _WORKER = Reconstructor(load_tokenizer(target.path, target.trust_remote_code), facts, cfg, chat)
 
 
 def _worker_shard(job: ShardJob, plan: InputPlan, out_dir: Path) -> str:
