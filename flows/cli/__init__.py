@@ -22,8 +22,8 @@ def cli() -> None:
 
 
 # The declared stages' own commands (flows/cli/<stage>.py, for a stage useful alone), in DAG
-# order, then the whole-run commands.
-for name in (*STAGE_NAMES, "pipeline", "demo", "serve"):
+# order, then the other commands.
+for name in (*STAGE_NAMES, "pipeline", "demo", "serve", "probe"):
     if importlib.util.find_spec(f"flows.cli.{name}") is not None:
         cli.add_command(importlib.import_module(f"flows.cli.{name}").command)
 

@@ -44,7 +44,7 @@ def test_demo_without_its_recipe_says_how_to_get_it(monkeypatch, tmp_path):
     assert "the toy recipe is missing" in str(result.exception)
 
 
-def test_every_declared_stage_has_its_command_listed_in_dag_order_before_the_whole_run_commands():
+def test_every_declared_stage_has_its_command_listed_in_dag_order_before_the_other_commands():
     from eagle3_core.stages import STAGE_NAMES
 
-    assert list(cli.commands) == [*STAGE_NAMES, "pipeline", "demo", "serve"]
+    assert list(cli.commands) == [*STAGE_NAMES, "pipeline", "demo", "serve", "probe"]
