@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from eagle3_core.base import StrictModel
 from eagle3_core.errors import ConfigError
@@ -43,6 +43,17 @@ class PipelineConfig(StrictModel):
     extract: ExtractConfig = Field(default_factory=ExtractConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
+
+    @model_validator(mode="after")
+    def _generate_sends_the_targets_chat_settings(self) -> "PipelineConfig":
+        """``target.chat`` is the one source: generate gets a copy, never its own values."""
+        if self.generate.chat != self.target.chat:
+            if "chat" in self.generate.model_fields_set:
+                raise ValueError(f"generate.chat {self.generate.chat.model_dump()} differs from target.chat "
+                                 f"{self.target.chat.model_dump()}: set template variables and detokenizer "
+                                 "settings once, in target.chat")
+            self.generate = self.generate.model_copy(update={"chat": self.target.chat})
+        return self
 
     @property
     def layout(self) -> RunLayout:

@@ -91,10 +91,14 @@ def _http_module():
     return http
 
 
-def request_body(cfg: GenerateConfig, model: str, messages: list[dict], max_tokens: int | None = None) -> dict:
-    """The JSON payload of one chat request: sampling settings from the config, then extra_body."""
+def request_body(cfg: GenerateConfig, model: str, messages: list[dict], max_tokens: int | None = None,
+                 tools: list[dict] | None = None) -> dict:
+    """The JSON payload of one chat request: sampling settings from the config, the target's
+    chat settings (``target.chat``), the row's tools, then extra_body."""
     payload = {"model": model, "messages": messages, "max_tokens": max_tokens or cfg.max_tokens,
-               "temperature": cfg.temperature}
+               "temperature": cfg.temperature, **cfg.chat.request_fields()}
+    if tools:
+        payload["tools"] = tools
     if cfg.top_p is not None:
         payload["top_p"] = cfg.top_p
     if cfg.seed is not None:
@@ -171,9 +175,9 @@ class Requester:
         self.on_retry = on_retry or (lambda reason: None)
         self.backoff = backoff
 
-    async def answer(self, messages: list[dict]) -> Answer:
+    async def answer(self, messages: list[dict], tools: list[dict] | None = None) -> Answer:
         # serialised once here, not once per attempt by the client (which deep-copies a dict body)
-        payload = json.dumps(request_body(self.cfg, self.model, messages), ensure_ascii=False).encode("utf-8")
+        payload = json.dumps(request_body(self.cfg, self.model, messages, tools=tools), ensure_ascii=False).encode("utf-8")
         attempts = 0
         while True:
             attempts += 1
@@ -213,7 +217,7 @@ class Requester:
             completion = parse_completion(body)
         except MalformedBody as exc:
             raise Transient("malformed_body", str(exc)) from None
-        if self.cfg.require_reasoning and not completion.reasoning:
+        if self.cfg.require_reasoning and not completion.reasoning and not completion.tool_calls:
             raise Transient("empty_reasoning", "the answer has no reasoning (none of reasoning, "
                             "reasoning_content, <think> tags)")
         return Answer(completion, endpoint.url, attempts, latency)

@@ -7,6 +7,11 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from eagle3_core.base import StrictModel
+from eagle3_core.target import ChatSettings
+
+# Request fields that belong to `target.chat` (one source of truth) or to generate itself.
+RESERVED_EXTRA = ("chat_template_kwargs", "skip_special_tokens", "spaces_between_special_tokens",
+                  "return_token_ids", "tools", "messages", "model")
 
 
 class PromptSource(StrictModel):
@@ -34,7 +39,8 @@ class GenerateConfig(StrictModel):
     seed: int | None = Field(None, description="Sampling seed sent with each request, when set.")
     require_reasoning: bool = Field(True, description="Reject (after retries) answers with empty reasoning.")
     return_token_ids: bool = Field(True, description="Ask vLLM for prompt and completion token ids (`return_token_ids`).")
-    extra_body: dict = Field(default_factory=dict, description="Extra JSON merged into each request body (e.g. chat_template_kwargs).")
+    extra_body: dict = Field(default_factory=dict, description="Extra JSON merged into each request body (e.g. a server's own sampling option). Template variables and detokenizer settings go in `target.chat`.")
+    chat: ChatSettings = Field(default_factory=ChatSettings, description="Copied from `target.chat` by the pipeline (or `--recipe` on the CLI): sent with every request and recorded in the manifest. Set it in `target.chat`, not here.")
     shard_rows: int = Field(1000, ge=1, description="Flush accepted/rejected rows to a new Parquet shard every this many rows ...")
     flush_seconds: float = Field(30.0, gt=0, description="... or every this many seconds, whichever comes first.")
     retry_initial_wait: float = Field(1.0, ge=0, description="First retry backoff in seconds; doubles per attempt, with full jitter.")
@@ -47,9 +53,14 @@ class GenerateConfig(StrictModel):
     def _concurrency_in_range(self) -> "GenerateConfig":
         if isinstance(self.concurrency, int) and self.concurrency < 1:
             raise ValueError("generate.concurrency must be >= 1 or 'auto'")
+        reserved = sorted(set(RESERVED_EXTRA) & set(self.extra_body))
+        if reserved:
+            raise ValueError(f"generate.extra_body sets {', '.join(reserved)}: template variables and detokenizer "
+                             "settings belong in target.chat (generate sends them from there); the rest are set by generate")
         return self
 
     def sampling_key(self) -> dict:
         """The sampling settings that make two answers to one prompt different samples."""
         return {"model": self.model, "max_tokens": self.max_tokens, "temperature": self.temperature,
-                "top_p": self.top_p, "seed": self.seed, "extra_body": self.extra_body}
+                "top_p": self.top_p, "seed": self.seed, "extra_body": self.extra_body,
+                "chat": self.chat.model_dump(mode="json")}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
@@ -35,6 +36,7 @@ class WorkItem:
     sample_id: str
     messages: Messages
     row: Any
+    tools: list[dict] | None = None
 
 
 class Window:
@@ -112,7 +114,7 @@ class Engine:
 
     async def _one(self, item: WorkItem) -> None:
         try:
-            answer = await self.requester.answer(item.messages)
+            answer = await self.requester.answer(item.messages, item.tools)
         except RequestFailed as failure:
             self.stats.requests += failure.attempts
             self.stats.reject(failure.reason)
@@ -157,7 +159,13 @@ def accepted_record(item: WorkItem, answer: Answer, model: str) -> dict[str, Any
             "prompt_token_ids": c.prompt_token_ids, "completion_token_ids": c.completion_token_ids,
             "model": model, "endpoint": answer.endpoint, "prompt_tokens": c.prompt_tokens,
             "completion_tokens": c.completion_tokens, "attempts": answer.attempts,
-            "latency_s": round(answer.latency_s, 6), "created_at": time.time()}
+            "latency_s": round(answer.latency_s, 6), "created_at": time.time(),
+            "tools": _json_or_none(item.tools), "tool_calls": _json_or_none(c.tool_calls)}
+
+
+def _json_or_none(value: Any) -> str | None:
+    """Tool definitions and calls as JSON text: their shapes vary too much for one Parquet struct."""
+    return None if not value else json.dumps(value, ensure_ascii=False)
 
 
 def rejected_record(sample_id: str | None, row_index: int, row: Any, reason: str, detail: str) -> dict[str, Any]:

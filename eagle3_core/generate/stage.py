@@ -29,11 +29,12 @@ from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.engine import Engine, WorkItem, rejected_record, run_coroutine
 from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.generate.probe import ProbeReport, probe_endpoints
-from eagle3_core.generate.rows import RowRejection, normalize, sample_id
+from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, read_persisted
 from eagle3_core.generate.slots import SharedLimits, SlotKeeper
 from eagle3_core.generate.stats import RunStats
-from eagle3_core.manifest import StageManifest, read_manifest, runtime_versions, write_manifest
+from eagle3_core.lifecycle import StageLifecycle
+from eagle3_core.manifest import StageManifest, runtime_versions, write_manifest
 from eagle3_core.progress import NullReporter, Reporter
 
 STAGE = "generate"
@@ -64,10 +65,14 @@ def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
     return config_hash, {"prompts": fingerprint(cfg.prompts)}
 
 
+def lifecycle(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageLifecycle:
+    return StageLifecycle(STAGE, out_dir, *stage_keys(cfg), shards=("accepted/part-*.parquet", "rejected/part-*.parquet"),
+                          versions=("openai", "polars", "httpx"), reporter=reporter)
+
+
 def is_complete(cfg: GenerateConfig, out_dir: str | Path) -> bool:
     """True when ``out_dir`` already holds a complete run for this config: no endpoint is needed."""
-    manifest = read_manifest(out_dir)
-    return manifest is not None and cfg.prompts is not None and manifest.is_complete_for(*stage_keys(cfg))
+    return cfg.prompts is not None and lifecycle(cfg, out_dir).would_skip()
 
 
 class GenerateRun:
@@ -77,7 +82,7 @@ class GenerateRun:
         self.cfg, self.out_dir = cfg, Path(out_dir)
         self.reporter = reporter or NullReporter()
         self.stats = RunStats()
-        self.config_hash, self.inputs = stage_keys(cfg)
+        self.life = lifecycle(cfg, out_dir, self.reporter)
         self.timings: dict[str, float] = {}
         # Keys of this pass as 64-bit ints (about 60 bytes each in a set, not 130 as strings): the
         # one thing that grows with the dataset, ~60 MB per million unique prompts.
@@ -87,10 +92,17 @@ class GenerateRun:
 
     def open(self) -> StageManifest | None:
         """Skip check, probe, resume scan. Returns the manifest when the stage is already complete."""
-        previous = read_manifest(self.out_dir)
-        if previous is not None and previous.is_complete_for(self.config_hash, self.inputs):
-            self.reporter.log(f"generate: complete in {self.out_dir} for this config and input; skipped")
+        previous = self.life.open()
+        if previous is not None:
             return previous
+        try:
+            self._open()
+        except BaseException:
+            self.life.release()
+            raise
+        return None
+
+    def _open(self) -> None:
         if not self.cfg.base_urls:
             raise ConfigError("generate needs at least one endpoint", fix="pass --base-url http://host:port/v1")
         next(iter_rows(self.cfg.prompts), None)  # a missing input fails now, not after the probe
@@ -112,7 +124,6 @@ class GenerateRun:
                              self.accepted, self.rejected, self.stats, self.model, self._report, self._on_shard)
         self._write_manifest("running")
         self._t_generate = time.monotonic()
-        return None
 
     def run_all(self, shared: SharedLimits | None = None) -> None:
         """Every row through one engine; with ``shared``, within this run's share of each limit."""
@@ -151,16 +162,17 @@ class GenerateRun:
         """Rows -> work: rejects malformed rows, skips repeats, passes over persisted samples."""
         for index, row in rows:
             self.stats.input_rows += 1
-            messages = normalize(row)
-            if isinstance(messages, RowRejection):
+            prompt = normalize_prompt(row)
+            if isinstance(prompt, RowRejection):
                 if index in self.unkeyed:
                     self.stats.resume(REJECTED)
                 else:
-                    if self.rejected.add(rejected_record(None, index, row, messages.reason, messages.detail)):
+                    if self.rejected.add(rejected_record(None, index, row, prompt.reason, prompt.detail)):
                         self.rejected.flush()  # a long run of bad rows never yields to the loop
-                    self.stats.reject(messages.reason)
+                    self.stats.reject(prompt.reason)
                 continue
-            key = sample_id(messages, self.sampling)
+            messages, tools = prompt
+            key = sample_id(messages, self.sampling, tools)
             short = _compact(key)
             if short in self._seen:
                 self.stats.skip()
@@ -169,7 +181,7 @@ class GenerateRun:
                 self.stats.resume(self.persisted[short])
             else:
                 self._seen.add(short)
-                yield WorkItem(index, key, messages, row)
+                yield WorkItem(index, key, messages, row, tools)
 
     def _on_retry(self, reason: str) -> None:
         self.stats.retries[reason] += 1
@@ -186,16 +198,20 @@ class GenerateRun:
     def _write_manifest(self, status: str, error: str | None = None) -> StageManifest:
         details = self.stats.details() | {
             "model": self.model, "probe": self.probe.line(), "reasoning_layouts": self.probe.layouts,
+            "token_id_layouts": self.probe.id_layouts, "chat": self.cfg.chat.model_dump(mode="json"),
             "concurrency": self.cfg.concurrency,
             "concurrency_timeline": {e.url: e.controller.timeline for e in self.pool.endpoints},
             "requests_per_endpoint": {e.url: e.requests for e in self.pool.endpoints},
             "rows_per_s": round(self.stats.done / max(time.monotonic() - self.stats.started, 1e-9), 3)}
-        if error:
-            details["error"] = error
-        manifest = StageManifest(stage=STAGE, status=status, config_hash=self.config_hash, inputs=self.inputs,
-                                 counts=self.stats.counts(), timings=dict(self.timings), details=details,
-                                 versions=runtime_versions("openai", "polars", "httpx"))
-        write_manifest(self.out_dir, manifest)
+        manifest = StageManifest(stage=STAGE, status="running", config_hash=self.life.config_hash,
+                                 inputs=self.life.inputs, counts=self.stats.counts(), timings=dict(self.timings),
+                                 details=details, versions=runtime_versions(*self.life.packages))
+        if status == "complete":
+            return self.life.complete(manifest)
+        if status == "failed":
+            self.life.fail(error or "failed", manifest)
+        else:
+            write_manifest(self.out_dir, manifest)
         return manifest
 
 

@@ -103,15 +103,18 @@ def test_an_api_key_reaches_no_log_artifact_parameter_or_manifest(prefect_api, c
     assert all(secret not in text for text in seen)
 
 
-def test_every_built_stage_flow_accepts_the_arguments_the_pipeline_passes(tmp_path):
+def test_every_stage_has_a_flow_that_accepts_the_arguments_the_pipeline_passes(tmp_path):
     import inspect
+
+    from eagle3_core.config import ALL_STAGES
 
     recipe = Path(__file__).resolve().parents[2] / "configs" / "toy.yaml"
     config = PipelineConfig.from_yaml(recipe).model_copy(update={"out": str(tmp_path)})
+    assert list(pipeline_stages.STAGES) == ALL_STAGES
     for name, stage in pipeline_stages.STAGES.items():
         stage_flow = pipeline_stages.load_stage_flow(name)
-        if stage_flow is not None:
-            inspect.signature(stage_flow.fn).bind(**stage.arguments(config, config.layout))
+        assert stage_flow is not None, f"stage {name} has no flow"
+        inspect.signature(stage_flow.fn).bind(**stage.arguments(config, config.layout))  # TypeError if they disagree
 
 
 def test_the_toy_target_fills_the_target_path_and_its_prompts(tmp_path):
