@@ -149,7 +149,9 @@ class Reconstructor:
             return
         result.mismatches.append({
             "sample_id": sid, "first_diff": diff,
-            "where": "prompt" if diff < min(rebuilt.prompt_len, server.prompt_len) else "completion",
+            # the prompts differ when their ids do, wherever the first difference falls
+            "where": "prompt" if rebuilt.input_ids[:rebuilt.prompt_len] != server.input_ids[:server.prompt_len]
+            else "completion",
             "rebuilt_tokens": len(rebuilt.input_ids), "server_tokens": len(server.input_ids),
             "rebuilt_near": rebuilt.input_ids[diff:diff + MISMATCH_CONTEXT],
             "server_near": server.input_ids[diff:diff + MISMATCH_CONTEXT]})

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from flows.cli import demo, evaluate, extract, generate, pipeline, reconstruct, serve, train, vocab
+from flows.cli import demo, evaluate, extract, generate, pipeline, probe, reconstruct, serve, train, vocab
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -19,7 +19,7 @@ def cli() -> None:
     """Train an EAGLE-3 drafter on a reasoning model's own outputs."""
 
 
-for module in (generate, reconstruct, vocab, extract, train, evaluate, pipeline, demo, serve):
+for module in (generate, reconstruct, vocab, extract, train, evaluate, pipeline, demo, serve, probe):
     cli.add_command(module.command)
 
 
