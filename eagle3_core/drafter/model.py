@@ -32,18 +32,20 @@ predicts the token at i+2 (vLLM shifts ``input_ids`` left by one against the hid
 Training-time test (``unroll``): K steps over the same positions; step k reads token i+1+k,
 its own hidden from step k-1, position i+k, and attends to step 0's keys at j <= i plus its
 own earlier steps' keys at i (the diagonal) — exactly the keys it would see at inference.
+``attention.py`` computes that in memory linear in T (no T×T score tensor is kept).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from eagle3_core.drafter.attention import segment_positions, ttt_attention
 
 EXPORT_WEIGHTS = "model.safetensors"
 EXPORT_CONFIG = "config.json"
@@ -194,29 +196,6 @@ class Attention(nn.Module):
         return self.out(y)
 
 
-def ttt_attention(q: torch.Tensor, ks: list[torch.Tensor], vs: list[torch.Tensor]) -> torch.Tensor:
-    """Step len(ks)-1 of the unroll: causal over step 0's keys, diagonal over later steps' keys.
-
-    q (B, h, T, d); ks/vs: one (B, h_kv, T, d) per step so far. The step-0 scores are a dense
-    (B, h, T, T) tensor kept for backward at every step: B*h*T^2*K floats in all, fine for the
-    toy and for micro-batches of short samples, but ~120 GB at h = 64, T = 8192, K = 7. Long
-    sequences on a GPU want a block-sparse kernel (flex attention with return_lse) here.
-    """
-    groups = q.shape[1] // ks[0].shape[1]
-    ks = [k.repeat_interleave(groups, dim=1) for k in ks]
-    vs = [v.repeat_interleave(groups, dim=1) for v in vs]
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    T = q.shape[2]
-    causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-    s0 = (q @ ks[0].transpose(-1, -2) * scale).masked_fill(~causal, float("-inf"))  # (B, h, T, T)
-    diag = [(q * k).sum(-1, keepdim=True) * scale for k in ks[1:]]                    # (B, h, T, 1) each
-    p = torch.cat([s0, *diag], dim=-1).float().softmax(-1).to(q.dtype)                # (B, h, T, T+k)
-    y = p[..., :T] @ vs[0]                                                            # (B, h, T, d)
-    for j, v in enumerate(vs[1:]):
-        y = y + p[..., T + j, None] * v
-    return y
-
-
 class MLP(nn.Module):
     def __init__(self, c: DrafterConfig) -> None:
         super().__init__()
@@ -282,21 +261,25 @@ class Eagle3Drafter(nn.Module):
         r = self.midlayer(e, hidden, positions, cache)                     # (B, T, H)
         return DraftOutput(self.lm_head(self.norm(r)), r)
 
-    def unroll(self, input_ids: torch.Tensor, aux: torch.Tensor, steps: int) -> list[torch.Tensor]:
+    def unroll(self, input_ids: torch.Tensor, aux: torch.Tensor, steps: int,
+               segments: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Training-time test: K steps' draft logits, each (B, T, V_d), step k predicting i+2+k.
 
         input_ids (B, T) are the tokens at i+1 (already shifted); step k reads ids shifted by k
-        more (zero-padded at the end: those positions are masked out of the loss).
+        more (zero-padded at the end: those positions are masked out of the loss). ``segments``
+        (B, T) numbers the samples packed in a row (padding is a segment of its own): attention
+        never crosses a boundary and positions restart at each sample. None = one sample a row.
         """
-        B, T = input_ids.shape
-        positions = torch.arange(T, device=input_ids.device).expand(B, T)
+        if segments is None:
+            segments = torch.zeros_like(input_ids)
+        positions = segment_positions(segments)                            # (B, T)
         g, ks, vs, logits = self.combine(aux), [], [], []                  # g: (B, T, H)
         for k in range(steps):
             ids = F.pad(input_ids[:, k:], (0, k))                          # token i+1+k
             e = self.embed_tokens(ids).to(g.dtype)                         # (B, T, H)
             q, kk, vv = self.midlayer.self_attn.qkv(self.midlayer.inputs(e, g), positions + k)
             ks.append(kk), vs.append(vv)
-            a = self.midlayer.self_attn.out(ttt_attention(q, ks, vs))     # (B, T, H)
+            a = self.midlayer.self_attn.out(ttt_attention(q, ks, vs, segments))  # (B, T, H)
             g = self.midlayer.finish(g, a)                                 # (B, T, H) fed back
             logits.append(self.lm_head(self.norm(g)))                      # (B, T, V_d)
         return logits
@@ -360,4 +343,8 @@ def load_target_tensor(target_path: str | Path, suffix: str) -> torch.Tensor:
             for key in fh.keys():
                 if key == suffix or key.endswith("." + suffix):
                     return fh.get_tensor(key)
-    raise KeyError(f"no tensor ending in {suffix!r} in {target_path}/*.safetensors")
+    from eagle3_core.errors import InputError
+
+    raise InputError(f"the target has no tensor named {suffix!r} in its safetensors files",
+                     path=f"{target_path}/*.safetensors",
+                     fix="point target.path at a Hugging Face directory whose weights are *.safetensors")

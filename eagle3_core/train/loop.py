@@ -71,8 +71,9 @@ def step_record(counts: StepCounts, loss: float | None = None) -> dict[str, Any]
 def forward_batch(module, head: TargetHead, batch: dict, cfg: TrainConfig):
     """One TTT forward: (loss, counts) for a batch dict from a reader."""
     probs, in_draft = head.labels(batch["final"])                               # (B, T, V_d), (B, T)
-    logits = module.unroll(shift(batch["input_ids"], 1), batch["aux"], cfg.ttt_steps)
-    return ttt_loss(logits, probs, in_draft, batch["loss_mask"], cfg.ttt_decay)
+    segments = batch.get("segments")                                            # (B, T) packed samples
+    logits = module.unroll(shift(batch["input_ids"], 1), batch["aux"], cfg.ttt_steps, segments)
+    return ttt_loss(logits, probs, in_draft, batch["loss_mask"], cfg.ttt_decay, segments)
 
 
 @torch.no_grad()

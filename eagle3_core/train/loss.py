@@ -79,13 +79,20 @@ def simulated_acceptance_length(acc: list[float]) -> float:
 
 
 def ttt_loss(step_logits: list[torch.Tensor], probs: torch.Tensor, in_draft: torch.Tensor,
-             loss_mask: torch.Tensor, decay: float) -> tuple[torch.Tensor, StepCounts]:
-    """Σ_k decay^k · soft cross-entropy of step k; and the per-step counts for metrics."""
+             loss_mask: torch.Tensor, decay: float,
+             segments: torch.Tensor | None = None) -> tuple[torch.Tensor, StepCounts]:
+    """Σ_k decay^k · soft cross-entropy of step k; and the per-step counts for metrics.
+
+    ``segments`` (B, T) numbers packed samples: a position counts only when the token it predicts
+    belongs to its own sample (the next sample's first tokens are never a label).
+    """
     total = step_logits[0].new_zeros((), dtype=torch.float32)
     counts = StepCounts()
     for k, logits in enumerate(step_logits):                                  # logits: (B, T, V_d)
         p = shift(probs, 1 + k)                                                # (B, T, V_d)
         counted = shift(loss_mask, 2 + k) & shift(in_draft, 1 + k)             # (B, T)
+        if segments is not None:
+            counted = counted & (shift(segments, 2 + k) == segments)
         n = counted.sum()
         ce = -(p * F.log_softmax(logits.float(), dim=-1)).sum(-1)              # (B, T)
         loss_k = (ce * counted).sum() / n.clamp(min=1)
