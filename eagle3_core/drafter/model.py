@@ -372,4 +372,8 @@ def load_target_tensor(target_path: str | Path, suffix: str) -> torch.Tensor:
             for key in fh.keys():
                 if key == suffix or key.endswith("." + suffix):
                     return fh.get_tensor(key)
-    raise KeyError(f"no tensor ending in {suffix!r} in {target_path}/*.safetensors")
+    from eagle3_core.errors import InputError
+
+    raise InputError(f"the target has no tensor named {suffix!r} in its safetensors files",
+                     path=f"{target_path}/*.safetensors",
+                     fix="point target.path at a Hugging Face directory whose weights are *.safetensors")

@@ -24,7 +24,8 @@ from eagle3_core.evaluate.config import EvaluateConfig
 from eagle3_core.evaluate.heldout import check_no_overlap, load_heldout
 from eagle3_core.evaluate.report import write_report
 from eagle3_core.generate.config import PromptSource
-from eagle3_core.manifest import StageManifest, input_fingerprint, read_manifest, runtime_versions, write_manifest
+from eagle3_core.lifecycle import StageLifecycle, run_stage
+from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.target import TargetConfig
@@ -45,25 +46,19 @@ def run_evaluate(cfg: EvaluateConfig, target: TargetConfig, export_dir: str | Pa
     config_hash = stable_hash({"evaluate": cfg.model_dump(mode="json"), "target": target.model_dump(mode="json"),
                                "serve": (serve or ServeConfig()).model_dump(mode="json", exclude={"port", "log_dir"})})
     inputs = evaluation_inputs(cfg.prompts, target_path, export_dir, generations_dir)
-    previous = read_manifest(out_dir)
-    if previous is not None and previous.is_complete_for(config_hash, inputs):
-        reporter.log(f"evaluate: complete in {out_dir} for this drafter, target and config; skipped")
-        return previous
-    manifest = StageManifest(stage="evaluate", status="running", config_hash=config_hash, inputs=inputs,
-                             versions=runtime_versions("torch", "transformers"))
-    write_manifest(out_dir, manifest)
-    try:
-        report = _evaluate(cfg, target, export_dir, serve, generations_dir, reporter, manifest.timings)
-        write_report(out_dir, report)
-    except BaseException:
-        manifest.status = "failed"
-        write_manifest(out_dir, manifest)
-        raise
+    life = StageLifecycle("evaluate", out_dir, config_hash, inputs, versions=("torch", "transformers"),
+                          reporter=reporter)
+    return run_stage(life, lambda manifest: evaluate_into(cfg, target, export_dir, out_dir, serve, generations_dir,
+                                                          reporter, manifest))
+
+
+def evaluate_into(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, out_dir: Path,
+                  serve: ServeConfig | None, generations_dir, reporter: Reporter, manifest: StageManifest) -> None:
+    """The stage's work: measure, write the report, put the headline into ``manifest``."""
+    report = _evaluate(cfg, target, export_dir, serve, generations_dir, reporter, manifest.timings)
+    write_report(out_dir, report)
     manifest.counts = {"prompts": report["heldout"]["prompts"], "skipped_rows": report["heldout"]["skipped_rows"]}
     manifest.details = headline(report)
-    manifest.status = "complete"
-    write_manifest(out_dir, manifest)
-    return manifest
 
 
 def resolve_prompts(cfg: EvaluateConfig, target_path: str) -> PromptSource:

@@ -54,7 +54,7 @@ def write_shard(engine, sequences_dir: str | Path, out_dir: str | Path, shard: S
             writer.write(offsets[i], aux, final, torch.tensor(ids, dtype=torch.int32),
                          torch.tensor(mask, dtype=torch.uint8))
 
-    with atomic_path(Path(out_dir) / shard.name) as tmp:
+    with atomic_path(Path(out_dir) / shard.name, record=True) as tmp:
         writer = ShardWriter(tmp, shard.tokens, hidden_size, meta)
         try:
             _pipeline(engine, batches, rows, store)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from eagle3_core.errors import ConfigError, StageError
 from eagle3_core.extract.batching import Batch
+from eagle3_core.serve.locate import vllm_python
 
 if TYPE_CHECKING:
     import torch
@@ -64,20 +65,6 @@ def apply_rms_norm(x: "torch.Tensor", weight: "torch.Tensor", eps: float) -> "to
 
     x = x.to(torch.float32)
     return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
-
-
-def vllm_python(configured: str | None) -> Path:
-    """The vLLM venv's Python: configured, $EAGLE3_VLLM_PYTHON, the repo's .venv-vllm, ./.venv-vllm."""
-    repo = Path(__file__).resolve().parents[2]
-    candidates = [configured, os.environ.get("EAGLE3_VLLM_PYTHON"), str(repo / ".venv-vllm/bin/python"),
-                  str(Path.cwd() / ".venv-vllm/bin/python")]
-    for candidate in filter(None, candidates):
-        if Path(candidate).exists():
-            return Path(candidate)
-        if candidate == configured:
-            break
-    raise ConfigError(f"no Python with vLLM found (tried {configured or 'EAGLE3_VLLM_PYTHON, .venv-vllm'})",
-                      fix="run `make setup` (it builds .venv-vllm), or set extract.vllm_python / EAGLE3_VLLM_PYTHON")
 
 
 class VllmEngine:

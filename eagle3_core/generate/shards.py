@@ -1,7 +1,7 @@
 """Accepted and rejected rows into Parquet shards, atomically; what is already on disk, for resume.
 
 On-disk layout (CONTRIBUTING.md): ``<out>/accepted/part-NNNNN.parquet`` and
-``<out>/rejected/part-NNNNN.parquet``. A shard is written to ``part-NNNNN.parquet.tmp`` and
+``<out>/rejected/part-NNNNN.parquet``. A shard is written to a temp name unique to its process and
 renamed into place (``fsio.atomic_path``), so a SIGKILL leaves finished shards plus at most one
 stray ``.tmp`` (deleted at the next start); a row is durable exactly when its shard is. Rows are
 buffered and flushed every ``shard_rows`` rows or ``flush_seconds``, whichever comes first: a
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_core.errors import StageError
-from eagle3_core.fsio import atomic_path
+from eagle3_core.fsio import atomic_path, stray_temps
 
 ACCEPTED, REJECTED = "accepted", "rejected"
 
@@ -30,7 +30,7 @@ def _schemas() -> dict[str, dict]:
                 "reasoning_source": pl.String, "finish_reason": pl.String, "prompt_token_ids": ids,
                 "completion_token_ids": ids, "model": pl.String, "endpoint": pl.String,
                 "prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "attempts": pl.Int64,
-                "latency_s": pl.Float64, "created_at": pl.Float64}
+                "latency_s": pl.Float64, "created_at": pl.Float64, "tools": pl.String, "tool_calls": pl.String}
     rejected = {"sample_id": pl.String, "row_index": pl.Int64, "input": pl.String, "reason": pl.String,
                 "detail": pl.String}
     return {ACCEPTED: accepted, REJECTED: rejected}
@@ -52,7 +52,7 @@ class ShardWriter:
         self._last_flush = time.monotonic()
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            for stray in directory.glob("part-*.parquet.tmp"):
+            for stray in stray_temps(directory):
                 stray.unlink()
         except OSError as exc:
             raise StageError(f"cannot prepare the output directory: {exc.strerror or exc}", path=str(directory),
@@ -85,7 +85,7 @@ class ShardWriter:
 
         try:
             frame = pl.DataFrame(rows, schema=self.schema, orient="row")
-            with atomic_path(path) as tmp:
+            with atomic_path(path, record=True) as tmp:
                 frame.write_parquet(tmp, compression="zstd", statistics=False)
         except (OSError, pl.exceptions.PolarsError) as exc:
             raise StageError(f"cannot write shard {path.name}: {getattr(exc, 'strerror', None) or exc}",

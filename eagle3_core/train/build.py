@@ -63,7 +63,7 @@ def build_target_head(inputs: TrainInputs, drafter: Eagle3Drafter, device) -> Ta
     """The target's lm_head (or its tied embedding) over the draft vocabulary."""
     try:
         weight = load_target_tensor(inputs.target_path, "lm_head.weight")
-    except KeyError:
+    except InputError:
         weight = load_target_tensor(inputs.target_path, "embed_tokens.weight")   # tied embeddings
     return TargetHead(weight.to(device), drafter.d2t.to(device), drafter.t2d.to(device))
 

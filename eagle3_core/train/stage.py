@@ -24,7 +24,8 @@ from pathlib import Path
 from eagle3_core import errors
 from eagle3_core.base import stable_hash
 from eagle3_core.fsio import read_json, write_json_atomic
-from eagle3_core.manifest import StageManifest, input_fingerprint, read_manifest, runtime_versions, write_manifest
+from eagle3_core.lifecycle import StageLifecycle
+from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import TrainConfig
@@ -71,7 +72,6 @@ def trainer_error(out: Path, tail: list[str], returncode: int) -> errors.Eagle3E
 
 def complete_manifest(manifest: StageManifest, summary: dict, inputs: TrainInputs) -> StageManifest:
     evals = summary.get("evals", {})
-    manifest.status = "complete"
     manifest.counts = {"steps": summary["steps"], "train_samples": summary["train_samples"],
                        "heldout_samples": summary["heldout_samples"], "dataset_tokens": inputs.tokens}
     manifest.details = {
@@ -93,25 +93,26 @@ def run_train(cfg: TrainConfig, target: TargetConfig, hidden_dir, vocab_dir, out
     inputs = check_inputs(cfg.mode, target, hidden_dir, vocab_dir, sequences_dir)
     fingerprints = input_fingerprints(cfg, inputs, vocab_dir)
     config_hash = stable_hash({"train": cfg.output_hash(), "layers": inputs.aux_layer_ids})
-    existing = read_manifest(out)
-    if existing is not None and existing.is_complete_for(config_hash, fingerprints):
-        reporter.log(f"train: complete for this config and inputs ({existing.counts.get('steps')} steps), reused")
+    life = StageLifecycle(STAGE, out, config_hash, fingerprints, shards=("export/*",),
+                          versions=("torch", "deepspeed", "transformers"), reporter=reporter)
+    existing = life.open()
+    if existing is not None:
         return existing
-    discard_stale(out, existing, config_hash, fingerprints, reporter)
-    manifest = StageManifest(stage=STAGE, status="running", config_hash=config_hash, inputs=fingerprints,
-                             versions=runtime_versions("torch", "deepspeed", "transformers"))
-    write_manifest(out, manifest)
-    (out / ERROR_FILE).unlink(missing_ok=True)
-    write_json_atomic(out / SPEC_FILE, {"cfg": cfg.model_dump(mode="json"), "inputs": vars(inputs),
-                                        "out_dir": str(out)})
-    reporter.log(f"train: {inputs.samples} samples, {inputs.tokens} tokens, draft vocab {inputs.draft_vocab_size}, "
-                 f"aux layers {inputs.aux_layer_ids}, mode {inputs.mode}")
-    outcome = launch(cfg, out / SPEC_FILE, reporter)
-    if outcome.returncode != 0:
-        manifest.status = "failed"
-        write_manifest(out, manifest)
-        raise trainer_error(out, outcome.tail, outcome.returncode)
-    manifest = complete_manifest(manifest, read_json(out / SUMMARY_FILE), inputs)
-    manifest.timings = {"train": round(time.monotonic() - started, 2)}
-    write_manifest(out, manifest)
-    return manifest
+    manifest = None
+    try:
+        discard_stale(out, life.previous, config_hash, fingerprints, reporter)
+        manifest = life.begin()
+        (out / ERROR_FILE).unlink(missing_ok=True)
+        write_json_atomic(out / SPEC_FILE, {"cfg": cfg.model_dump(mode="json"), "inputs": vars(inputs),
+                                            "out_dir": str(out)})
+        reporter.log(f"train: {inputs.samples} samples, {inputs.tokens} tokens, draft vocab {inputs.draft_vocab_size}, "
+                     f"aux layers {inputs.aux_layer_ids}, mode {inputs.mode}")
+        outcome = launch(cfg, out / SPEC_FILE, reporter)
+        if outcome.returncode != 0:
+            raise trainer_error(out, outcome.tail, outcome.returncode)
+        manifest = complete_manifest(manifest, read_json(out / SUMMARY_FILE), inputs)
+        manifest.timings = {"train": round(time.monotonic() - started, 2)}
+    except BaseException as exc:
+        life.fail(exc, manifest)
+        raise
+    return life.complete(manifest)

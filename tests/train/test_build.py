@@ -42,3 +42,9 @@ def test_init_from_a_drafter_of_another_draft_vocab_is_refused(inputs, tmp_path)
         build_drafter(inputs, seed=0, init_from=str(tmp_path / "export"))
     with pytest.raises(InputError, match="no drafter weights to start from"):
         build_drafter(inputs, seed=0, init_from=str(tmp_path / "elsewhere" / "nothing"))
+
+
+def test_a_target_without_the_tensor_is_an_input_error_naming_its_files(tmp_path):
+    with pytest.raises(InputError, match="no tensor named 'lm_head.weight'") as err:
+        load_target_tensor(tmp_path, "lm_head.weight")
+    assert f"{tmp_path}/*.safetensors" in str(err.value) and "fix:" in str(err.value)
