@@ -9,16 +9,16 @@ Guarantees (DESIGN.md, CONTRIBUTING.md):
 - the endpoints are probed before the first request (``probe.py``);
 - a manifest complete for the same config and input is returned without any work.
 
-``GenerateRun`` exposes the phases (open, batches, run_batch, finish) so the Prefect flow can
-make one task per batch; ``run_generate`` runs them in one continuous loop, which keeps the
-endpoints full across batch boundaries.
+``GenerateRun`` exposes the phases (open, run_all, finish) so the Prefect flow can make each a
+task; ``run_all`` streams the whole input through one engine (``engine.py``), so no boundary
+waits for stragglers. Given ``SharedLimits``, the run holds only its share of each endpoint's
+limit (``slots.py``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from itertools import count, islice
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
@@ -31,6 +31,7 @@ from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.generate.probe import ProbeReport, probe_endpoints
 from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, read_persisted
+from eagle3_core.generate.slots import SharedLimits, SlotKeeper
 from eagle3_core.generate.stats import RunStats
 from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, runtime_versions, write_manifest
@@ -72,15 +73,6 @@ def lifecycle(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | Non
 def is_complete(cfg: GenerateConfig, out_dir: str | Path) -> bool:
     """True when ``out_dir`` already holds a complete run for this config: no endpoint is needed."""
     return cfg.prompts is not None and lifecycle(cfg, out_dir).would_skip()
-
-
-class Batch:
-    """Up to ``batch_size`` raw input rows with their indices (opaque to Prefect: not hashed)."""
-
-    __slots__ = ("number", "rows")
-
-    def __init__(self, number: int, rows: list[tuple[int, object]]) -> None:
-        self.number, self.rows = number, rows
 
 
 class GenerateRun:
@@ -129,29 +121,17 @@ class GenerateRun:
             self.reporter.log(f"generate: resuming; {len(self.persisted) + len(self.unkeyed)} rows already on disk")
         self.total = count_rows(self.cfg.prompts)
         self.engine = Engine(Requester(self.cfg, self.model, self.pool, self._on_retry), self.pool,
-                             self.accepted, self.rejected, self.stats, self.model, self._report)
+                             self.accepted, self.rejected, self.stats, self.model, self._report, self._on_shard)
         self._write_manifest("running")
         self._t_generate = time.monotonic()
 
-    def bound_in_flight(self, slots: int) -> None:
-        """Lower every endpoint's in-flight bound (a shared limit that is smaller than the config)."""
-        for endpoint in self.pool.endpoints:
-            endpoint.controller.bound(slots)
-
-    def batches(self) -> Iterator[Batch]:
-        rows = enumerate(iter_rows(self.cfg.prompts))
-        for number in count():
-            chunk = list(islice(rows, self.cfg.batch_size))
-            if not chunk:
-                return
-            yield Batch(number, chunk)
-
-    def run_batch(self, batch: Batch) -> None:
-        run_coroutine(self.engine.process(self._plan(iter(batch.rows))))
-        self._write_manifest("running")
-
-    def run_all(self) -> None:
-        run_coroutine(self.engine.process(self._plan(enumerate(iter_rows(self.cfg.prompts)))))
+    def run_all(self, shared: SharedLimits | None = None) -> None:
+        """Every row through one engine; with ``shared``, within this run's share of each limit."""
+        keeper = None
+        if shared is not None:
+            keeper = SlotKeeper(shared, self.pool, self.cfg.limit_lease_seconds,
+                                has_unstarted=lambda: self.engine.unstarted, on_error=self.reporter.log)
+        run_coroutine(self.engine.process(self._plan(enumerate(iter_rows(self.cfg.prompts))), keeper))
 
     def finish(self) -> StageManifest:
         self.accepted.flush()
@@ -205,6 +185,9 @@ class GenerateRun:
 
     def _on_retry(self, reason: str) -> None:
         self.stats.retries[reason] += 1
+
+    def _on_shard(self, kind: str, name: str, rows: int) -> None:
+        self.reporter.log(f"generate: {kind}/{name} written ({rows} rows; {self.stats.done} of {self.total} done)")
 
     def _report(self) -> None:
         elapsed = max(time.monotonic() - self.stats.started, 1e-9)

@@ -26,7 +26,7 @@ def server_check_artifact():
 
 def test_reconstruct_flow_writes_sequences_and_publishes_the_server_check(prefect_api, family_dirs, tmp_path):
     from flows.reconstruct import reconstruct_flow
-    from flows.vocab import vocab_flow
+    from flows.stages import stage_flow
     from eagle3_core.vocab.config import VocabConfig
 
     target = TargetConfig(path=str(family_dirs["qwen3"]), **FAMILIES["qwen3"].target)
@@ -38,7 +38,7 @@ def test_reconstruct_flow_writes_sequences_and_publishes_the_server_check(prefec
     assert manifest.details["reject_reasons"] == {"empty_completion": 1}
     artifacts = server_check_artifact()
     assert artifacts and "match rate" in artifacts[0].description
-    vocab = vocab_flow(cfg=VocabConfig(draft_vocab_size=8), target=target, sequences_dir=str(tmp_path / "seq"),
+    vocab = stage_flow("vocab")(cfg=VocabConfig(draft_vocab_size=8), target=target, sequences_dir=str(tmp_path / "seq"),
                        out_dir=str(tmp_path / "vocab"))
     assert vocab.details["draft_vocab_size"] == 8 and vocab.details["target_vocab_size"] == 151936
 
