@@ -31,9 +31,9 @@ import torch
 
 from eagle3_core.errors import ConfigError, StageError
 from eagle3_core.extract.spool import POLL_S, Requests, Spool, StatusFile, Stopped, Unit, produce, unit_bytes
-from eagle3_core.train.data import Sample, pad_stack, plan_batches
+from eagle3_core.train.data import Sample, collate, plan_batches
 
-KEYS = ("input_ids", "aux_hidden_states", "final_hidden_states", "loss_mask")
+NAMES = {"input_ids": "input_ids", "aux": "aux_hidden_states", "final": "final_hidden_states", "loss_mask": "loss_mask"}
 STATUS_EVERY_S = 1.0
 
 
@@ -72,10 +72,10 @@ class SpoolPlan:
 
 
 def plan_units(batches: list[list[Sample]], heldout: list[Sample], budget: int, seed: int, hidden_size: int,
-               budget_bytes: int) -> SpoolPlan:
+               budget_bytes: int, pack: bool = False) -> SpoolPlan:
     """Held-out batches (pinned; as ``loop.evaluate`` groups them), then the train batches to read."""
     held = [unit_of([heldout[i] for i in idx], budget, True)
-            for idx in plan_batches([s.length for s in heldout], budget, seed, 0)]
+            for idx in plan_batches([s.length for s in heldout], budget, seed, 0, pack)]
     seen: set[str] = set()
     firsts: list[Unit] = []
     for batch in batches:
@@ -143,22 +143,22 @@ class SpoolReader:
                              fix="a bug: the batch plan changed after the requests were written")
         return [self._kept[s.sample_id] for s in batch]
 
-    def load(self, batch: list[Sample], budget: int, dtype: torch.dtype, device) -> dict[str, torch.Tensor]:
+    def load(self, batch: list[Sample], budget: int, dtype: torch.dtype, device,
+             pack: bool = False) -> dict[str, torch.Tensor]:
         pieces = self._pieces(batch)
-        parts: dict[str, list[torch.Tensor]] = {k: [] for k in KEYS}
+        rows: dict[str, list[torch.Tensor]] = {k: [] for k in NAMES}
         for index, offset, tokens in pieces:
             handle = self._handle(index)
-            for key in parts:
-                parts[key].append(handle.get_slice(key)[offset:offset + tokens])
+            for key, name in NAMES.items():
+                rows[key].append(handle.get_slice(name)[offset:offset + tokens])
         for index in {p[0] for p in pieces}:
             if not self.plan.units[index].pinned:
                 self._open.pop(index, None)          # close the mapping before the file goes
                 self.spool.unit_path(index).unlink(missing_ok=True)
-        T = max(p[2] for p in pieces)
-        return {"input_ids": pad_stack(parts["input_ids"], T).long().to(device),
-                "aux": pad_stack(parts["aux_hidden_states"], T).to(device, dtype),
-                "final": pad_stack(parts["final_hidden_states"], T).to(device, dtype),
-                "loss_mask": pad_stack(parts["loss_mask"], T).bool().to(device)}
+        out = collate(rows, pack)
+        return {"input_ids": out["input_ids"].long().to(device), "aux": out["aux"].to(device, dtype),
+                "final": out["final"].to(device, dtype), "loss_mask": out["loss_mask"].bool().to(device),
+                "segments": out["segments"].to(device)}
 
     def _handle(self, index: int):
         from safetensors import safe_open
@@ -214,7 +214,8 @@ def requests_for(reader: SpoolReader, cfg, inputs, batches: list[list[Sample]], 
                  world: int) -> tuple[Requests, SpoolPlan]:
     """The run's requests: its train batches still to read and the held-out set, under the budget."""
     budget_bytes = int(cfg.online_vllm.spool_gb * 2**30)
-    plan = plan_units(batches, heldout, cfg.micro_batch_tokens, cfg.seed, inputs.hidden_size, budget_bytes)
+    plan = plan_units(batches, heldout, cfg.micro_batch_tokens, cfg.seed, inputs.hidden_size, budget_bytes,
+                      cfg.packing)
     requests = Requests(run_id=reader.run_id, sequences_dir=str(reader.sequences_dir), target_path=inputs.target_path,
                         layers=inputs.aux_layer_ids, num_hidden_layers=int(inputs.target_config["num_hidden_layers"]),
                         hidden_size=inputs.hidden_size, budget_bytes=budget_bytes, consumers=world, units=plan.units)
