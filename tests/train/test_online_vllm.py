@@ -161,3 +161,22 @@ def test_mode_auto_stores_the_states_when_they_fit_and_streams_them_when_they_do
     chosen, why = choose_mode(cfg, target, tiny_run.sequences, tmp_path / "hidden", headroom=1e18)
     assert chosen.mode == "online-vllm" and "do not fit" in why and "tokens x" in why
     assert choose_mode(TrainConfig(mode="offline"), target, tiny_run.sequences, tmp_path, 1e18)[0].mode == "offline"
+
+
+def test_the_pipeline_settles_mode_auto_before_extract_and_leaves_extract_out_when_states_do_not_fit(tiny_run,
+                                                                                                      tmp_path):
+    import shutil
+
+    from eagle3_core.config import PipelineConfig
+    from eagle3_core.stages import BY_NAME
+
+    shutil.copytree(tiny_run.sequences, tmp_path / "sequences")
+    config = PipelineConfig(out=str(tmp_path), target=TargetConfig(path=str(tiny_run.target)),
+                            train=TrainConfig(mode="auto"))
+    settle = BY_NAME["extract"].settle
+    roomy, why = settle(config)
+    assert roomy.train.mode == "offline" and "extract" in roomy.stages and "they fit" in why
+    tight, why = settle(config.model_copy(update={"extract": config.extract.model_copy(update={"disk_headroom": 1e18})}))
+    assert tight.train.mode == "online-vllm" and "extract" not in tight.stages and "do not fit" in why
+    assert BY_NAME["train"].reads(tight) == ("reconstruct", "vocab")
+    assert settle(PipelineConfig(out=str(tmp_path / "empty"), train=TrainConfig(mode="auto")))[0].train.mode == "auto"
