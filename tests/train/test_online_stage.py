@@ -13,6 +13,7 @@ from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
 from eagle3_core.train.metrics import read_metrics
 from eagle3_core.train.stage import run_train
+from tests.train.builders import LAYERS
 from tests.train.test_stage import Recorder
 
 pytestmark = [pytest.mark.slow, pytest.mark.deepspeed]
@@ -32,7 +33,7 @@ def config(mode: str, spool_gb: float = 1.0, **over) -> TrainConfig:
 
 def train(tiny_run, out, cfg, reporter=None):
     hidden = tiny_run.hidden if cfg.mode == "offline" else None
-    return run_train(cfg, TargetConfig(path=str(tiny_run.target)), hidden, tiny_run.vocab, out,
+    return run_train(cfg, TargetConfig(path=str(tiny_run.target), aux_layer_ids=LAYERS), hidden, tiny_run.vocab, out,
                      sequences_dir=tiny_run.sequences, reporter=reporter)
 
 
@@ -43,7 +44,7 @@ def tokens_read(tiny_run, first: int, end: int) -> int:
 
     samples = sorted(SpoolReader(tiny_run.sequences, tiny_run.sequences, "r", 1).samples(), key=lambda s: s.sample_id)
     train, heldout = split_heldout(samples, 0.15)
-    plan = BatchPlan(train, 256, 0)
+    plan = BatchPlan(train, 256, 0, pack=True)         # TrainConfig.packing defaults to true
     read = {s.sample_id: s.length for n in range(first, end) for s in plan.batch(n)}
     return sum(read.values()) + sum(s.length for s in heldout)
 
