@@ -40,7 +40,6 @@ class BatchResult:
     def reject(self, sample_id: str | None, reason: str, detail: str) -> None:
         self.rejects.append({"sample_id": sample_id, "reason": reason, "detail": detail})
         self.counts["rejected"] += 1
-        self.counts[f"reject:{reason}"] += 1
 
 
 @dataclass(frozen=True)
