@@ -20,20 +20,20 @@ from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.layout import RunLayout
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.serve.config import ServeConfig
+from eagle3_core.stages import STAGE_NAMES
 from eagle3_core.target import TargetConfig
 from eagle3_core.toy.config import ToyTargetConfig
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.vocab.config import VocabConfig
 
-StageName = Literal["generate", "reconstruct", "vocab", "extract", "train", "evaluate"]
-ALL_STAGES: list[StageName] = ["generate", "reconstruct", "vocab", "extract", "train", "evaluate"]
+StageName = Literal[STAGE_NAMES]  # type: ignore[valid-type]  # the declared stages, in DAG order
 
 
 class PipelineConfig(StrictModel):
     """Everything one run needs, from prompts to an evaluated drafter."""
 
     out: str = Field("runs/default", description="Run directory; each stage writes its own folder under it.")
-    stages: list[StageName] = Field(default_factory=lambda: list(ALL_STAGES), description="Stages to run, in DAG order.")
+    stages: list[StageName] = Field(default_factory=lambda: list(STAGE_NAMES), description="Stages to run, in DAG order.")
     target: TargetConfig = Field(default_factory=TargetConfig, description="The target model.")
     toy: ToyTargetConfig | None = Field(None, description="Build (or load cached) the toy target and use it as target.path.")
     serve: ServeConfig | None = Field(None, description="Start vLLM locally for the target (generation) and for evaluation; None = use generate.base_urls.")

@@ -83,7 +83,12 @@ class DrafterConfig:
             bos_token_id=target.get("bos_token_id"), eos_token_id=target.get("eos_token_id"))
 
     def to_hf(self) -> dict:
-        """The export ``config.json`` that vLLM and SGLang read for ``LlamaForCausalLMEagle3``."""
+        """The export ``config.json`` that vLLM and SGLang read for ``LlamaForCausalLMEagle3``.
+
+        The aux layer ids are written twice, once in each engine's numbering: vLLM reads the top
+        level (id k = the input of decoder layer k); SGLang reads ``eagle_config`` and adds 1 to
+        each id (``set_eagle3_layers_to_capture``), so it gets k - 1 there.
+        """
         return {
             "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
             "hidden_size": self.hidden_size, "intermediate_size": self.intermediate_size,
@@ -95,7 +100,7 @@ class DrafterConfig:
             "vocab_size": self.vocab_size, "draft_vocab_size": self.draft_vocab_size,
             "target_hidden_size": self.target_hidden_size,
             "eagle_aux_hidden_state_layer_ids": list(self.aux_layer_ids),
-            "eagle_config": {"eagle_aux_hidden_state_layer_ids": list(self.aux_layer_ids),
+            "eagle_config": {"eagle_aux_hidden_state_layer_ids": [k - 1 for k in self.aux_layer_ids],
                              "use_aux_hidden_state": True},
             "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False,
             "bos_token_id": self.bos_token_id, "eos_token_id": self.eos_token_id,
@@ -104,8 +109,9 @@ class DrafterConfig:
 
     @classmethod
     def from_hf(cls, hf: dict) -> "DrafterConfig":
-        ids = hf.get("eagle_aux_hidden_state_layer_ids") or (hf.get("eagle_config") or {}).get(
-            "eagle_aux_hidden_state_layer_ids") or [2, 16, 29]
+        """Read an export: vLLM's ids at the top level, else SGLang's in ``eagle_config`` (+1)."""
+        sglang = (hf.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+        ids = hf.get("eagle_aux_hidden_state_layer_ids") or ([k + 1 for k in sglang] if sglang else [2, 16, 29])
         names = {f for f in cls.__dataclass_fields__ if f != "aux_layer_ids"}
         return cls(aux_layer_ids=list(ids), **{k: v for k, v in hf.items() if k in names})
 
@@ -259,11 +265,14 @@ class Eagle3Drafter(nn.Module):
     def forward(self, input_ids, hidden, positions, cache: KVCache | None = None) -> DraftOutput:
         e = self.embed_tokens(input_ids).to(hidden.dtype)                 # (B, T, H)
         r = self.midlayer(e, hidden, positions, cache)                     # (B, T, H)
-        return DraftOutput(self.lm_head(self.norm(r)), r)
+        return DraftOutput(self.logits(r), r)
 
     def unroll(self, input_ids: torch.Tensor, aux: torch.Tensor, steps: int,
                segments: torch.Tensor | None = None) -> list[torch.Tensor]:
-        """Training-time test: K steps' draft logits, each (B, T, V_d), step k predicting i+2+k.
+        """Training-time test: K steps' outputs, each (B, T, H); step k's ``logits`` predict i+2+k.
+
+        The outputs are the pre-norm streams (what ``logits`` turns into (B, T, V_d) draft logits):
+        the loss makes the logits chunk by chunk, so a step's full logits are never held.
 
         input_ids (B, T) are the tokens at i+1 (already shifted); step k reads ids shifted by k
         more (zero-padded at the end: those positions are masked out of the loss). ``segments``
@@ -273,7 +282,7 @@ class Eagle3Drafter(nn.Module):
         if segments is None:
             segments = torch.zeros_like(input_ids)
         positions = segment_positions(segments)                            # (B, T)
-        g, ks, vs, logits = self.combine(aux), [], [], []                  # g: (B, T, H)
+        g, ks, vs, outputs = self.combine(aux), [], [], []                 # g: (B, T, H)
         for k in range(steps):
             ids = F.pad(input_ids[:, k:], (0, k))                          # token i+1+k
             e = self.embed_tokens(ids).to(g.dtype)                         # (B, T, H)
@@ -281,8 +290,12 @@ class Eagle3Drafter(nn.Module):
             ks.append(kk), vs.append(vv)
             a = self.midlayer.self_attn.out(ttt_attention(q, ks, vs, segments))  # (B, T, H)
             g = self.midlayer.finish(g, a)                                 # (B, T, H) fed back
-            logits.append(self.lm_head(self.norm(g)))                      # (B, T, V_d)
-        return logits
+            outputs.append(g)
+        return outputs
+
+    def logits(self, g: torch.Tensor) -> torch.Tensor:
+        """(B, T, H) pre-norm stream -> (B, T, V_d) draft-vocab logits."""
+        return self.lm_head(self.norm(g))
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]
@@ -293,19 +306,33 @@ class Eagle3Drafter(nn.Module):
 
     # ------------------------------------------------------------------------ export / load
 
-    def export_state(self) -> dict[str, torch.Tensor]:
-        """The serving checkpoint: every weight but the embedding, bf16; d2t int64, t2d bool."""
+    def full_vocab(self) -> bool:
+        return self.config.draft_vocab_size == self.config.vocab_size
+
+    def export_state(self, with_embedding: bool = False) -> dict[str, torch.Tensor]:
+        """The serving checkpoint, bf16; ``d2t`` int64 and ``t2d`` bool for a reduced draft vocab.
+
+        With the full vocabulary as draft vocab, the lm_head rows are put in target order and no
+        ``d2t``/``t2d`` is shipped (vLLM then maps nothing). The embedding (the target's) ships
+        only on request: vLLM shares the target's at pipeline-parallel size 1.
+        """
+        skip = ("d2t", "t2d") if with_embedding else ("embed_tokens.weight", "d2t", "t2d")
         state = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in self.state_dict().items()
-                 if k not in ("embed_tokens.weight", "d2t", "t2d")}
+                 if k not in skip}
+        if self.full_vocab():
+            order = torch.empty_like(self.d2t)
+            order[self.to_target_ids(torch.arange(len(self.d2t)))] = torch.arange(len(self.d2t))
+            state["lm_head.weight"] = state["lm_head.weight"][order].contiguous()   # row t = target id t
+            return state
         state["d2t"], state["t2d"] = self.d2t.long().contiguous(), self.t2d.bool().contiguous()
         return state
 
-    def save_export(self, out_dir: str | Path) -> None:
+    def save_export(self, out_dir: str | Path, with_embedding: bool = False) -> None:
         from safetensors.torch import save_file
 
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        save_file(self.export_state(), str(out / EXPORT_WEIGHTS), metadata={"format": "pt"})
+        save_file(self.export_state(with_embedding), str(out / EXPORT_WEIGHTS), metadata={"format": "pt"})
         (out / EXPORT_CONFIG).write_text(json.dumps(self.config.to_hf(), indent=2) + "\n")
 
     @classmethod
@@ -318,13 +345,15 @@ class Eagle3Drafter(nn.Module):
         config = DrafterConfig.from_hf(json.loads((export_dir / EXPORT_CONFIG).read_text()))
         model = cls(config)
         state = load_file(str(export_dir / EXPORT_WEIGHTS))
-        if embed_tokens is None and target_path is not None:
+        if embed_tokens is None and target_path is not None and "embed_tokens.weight" not in state:
             embed_tokens = load_target_tensor(target_path, "embed_tokens.weight")
         if embed_tokens is not None:
             state["embed_tokens.weight"] = embed_tokens
         missing, unexpected = model.load_state_dict({k: v.float() if v.is_floating_point() else v
                                                      for k, v in state.items()}, strict=False)
-        missing = [k for k in missing if k != "embed_tokens.weight"]
+        optional = ("embed_tokens.weight", "d2t", "t2d") if config.draft_vocab_size == config.vocab_size \
+            else ("embed_tokens.weight",)
+        missing = [k for k in missing if k not in optional]
         if missing or unexpected:
             from eagle3_core.errors import InputError
 

@@ -145,7 +145,8 @@ def finish(life: StageLifecycle, manifest: StageManifest, stats: list[dict[str, 
     rejects = Rejects()
     for shard in stats:
         counts.update({k: v for k, v in shard["counts"].items() if not k.startswith("reject")})
-        rejects.merge({k.split(":", 1)[1]: v for k, v in shard["counts"].items() if k.startswith("reject:")})
+        for reject in shard["rejects"]:
+            rejects.add(reject["reason"])
         mismatches += shard["mismatches"]
     checked = counts.get("server_checked", 0)
     manifest.counts = {k: int(v) for k, v in sorted(counts.items())}

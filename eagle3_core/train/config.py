@@ -17,7 +17,8 @@ class TrainConfig(StrictModel):
     ttt_decay: float = Field(0.8, gt=0, le=1, description="Loss weight decay per unroll step.")
     epochs: float = Field(1.0, gt=0, description="Passes over the data.")
     max_steps: int | None = Field(None, ge=1, description="Stop after this many optimizer steps (overrides epochs).")
-    micro_batch_tokens: int = Field(8192, ge=1, description="Tokens per micro-batch (packed).")
+    micro_batch_tokens: int = Field(16384, ge=1, description="Tokens per micro-batch; a longer sample is cut to it (16K trains whole reasoning traces: benchmarks/README.md, TTT memory).")
+    packing: bool = Field(True, description="Pack several samples into one micro-batch row, attention blocked at sample boundaries (no padding); false = one padded row per sample.")
     lr: float = Field(1e-4, gt=0, description="Peak learning rate (AdamW, cosine).")
     warmup_steps: int = Field(50, ge=0, description="Linear warmup steps.")
     grad_clip: float = Field(0.5, gt=0, description="Gradient clipping norm.")
@@ -33,7 +34,13 @@ class TrainConfig(StrictModel):
     keep_checkpoints: int = Field(2, ge=1, description="Newest DeepSpeed checkpoints kept; older ones are deleted after a save succeeds.")
     precision: Literal["auto", "bf16", "fp32"] = Field("auto", description="auto = bf16 (fp32 master weights) on GPU, fp32 on CPU.")
     init_from: str | None = Field(None, description="Start from an earlier drafter's weights: its drafter/, checkpoints/ or export/ directory (same target and draft vocab).")
+    export_embedding: bool | None = Field(None, description="Ship the target's embedding (bf16) in export/model.safetensors; None = only when serve_pipeline_parallel_size > 1.")
+    serve_pipeline_parallel_size: int = Field(1, ge=1, description="Pipeline-parallel size the drafter will be served with: vLLM shares the target's embedding with the drafter only at 1, so above 1 the export carries its own.")
     master_port: int | None = Field(None, ge=1024, le=65535, description="torch.distributed port of a one-process run; None = a free port.")
+
+    @property
+    def ships_embedding(self) -> bool:
+        return self.export_embedding if self.export_embedding is not None else self.serve_pipeline_parallel_size > 1
 
     def output_hash(self) -> str:
         """What decides the trained weights: everything but cadences (log, eval, checkpoint) and the port.

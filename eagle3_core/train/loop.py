@@ -72,16 +72,17 @@ def forward_batch(module, head: TargetHead, batch: dict, cfg: TrainConfig):
     """One TTT forward: (loss, counts) for a batch dict from a reader."""
     probs, in_draft = head.labels(batch["final"])                               # (B, T, V_d), (B, T)
     segments = batch.get("segments")                                            # (B, T) packed samples
-    logits = module.unroll(shift(batch["input_ids"], 1), batch["aux"], cfg.ttt_steps, segments)
-    return ttt_loss(logits, probs, in_draft, batch["loss_mask"], cfg.ttt_decay, segments)
+    outputs = module.unroll(shift(batch["input_ids"], 1), batch["aux"], cfg.ttt_steps, segments)
+    return ttt_loss(outputs, probs, in_draft, batch["loss_mask"], cfg.ttt_decay, segments, module.logits)
 
 
 @torch.no_grad()
 def evaluate(module, head, reader, heldout: list[Sample], cfg: TrainConfig, dev: Device) -> dict[str, Any]:
     """Held-out per-step accuracy and simulated acceptance length (every rank sees all of it)."""
     counts = StepCounts()
-    for indices in plan_batches([s.length for s in heldout], cfg.micro_batch_tokens, cfg.seed, 0):
-        batch = reader.load([heldout[i] for i in indices], cfg.micro_batch_tokens, dev.dtype, dev.device)
+    for indices in plan_batches([s.length for s in heldout], cfg.micro_batch_tokens, cfg.seed, 0, cfg.packing):
+        batch = reader.load([heldout[i] for i in indices], cfg.micro_batch_tokens, dev.dtype, dev.device,
+                            pack=cfg.packing)
         _, c = forward_batch(module, head, batch, cfg)
         counts.add(c)
     return step_record(counts)
@@ -100,7 +101,7 @@ class Trainer:
         if not train:
             raise InputError("empty dataset: no training sample with tokens", path=inputs.hidden_dir or inputs.sequences_dir,
                              fix="extract (or reconstruct) a non-empty set, or lower train.heldout_fraction")
-        self.plan = BatchPlan(train, cfg.micro_batch_tokens, cfg.seed)
+        self.plan = BatchPlan(train, cfg.micro_batch_tokens, cfg.seed, pack=cfg.packing)
         self.total = total_steps(cfg, self.plan.per_epoch, self.dev.world)
         drafter = build_drafter(inputs, cfg.seed, cfg.init_from)
         self.ds_config = deepspeed_config(cfg, self.total, bf16=self.dev.dtype == torch.bfloat16)
@@ -111,7 +112,7 @@ class Trainer:
         self.head = build_target_head(inputs, drafter, self.dev.device)
         self.metrics = MetricsLog(self.out / "metrics.jsonl", enabled=self.dev.rank == 0)
         self.ckpt_dir = self.out / "checkpoints"
-        self.micro, self.evals, self.resumed_from = 0, {}, None
+        self.micro, self.evals, self.resumed_from, self.slots = 0, {}, None, 0
 
     def resume(self) -> None:
         client = checkpoint.resume(self.engine, self.ckpt_dir)
@@ -132,7 +133,9 @@ class Trainer:
 
     def train_step(self) -> tuple[float, StepCounts, int]:
         samples = self.plan.batch(self.micro * self.dev.world + self.dev.rank)
-        batch = self.reader.load(samples, self.cfg.micro_batch_tokens, self.dev.dtype, self.dev.device)
+        batch = self.reader.load(samples, self.cfg.micro_batch_tokens, self.dev.dtype, self.dev.device,
+                                 pack=self.cfg.packing)
+        self.slots += batch["segments"].numel()
         loss, counts = forward_batch(self.engine.module, self.head, batch, self.cfg)
         self.engine.backward(loss)
         self.engine.step()
@@ -171,9 +174,10 @@ class Trainer:
             drafter = build_drafter(self.inputs, self.cfg.seed)
             drafter.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()},
                                     strict=False)
-            export_drafter(drafter, self.out / "export")
+            export_drafter(drafter, self.out / "export", self.cfg.ships_embedding)
         return {"steps": self.engine.global_steps, "total_steps": self.total, "resumed_from": self.resumed_from,
                 "train_samples": len(self.plan.samples), "heldout_samples": len(self.heldout),
                 "batches_per_epoch": self.plan.per_epoch, "tokens_this_process": tokens,
                 "train_seconds_this_process": round(seconds, 2), "evals": self.evals,
+                "padding_share_this_process": round(1 - tokens / max(self.slots, 1), 4),
                 "deepspeed_config": self.ds_config, "device": str(self.dev.device), "world_size": self.dev.world}

@@ -81,6 +81,7 @@ def complete_manifest(manifest: StageManifest, summary: dict, inputs: TrainInput
         "aux_layer_ids": inputs.aux_layer_ids, "draft_vocab_size": inputs.draft_vocab_size,
         "mode": inputs.mode, "resumed_from": summary.get("resumed_from"), "device": summary.get("device"),
         "world_size": summary.get("world_size"), "deepspeed_config": summary.get("deepspeed_config"),
+        "padding_share": summary.get("padding_share_this_process"),
         "export": "export/"}
     return manifest
 

@@ -35,10 +35,13 @@ def test_blocked_attention_equals_the_dense_one_with_its_gradients(T, steps, blo
         torch.testing.assert_close(got, expected, atol=tol, rtol=tol)
 
 
-def drafter_loss(drafter, ids, aux, probs, mask, segments, steps):
-    logits = drafter.unroll(ids, aux, steps, segments)
+def drafter_loss(drafter, ids, aux, probs, mask, segments, steps, dense=False):
+    """The trainer's loss; ``dense``: the reference (T×T attention, every step's full logits)."""
+    outputs = drafter.unroll(ids, aux, steps, segments)
     in_draft = torch.ones_like(mask)
-    return ttt_loss(logits, probs, in_draft, mask, 0.8, segments)[0]
+    if dense:
+        return ttt_loss([drafter.logits(h) for h in outputs], probs, in_draft, mask, 0.8, segments)[0]
+    return ttt_loss(outputs, probs, in_draft, mask, 0.8, segments, drafter.logits)[0]
 
 
 @pytest.mark.parametrize("T,steps", [(9, 1), (24, 3), (40, 7)])
@@ -56,10 +59,11 @@ def test_the_drafter_loss_and_every_weight_gradient_equal_the_dense_reference(T,
     mask = segments > 0
     monkeypatch.setattr("eagle3_core.drafter.attention.BLOCK_SCORES", 2 * 4 * 7 * T)   # 7-row blocks
     monkeypatch.setattr("eagle3_core.drafter.attention.MIN_BLOCK", 1)
+    monkeypatch.setattr("eagle3_core.train.loss.LOSS_CHUNK_ELEMENTS", 2 * 20 * 5)     # 5-position loss chunks
     loss = drafter_loss(drafter, ids, aux, probs, mask, segments, steps)
     grads = torch.autograd.grad(loss, [p for p in drafter.parameters() if p.requires_grad])
     monkeypatch.setattr(model_module, "ttt_attention", dense_ttt_attention)
-    dense = drafter_loss(drafter, ids, aux, probs, mask, segments, steps)
+    dense = drafter_loss(drafter, ids, aux, probs, mask, segments, steps, dense=True)
     want = torch.autograd.grad(dense, [p for p in drafter.parameters() if p.requires_grad])
     torch.testing.assert_close(loss, dense, atol=1e-5, rtol=1e-5)
     assert float(loss.detach()) > 0
@@ -76,10 +80,10 @@ def test_a_packed_row_gives_each_sample_the_logits_it_gets_alone():
     lengths, steps = [6, 11, 4], 3
     ids = torch.randint(0, 50, (1, sum(lengths)))
     aux = torch.randn(1, sum(lengths), 3, 64, dtype=torch.double)
-    packed = drafter.unroll(ids, aux, steps, torch.tensor([segments_for(lengths, sum(lengths))]))
+    packed = [drafter.logits(h) for h in drafter.unroll(ids, aux, steps, torch.tensor([segments_for(lengths, sum(lengths))]))]
     start = 0
     for length in lengths:
-        alone = drafter.unroll(ids[:, start:start + length], aux[:, start:start + length], steps)
+        alone = [drafter.logits(h) for h in drafter.unroll(ids[:, start:start + length], aux[:, start:start + length], steps)]
         for k in range(steps):      # step k reads token i+1+k: the last k positions read past the sample
             keep = length - k
             torch.testing.assert_close(packed[k][:, start:start + keep], alone[k][:, :keep])
@@ -108,7 +112,7 @@ def largest_saved_tensor(drafter, T: int) -> int:
 
     ids, aux = torch.randint(0, 50, (1, T)), torch.randn(1, T, 3, 64)
     with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
-        loss = sum(l.sum() for l in drafter.unroll(ids, aux, steps=3))
+        loss = sum(drafter.logits(h).sum() for h in drafter.unroll(ids, aux, steps=3))
     loss.backward()
     return max(sizes)
 

@@ -176,8 +176,8 @@ def test_user_mistakes_are_clear_errors(tiny_llama, tmp_path):
 
 
 def test_the_training_reader_reads_what_extract_writes(tiny_llama, tmp_path):
-    data = pytest.importorskip("eagle3_core.train.data")
-    inputs = pytest.importorskip("eagle3_core.train.inputs")
+    from eagle3_core.train import data, inputs
+
     rows = write_sequences(tmp_path / "seq", [[30, 25, 40], [12, 0]])
     run_extract(_cfg(), TargetConfig(path=str(tiny_llama)), tmp_path / "seq", tmp_path / "hidden")
     assert inputs.check_hidden(tmp_path / "hidden", 64) == (5, 107, LAYERS)

@@ -36,7 +36,7 @@ def test_an_empty_answer_without_ids_is_rejected_as_undecidable(family, finish, 
     # stop: ended inside the reasoning, or right after </think>? length: cut before or after </think>?
     result = reconstructor(family, family_tokenizers).run([record("a", USER, "Thinking", "", finish_reason=finish)])
     assert result.rows["sample_id"] == [] and [r["reason"] for r in result.rejects] == ["think_undecidable"]
-    assert result.counts["reject:think_undecidable"] == 1
+    assert result.counts["rejected"] == 1
 
 
 def test_no_reasoning_where_the_model_opens_think_itself_is_undecidable_without_ids(family_tokenizers):

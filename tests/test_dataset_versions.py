@@ -6,7 +6,7 @@ import os
 import polars as pl
 
 from eagle3_core.generate.shards import ShardWriter, read_persisted
-from flows import dataset_versions as dv
+from eagle3_core import dataset_versions as dv
 
 
 def accepted_row(sample_id):
