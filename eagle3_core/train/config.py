@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from eagle3_core.base import StrictModel
 
@@ -26,12 +26,39 @@ class OnlineVllmConfig(StrictModel):
     wait_timeout_s: float = Field(1800.0, gt=0, description="The trainer fails when the engine shows no sign of life (heartbeat) for this long.")
 
 
+class DrafterShape(StrictModel):
+    """The drafter's attention and MLP widths where they should not copy the target's.
+
+    A dense target's drafter copies its heads and MLP width. An MoE/MLA target (Kimi-K2.5,
+    DeepSeek-V3, Qwen3-MoE) has no dense shape worth copying: MLA's 64 heads x 112 with 64 KV heads
+    would give the drafter 7x the KV cache per token of the public drafters, which use GQA
+    (benchmarks/README.md, "Drafter shapes"). The hidden size is always the target's.
+    """
+
+    num_attention_heads: int | None = Field(None, ge=1, description="Query heads; None = the target's.")
+    num_key_value_heads: int | None = Field(None, ge=1, description="KV heads (GQA); must divide num_attention_heads; None = the target's.")
+    head_dim: int | None = Field(None, ge=8, description="Per-head width (even: rotary); None = the target's (or hidden_size / heads).")
+    intermediate_size: int | None = Field(None, ge=1, description="MLP width; None = the target's intermediate_size.")
+
+    @model_validator(mode="after")
+    def _heads_group(self) -> "DrafterShape":
+        heads, kv = self.num_attention_heads, self.num_key_value_heads
+        if heads is not None and kv is not None and heads % kv:
+            raise ValueError(f"train.drafter.num_key_value_heads ({kv}) must divide num_attention_heads ({heads}); "
+                             "pick a KV head count such as 8 that divides it")
+        if self.head_dim is not None and self.head_dim % 2:
+            raise ValueError(f"train.drafter.head_dim must be even (rotary halves), got {self.head_dim}")
+        return self
+
+
 class TrainConfig(StrictModel):
     """Train the EAGLE-3 drafter with DeepSpeed."""
 
     mode: Literal["offline", "online", "online-vllm", "auto"] = Field("offline", description="offline reads hidden/; online runs the frozen target inside the trainer (transformers); online-vllm streams each micro-batch's states from an extraction engine through a bounded spool (train.online_vllm); auto = offline when hidden/ is complete or would fit on disk, else online-vllm (the pipeline then skips extract).")
     online_vllm: OnlineVllmConfig = Field(default_factory=OnlineVllmConfig, description="Engine and spool of mode online-vllm.")
+    drafter: DrafterShape = Field(default_factory=DrafterShape, description="Drafter heads, KV heads, head_dim and MLP width; unset fields copy the target.")
     ttt_steps: int = Field(7, ge=1, description="Training-time-test unroll length K.")
+    recompute_ttt_steps: bool = Field(False, description="Recompute each unroll step's activations in backward (about 1.3x the compute): what a step keeps per token drops from ~2.1 MB to ~0.1 MB at Llama-8B shape, which 32K-token micro-batches need on an 80 GB GPU (benchmarks/README.md).")
     ttt_decay: float = Field(0.8, gt=0, le=1, description="Loss weight decay per unroll step.")
     epochs: float = Field(1.0, gt=0, description="Passes over the data.")
     max_steps: int | None = Field(None, ge=1, description="Stop after this many optimizer steps (overrides epochs).")

@@ -72,7 +72,8 @@ def forward_batch(module, head: TargetHead, batch: dict, cfg: TrainConfig):
     """One TTT forward: (loss, counts) for a batch dict from a reader."""
     probs, in_draft = head.labels(batch["final"])                               # (B, T, V_d), (B, T)
     segments = batch.get("segments")                                            # (B, T) packed samples
-    outputs = module.unroll(shift(batch["input_ids"], 1), batch["aux"], cfg.ttt_steps, segments)
+    outputs = module.unroll(shift(batch["input_ids"], 1), batch["aux"], cfg.ttt_steps, segments,
+                            recompute=cfg.recompute_ttt_steps)
     return ttt_loss(outputs, probs, in_draft, batch["loss_mask"], cfg.ttt_decay, segments, module.logits)
 
 
@@ -105,7 +106,7 @@ class Trainer:
                              fix="extract (or reconstruct) a non-empty set, or lower train.heldout_fraction")
         self.plan = BatchPlan(train, cfg.micro_batch_tokens, cfg.seed, pack=cfg.packing)
         self.total = total_steps(cfg, self.plan.per_epoch, self.dev.world)
-        drafter = build_drafter(inputs, cfg.seed, cfg.init_from)
+        drafter = build_drafter(inputs, cfg.seed, cfg.init_from, cfg.drafter.model_dump())
         self.ds_config = deepspeed_config(cfg, self.total, bf16=self.dev.dtype == torch.bfloat16)
         drafter.to(self.dev.device)
         self.engine, _, _, self.scheduler = deepspeed.initialize(
@@ -187,7 +188,7 @@ class Trainer:
     def finish(self, tokens: int, seconds: float) -> dict[str, Any]:
         state = full_state(self.engine)
         if self.dev.rank == 0:
-            drafter = build_drafter(self.inputs, self.cfg.seed)
+            drafter = build_drafter(self.inputs, self.cfg.seed, shape=self.cfg.drafter.model_dump())
             drafter.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()},
                                     strict=False)
             export_drafter(drafter, self.out / "export", self.cfg.ships_embedding)
