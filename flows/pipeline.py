@@ -39,6 +39,7 @@ from flows.run_summary import summary_markdown
 def pipeline(config: PipelineConfig) -> dict[str, dict]:
     """Run every selected stage of the DAG into ``config.out``."""
     outcomes: dict[str, Outcome] = {}
+    config.require_prompts()
     try:
         config = with_target(config, outcomes)
         with served_for_generation(config, outcomes) as served:

@@ -17,6 +17,7 @@ from typing import Any
 
 from eagle3_core.errors import StageError
 from eagle3_core.fsio import atomic_path
+from eagle3_core.readers.parquet import damaged
 
 ACCEPTED, REJECTED = "accepted", "rejected"
 
@@ -112,8 +113,8 @@ def read_persisted(out_dir: Path) -> tuple[dict[str, str], set[int]]:
             try:
                 frame = pl.read_parquet(file, columns=columns)
             except Exception as exc:  # a shard is atomic, so this is outside damage: say which file
-                raise StageError(f"cannot read shard: {exc}", path=str(file),
-                                 fix="move the damaged shard away; its samples are generated again") from None
+                raise damaged(file, f"not a readable Parquet file ({str(exc).splitlines()[0][:160]})",
+                              "generate") from None
             for row in frame.iter_rows(named=True):
                 if row["sample_id"] is not None:
                     done[row["sample_id"]] = kind

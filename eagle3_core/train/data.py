@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from eagle3_core.readers.parquet import redo_fix
+
 # Sorting by length inside windows of this many samples keeps padding low (most batches hold
 # similar lengths) while the window order stays shuffled.
 SORT_WINDOW = 64
@@ -106,6 +108,18 @@ def pad_stack(rows: list[torch.Tensor], length: int) -> torch.Tensor:
     return out
 
 
+def refuse_non_finite(batch: dict[str, torch.Tensor], samples: list[Sample], folder: Path, fix: str) -> None:
+    """Stop on NaN/Inf input states before any step, naming the sample and its file: DeepSpeed's
+    fp16 overflow skip would otherwise be the only trace of a rotten shard."""
+    finite = torch.isfinite(batch["aux"]).flatten(1).all(1) & torch.isfinite(batch["final"]).flatten(1).all(1)  # (B,)
+    if not bool(finite.all()):
+        from eagle3_core.errors import InputError
+
+        sample = samples[int((~finite).nonzero()[0])]
+        raise InputError(f"NaN or Inf in the hidden states of sample {sample.sample_id} ({sample.where})",
+                         sample_id=sample.sample_id, path=str(folder / sample.where), fix=fix)
+
+
 class OfflineReader:
     """Reads samples from hidden/ shards (safetensors slices: only the rows asked for)."""
 
@@ -114,9 +128,9 @@ class OfflineReader:
         self._open: dict[str, object] = {}
 
     def samples(self) -> list[Sample]:
-        import pyarrow.parquet as pq
+        from eagle3_core.readers import hidden
 
-        t = pq.read_table(self.hidden_dir / "index.parquet").to_pydict()
+        t = hidden.read_index(self.hidden_dir).to_pydict()
         return [Sample(i, int(n), s, int(o)) for i, s, o, n in
                 zip(t["sample_id"], t["shard"], t["offset"], t["length"]) if int(n) > 0]
 
@@ -137,10 +151,12 @@ class OfflineReader:
             shard, end = self._shard(s.where), s.offset + min(s.length, budget)
             for key in parts:
                 parts[key].append(shard.get_slice(key)[s.offset:end])
-        return {"input_ids": pad_stack(parts["input_ids"], T).long().to(device),
-                "aux": pad_stack(parts["aux_hidden_states"], T).to(device, dtype),
-                "final": pad_stack(parts["final_hidden_states"], T).to(device, dtype),
-                "loss_mask": pad_stack(parts["loss_mask"], T).bool().to(device)}
+        loaded = {"input_ids": pad_stack(parts["input_ids"], T).long().to(device),
+                  "aux": pad_stack(parts["aux_hidden_states"], T).to(device, dtype),
+                  "final": pad_stack(parts["final_hidden_states"], T).to(device, dtype),
+                  "loss_mask": pad_stack(parts["loss_mask"], T).bool().to(device)}
+        refuse_non_finite(loaded, batch, self.hidden_dir, redo_fix("extract"))
+        return loaded
 
 
 class OnlineReader:
@@ -152,11 +168,11 @@ class OnlineReader:
         self._model = None
 
     def samples(self) -> list[Sample]:
-        import pyarrow.parquet as pq
+        from eagle3_core.readers import sequences
 
         found = []
-        for part in sorted(self.sequences_dir.glob("part-*.parquet")):
-            t = pq.read_table(part, columns=["sample_id", "input_ids", "loss_mask"]).to_pydict()
+        for part in sequences.parts(self.sequences_dir):
+            t = sequences.read(part, ["sample_id", "input_ids", "loss_mask"]).to_pydict()
             for row, (sid, ids, mask) in enumerate(zip(t["sample_id"], t["input_ids"], t["loss_mask"])):
                 if ids:
                     self._rows[(part.name, row)] = (ids, mask)
@@ -182,6 +198,9 @@ class OnlineReader:
         # vLLM's layer id k is the input of decoder layer k = hidden_states[k] (as extract writes it)
         real = attention[..., None].to(dtype)                                    # (B, T, 1)
         aux = torch.stack([out.hidden_states[k] for k in self.layers], dim=2)   # (B, T, 3, H)
-        return {"input_ids": ids, "aux": aux.to(dtype) * real[..., None],       # padding zeroed as offline
-                "final": out.last_hidden_state.to(dtype) * real,
-                "loss_mask": mask & attention.bool()}
+        loaded = {"input_ids": ids, "aux": aux.to(dtype) * real[..., None],     # padding zeroed as offline
+                  "final": out.last_hidden_state.to(dtype) * real,
+                  "loss_mask": mask & attention.bool()}
+        refuse_non_finite(loaded, batch, self.sequences_dir,
+                          "the target made them: check its weights and dtype (fp16 overflows; use bf16 or fp32)")
+        return loaded

@@ -62,7 +62,7 @@ def trainer_error(out: Path, tail: list[str], returncode: int) -> errors.Eagle3E
     record = read_json(out / ERROR_FILE) if (out / ERROR_FILE).exists() else None
     if record and record["type"] != "crash":
         cls = getattr(errors, record["type"], errors.StageError)
-        return cls(record["message"], fix=record.get("fix"), path=record.get("path"))
+        return cls(record["message"], fix=record.get("fix"), path=record.get("path"), sample_id=record.get("sample_id"))
     message = record["message"] if record else f"the trainer exited with code {returncode}"
     last = "\n    ".join(tail[-15:])
     return errors.StageError(f"training failed: {message}\n  last trainer output:\n    {last}",

@@ -15,6 +15,7 @@ from eagle3_core.errors import ConfigError, InputError
 from eagle3_core.manifest import (StageManifest, input_fingerprint, read_manifest, runtime_versions,
                                   write_manifest)
 from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.readers import sequences
 from eagle3_core.reconstruct.tokenizer import load_tokenizer, target_vocab_size, tokenizer_fingerprint
 from eagle3_core.target import TargetConfig
 from eagle3_core.vocab.build import count_supervised, save, select
@@ -31,10 +32,9 @@ def run_vocab(cfg: VocabConfig, target: TargetConfig, sequences_dir: str | Path,
     started = time.monotonic()
     if not target.path:
         raise ConfigError("no tokenizer: target.path is not set", fix="pass --tokenizer PATH (a local directory)")
-    files = sorted(Path(sequences_dir).glob("part-*.parquet"))
-    if not files:
-        raise InputError(f"no sequence shards (part-*.parquet) in {sequences_dir}",
-                         fix="run `eagle3 reconstruct --out DIR` first and pass that DIR as --input")
+    files = sequences.parts(sequences_dir)
+    for file in files:          # a torn part is named before this folder is touched
+        sequences.num_rows(file)
     fingerprint = tokenizer_fingerprint(target.path)
     inputs = {"sequences": input_fingerprint(sequences_dir), "tokenizer": fingerprint}
     config_hash = stable_hash({"vocab": cfg.content_hash()})
@@ -45,12 +45,12 @@ def run_vocab(cfg: VocabConfig, target: TargetConfig, sequences_dir: str | Path,
     manifest = StageManifest(stage=STAGE, status="running", config_hash=config_hash, inputs=inputs,
                              versions=runtime_versions("safetensors", "numpy"))
     write_manifest(out_dir, manifest)
-    target_vocab = target_vocab_size(target.path, load_tokenizer(target.path, target.trust_remote_code))
-    counts = count_supervised(files, target_vocab)
-    if counts.sum() == 0:
-        raise InputError(f"the sequences in {sequences_dir} hold no supervised tokens",
-                         fix="check the reconstruct manifest: every loss_mask is 0")
-    vocab = select(counts, cfg.draft_vocab_size)
+    try:
+        vocab, target_vocab, counts = _build(cfg, target, files, sequences_dir)
+    except BaseException:
+        manifest.status = "failed"      # never leave `running` behind a run that stopped
+        write_manifest(out_dir, manifest)
+        raise
     save(vocab, Path(out_dir) / VOCAB_FILE)
     manifest.counts = {"supervised_tokens": int(counts.sum()), "distinct_tokens": int((counts > 0).sum()),
                        "shards": len(files)}
@@ -62,3 +62,13 @@ def run_vocab(cfg: VocabConfig, target: TargetConfig, sequences_dir: str | Path,
     write_manifest(out_dir, manifest)
     reporter.log(f"vocab: {len(vocab.d2t)} draft ids cover {vocab.coverage:.2%} of {int(counts.sum())} supervised tokens")
     return manifest
+
+
+def _build(cfg: VocabConfig, target: TargetConfig, files: list[Path], sequences_dir) -> tuple:
+    """(draft vocab, target vocab size, counts) from the supervised tokens of ``files``."""
+    target_vocab = target_vocab_size(target.path, load_tokenizer(target.path, target.trust_remote_code))
+    counts = count_supervised(files, target_vocab)
+    if counts.sum() == 0:
+        raise InputError(f"the sequences in {sequences_dir} hold no supervised tokens",
+                         fix="check the reconstruct manifest: every loss_mask is 0")
+    return select(counts, cfg.draft_vocab_size), target_vocab, counts
