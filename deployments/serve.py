@@ -2,11 +2,12 @@
 
     python deployments/serve.py [--recipe configs/toy.yaml] [--out runs/served]
 
-Registers ``eagle3-pipeline`` (manual), ``eagle3-generate`` (manual, when the generate stage's
-flow is built) and ``eagle3-nightly`` (cron ``0 2 * * *`` in UTC, at most one run at a time)
-with the Prefect API in ``PREFECT_API_URL``, then runs their flow runs in subprocesses until
-stopped (SIGTERM or Ctrl-C). Parameters come from the recipe; the Prefect UI shows them as a
-form, validated by the same pydantic models as the CLI.
+The deployments are the ones ``deployments/prefect.yaml`` defines for the process pool (that
+file is their one definition: names, entrypoints, schedules, concurrency limits, descriptions,
+tags, parameters). Here their parameters are pointed at ``--recipe`` (wherever prefect.yaml
+holds the toy recipe or its generate section) and ``--out`` (the recipe's run directory; other
+``runs/...`` paths move under it). They are registered with the Prefect API in
+``PREFECT_API_URL`` and their flow runs run in subprocesses until stopped (SIGTERM or Ctrl-C).
 """
 
 from __future__ import annotations
@@ -15,38 +16,58 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-# An explicit time zone, so 02:00 means the same hour whatever the server's clock says.
-NIGHTLY_CRON, NIGHTLY_TIMEZONE = "0 2 * * *", "UTC"
+PREFECT_YAML = ROOT / "deployments" / "prefect.yaml"
+PROCESS_POOL = "eagle3-process"
+RUNS = "runs/"
+
+
+def defined_deployments() -> list[dict[str, Any]]:
+    """prefect.yaml's deployments on the process pool (the docker variants are the same flows)."""
+    data = yaml.safe_load(PREFECT_YAML.read_text(encoding="utf-8"))
+    return [d for d in data["deployments"] if d["work_pool"]["name"] == PROCESS_POOL]
+
+
+def repoint(value: Any, toy: dict, recipe: dict, out: str) -> Any:
+    """``value`` with the toy recipe (or its generate section) replaced by ``recipe``'s, and
+    ``runs/...`` paths moved under ``out``."""
+    if value == toy:
+        return recipe
+    if value == toy["generate"]:
+        return recipe["generate"]
+    if isinstance(value, dict):
+        return {k: repoint(v, toy, recipe, out) for k, v in value.items()}
+    if isinstance(value, str) and value.startswith(RUNS):
+        return str(Path(out) / value.removeprefix(RUNS))
+    return value
 
 
 def build_deployments(recipe_path: Path, out: str) -> list:
-    """One RunnerDeployment per eagle3 flow, parameters from the recipe."""
+    """One RunnerDeployment per deployment prefect.yaml defines, parameters from the recipe."""
     from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
     from prefect.schedules import Cron
 
     from eagle3_core.config import PipelineConfig
-    from flows.nightly import NightlyConfig, nightly
-    from flows.pipeline import pipeline
-    from flows.pipeline_stages import load_stage_flow
+    from eagle3_core.stages import load
 
-    recipe = PipelineConfig.from_yaml(recipe_path).model_copy(update={"out": out})
-    deployments = [pipeline.to_deployment(
-        "eagle3-pipeline", parameters={"config": recipe.model_dump(mode="json")},
-        description="The whole DAG on one recipe: generate -> ... -> evaluate.", tags=["eagle3"])]
-    generate_flow = load_stage_flow("generate")
-    if generate_flow is not None:
-        deployments.append(generate_flow.to_deployment(
-            "eagle3-generate", description="Generate a dataset from the recipe's prompts and endpoints.",
-            parameters={"cfg": recipe.generate.model_dump(mode="json"),
-                        "out": str(recipe.layout.generations)}, tags=["eagle3"]))
-    nightly_config = NightlyConfig(root=str(Path(out) / "nightly"), recipe=recipe)
-    deployments.append(nightly.to_deployment(
-        "eagle3-nightly", schedules=[Cron(NIGHTLY_CRON, timezone=NIGHTLY_TIMEZONE)], parameters={"config": nightly_config.model_dump(mode="json")},
-        concurrency_limit=ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.ENQUEUE),
-        description="Regenerate new prompts into a dated dataset version every night.", tags=["eagle3"]))
-    return deployments
+    data = yaml.safe_load(PREFECT_YAML.read_text(encoding="utf-8"))
+    toy = data["definitions"]["recipes"]["toy_recipe"]
+    recipe = PipelineConfig.from_yaml(recipe_path).model_copy(update={"out": out}).model_dump(mode="json")
+    built = []
+    for d in defined_deployments():
+        limit = d.get("concurrency_limit")
+        path, name = d["entrypoint"].split(":")  # flows/pipeline.py:pipeline -> flows.pipeline:pipeline
+        built.append(load(f"{path.removesuffix('.py').replace('/', '.')}:{name}").to_deployment(
+            d["name"], parameters=repoint(d["parameters"], toy, recipe, out), description=d["description"],
+            tags=d.get("tags", []),
+            schedules=[Cron(s["cron"], timezone=s["timezone"], active=s.get("active", True)) for s in d.get("schedules", [])],
+            concurrency_limit=limit and ConcurrencyLimitConfig(
+                limit=limit["limit"], collision_strategy=ConcurrencyLimitStrategy[limit["collision_strategy"]])))
+    return built
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from eagle3_core.base import StrictModel
 from eagle3_core.errors import ConfigError
@@ -20,20 +20,20 @@ from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.layout import RunLayout
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.serve.config import ServeConfig
+from eagle3_core.stages import STAGE_NAMES
 from eagle3_core.target import TargetConfig
 from eagle3_core.toy.config import ToyTargetConfig
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.vocab.config import VocabConfig
 
-StageName = Literal["generate", "reconstruct", "vocab", "extract", "train", "evaluate"]
-ALL_STAGES: list[StageName] = ["generate", "reconstruct", "vocab", "extract", "train", "evaluate"]
+StageName = Literal[STAGE_NAMES]  # type: ignore[valid-type]  # the declared stages, in DAG order
 
 
 class PipelineConfig(StrictModel):
     """Everything one run needs, from prompts to an evaluated drafter."""
 
     out: str = Field("runs/default", description="Run directory; each stage writes its own folder under it.")
-    stages: list[StageName] = Field(default_factory=lambda: list(ALL_STAGES), description="Stages to run, in DAG order.")
+    stages: list[StageName] = Field(default_factory=lambda: list(STAGE_NAMES), description="Stages to run, in DAG order.")
     target: TargetConfig = Field(default_factory=TargetConfig, description="The target model.")
     toy: ToyTargetConfig | None = Field(None, description="Build (or load cached) the toy target and use it as target.path.")
     serve: ServeConfig | None = Field(None, description="Start vLLM locally for the target (generation) and for evaluation; None = use generate.base_urls.")
@@ -51,6 +51,16 @@ class PipelineConfig(StrictModel):
             raise ConfigError("generate.prompts is not set, and the generate stage needs prompts", path=recipe,
                               fix="set generate.prompts.input in the recipe (a .jsonl/.parquet file, a folder "
                                   "or a dataset name), or leave generate out of `stages`")
+    @model_validator(mode="after")
+    def _generate_sends_the_targets_chat_settings(self) -> "PipelineConfig":
+        """``target.chat`` is the one source: generate gets a copy, never its own values."""
+        if self.generate.chat != self.target.chat:
+            if "chat" in self.generate.model_fields_set:
+                raise ValueError(f"generate.chat {self.generate.chat.model_dump()} differs from target.chat "
+                                 f"{self.target.chat.model_dump()}: set template variables and detokenizer "
+                                 "settings once, in target.chat")
+            self.generate = self.generate.model_copy(update={"chat": self.target.chat})
+        return self
 
     @property
     def layout(self) -> RunLayout:

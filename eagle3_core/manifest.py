@@ -1,7 +1,8 @@
 """Every stage directory holds a ``manifest.json``: what went in, with which config, what came out.
 
 A stage is skipped when its manifest says ``complete`` for the same config hash and the same
-input fingerprints; otherwise it resumes from the shards it finished. The manifest is written
+input fingerprints and its listed shards hold; otherwise it resumes from the shards it finished
+(``eagle3_core.lifecycle`` runs that rule for every stage). The manifest is written
 atomically and ``complete`` is written last, so a crash can never leave a stage that claims
 to be done but is not.
 """
@@ -18,6 +19,7 @@ from pydantic import Field
 
 from eagle3_core import __version__
 from eagle3_core.base import StrictModel, stable_hash
+from eagle3_core.checksums import ShardRecord
 from eagle3_core.fsio import read_json, write_json_atomic
 
 MANIFEST_NAME = "manifest.json"
@@ -34,6 +36,7 @@ class StageManifest(StrictModel):
     timings: dict[str, float] = Field(default_factory=dict, description="Wall seconds per phase.")
     versions: dict[str, str] = Field(default_factory=dict, description="Versions of eagle3, Python and key libraries.")
     details: dict[str, Any] = Field(default_factory=dict, description="Stage-specific figures (reject reasons, match rate, coverage, ...).")
+    shards: dict[str, ShardRecord] = Field(default_factory=dict, description="Every output shard (path under the stage folder) with its size and blake2b, recorded when it was written.")
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import flow
 
 from eagle3_core.extract.config import ExtractConfig
+from eagle3_core.extract.stage import fail_extract
 from eagle3_core.manifest import StageManifest
 from eagle3_core.target import TargetConfig
 from tasks.common import PrefectReporter
@@ -27,6 +28,9 @@ def extract_flow(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str, o
             done += shard.tokens
             progress.progress("extract", done, total, shard=shard.index)
             rows.append(_row(shard.name, figures))
+    except BaseException as exc:
+        fail_extract(plan, exc)  # `failed` on disk and the folder's lock let go; finished shards stay
+        raise
     finally:
         release_task()
     return finish_task(plan, reused=sum(int(r["reused"]) for r in rows), shard_rows=rows)

@@ -12,25 +12,30 @@
 5. Keep the newest ``keep_versions`` versions and every version a drafter was trained on.
 
 Two nightly runs never run at once: the deployment has a concurrency limit of 1
-(deployments/prefect.yaml, deployments/serve.py).
+(deployments/prefect.yaml).
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import shutil
 import time
 from pathlib import Path
 
 from pydantic import Field
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger
 
+from eagle3_core import dataset_versions as dv
 from eagle3_core.base import StrictModel
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
 from eagle3_core.generate.config import GenerateConfig
-from flows import dataset_versions as dv
-from flows.pipeline import served_for_generation, with_target
-from flows.pipeline_stages import Outcome, load_stage_flow, run_stage
+from eagle3_core.run_summary import Outcome
+from eagle3_core.stages import BY_NAME, upstream_of
+from flows.pipeline import run_stage, served_for, with_target
+from flows.stages import stage_flow
+from tasks.nightly import ask_served_model, prune_versions, start_version
+
+TRAINED = "train"  # the stage the nightly continues to; every stage it reads except generate runs first
 
 
 class NightlyConfig(StrictModel):
@@ -47,14 +52,14 @@ def nightly(config: NightlyConfig) -> dict:
     """Regenerate what is new into a dated dataset version; optionally train; prune old versions."""
     recipe = with_target(config.recipe.model_copy(update={"out": config.root}), {})
     require_endpoints(recipe)
-    with served_for_generation(recipe, {}) as served:
+    with served_for(BY_NAME["generate"], recipe, {}) as served:
         generate = ask_served_model(served.generate)
-        version_dir, reuse = start_version(config, generate)
+        version_dir, reuse = start_version(config.root, generate)
         generate_into(generate, version_dir)
-    finish_version(config, version_dir, generate, reuse)
+    finish_version(version_dir, generate, reuse)
     if config.train:
         train_on(config, version_dir)
-    deleted = prune_versions(config)
+    deleted = prune_versions(config.root, config.keep_versions)
     return {"version": version_dir.name, "reuse": vars(reuse), "deleted": deleted}
 
 
@@ -66,54 +71,12 @@ def require_endpoints(recipe: PipelineConfig) -> None:
                           fix="set them in the recipe the nightly deployment passes")
 
 
-@task(name="ask-served-model", retries=2, retry_delay_seconds=[10, 60])
-def ask_served_model(cfg: GenerateConfig) -> GenerateConfig:
-    """The generate config pinned to the model the endpoints serve (the probe's verdict)."""
-    from eagle3_core.generate.probe import probe_endpoints
-
-    report = probe_endpoints(cfg)
-    get_run_logger().info(report.line())
-    return cfg.model_copy(update={"model": report.model})
-
-
-def current_sample_ids(cfg: GenerateConfig) -> set[str]:
-    """The sample id of every prompt under ``cfg``'s model and sampling config (as generate keys them)."""
-    from eagle3_core.generate.inputs import iter_rows
-    from eagle3_core.generate.rows import RowRejection, normalize, sample_id
-
-    key, ids = cfg.sampling_key(), set()
-    for row in iter_rows(cfg.prompts):
-        messages = normalize(row)
-        if not isinstance(messages, RowRejection):
-            ids.add(sample_id(messages, key))
-    return ids
-
-
-@task(name="start-version")
-def start_version(config: NightlyConfig, cfg: GenerateConfig) -> tuple[Path, dv.Reuse]:
-    """Create (or resume) today's version, seeded with the previous version's current shards."""
-    root = Path(config.root)
-    name = dv.new_version_name(root, dt.date.today())
-    version_dir = dv.versions_dir(root) / name
-    previous = [v for v in dv.complete_versions(root) if v != name]
-    reuse = dv.Reuse()
-    if previous:
-        reuse = dv.seed_from(dv.versions_dir(root) / previous[-1] / "generations",
-                             version_dir / "generations", current_sample_ids(cfg))
-    get_run_logger().info("version %s: %d shards reused as is, %d filtered, %d dropped (%d rows carried over)",
-                          name, reuse.linked, reuse.filtered, reuse.dropped, reuse.rows)
-    return version_dir, reuse
-
-
 def generate_into(cfg: GenerateConfig, version_dir: Path) -> None:
     """The generate stage's own flow (a subflow): it requests only the samples no shard holds."""
-    generate_flow = load_stage_flow("generate")
-    if generate_flow is None:
-        raise ConfigError("the generate stage is not built yet", fix="the nightly needs flows/generate.py")
-    generate_flow(cfg=cfg, out=str(version_dir / "generations"))
+    stage_flow("generate")(cfg=cfg, out=str(version_dir / "generations"))
 
 
-def finish_version(config: NightlyConfig, version_dir: Path, cfg: GenerateConfig, reuse: dv.Reuse) -> None:
+def finish_version(version_dir: Path, cfg: GenerateConfig, reuse: dv.Reuse) -> None:
     from eagle3_core.manifest import read_manifest
 
     manifest = read_manifest(version_dir / "generations")
@@ -124,7 +87,8 @@ def finish_version(config: NightlyConfig, version_dir: Path, cfg: GenerateConfig
 
 
 def train_on(config: NightlyConfig, version_dir: Path) -> None:
-    """reconstruct -> vocab -> extract -> train on the new version; the drafter goes to drafters/<version>."""
+    """The stages train reads (less generate) and train, on the new version; the drafter goes to
+    drafters/<version>."""
     root, logger = Path(config.root), get_run_logger()
     recipe = with_target(config.recipe.model_copy(update={"out": str(version_dir)}), {})
     previous = dv.latest_drafter(root)
@@ -132,23 +96,14 @@ def train_on(config: NightlyConfig, version_dir: Path) -> None:
         recipe = recipe.model_copy(update={"train": recipe.train.model_copy(update={"init_from": str(previous)})})
         logger.info("training starts from the weights of %s", previous)
     outcomes: dict[str, Outcome] = {}
-    for name in ("reconstruct", "vocab", "extract", "train"):
-        outcome = run_stage(name, recipe, outcomes)
-        if outcome.status in ("not built", "blocked"):
-            raise ConfigError(f"cannot train on {version_dir.name}: {name} is {outcome.status} ({outcome.reason})")
+    results: dict = {}
+    for name in [s for s in upstream_of(TRAINED, recipe) if s != "generate"] + [TRAINED]:
+        outcome = run_stage(name, recipe, outcomes, results)
+        if outcome.status == "blocked":
+            raise ConfigError(f"cannot train on {version_dir.name}: {name} is blocked ({outcome.reason})")
     drafter = dv.drafters_dir(root) / version_dir.name
     drafter.parent.mkdir(parents=True, exist_ok=True)
     if drafter.exists():
-        import shutil
-
         shutil.rmtree(drafter)
     (version_dir / "drafter").rename(drafter)
     dv.mark_trained_on(drafter, version_dir.name)
-
-
-@task(name="prune-versions")
-def prune_versions(config: NightlyConfig) -> list[str]:
-    deleted = dv.prune(config.root, config.keep_versions)
-    if deleted:
-        get_run_logger().info("deleted old versions: %s", ", ".join(deleted))
-    return deleted

@@ -1,8 +1,9 @@
 """The whole DAG as one Prefect flow whose single parameter is the pipeline config.
 
-generate -> reconstruct -> vocab -> extract -> train -> evaluate, each stage its own flow run
-(a subflow), each skipping itself when its manifest says it is complete for the same inputs and
-config. Because the parameter is ``PipelineConfig``, the Prefect UI renders it as a form and
+The stages declared in ``eagle3_core.stages`` (generate -> reconstruct -> vocab -> extract ->
+train -> evaluate), in their order, each its own flow run (a subflow) that waits for the results
+(manifests) of the stages it reads, so the run graph draws the DAG; each skips itself when its
+manifest says it is complete for the same inputs and config. Because the parameter is ``PipelineConfig``, the Prefect UI renders it as a form and
 validates it exactly as ``eagle3 pipeline --config`` does.
 
 Guarantees:
@@ -11,6 +12,10 @@ Guarantees:
   ``{toy}`` in a prompts input stands for the toy's directory. With ``config.serve`` set, vLLM is started for the target only while the
   generate stage runs (its URL fills ``generate.base_urls``) and is stopped after it, error or
   not; when generate has nothing left to do, vLLM is not started at all.
+- A stage runs only when every stage it reads has a ``complete`` manifest on disk (from this run
+  or an earlier one); otherwise it is ``blocked``, never run on missing inputs. Whether a stage's
+  work is reused is decided by the stage itself; the pipeline reports it (``reused`` when the
+  manifest did not change).
 - A failed stage fails this flow run with the stage's own exception and message.
 - Every run, failed or not, leaves a keyed markdown artifact, ``pipeline-summary``, with each
   stage's outcome and the headline figures.
@@ -27,12 +32,15 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from typing import Any
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger
 
 from eagle3_core.config import PipelineConfig
-from flows.pipeline_stages import Outcome, generate_is_done, run_stage
-from flows.run_summary import summary_markdown
+from eagle3_core.manifest import read_manifest
+from eagle3_core.run_summary import Outcome, summary_markdown
+from eagle3_core.stages import BY_NAME, STAGES, StageSpec
+from flows.stages import stage_flow
 
 
 @flow(name="pipeline", log_prints=True)
@@ -40,27 +48,16 @@ def pipeline(config: PipelineConfig) -> dict[str, dict]:
     """Run every selected stage of the DAG into ``config.out``."""
     outcomes: dict[str, Outcome] = {}
     config.require_prompts()
+    results: dict[str, Any] = {}  # stage -> what its subflow returned, passed on as the DAG's edges
     try:
         config = with_target(config, outcomes)
-        with served_for_generation(config, outcomes) as served:
-            run_stage("generate", served, outcomes)
-        run_stage("reconstruct", config, outcomes)
-        run_stage("vocab", config, outcomes)
-        run_stage("extract", config, outcomes)
-        run_stage("train", config, outcomes)
-        run_stage("evaluate", config, outcomes)
+        for spec in STAGES:
+            config = settled(spec, config)
+            with served_for(spec, config, outcomes) as served:
+                run_stage(spec.name, served, outcomes, results)
     finally:  # a failed run gets its summary too; the stage's own exception still fails the run
         publish_summary(config, outcomes)
     return {name: vars(outcome) for name, outcome in outcomes.items()}
-
-
-@task(name="toy-target")
-def build_toy(config: PipelineConfig) -> str:
-    """Build the toy target or load it from its cache (keyed by the hash of its recipe)."""
-    from eagle3_core.toy.build import build_toy_target
-    from tasks.common import PrefectReporter
-
-    return str(build_toy_target(config.toy, reporter=PrefectReporter("toy")))
 
 
 def with_target(config: PipelineConfig, outcomes: dict[str, Outcome]) -> PipelineConfig:
@@ -68,9 +65,10 @@ def with_target(config: PipelineConfig, outcomes: dict[str, Outcome]) -> Pipelin
     if config.toy is None:
         return config
     from eagle3_core.toy.build import is_built, toy_target_dir
+    from tasks.toy import build_toy
 
     started, cached = time.time(), is_built(toy_target_dir(config.toy))
-    path = build_toy(config)
+    path = build_toy(config.toy)
     outcomes["toy"] = Outcome("toy", "reused" if cached else "ran", path, time.time() - started, started)
     return with_toy_paths(config, path)
 
@@ -94,10 +92,74 @@ def with_toy_paths(config: PipelineConfig, path: str) -> PipelineConfig:
         "evaluate": config.evaluate.model_copy(update={"prompts": prompts(config.evaluate.prompts, HELDOUT_PROMPTS)})})
 
 
+def settled(spec: StageSpec, config: PipelineConfig) -> PipelineConfig:
+    """The config with the choices ``spec`` settles before it runs (train.mode auto, before extract)."""
+    if spec.settle is None:
+        return config
+    config, why = spec.settle(config)
+    if why:
+        get_run_logger().info("%s", why)
+    return config
+
+
+def missing_inputs(spec: StageSpec, config: PipelineConfig) -> list[str]:
+    """The stages this one reads whose folders hold no complete manifest."""
+    missing = []
+    for name in spec.reads(config):
+        manifest = read_manifest(BY_NAME[name].out(config))
+        if manifest is None or manifest.status != "complete":
+            missing.append(name)
+    return missing
+
+
+def run_stage(name: str, config: PipelineConfig, outcomes: dict[str, Outcome],
+              results: dict[str, Any] | None = None) -> Outcome:
+    """Run one stage's flow (a subflow of the caller) unless it is unselected or blocked.
+
+    The subflow waits for the results of the stages it reads that ran in this flow run
+    (``results``), which makes those runs its parents in Prefect's run graph.
+    """
+    spec, logger, results = BY_NAME[name], get_run_logger(), {} if results is None else results
+    outcome = Outcome(stage=name, status="not selected", out_dir=str(spec.out(config)))
+    outcomes[name] = outcome
+    if name not in config.stages:
+        return outcome
+    if missing := missing_inputs(spec, config):
+        outcome.status = "blocked"
+        outcome.reason = "needs " + ", ".join(f"{m} ({outcomes[m].status if m in outcomes else 'not run'})" for m in missing)
+        logger.warning("%s: blocked, %s", name, outcome.reason)
+        return outcome
+    if spec.is_done is not None and spec.is_done(config):
+        outcome.status = "reused"
+        outcome.counts = dict(read_manifest(spec.out(config)).counts)
+        logger.info("%s: complete for these inputs and config in %s, reused", name, outcome.out_dir)
+        return outcome
+    logger.info("%s: starting -> %s", name, outcome.out_dir)
+    before = read_manifest(spec.out(config))
+    outcome.started = time.time()
+    upstream = [results[r] for r in spec.reads(config) if r in results]
+    try:
+        results[name] = stage_flow(name)(**spec.arguments(config), wait_for=upstream)
+    except BaseException as exc:  # recorded for the summary, then raised unchanged
+        outcome.status, outcome.reason = "failed", (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise
+    finally:
+        outcome.seconds = time.time() - outcome.started
+    after = read_manifest(spec.out(config))
+    unchanged = before is not None and after is not None and before.updated_at == after.updated_at
+    outcome.status = "reused" if unchanged and before.status == "complete" else "ran"
+    outcome.counts = dict(after.counts) if after else {}
+    logger.info("%s: %s in %.1f s", name, outcome.status, outcome.seconds)
+    return outcome
+
+
 @contextlib.contextmanager
-def served_for_generation(config: PipelineConfig, outcomes: dict[str, Outcome]) -> Iterator[PipelineConfig]:
-    """Yield the config with vLLM serving the target for generate, and stop vLLM afterwards."""
-    if config.serve is None or "generate" not in config.stages or generate_is_done(config):
+def served_for(spec: StageSpec, config: PipelineConfig, outcomes: dict[str, Outcome]) -> Iterator[PipelineConfig]:
+    """Yield the config with vLLM serving the target for a stage that reads from it (``served``)
+    while that stage runs, and stop vLLM afterwards, error or not. Not started when the recipe
+    names its own endpoints (``serve`` unset), the stage is not selected, or it has nothing to do."""
+    if (not spec.served or config.serve is None or spec.name not in config.stages
+            or (spec.is_done is not None and spec.is_done(config))):
         yield config
         return
     from eagle3_core.serve.vllm_server import VLLMServer

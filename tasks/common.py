@@ -90,21 +90,23 @@ def publish_image(path: str | Path, key: str, description: str) -> None:
 
 
 def stage_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
-    """Cache key = the stage config hash + the fingerprints of its input directories.
+    """Cache key = the stage config hash + the state of every directory it is given (inputs and
+    output): each one's manifest fingerprint and its listed shards' sizes and mtimes.
 
     Prefect's default policy includes the flow-run id, so nothing would be reused across runs;
-    this key changes exactly when the stage's outputs could change. The on-disk manifest stays
-    the final word (a stage re-checks it), so a stale cache can never skip missing work.
+    this key changes exactly when the stage's outputs could change, including when one of its
+    shards was deleted or rewritten (then the stage runs and redoes it), so a cached result can
+    never skip missing work.
     """
     from eagle3_core.base import StrictModel, stable_hash
-    from eagle3_core.manifest import input_fingerprint
+    from eagle3_core.lifecycle import folder_state
 
     parts: dict[str, str] = {"task": context.task.name}
     for name, value in sorted(parameters.items()):
         if isinstance(value, StrictModel):
             parts[name] = value.content_hash()
         elif isinstance(value, (str, Path)) and Path(value).is_dir():
-            parts[name] = input_fingerprint(value)
+            parts[name] = folder_state(value)
         else:
             parts[name] = repr(value)
     return stable_hash(parts)

@@ -1,23 +1,30 @@
-"""Prefect tasks of the generate stage: one task per batch of prompts, never one per request.
+"""Prefect tasks of the generate stage: open, one streaming task for the whole input, finish.
 
-Prefect's per-task overhead (tens of milliseconds and several API calls) would cap a per-request
-design far below a server's 128 requests/s; a batch of ``batch_size`` rows is one task, which
-runs the core's async loop over the batch. Each batch holds slots of a global concurrency limit
-named after every endpoint (``vllm:{host}:{port}``), so two runs against one server take turns
-with its capacity instead of doubling its queue.
+Never one task per request: Prefect's per-task overhead (tens of milliseconds and several API
+calls) would cap a per-request design far below a server's 128 requests/s. Nor one task per
+batch: a batch waits for its slowest row while the endpoint idles (issue 13 measured 0.41x of a
+bare loop). ``generate-stream`` runs the core's engine over every row; Prefect shows it through
+the progress artifact and one log line per shard written.
+
+Each endpoint's capacity is a global concurrency limit named after it (``vllm:{host}:{port}``),
+shared by every run that sends to it; ``PrefectLimits`` lets the core hold slots of it in leased
+chunks (``eagle3_core/generate/slots.py``), so two runs split a server instead of doubling its
+queue, and a killed run's slots come back when its leases lapse.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from urllib.parse import urlsplit
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from prefect.concurrency.sync import concurrency
 
-from eagle3_core.generate.stage import Batch, GenerateRun
+from eagle3_core.generate.stage import GenerateRun
 from eagle3_core.manifest import StageManifest
 from tasks.common import publish_manifest, publish_table
+
+RUNS_LIMIT = 1_000_000  # the ``:runs`` counter bounds nothing: it only counts the runs with work
 
 
 def endpoint_limit_name(url: str) -> str:
@@ -27,38 +34,108 @@ def endpoint_limit_name(url: str) -> str:
     return f"vllm:{parts.hostname}:{port}"
 
 
-def ensure_limits(names: list[str], slots: int) -> int:
-    """Create missing limits with ``slots``; keep an operator's existing value. Returns the
-    smallest limit, which becomes this run's in-flight bound per endpoint."""
+def ensure_limits(names: list[str], slots: int) -> None:
+    """Create missing limits with ``slots`` (and each one's ``:runs`` counter); keep an
+    operator's existing value."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
     from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 
-    smallest = slots
     with get_client(sync_client=True) as client:
-        for name in names:
+        for name, limit in [(n, slots) for n in names] + [(f"{n}:runs", RUNS_LIMIT) for n in names]:
             try:
-                smallest = min(smallest, client.read_global_concurrency_limit_by_name(name).limit)
+                client.read_global_concurrency_limit_by_name(name)
             except ObjectNotFound:
                 try:
-                    client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=slots))
+                    client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=limit))
                 except ObjectAlreadyExists:  # another run created it a moment ago
                     pass
-    return smallest
+
+
+class PrefectLimits:
+    """The core's ``SharedLimits`` on Prefect global concurrency limits with leases."""
+
+    def __init__(self, urls: list[str]) -> None:
+        from prefect.client.schemas.objects import ConcurrencyLeaseHolder
+        from prefect.runtime import flow_run
+
+        self.names = {url: endpoint_limit_name(url) for url in urls}
+        self.holder = ConcurrencyLeaseHolder(type="flow_run", id=flow_run.id) if flow_run.id else None
+        self._client = None  # one client for the run: opening one per call cost ~150 ms here, a call ~8 ms
+
+    def limit(self, url: str) -> int:
+        return self._client_call(lambda c: c.read_global_concurrency_limit_by_name(self.names[url]).limit)
+
+    def runs(self, url: str) -> int:
+        return self._client_call(lambda c: c.read_global_concurrency_limit_by_name(f"{self.names[url]}:runs").active_slots)
+
+    def take(self, url: str, slots: int, lease_seconds: float) -> Hashable | None:
+        return self._lease(self.names[url], slots, lease_seconds)
+
+    def join(self, url: str, lease_seconds: float) -> Hashable:
+        lease = self._lease(f"{self.names[url]}:runs", 1, lease_seconds)
+        assert lease is not None, "the :runs counter is never full"
+        return lease
+
+    def renew(self, lease: Hashable, lease_seconds: float) -> bool:
+        import httpx
+
+        try:
+            self._client_call(lambda c: c.renew_concurrency_lease(lease, lease_seconds))
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code in (404, 410):
+                return False
+            raise
+        return True
+
+    def give_back(self, lease: Hashable) -> None:
+        self._client_call(lambda c: c.release_concurrency_slots_with_lease(lease))
+
+    def starved(self, url: str, seconds: float) -> str:
+        name = self.names[url]
+        return (f"generate: no slot of {name} free for {seconds:.0f} s: other runs hold all of them, or a killed "
+                f"run left them leased under an ephemeral Prefect API (it sweeps no lease); fix: once no other run "
+                f"uses {url}, `prefect gcl update {name} --active-slots 0`")
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.__exit__(None, None, None)
+            self._client = None
+
+    def _lease(self, name: str, slots: int, lease_seconds: float) -> Hashable | None:
+        import httpx
+
+        try:
+            response = self._client_call(lambda c: c.increment_concurrency_slots_with_lease(
+                [name], slots, "concurrency", lease_seconds, self.holder))
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code == 423:  # locked: fewer than ``slots`` free
+                return None
+            raise
+        return response.json()["lease_id"]
+
+    def _client_call(self, fn):
+        from prefect.client.orchestration import get_client
+
+        if self._client is None:  # opened in the caller's context (the API URL is a context setting)
+            self._client = get_client(sync_client=True).__enter__()
+        return fn(self._client)
 
 
 @task(name="generate-open", cache_policy=NO_CACHE)
 def open_run(run: GenerateRun) -> StageManifest | None:
-    """Skip check, endpoint probe, resume scan; the limit names for the batches."""
+    """Skip check, endpoint probe, resume scan."""
     return run.open()
 
 
-@task(name="generate-batch", cache_policy=NO_CACHE, task_run_name="generate-batch-{batch.number}")
-def generate_batch(run: GenerateRun, batch: Batch, limit_names: list[str], slots: int) -> int:
-    # The lease is renewed while the batch runs; after a SIGKILL it lapses, and the slots come back.
-    with concurrency(limit_names, occupy=slots, strict=True, lease_duration=run.cfg.limit_lease_seconds):
-        run.run_batch(batch)
-    return len(batch.rows)
+@task(name="generate-stream", cache_policy=NO_CACHE)
+def stream_all(run: GenerateRun, shared: PrefectLimits) -> int:
+    """Every row, streamed through one engine within this run's share of each endpoint's limit."""
+    try:
+        run.run_all(shared)
+    finally:
+        shared.close()
+    return run.stats.done
 
 
 @task(name="generate-finish", cache_policy=NO_CACHE)

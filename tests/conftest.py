@@ -11,6 +11,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 pytest_plugins = [
+    "tests.fixtures.requirements",
     "tests.fixtures.prefect",
     "tests.fixtures.fake_server",
     "tests.fixtures.toy",

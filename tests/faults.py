@@ -12,9 +12,12 @@ def truncate(path: Path, keep: float = 0.5) -> None:
     path.write_bytes(data[: int(len(data) * keep)])
 
 
+LOCK = ".lock"  # the folder's OS lock (eagle3_core.lock): taken by every run, it holds no output
+
+
 def snapshot(folder: Path) -> dict[str, str]:
-    """sha256 of every file under ``folder`` by relative path ({} when it does not exist)."""
+    """sha256 of every output file under ``folder`` by relative path ({} when there is none)."""
     if not folder.exists():
         return {}
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != LOCK}

@@ -30,3 +30,11 @@ def test_config_hash_changes_with_content_and_only_with_content():
 def test_think_tokens_must_come_in_pairs():
     with pytest.raises(ValueError, match="both be set"):
         PipelineConfig.model_validate({"target": {"think_open": "<think>", "think_close": None}})
+
+
+def test_a_target_without_a_path_is_a_config_error_with_the_fix_not_a_traceback():
+    from eagle3_core.target import TargetConfig
+
+    with pytest.raises(ConfigError, match="target.path is not set") as err:
+        TargetConfig().require_path()
+    assert "fix: point target.path" in str(err.value)

@@ -16,19 +16,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-LIST_KEYS = ("acc_k", "acc_per_step", "accuracy_per_step", "acc")
-
-
 def step_accuracies(record: dict) -> list[float] | None:
-    """Per-step accuracies of one metrics record, in step order, or None."""
-    for key in LIST_KEYS:
-        if isinstance(record.get(key), list) and record[key]:
-            return [float(x) for x in record[key]]
-    steps, j = [], 0
-    while isinstance(record.get(f"acc_{j}"), (int, float)):
-        steps.append(float(record[f"acc_{j}"]))
-        j += 1
-    return steps or None
+    """Per-step accuracies of one metrics record (its ``acc_k`` list, in step order), or None."""
+    found = record.get("acc_k")
+    return [float(x) for x in found] if isinstance(found, list) and found else None
 
 
 def simulated_length(accuracies: list[float], k: int) -> float:

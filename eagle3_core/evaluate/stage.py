@@ -24,7 +24,8 @@ from eagle3_core.evaluate.config import EvaluateConfig
 from eagle3_core.evaluate.heldout import check_no_overlap, load_heldout
 from eagle3_core.evaluate.report import write_report
 from eagle3_core.generate.config import PromptSource
-from eagle3_core.manifest import StageManifest, input_fingerprint, read_manifest, runtime_versions, write_manifest
+from eagle3_core.lifecycle import StageLifecycle, run_stage
+from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.target import TargetConfig
@@ -45,25 +46,19 @@ def run_evaluate(cfg: EvaluateConfig, target: TargetConfig, export_dir: str | Pa
     config_hash = stable_hash({"evaluate": cfg.model_dump(mode="json"), "target": target.model_dump(mode="json"),
                                "serve": (serve or ServeConfig()).model_dump(mode="json", exclude={"port", "log_dir"})})
     inputs = evaluation_inputs(cfg.prompts, target_path, export_dir, generations_dir)
-    previous = read_manifest(out_dir)
-    if previous is not None and previous.is_complete_for(config_hash, inputs):
-        reporter.log(f"evaluate: complete in {out_dir} for this drafter, target and config; skipped")
-        return previous
-    manifest = StageManifest(stage="evaluate", status="running", config_hash=config_hash, inputs=inputs,
-                             versions=runtime_versions("torch", "transformers"))
-    write_manifest(out_dir, manifest)
-    try:
-        report = _evaluate(cfg, target, export_dir, serve, generations_dir, reporter, manifest.timings)
-        write_report(out_dir, report)
-    except BaseException:
-        manifest.status = "failed"
-        write_manifest(out_dir, manifest)
-        raise
+    life = StageLifecycle("evaluate", out_dir, config_hash, inputs, versions=("torch", "transformers"),
+                          reporter=reporter)
+    return run_stage(life, lambda manifest: evaluate_into(cfg, target, export_dir, out_dir, serve, generations_dir,
+                                                          reporter, manifest))
+
+
+def evaluate_into(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, out_dir: Path,
+                  serve: ServeConfig | None, generations_dir, reporter: Reporter, manifest: StageManifest) -> None:
+    """The stage's work: measure, write the report, put the headline into ``manifest``."""
+    report = _evaluate(cfg, target, export_dir, serve, generations_dir, reporter, manifest.timings)
+    write_report(out_dir, report)
     manifest.counts = {"prompts": report["heldout"]["prompts"], "skipped_rows": report["heldout"]["skipped_rows"]}
     manifest.details = headline(report)
-    manifest.status = "complete"
-    write_manifest(out_dir, manifest)
-    return manifest
 
 
 def resolve_prompts(cfg: EvaluateConfig, target_path: str) -> PromptSource:
@@ -145,14 +140,14 @@ def _online(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: 
     k = cfg.num_speculative_tokens
     with serve_target(target, serve, speculative_config(export_dir, k)) as server:
         reporter.log(f"evaluate: vLLM with the drafter (k={k}) up in {server.startup_seconds} s at {server.base_url}")
-        with_drafter = measure_or_explain(server, prompts, gen)
+        with_drafter = measure_or_explain(server, prompts, gen, cfg.speed_repeats)
         aux_used = aux_layers_logged(server.log_path)
     reporter.log(f"evaluate: vLLM acceptance length {with_drafter.counters.acceptance_length} "
                  f"(k={k}, {with_drafter.counters.drafts:.0f} drafts); aux layers used: {aux_used}")
     without = None
     if cfg.baseline:
         with serve_target(target, serve, None) as server:
-            without = measure_or_explain(server, prompts, gen)
+            without = measure_or_explain(server, prompts, gen, cfg.speed_repeats)
     return {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used}
 
 
@@ -181,4 +176,6 @@ def headline(report: dict) -> dict:
             "online_acceptance_per_position": online.get("acceptance_per_position"),
             "offline_acceptance_length": offline.get("acceptance_length"),
             "speedup": (report.get("online") or {}).get("speedup"),
+            "speedup_spread": (report.get("online") or {}).get("speedup_spread"),
+            "speedup_error": (report.get("online") or {}).get("speedup_error"),
             "simulated_acceptance_length": (report.get("simulated") or {}).get("acceptance_length")}

@@ -19,15 +19,18 @@ class ExtractConfig(StrictModel):
     shard_tokens: int = Field(65536, ge=1, description="Tokens per safetensors shard (a shard holds whole samples; 65536 tokens = 2 GiB at H = 4096). It is the unit of resume.")
     mode: Literal["offline", "online"] = Field("offline", description="offline stores hidden/; online leaves it to training.")
     disk_headroom: float = Field(1.05, ge=1.0, description="Refuse to start unless free space >= headroom x the bytes still to write.")
-    vllm_python: str | None = Field(None, description="Python of the vLLM environment (engine=vllm); None = $EAGLE3_VLLM_PYTHON, then the repo's .venv-vllm/bin/python, then ./.venv-vllm/bin/python.")
+    vllm_python: str | None = Field(None, description="Python of the vLLM environment (engine=vllm); None = $EAGLE3_VLLM_PYTHON, then the repo's .venv-vllm/bin/python, then ./.venv-vllm/bin/python, then this Python if it has vllm.")
     vllm_kv_cache_bytes: int | None = Field(None, ge=1 << 20, description="KV-cache bytes for vLLM (engine=vllm); None = vLLM's GPU memory share on a GPU, 256 MiB on CPU.")
     vllm_tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor parallel size (engine=vllm).")
     vllm_max_model_len: int | None = Field(None, ge=16, description="vLLM max model length (engine=vllm); None = the longest sequence + 1 (keeps vLLM's activation reserve small).")
 
     @model_validator(mode="after")
     def _three_layers(self) -> "ExtractConfig":
-        if self.layers is not None and len(self.layers) != 3:
-            raise ValueError(f"extract.layers must name 3 layers (low, mid, high), got {self.layers}")
+        from eagle3_core.target import aux_layer_problem
+
+        problem = aux_layer_problem(self.layers) if self.layers is not None else None
+        if problem:
+            raise ValueError(f"extract.layers: {problem}")
         return self
 
     def output_hash(self, target_path: str, layers: list[int]) -> str:

@@ -38,6 +38,6 @@ def write_index(sequences_dir: str | Path, out_dir: str | Path, shards: list[Sha
                       "shard": pa.array(columns["shard"], pa.string()),
                       "offset": pa.array(columns["offset"], pa.int64()),
                       "length": pa.array(columns["length"], pa.int64())})
-    with atomic_path(Path(out_dir) / INDEX_NAME) as tmp:
+    with atomic_path(Path(out_dir) / INDEX_NAME, record=True) as tmp:
         pq.write_table(table, tmp)
     return table.num_rows

@@ -23,10 +23,10 @@ from eagle3_core.base import StrictModel
 from eagle3_core.errors import ConfigError
 from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.extract.plan import ShardSpec, plan_shards
-from eagle3_core.extract.storage import bytes_per_token, check_fits, storage_line
+from eagle3_core.extract.storage import bytes_per_token, check_fits, online_command, storage_line
 from eagle3_core.extract.target_facts import read_target_facts, resolve_layers
-from eagle3_core.manifest import (StageManifest, input_fingerprint, read_manifest, runtime_versions,
-                                  write_manifest)
+from eagle3_core.lifecycle import StageLifecycle
+from eagle3_core.manifest import StageManifest, input_fingerprint, runtime_versions
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.readers import sequences
 from eagle3_core.target import TargetConfig
@@ -68,24 +68,40 @@ def plan_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | 
                        hidden_size=facts.hidden_size, num_hidden_layers=facts.num_hidden_layers,
                        vocab_size=facts.vocab_size, config_hash=config_hash, inputs=inputs,
                        shards=plan_shards(sequences_dir, cfg.shard_tokens, config_hash))
-    previous = read_manifest(out_dir)
-    if previous is not None and previous.is_complete_for(config_hash, inputs):
-        reporter.log(f"extract: complete for these inputs and config, skipped ({out_dir})")
-        plan.complete = previous
+    life = lifecycle(plan, reporter)
+    plan.complete = life.open()
+    if plan.complete is not None:
         return plan
-    _check_storage(plan, cfg, reporter)
-    write_manifest(out_dir, StageManifest(stage=STAGE, status="running", config_hash=config_hash, inputs=inputs,
-                                          versions=runtime_versions("torch", "transformers", "safetensors")))
+    try:
+        _check_storage(plan, cfg, path, reporter)
+        life.begin()
+    except BaseException as exc:
+        life.fail(exc)
+        raise
     return plan
 
 
-def _check_storage(plan: ExtractPlan, cfg: ExtractConfig, reporter: Reporter) -> None:
+def lifecycle(plan: ExtractPlan, reporter: Reporter | None = None) -> StageLifecycle:
+    """The stage's lifecycle for ``plan``: the same keys and shards in the plan, shard and finish steps
+    (the folder's lock, taken when planning, is per process and per folder, so finish can let it go)."""
+    return StageLifecycle(STAGE, plan.out_dir, plan.config_hash, plan.inputs,
+                          shards=("shard-*.safetensors", "index.parquet"),
+                          versions=("torch", "transformers", "safetensors"), reporter=reporter)
+
+
+def fail_extract(plan: ExtractPlan, error: BaseException) -> None:
+    """Record ``failed`` and let the folder go (a shard failed; the finished ones stay for resume)."""
+    lifecycle(plan).fail(error)
+
+
+def _check_storage(plan: ExtractPlan, cfg: ExtractConfig, target_path: str, reporter: Reporter) -> None:
     from eagle3_core.extract.shard import shard_is_done
 
     left = sum(s.tokens for s in plan.shards if not shard_is_done(plan.out_dir, s))
     line, need, free = storage_line(left, plan.hidden_size, plan.out_dir)
     reporter.log(f"extract: {len(plan.shards)} shards, layers {plan.layers}, engine {plan.engine}; {line}")
-    check_fits(need, free, cfg.disk_headroom, plan.out_dir)
+    check_fits(need, free, cfg.disk_headroom, plan.out_dir,
+               online_command(plan.sequences_dir, target_path, free, need))
 
 
 def extract_shard(plan: ExtractPlan, cfg: ExtractConfig, target: TargetConfig, index: int,
@@ -120,8 +136,9 @@ def finish_extract(plan: ExtractPlan, reporter: Reporter | None = None, reused: 
     tokens = sum(f["tokens"] for f in figures)
     computed = sum(f["computed_tokens"] for f in figures)
     written = sum((Path(plan.out_dir) / s.name).stat().st_size for s in plan.shards)
+    life = lifecycle(plan, reporter)
     manifest = StageManifest(
-        stage=STAGE, status="complete", config_hash=plan.config_hash, inputs=plan.inputs,
+        stage=STAGE, status="running", config_hash=plan.config_hash, inputs=plan.inputs,
         counts={"samples": samples, "tokens": tokens, "supervised_tokens": sum(f["supervised_tokens"] for f in figures),
                 "shards": len(plan.shards), "computed_tokens": computed, "bytes": written},
         timings={"extract": time.time() - plan.started_at},
@@ -131,7 +148,7 @@ def finish_extract(plan: ExtractPlan, reporter: Reporter | None = None, reused: 
                  "padding_share": round(1 - tokens / computed, 4) if computed else 0.0,
                  "bytes_per_token": round(written / tokens, 1) if tokens else 0.0,
                  "state_bytes_per_token": bytes_per_token(plan.hidden_size), "shards_reused": reused})
-    write_manifest(plan.out_dir, manifest)
+    manifest = life.complete(manifest)
     (reporter or NullReporter()).log(f"extract: {samples:,} samples, {tokens:,} tokens in {len(plan.shards)} shards, "
                                      f"padding {manifest.details['padding_share']:.1%}")
     return manifest
@@ -152,6 +169,9 @@ def run_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | P
             figures = extract_shard(plan, cfg, target, shard.index, reporter)
             done, reused = done + shard.tokens, reused + int(figures["skipped"])
             reporter.progress(STAGE, done, total, shard=shard.index, skipped=int(figures["skipped"]))
+    except BaseException as exc:
+        fail_extract(plan, exc)
+        raise
     finally:
         release_engines()
     return finish_extract(plan, reporter, reused)

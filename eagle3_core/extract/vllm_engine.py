@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from eagle3_core.errors import ConfigError, StageError
 from eagle3_core.extract.batching import Batch
+from eagle3_core.serve.locate import vllm_python
 
 if TYPE_CHECKING:
     import torch
@@ -66,31 +67,19 @@ def apply_rms_norm(x: "torch.Tensor", weight: "torch.Tensor", eps: float) -> "to
     return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
 
-def vllm_python(configured: str | None) -> Path:
-    """The vLLM venv's Python: configured, $EAGLE3_VLLM_PYTHON, the repo's .venv-vllm, ./.venv-vllm."""
-    repo = Path(__file__).resolve().parents[2]
-    candidates = [configured, os.environ.get("EAGLE3_VLLM_PYTHON"), str(repo / ".venv-vllm/bin/python"),
-                  str(Path.cwd() / ".venv-vllm/bin/python")]
-    for candidate in filter(None, candidates):
-        if Path(candidate).exists():
-            return Path(candidate)
-        if candidate == configured:
-            break
-    raise ConfigError(f"no Python with vLLM found (tried {configured or 'EAGLE3_VLLM_PYTHON, .venv-vllm'})",
-                      fix="run `make setup` (it builds .venv-vllm), or set extract.vllm_python / EAGLE3_VLLM_PYTHON")
-
-
 class VllmEngine:
     """Same interface as TransformersEngine: ``plan``, ``forward``, ``close``."""
 
     name = "vllm"
 
-    def __init__(self, cfg, target, layers: list[int], num_hidden_layers: int, max_model_len: int) -> None:
+    def __init__(self, cfg, target, layers: list[int], num_hidden_layers: int, max_model_len: int,
+                 devices: str | None = None) -> None:
         self.layers, self.num_hidden_layers = list(layers), num_hidden_layers
         self.max_model_len = cfg.vllm_max_model_len or max(max_model_len, 16)
         self.norm_weight, self.eps = final_norm(target.require_path())
         self.workdir = Path(tempfile.mkdtemp(prefix="eagle3-vllm-"))
         self.log_path = self.workdir / "worker.log"
+        self.devices = devices  # CUDA_VISIBLE_DEVICES of the worker (online training keeps it off the trainer's)
         self.proc = self._start(cfg, target)
         self.startup_s = self._await_ready()
 
@@ -107,6 +96,8 @@ class VllmEngine:
             command.append("--trust-remote-code")
         env = {**os.environ, "PYTHONPATH": str(SIDE), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        if self.devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.devices
         log = open(self.log_path, "wb")
         return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
                                 text=True, start_new_session=True)

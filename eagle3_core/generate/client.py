@@ -4,7 +4,12 @@ Retried (the named transient set, exponential backoff with full jitter, ``max_re
 timeouts, dropped connections, HTTP 408/409/425/429 and 5xx, malformed or truncated bodies, and
 an empty reasoning when reasoning is required. Every other HTTP error (400: a prompt too long,
 a bad parameter) fails that row at once: ``RequestFailed`` with the code. Each attempt takes a
-slot on the least-loaded endpoint, so a retry can move to a healthy endpoint.
+slot on the least-loaded endpoint and gives it back before the backoff, so a retry waiting to be
+sent holds no slot, and can move to a healthy endpoint.
+
+``request_timeout`` is a deadline on the whole attempt, body included (``asyncio.timeout``), not
+only httpx's per-read timeout: a body that trickles in past it is abandoned and counted as a
+``timeout``, never accepted cut short.
 
 The request goes through the client's generic ``post`` with the JSON payload as is, and the body
 comes back raw and is JSON-decoded here: the typed ``chat.completions.create`` walks every
@@ -20,12 +25,13 @@ that took a third of the profiled time.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import random
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from eagle3_core.generate.concurrency import Endpoint, EndpointPool
 from eagle3_core.generate.config import GenerateConfig
@@ -85,10 +91,14 @@ def _http_module():
     return http
 
 
-def request_body(cfg: GenerateConfig, model: str, messages: list[dict], max_tokens: int | None = None) -> dict:
-    """The JSON payload of one chat request: sampling settings from the config, then extra_body."""
+def request_body(cfg: GenerateConfig, model: str, messages: list[dict], max_tokens: int | None = None,
+                 tools: list[dict] | None = None) -> dict:
+    """The JSON payload of one chat request: sampling settings from the config, the target's
+    chat settings (``target.chat``), the row's tools, then extra_body."""
     payload = {"model": model, "messages": messages, "max_tokens": max_tokens or cfg.max_tokens,
-               "temperature": cfg.temperature}
+               "temperature": cfg.temperature, **cfg.chat.request_fields()}
+    if tools:
+        payload["tools"] = tools
     if cfg.top_p is not None:
         payload["top_p"] = cfg.top_p
     if cfg.seed is not None:
@@ -141,8 +151,6 @@ async def answer_all(cfg: GenerateConfig, model: str, base_url: str, prompts: li
     """Every prompt through one endpoint with the stage's own requests, retries and parsing,
     ``cfg.concurrency`` in flight; a prompt that fails for good comes back as its exception.
     For callers that want answers, not a dataset (evaluation)."""
-    import asyncio
-
     from eagle3_core.generate.concurrency import controller_for
 
     endpoint = Endpoint(base_url, controller_for(cfg))
@@ -155,38 +163,48 @@ async def answer_all(cfg: GenerateConfig, model: str, base_url: str, prompts: li
 
 
 class Requester:
-    """Sends one prompt through the pool until it succeeds, fails for good, or retries run out."""
+    """Sends one prompt through the pool until it succeeds, fails for good, or retries run out.
 
-    def __init__(self, cfg: GenerateConfig, model: str, pool: EndpointPool, on_retry=None) -> None:
+    ``backoff(seconds)`` is awaited between attempts with no slot held; the engine's version also
+    lets a new prompt take the waiting one's place in its window.
+    """
+
+    def __init__(self, cfg: GenerateConfig, model: str, pool: EndpointPool, on_retry=None,
+                 backoff: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.cfg, self.model, self.pool = cfg, model, pool
         self.on_retry = on_retry or (lambda reason: None)
+        self.backoff = backoff
 
-    async def answer(self, messages: list[dict]) -> Answer:
+    async def answer(self, messages: list[dict], tools: list[dict] | None = None) -> Answer:
         # serialised once here, not once per attempt by the client (which deep-copies a dict body)
-        payload = json.dumps(request_body(self.cfg, self.model, messages), ensure_ascii=False).encode("utf-8")
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.cfg.max_retries + 1), reraise=True,
-            wait=wait_random_exponential(multiplier=self.cfg.retry_initial_wait, max=self.cfg.retry_max_wait),
-            retry=retry_if_exception_type(Transient),
-            before_sleep=lambda state: self.on_retry(state.outcome.exception().reason))
+        payload = json.dumps(request_body(self.cfg, self.model, messages, tools=tools), ensure_ascii=False).encode("utf-8")
         attempts = 0
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    attempts += 1
-                    return await self._attempt(payload, attempts)
-        except Transient as exc:
-            raise RequestFailed(exc.reason, f"{exc.detail} (after {attempts} attempts)", attempts) from None
-        except RequestFailed as exc:
-            exc.attempts = attempts
-            raise
-        raise AssertionError("tenacity ended without a result")  # unreachable: reraise=True
+        while True:
+            attempts += 1
+            try:
+                return await self._attempt(payload, attempts)
+            except Transient as exc:
+                if attempts > self.cfg.max_retries:
+                    raise RequestFailed(exc.reason, f"{exc.detail} (after {attempts} attempts)", attempts) from None
+                self.on_retry(exc.reason)
+            except RequestFailed as exc:
+                exc.attempts = attempts
+                raise
+            await self.backoff(self.wait_before(attempts + 1))
+
+    def wait_before(self, attempt: int) -> float:
+        """Exponential backoff with full jitter: uniform in [0, min(max, initial * 2^(attempt-2))]."""
+        return random.uniform(0, min(self.cfg.retry_max_wait, self.cfg.retry_initial_wait * 2 ** (attempt - 2)))
 
     async def _attempt(self, payload: bytes, attempts: int) -> Answer:
         endpoint = await self.pool.acquire()
         start = time.monotonic()
         try:
-            body = await post_chat(endpoint, payload)
+            async with asyncio.timeout(self.cfg.request_timeout):
+                body = await post_chat(endpoint, payload)
+        except TimeoutError:
+            endpoint.controller.on_timeout()
+            raise Transient("timeout", f"no whole answer within the request timeout ({self.cfg.request_timeout:g} s)") from None
         except Transient as exc:
             if exc.reason == "timeout":
                 endpoint.controller.on_timeout()
@@ -199,7 +217,7 @@ class Requester:
             completion = parse_completion(body)
         except MalformedBody as exc:
             raise Transient("malformed_body", str(exc)) from None
-        if self.cfg.require_reasoning and not completion.reasoning:
+        if self.cfg.require_reasoning and not completion.reasoning and not completion.tool_calls:
             raise Transient("empty_reasoning", "the answer has no reasoning (none of reasoning, "
                             "reasoning_content, <think> tags)")
         return Answer(completion, endpoint.url, attempts, latency)

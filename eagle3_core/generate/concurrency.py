@@ -11,7 +11,8 @@ vLLM answers no 429 when saturated: it queues, latency grows, requests time out.
 A fixed ``concurrency`` is the same controller that never moves.
 
 ``EndpointPool.acquire`` gives the next request to the endpoint with the lowest in-flight/limit
-ratio (least loaded); it waits when every endpoint is full.
+ratio (least loaded); it waits when every endpoint is full. Where runs share an endpoint, its
+bound is also the slots this run holds of the shared limit (``granted``, kept by ``slots.py``).
 """
 
 from __future__ import annotations
@@ -87,12 +88,19 @@ class Endpoint:
     controller: AimdController
     in_flight: int = 0
     requests: int = 0
+    granted: int | None = None  # slots held of a limit shared with other runs; None: not shared
     clients: list = field(default_factory=list, repr=False)  # AsyncOpenAI clients, bound to one event loop
     client_load: list[int] = field(default_factory=list, repr=False)  # in-flight requests per client
 
     @property
     def label(self) -> str:
         return self.url
+
+    @property
+    def bound(self) -> int:
+        """The most requests this run may have in flight here now."""
+        slots = self.controller.slots
+        return slots if self.granted is None else min(slots, self.granted)
 
 
 class EndpointPool:
@@ -101,6 +109,7 @@ class EndpointPool:
     def __init__(self, endpoints: list[Endpoint]) -> None:
         self.endpoints = endpoints
         self._changed: asyncio.Condition | None = None
+        self.waiting = 0  # requests waiting for a slot (demand beyond what is in flight)
 
     @property
     def in_flight(self) -> int:
@@ -112,14 +121,18 @@ class EndpointPool:
         return sum(e.controller.max for e in self.endpoints)
 
     def _free(self) -> Endpoint | None:
-        free = [e for e in self.endpoints if e.in_flight < e.controller.slots]
-        return min(free, key=lambda e: e.in_flight / e.controller.slots) if free else None
+        free = [e for e in self.endpoints if e.in_flight < e.bound]
+        return min(free, key=lambda e: e.in_flight / e.bound) if free else None
 
     async def acquire(self) -> Endpoint:
         if self._changed is None:
             self._changed = asyncio.Condition()
         async with self._changed:
-            endpoint = await self._changed.wait_for(self._free)
+            self.waiting += 1
+            try:
+                endpoint = await self._changed.wait_for(self._free)
+            finally:
+                self.waiting -= 1
             endpoint.in_flight += 1
             endpoint.requests += 1
             return endpoint
@@ -130,8 +143,8 @@ class EndpointPool:
             endpoint.in_flight -= 1
             self._changed.notify_all() if endpoint.controller.auto else self._changed.notify(1)
 
-    def reset_loop(self) -> None:
-        """Forget loop-bound state before a new ``asyncio.run`` (one per Prefect batch task)."""
-        self._changed = None
-        for endpoint in self.endpoints:
-            endpoint.clients, endpoint.client_load = [], []
+    async def bounds_changed(self) -> None:
+        """Wake every waiter: a bound grew (slots granted), so a request may fit now."""
+        if self._changed is not None:
+            async with self._changed:
+                self._changed.notify_all()

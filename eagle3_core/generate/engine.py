@@ -1,14 +1,21 @@
 """The async loop: keep every endpoint full, turn each answer into a record, write it.
 
-Work items are pulled from the (lazy) planner only when there is room: at most twice the pool's
-capacity are alive at once, so memory holds a window of prompts, never the dataset. A row's
-failure (a 400, retries run out) becomes a rejected record; a failure to write (a full disk)
-stops the run, after cancelling what is in flight.
+One loop streams the whole input: there are no batches, so nothing waits for a straggler. Work
+items are pulled from the (lazy) planner only when there is room: at most twice the pool's
+capacity are sending or waiting for a slot, so memory holds a window of prompts, never the
+dataset. A prompt waiting to retry leaves the window (and holds no slot) while it sleeps, so a
+new prompt takes its place; it comes back without waiting for room. Rows go into shards as they
+finish (``ShardWriter``), written off the loop. A row's failure (a 400, retries run out) becomes
+a rejected record; a failure to write (a full disk) stops the run, after cancelling what is in
+flight. With a ``SlotKeeper`` (runs sharing an endpoint's limit), the keeper's loop runs beside
+the requests and the endpoints' bounds follow the slots it holds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import json
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
@@ -19,6 +26,7 @@ from eagle3_core.generate.client import Answer, Requester, RequestFailed, close_
 from eagle3_core.generate.concurrency import EndpointPool
 from eagle3_core.generate.rows import Messages, row_json
 from eagle3_core.generate.shards import ShardWriter
+from eagle3_core.generate.slots import SlotKeeper
 from eagle3_core.generate.stats import RunStats
 
 
@@ -28,52 +36,89 @@ class WorkItem:
     sample_id: str
     messages: Messages
     row: Any
+    tools: list[dict] | None = None
+
+
+class Window:
+    """How many prompts may be sending or waiting for a slot at once (a bound on memory)."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.active = size, 0
+        self._room = asyncio.Event()
+
+    async def enter(self) -> None:
+        while self.active >= self.size:
+            self._room.clear()
+            await self._room.wait()
+        self.active += 1
+
+    def leave(self) -> None:
+        self.active -= 1
+        self._room.set()
+
+    async def sleep_outside(self, seconds: float) -> None:
+        """A retry's backoff: its place goes to a new prompt meanwhile; it comes back at once."""
+        self.leave()
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            self.active += 1
 
 
 class Engine:
     def __init__(self, requester: Requester, pool: EndpointPool, accepted: ShardWriter, rejected: ShardWriter,
-                 stats: RunStats, model: str, on_progress: Callable[[], None]) -> None:
+                 stats: RunStats, model: str, on_progress: Callable[[], None],
+                 on_shard: Callable[[str, str, int], None] = lambda kind, name, rows: None) -> None:
         self.requester, self.pool, self.stats, self.model = requester, pool, stats, model
-        self.accepted, self.rejected, self.on_progress = accepted, rejected, on_progress
+        self.accepted, self.rejected, self.on_progress, self.on_shard = accepted, rejected, on_progress, on_shard
+        self.unstarted = True  # the planner has prompts left
 
-    async def process(self, items: Iterable[WorkItem]) -> None:
-        self.pool.reset_loop()
+    async def process(self, items: Iterable[WorkItem], keeper: SlotKeeper | None = None) -> None:
         for endpoint in self.pool.endpoints:
             open_clients(endpoint, self.requester.cfg)
-        room = asyncio.Semaphore(2 * self.pool.capacity)
+        window = Window(2 * self.pool.capacity)
+        self.requester.backoff = window.sleep_outside
         alive: set[asyncio.Task] = set()
         errors: list[BaseException] = []
         self._errors = errors
 
         def finished(task: asyncio.Task) -> None:
             alive.discard(task)
-            room.release()
+            window.leave()
             if not task.cancelled() and task.exception() is not None:
                 errors.append(task.exception())
 
-        ticker = asyncio.create_task(self._flush_on_time())
+        helpers = [asyncio.create_task(self._flush_on_time())]
+        keeping = None
         try:
+            if keeper is not None:
+                await keeper.start()
+                keeping = asyncio.create_task(keeper.run())
             for item in items:
-                await room.acquire()
+                await window.enter()
                 if errors:
                     raise errors[0]
                 task = asyncio.create_task(self._one(item))
                 alive.add(task)
                 task.add_done_callback(finished)
+            self.unstarted = False
             await asyncio.gather(*alive)
             if errors:
                 raise errors[0]
         finally:
-            ticker.cancel()
-            for task in list(alive):
+            self.unstarted = False
+            for task in list(alive) + helpers:
                 task.cancel()
-            await asyncio.gather(ticker, *alive, return_exceptions=True)
+            await asyncio.gather(*helpers, *alive, return_exceptions=True)
+            if keeping is not None:  # after the requests: every slot is free to give back
+                keeper.stop()
+                await keeping
             for endpoint in self.pool.endpoints:
                 await close_clients(endpoint)
 
     async def _one(self, item: WorkItem) -> None:
         try:
-            answer = await self.requester.answer(item.messages)
+            answer = await self.requester.answer(item.messages, item.tools)
         except RequestFailed as failure:
             self.stats.requests += failure.attempts
             self.stats.reject(failure.reason)
@@ -86,18 +131,17 @@ class Engine:
             await self._store(self.accepted, record)
         self.on_progress()
 
-    @staticmethod
-    async def _store(writer: ShardWriter, record: dict[str, Any]) -> None:
+    async def _store(self, writer: ShardWriter, record: dict[str, Any]) -> None:
         if writer.add(record):
-            await Engine._flush(writer)
+            await self._flush(writer)
 
-    @staticmethod
-    async def _flush(writer: ShardWriter) -> None:
+    async def _flush(self, writer: ShardWriter) -> None:
         """Write the buffer in a thread (polars releases the GIL): a 1,000-row shard of 1,000-token
         answers took 75-100 ms to build and write here, a stall of every request in flight."""
         taken = writer.take()
         if taken is not None:
             await asyncio.to_thread(writer.write, *taken)
+            self.on_shard(writer.kind, taken[0].name, len(taken[1]))
 
     async def _flush_on_time(self) -> None:
         interval = min(1.0, self.accepted.flush_seconds)
@@ -119,7 +163,13 @@ def accepted_record(item: WorkItem, answer: Answer, model: str) -> dict[str, Any
             "prompt_token_ids": c.prompt_token_ids, "completion_token_ids": c.completion_token_ids,
             "model": model, "endpoint": answer.endpoint, "prompt_tokens": c.prompt_tokens,
             "completion_tokens": c.completion_tokens, "attempts": answer.attempts,
-            "latency_s": round(answer.latency_s, 6), "created_at": time.time()}
+            "latency_s": round(answer.latency_s, 6), "created_at": time.time(),
+            "tools": _json_or_none(item.tools), "tool_calls": _json_or_none(c.tool_calls)}
+
+
+def _json_or_none(value: Any) -> str | None:
+    """Tool definitions and calls as JSON text: their shapes vary too much for one Parquet struct."""
+    return None if not value else json.dumps(value, ensure_ascii=False)
 
 
 def rejected_record(sample_id: str | None, row_index: int, row: Any, reason: str, detail: str) -> dict[str, Any]:
@@ -141,7 +191,8 @@ def run_coroutine(coro: Coroutine) -> Any:
         except BaseException as exc:  # re-raised in the caller's thread
             result["error"] = exc
 
-    thread = threading.Thread(target=target, name="eagle3-generate")
+    context = contextvars.copy_context()  # settings such as Prefect's API URL live in context variables
+    thread = threading.Thread(target=context.run, args=(target,), name="eagle3-generate")
     thread.start()
     thread.join()
     if "error" in result:

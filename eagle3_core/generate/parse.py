@@ -7,6 +7,13 @@ Where the reasoning is (DESIGN.md, "What the server can send"):
 3. else ``<think>...</think>`` inline in ``content`` (a server without a reasoning parser); an
    unclosed ``<think>`` (cut by ``length``) makes the whole rest reasoning.
 Texts are never stripped: a leading space or newline is a token the target emitted.
+
+Where the token ids are (``return_token_ids``), read in this order:
+1. vLLM: ``prompt_token_ids`` at the top level, ``choices[0].token_ids``;
+2. SGLang: both inside the choice, ``choices[0].prompt_token_ids`` and ``choices[0].token_ids``
+   (its ChatCompletionResponseChoice). Several SGLang versions ``.strip()`` the reasoning: the
+   text is then not what the target wrote, and only the ids are (reconstruct trains on them).
+``message.tool_calls`` is kept as the server parsed it (JSON text in the record).
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ class Completion:
     completion_token_ids: list[int] | None
     prompt_tokens: int | None
     completion_tokens: int | None
+    id_layout: str = "none"  # vllm | sglang | completion_only | none: where the token ids were found
+    tool_calls: list[dict] | None = None
 
 
 def parse_completion(body: Any) -> Completion:
@@ -44,11 +53,23 @@ def parse_completion(body: Any) -> Completion:
         raise MalformedBody("choices[0].message is not an object")
     reasoning, content, source = split_reasoning(message)
     usage = body.get("usage") or {}
+    prompt_ids, completion_ids, layout = token_ids(body, choice)
+    calls = message.get("tool_calls")
     return Completion(reasoning=reasoning, content=content, reasoning_source=source,
                       finish_reason=choice.get("finish_reason"),
-                      prompt_token_ids=_ids(body.get("prompt_token_ids")),
-                      completion_token_ids=_ids(choice.get("token_ids")),
-                      prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"))
+                      prompt_token_ids=prompt_ids, completion_token_ids=completion_ids,
+                      prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
+                      id_layout=layout, tool_calls=calls if isinstance(calls, list) and calls else None)
+
+
+def token_ids(body: dict, choice: dict) -> tuple[list[int] | None, list[int] | None, str]:
+    """(prompt ids, completion ids, layout) from vLLM's or SGLang's places (module docstring)."""
+    completion = _ids(choice.get("token_ids"))
+    if _ids(body.get("prompt_token_ids")) is not None:
+        return _ids(body.get("prompt_token_ids")), completion, "vllm"
+    if _ids(choice.get("prompt_token_ids")) is not None:
+        return _ids(choice.get("prompt_token_ids")), completion, "sglang"
+    return None, completion, "completion_only" if completion is not None else "none"
 
 
 def split_reasoning(message: dict) -> tuple[str, str, str | None]:

@@ -2,7 +2,7 @@
 
 Per endpoint: ``GET /models`` (reachable? serves the model?), then one short chat request. The
 verdict is one line, e.g. ``probe: model toy on 2 endpoints: reasoning in `reasoning`; token ids
-returned``. With reasoning required, an endpoint whose answer carries none (no parser on the
+returned (vLLM layout)``. With reasoning required, an endpoint whose answer carries none (no parser on the
 server and no ``<think>`` tags) stops the run with an ``EndpointError``: the run this project
 replaces spent hours collecting 25,000 empty thoughts because nobody looked.
 """
@@ -22,13 +22,20 @@ PROBE_TRIES = 3  # a 503 while the server warms up should not stop the run
 LAYOUT_WORDS = {"reasoning": "`reasoning`", "reasoning_content": "`reasoning_content`",
                 "both": "both `reasoning` and `reasoning_content` (same text; reading `reasoning`)",
                 "think_tags": "inline <think> tags in `content`", "none": "no field (no reasoning found)"}
+ID_LAYOUT_WORDS = {"vllm": "vLLM layout", "sglang": "SGLang layout",
+                   "completion_only": "completion ids only, no prompt ids"}
 
 
 @dataclass(frozen=True)
 class ProbeReport:
     model: str
     layouts: dict[str, str]          # endpoint url -> reasoning layout
-    token_ids: dict[str, bool]       # endpoint url -> returned token ids
+    id_layouts: dict[str, str]       # endpoint url -> vllm | sglang | completion_only | none
+
+    @property
+    def token_ids(self) -> dict[str, bool]:
+        """endpoint url -> whether it returned completion token ids."""
+        return {url: layout != "none" for url, layout in self.id_layouts.items()}
 
     def line(self) -> str:
         kinds = sorted(set(self.layouts.values()))
@@ -36,8 +43,11 @@ class ProbeReport:
             where = LAYOUT_WORDS[kinds[0]]
         else:
             where = "; ".join(f"{url}: {LAYOUT_WORDS[k]}" for url, k in self.layouts.items())
-        ids = "token ids returned" if all(self.token_ids.values()) else (
-            "token ids NOT returned by " + ", ".join(u for u, ok in self.token_ids.items() if not ok))
+        missing = [u for u, layout in self.id_layouts.items() if layout == "none"]
+        if missing:
+            ids = "token ids NOT returned by " + ", ".join(missing)
+        else:
+            ids = "token ids returned (" + ", ".join(sorted({ID_LAYOUT_WORDS[v] for v in self.id_layouts.values()})) + ")"
         return f"probe: model {self.model} on {len(self.layouts)} endpoint(s): reasoning in {where}; {ids}"
 
 
@@ -47,7 +57,7 @@ def probe_endpoints(cfg: GenerateConfig) -> ProbeReport:
 
     import httpx
 
-    layouts, token_ids, model = {}, {}, cfg.model
+    layouts, id_layouts, model = {}, {}, cfg.model
     key = os.environ.get(cfg.api_key_env)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     with httpx.Client(timeout=min(cfg.request_timeout, 120.0), headers=headers) as http:
@@ -59,13 +69,13 @@ def probe_endpoints(cfg: GenerateConfig) -> ProbeReport:
                                     fix="pass --model with one of the served names")
             body = _chat(http, url, request_body(cfg, model, PROBE_MESSAGES, cfg.probe_max_tokens))
             layouts[url] = reasoning_layout(body["choices"][0]["message"])
-            token_ids[url] = parse_completion(body).completion_token_ids is not None
+            id_layouts[url] = parse_completion(body).id_layout
             if cfg.require_reasoning and layouts[url] == "none":
                 raise EndpointError(
                     f"{url} answered without reasoning (no `reasoning`, no `reasoning_content`, no <think> tags)",
                     fix="start vLLM with --reasoning-parser (e.g. kimi_k2, qwen3, deepseek_r1) or check that the "
                         "model thinks; pass --allow-empty-reasoning to keep answers without reasoning")
-    return ProbeReport(model=model, layouts=layouts, token_ids=token_ids)
+    return ProbeReport(model=model, layouts=layouts, id_layouts=id_layouts)
 
 
 def _list_models(http, url: str) -> list[str]:

@@ -4,6 +4,10 @@ Accepted shapes (DESIGN.md): ``messages`` (OpenAI role/content), ``conversations
 from/value: human/user, gpt/assistant, system) and ``prompt`` (a string). Trailing assistant
 turns are dropped: the target regenerates them. Anything else is a ``RowRejection`` with a
 short reason code; normalising never raises.
+
+A row may carry ``tools`` (OpenAI function definitions): they are sent with the request, so the
+server renders its template with them, and kept in the record, so reconstruct renders the same
+prompt. They are part of the sample's key: the same prompt with other tools is another sample.
 """
 
 from __future__ import annotations
@@ -46,6 +50,20 @@ def normalize(row: Any) -> Messages | RowRejection:
     return messages if isinstance(messages, RowRejection) else _trim(messages)
 
 
+def normalize_prompt(row: Any) -> tuple[Messages, list[dict] | None] | RowRejection:
+    """The prompt messages of ``row`` and its tools (None when it has none), or why it cannot be sent."""
+    messages = normalize(row)
+    if isinstance(messages, RowRejection):
+        return messages
+    tools = row.get("tools")
+    if tools is None or tools == []:
+        return messages, None
+    if not isinstance(tools, list) or not all(isinstance(t, dict) and isinstance(t.get("function"), dict)
+                                              and isinstance(t["function"].get("name"), str) for t in tools):
+        return RowRejection("invalid_tools", "`tools` must be a list of {type: function, function: {name, ...}} objects")
+    return messages, tools
+
+
 def _from_prompt(prompt: Any) -> Messages | RowRejection:
     if not isinstance(prompt, str):
         return RowRejection("non_string_content", f"`prompt` must be a string, got {type(prompt).__name__}")
@@ -81,9 +99,13 @@ def _trim(messages: Messages) -> Messages | RowRejection:
     return messages
 
 
-def sample_id(messages: Messages, sampling_key: dict) -> str:
-    """The stable key of one sample: its prompt messages plus the sampling settings."""
-    return stable_hash({"messages": messages, "sampling": sampling_key}, length=24)
+def sample_id(messages: Messages, sampling_key: dict, tools: list[dict] | None = None) -> str:
+    """The stable key of one sample: its prompt messages (and tools, when it has some) plus the
+    sampling settings."""
+    key = {"messages": messages, "sampling": sampling_key}
+    if tools:
+        key["tools"] = tools
+    return stable_hash(key, length=24)
 
 
 def row_json(row: Any) -> str:

@@ -1,7 +1,7 @@
 """Accepted and rejected rows into Parquet shards, atomically; what is already on disk, for resume.
 
 On-disk layout (CONTRIBUTING.md): ``<out>/accepted/part-NNNNN.parquet`` and
-``<out>/rejected/part-NNNNN.parquet``. A shard is written to ``part-NNNNN.parquet.tmp`` and
+``<out>/rejected/part-NNNNN.parquet``. A shard is written to a temp name unique to its process and
 renamed into place (``fsio.atomic_path``), so a SIGKILL leaves finished shards plus at most one
 stray ``.tmp`` (deleted at the next start); a row is durable exactly when its shard is. Rows are
 buffered and flushed every ``shard_rows`` rows or ``flush_seconds``, whichever comes first: a
@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_core.errors import StageError
-from eagle3_core.fsio import atomic_path
-from eagle3_core.readers.parquet import damaged
+from eagle3_core.fsio import atomic_path, stray_temps
+from eagle3_core.generate.keys import PersistedKeys, key_array
+from eagle3_core.readers.folder import damaged
 
 ACCEPTED, REJECTED = "accepted", "rejected"
 
@@ -31,7 +32,7 @@ def _schemas() -> dict[str, dict]:
                 "reasoning_source": pl.String, "finish_reason": pl.String, "prompt_token_ids": ids,
                 "completion_token_ids": ids, "model": pl.String, "endpoint": pl.String,
                 "prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "attempts": pl.Int64,
-                "latency_s": pl.Float64, "created_at": pl.Float64}
+                "latency_s": pl.Float64, "created_at": pl.Float64, "tools": pl.String, "tool_calls": pl.String}
     rejected = {"sample_id": pl.String, "row_index": pl.Int64, "input": pl.String, "reason": pl.String,
                 "detail": pl.String}
     return {ACCEPTED: accepted, REJECTED: rejected}
@@ -53,7 +54,7 @@ class ShardWriter:
         self._last_flush = time.monotonic()
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            for stray in directory.glob("part-*.parquet.tmp"):
+            for stray in stray_temps(directory):
                 stray.unlink()
         except OSError as exc:
             raise StageError(f"cannot prepare the output directory: {exc.strerror or exc}", path=str(directory),
@@ -86,7 +87,7 @@ class ShardWriter:
 
         try:
             frame = pl.DataFrame(rows, schema=self.schema, orient="row")
-            with atomic_path(path) as tmp:
+            with atomic_path(path, record=True) as tmp:
                 frame.write_parquet(tmp, compression="zstd", statistics=False)
         except (OSError, pl.exceptions.PolarsError) as exc:
             raise StageError(f"cannot write shard {path.name}: {getattr(exc, 'strerror', None) or exc}",
@@ -100,14 +101,15 @@ class ShardWriter:
             self.write(*taken)
 
 
-def read_persisted(out_dir: Path) -> tuple[dict[str, str], set[int]]:
-    """sample_id -> ``accepted``/``rejected`` for every durable row, plus the row indices of
-    rejected rows that have no sample_id (malformed input)."""
+def read_persisted(out_dir: Path) -> tuple[PersistedKeys, set[int]]:
+    """The key and outcome of every durable row (``keys.py``: 9 bytes a row), plus the row indices
+    of rejected rows that have no sample_id (malformed input)."""
+    import numpy as np
     import polars as pl
 
-    done: dict[str, str] = {}
+    keys: dict[str, list] = {REJECTED: [], ACCEPTED: []}
     unkeyed: set[int] = set()
-    for kind in (REJECTED, ACCEPTED):  # accepted last: it wins if a sample is in both
+    for kind in (REJECTED, ACCEPTED):
         for file in shard_files(out_dir / kind):
             columns = ["sample_id", "row_index"] if kind == REJECTED else ["sample_id"]
             try:
@@ -115,9 +117,8 @@ def read_persisted(out_dir: Path) -> tuple[dict[str, str], set[int]]:
             except Exception as exc:  # a shard is atomic, so this is outside damage: say which file
                 raise damaged(file, f"not a readable Parquet file ({str(exc).splitlines()[0][:160]})",
                               "generate") from None
-            for row in frame.iter_rows(named=True):
-                if row["sample_id"] is not None:
-                    done[row["sample_id"]] = kind
-                else:
-                    unkeyed.add(row["row_index"])
-    return done, unkeyed
+            keys[kind].append(key_array(frame["sample_id"]))
+            if kind == REJECTED:
+                unkeyed.update(frame.filter(pl.col("sample_id").is_null())["row_index"].to_list())
+    join = lambda arrays: np.concatenate(arrays) if arrays else np.empty(0, np.int64)  # noqa: E731
+    return PersistedKeys(join(keys[REJECTED]), join(keys[ACCEPTED])), unkeyed

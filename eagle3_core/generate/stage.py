@@ -9,16 +9,16 @@ Guarantees (DESIGN.md, CONTRIBUTING.md):
 - the endpoints are probed before the first request (``probe.py``);
 - a manifest complete for the same config and input is returned without any work.
 
-``GenerateRun`` exposes the phases (open, batches, run_batch, finish) so the Prefect flow can
-make one task per batch; ``run_generate`` runs them in one continuous loop, which keeps the
-endpoints full across batch boundaries.
+``GenerateRun`` exposes the phases (open, run_all, finish) so the Prefect flow can make each a
+task; ``run_all`` streams the whole input through one engine (``engine.py``), so no boundary
+waits for stragglers. Given ``SharedLimits``, the run holds only its share of each endpoint's
+limit (``slots.py``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from itertools import count, islice
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
@@ -28,11 +28,14 @@ from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointP
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.engine import Engine, WorkItem, rejected_record, run_coroutine
 from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
+from eagle3_core.generate.keys import KeySet, key64
 from eagle3_core.generate.probe import ProbeReport, probe_endpoints
-from eagle3_core.generate.rows import RowRejection, normalize, sample_id
+from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, read_persisted
+from eagle3_core.generate.slots import SharedLimits, SlotKeeper
 from eagle3_core.generate.stats import RunStats
-from eagle3_core.manifest import StageManifest, read_manifest, runtime_versions, write_manifest
+from eagle3_core.lifecycle import StageLifecycle
+from eagle3_core.manifest import StageManifest, runtime_versions, write_manifest
 from eagle3_core.progress import NullReporter, Reporter
 
 STAGE = "generate"
@@ -63,19 +66,14 @@ def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
     return config_hash, {"prompts": fingerprint(cfg.prompts)}
 
 
+def lifecycle(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageLifecycle:
+    return StageLifecycle(STAGE, out_dir, *stage_keys(cfg), shards=("accepted/part-*.parquet", "rejected/part-*.parquet"),
+                          versions=("openai", "polars", "httpx"), reporter=reporter)
+
+
 def is_complete(cfg: GenerateConfig, out_dir: str | Path) -> bool:
     """True when ``out_dir`` already holds a complete run for this config: no endpoint is needed."""
-    manifest = read_manifest(out_dir)
-    return manifest is not None and cfg.prompts is not None and manifest.is_complete_for(*stage_keys(cfg))
-
-
-class Batch:
-    """Up to ``batch_size`` raw input rows with their indices (opaque to Prefect: not hashed)."""
-
-    __slots__ = ("number", "rows")
-
-    def __init__(self, number: int, rows: list[tuple[int, object]]) -> None:
-        self.number, self.rows = number, rows
+    return cfg.prompts is not None and lifecycle(cfg, out_dir).would_skip()
 
 
 class GenerateRun:
@@ -85,20 +83,25 @@ class GenerateRun:
         self.cfg, self.out_dir = cfg, Path(out_dir)
         self.reporter = reporter or NullReporter()
         self.stats = RunStats()
-        self.config_hash, self.inputs = stage_keys(cfg)
+        self.life = lifecycle(cfg, out_dir, self.reporter)
         self.timings: dict[str, float] = {}
-        # Keys of this pass as 64-bit ints (about 60 bytes each in a set, not 130 as strings): the
-        # one thing that grows with the dataset, ~60 MB per million unique prompts.
-        self._seen: set[int] = set()
+        self._seen = KeySet()  # keys of this pass, 8 bytes each (keys.py)
 
     # ---- phases -------------------------------------------------------------------------
 
     def open(self) -> StageManifest | None:
         """Skip check, probe, resume scan. Returns the manifest when the stage is already complete."""
-        previous = read_manifest(self.out_dir)
-        if previous is not None and previous.is_complete_for(self.config_hash, self.inputs):
-            self.reporter.log(f"generate: complete in {self.out_dir} for this config and input; skipped")
+        previous = self.life.open()
+        if previous is not None:
             return previous
+        try:
+            self._open()
+        except BaseException:
+            self.life.release()
+            raise
+        return None
+
+    def _open(self) -> None:
         if not self.cfg.base_urls:
             raise ConfigError("generate needs at least one endpoint", fix="pass --base-url http://host:port/v1")
         if next(iter_rows(self.cfg.prompts), None) is None and not self.cfg.allow_empty:  # before the probe
@@ -114,36 +117,22 @@ class GenerateRun:
         self.pool = EndpointPool([Endpoint(url, self._controller()) for url in self.cfg.base_urls])
         self.accepted = ShardWriter(self.out_dir / ACCEPTED, ACCEPTED, self.cfg.shard_rows, self.cfg.flush_seconds)
         self.rejected = ShardWriter(self.out_dir / REJECTED, REJECTED, self.cfg.shard_rows, self.cfg.flush_seconds)
-        persisted, self.unkeyed = read_persisted(self.out_dir)
-        self.persisted = {_compact(key): outcome for key, outcome in persisted.items()}
+        self.persisted, self.unkeyed = read_persisted(self.out_dir)
         if self.persisted or self.unkeyed:
             self.reporter.log(f"generate: resuming; {len(self.persisted) + len(self.unkeyed)} rows already on disk")
         self.total = count_rows(self.cfg.prompts)
         self.engine = Engine(Requester(self.cfg, self.model, self.pool, self._on_retry), self.pool,
-                             self.accepted, self.rejected, self.stats, self.model, self._report)
+                             self.accepted, self.rejected, self.stats, self.model, self._report, self._on_shard)
         self._write_manifest("running")
         self._t_generate = time.monotonic()
-        return None
 
-    def bound_in_flight(self, slots: int) -> None:
-        """Lower every endpoint's in-flight bound (a shared limit that is smaller than the config)."""
-        for endpoint in self.pool.endpoints:
-            endpoint.controller.bound(slots)
-
-    def batches(self) -> Iterator[Batch]:
-        rows = enumerate(iter_rows(self.cfg.prompts))
-        for number in count():
-            chunk = list(islice(rows, self.cfg.batch_size))
-            if not chunk:
-                return
-            yield Batch(number, chunk)
-
-    def run_batch(self, batch: Batch) -> None:
-        run_coroutine(self.engine.process(self._plan(iter(batch.rows))))
-        self._write_manifest("running")
-
-    def run_all(self) -> None:
-        run_coroutine(self.engine.process(self._plan(enumerate(iter_rows(self.cfg.prompts)))))
+    def run_all(self, shared: SharedLimits | None = None) -> None:
+        """Every row through one engine; with ``shared``, within this run's share of each limit."""
+        keeper = None
+        if shared is not None:
+            keeper = SlotKeeper(shared, self.pool, self.cfg.limit_lease_seconds,
+                                has_unstarted=lambda: self.engine.unstarted, on_error=self.reporter.log)
+        run_coroutine(self.engine.process(self._plan(enumerate(iter_rows(self.cfg.prompts))), keeper))
 
     def finish(self) -> StageManifest:
         self.accepted.flush()
@@ -174,28 +163,32 @@ class GenerateRun:
         """Rows -> work: rejects malformed rows, skips repeats, passes over persisted samples."""
         for index, row in rows:
             self.stats.input_rows += 1
-            messages = normalize(row)
-            if isinstance(messages, RowRejection):
+            prompt = normalize_prompt(row)
+            if isinstance(prompt, RowRejection):
                 if index in self.unkeyed:
                     self.stats.resume(REJECTED)
                 else:
-                    if self.rejected.add(rejected_record(None, index, row, messages.reason, messages.detail)):
+                    if self.rejected.add(rejected_record(None, index, row, prompt.reason, prompt.detail)):
                         self.rejected.flush()  # a long run of bad rows never yields to the loop
-                    self.stats.reject(messages.reason)
+                    self.stats.reject(prompt.reason)
                 continue
-            key = sample_id(messages, self.sampling)
-            short = _compact(key)
+            messages, tools = prompt
+            key = sample_id(messages, self.sampling, tools)
+            short = key64(key)
             if short in self._seen:
                 self.stats.skip()
-            elif short in self.persisted:
+            elif (outcome := self.persisted.get(short)) is not None:
                 self._seen.add(short)
-                self.stats.resume(self.persisted[short])
+                self.stats.resume(outcome)
             else:
                 self._seen.add(short)
-                yield WorkItem(index, key, messages, row)
+                yield WorkItem(index, key, messages, row, tools)
 
     def _on_retry(self, reason: str) -> None:
         self.stats.retries[reason] += 1
+
+    def _on_shard(self, kind: str, name: str, rows: int) -> None:
+        self.reporter.log(f"generate: {kind}/{name} written ({rows} rows; {self.stats.done} of {self.total} done)")
 
     def _report(self) -> None:
         elapsed = max(time.monotonic() - self.stats.started, 1e-9)
@@ -206,19 +199,18 @@ class GenerateRun:
     def _write_manifest(self, status: str, error: str | None = None) -> StageManifest:
         details = self.stats.details() | {
             "model": self.model, "probe": self.probe.line(), "reasoning_layouts": self.probe.layouts,
+            "token_id_layouts": self.probe.id_layouts, "chat": self.cfg.chat.model_dump(mode="json"),
             "concurrency": self.cfg.concurrency,
             "concurrency_timeline": {e.url: e.controller.timeline for e in self.pool.endpoints},
             "requests_per_endpoint": {e.url: e.requests for e in self.pool.endpoints},
             "rows_per_s": round(self.stats.done / max(time.monotonic() - self.stats.started, 1e-9), 3)}
-        if error:
-            details["error"] = error
-        manifest = StageManifest(stage=STAGE, status=status, config_hash=self.config_hash, inputs=self.inputs,
-                                 counts=self.stats.counts(), timings=dict(self.timings), details=details,
-                                 versions=runtime_versions("openai", "polars", "httpx"))
-        write_manifest(self.out_dir, manifest)
+        manifest = StageManifest(stage=STAGE, status="running", config_hash=self.life.config_hash,
+                                 inputs=self.life.inputs, counts=self.stats.counts(), timings=dict(self.timings),
+                                 details=details, versions=runtime_versions(*self.life.packages))
+        if status == "complete":
+            return self.life.complete(manifest)
+        if status == "failed":
+            self.life.fail(error or "failed", manifest)
+        else:
+            write_manifest(self.out_dir, manifest)
         return manifest
-
-
-def _compact(key: str) -> int:
-    """The first 64 bits of a sample id, for the in-memory sets (a clash needs ~4e9 prompts)."""
-    return int(key[:16], 16)

@@ -14,13 +14,15 @@ import time
 from collections import Counter
 from typing import Any
 
+from eagle3_core.rejects import Rejects
+
 RESERVOIR = 100_000
 
 
 class RunStats:
     def __init__(self) -> None:
         self.outcomes: Counter[str] = Counter()
-        self.reject_reasons: Counter[str] = Counter()
+        self.reject_reasons = Rejects()
         self.reasoning_sources: Counter[str] = Counter()
         self.finish_reasons: Counter[str] = Counter()
         self.retries: Counter[str] = Counter()
@@ -47,7 +49,7 @@ class RunStats:
 
     def reject(self, reason: str) -> None:
         self.outcomes["rejected"] += 1
-        self.reject_reasons[reason] += 1
+        self.reject_reasons.add(reason)
 
     def skip(self) -> None:
         self.outcomes["skipped"] += 1
@@ -81,6 +83,6 @@ class RunStats:
                 "prompt_tokens": self.tokens["prompt"], "completion_tokens": self.tokens["completion"]}
 
     def details(self) -> dict[str, Any]:
-        return {"reject_reasons": dict(self.reject_reasons), "reasoning_sources": dict(self.reasoning_sources),
+        return {"reject_reasons": self.reject_reasons.as_dict(), "reasoning_sources": dict(self.reasoning_sources),
                 "finish_reasons": dict(self.finish_reasons), "retries_by_reason": dict(self.retries),
                 "latency_s": self.latency_percentiles()}

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from eagle3_core.errors import InputError
 from eagle3_core.readers import parquet
+from eagle3_core.readers.folder import check_listed
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -16,7 +17,9 @@ ACCEPTED = "accepted"
 
 
 def accepted_parts(generations_dir: str | Path) -> list[Path]:
-    """Every accepted part, in name order; an error that says what to run when there are none."""
+    """Every accepted part, in name order, after the folder is held to its manifest (a listed
+    part gone or cut short is named); an error that says what to run when there are none."""
+    check_listed(generations_dir, STAGE)
     accepted = Path(generations_dir) / ACCEPTED
     found = sorted(accepted.glob("part-*.parquet")) if accepted.is_dir() else []
     if not found:

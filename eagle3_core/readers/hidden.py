@@ -1,9 +1,9 @@
 """hidden/ (written by extract): ``index.parquet`` and ``shard-NNNNN.safetensors``.
 
-``verify`` is what a consumer runs before trusting the folder: every shard the index names
-exists, its safetensors header parses, it holds the four tensors, and its size is exactly
-what the header says (a truncated shard fails here in milliseconds, not inside a trainer).
-Cheap by design: headers only, no tensor bytes.
+``verify`` is what a consumer runs before trusting the folder: every shard the manifest lists
+is there with its recorded size (and checksum, when asked), and every shard the index names
+exists, its safetensors header parses, it holds the four tensors, and its size is exactly what
+the header says (a truncated shard fails here in milliseconds, not inside a trainer).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eagle3_core.readers import parquet
+from eagle3_core.readers.folder import check_listed, damaged
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -38,9 +39,9 @@ def header(path: str | Path) -> dict:
                 raise ValueError(f"header length {length} is not plausible")
             found = json.loads(fh.read(length))
     except FileNotFoundError:
-        raise parquet.damaged(path, "the file is missing", STAGE) from None
+        raise damaged(path, "the file is missing", STAGE) from None
     except (OSError, struct.error, ValueError) as exc:
-        raise parquet.damaged(path, f"unreadable safetensors header ({exc})", STAGE) from None
+        raise damaged(path, f"unreadable safetensors header ({exc})", STAGE) from None
     found["__header_bytes__"] = 8 + length
     return found
 
@@ -51,11 +52,11 @@ def check_shard(path: str | Path) -> dict:
     found = header(path)
     missing = [t for t in TENSORS if t not in found]
     if missing:
-        raise parquet.damaged(path, f"lacks tensors {missing}", STAGE)
+        raise damaged(path, f"lacks tensors {missing}", STAGE)
     end = max(found[t]["data_offsets"][1] for t in found if not t.startswith("__"))
     expected, size = found["__header_bytes__"] + end, path.stat().st_size
     if size != expected:
-        raise parquet.damaged(path, f"{size} bytes, its header says {expected} (truncated or overwritten)", STAGE)
+        raise damaged(path, f"{size} bytes, its header says {expected} (truncated or overwritten)", STAGE)
     return found
 
 
@@ -70,9 +71,11 @@ def is_whole(path: str | Path) -> bool:
     return True
 
 
-def verify(hidden_dir: str | Path) -> list[str]:
-    """Check every shard the index names (see the module docstring); their names in index order."""
+def verify(hidden_dir: str | Path, checksums: bool = False) -> list[str]:
+    """Check every shard the index names (see the module docstring), and with ``checksums`` each
+    one's blake2b against the manifest; their names in index order."""
     hidden_dir = Path(hidden_dir)
+    check_listed(hidden_dir, STAGE, verify=checksums or None)
     names = list(dict.fromkeys(read_index(hidden_dir, ["shard"]).column("shard").to_pylist()))
     for name in names:
         check_shard(hidden_dir / name)

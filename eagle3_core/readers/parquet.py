@@ -8,19 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eagle3_core.errors import InputError
+from eagle3_core.readers.folder import damaged
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-
-def redo_fix(stage: str) -> str:
-    return f"delete it and rerun `eagle3 {stage}`: the stage redoes that shard"
-
-
-def damaged(path: str | Path, why: str, stage: str) -> InputError:
-    """The error for a shard that is missing or cannot be read."""
-    return InputError(f"damaged {stage} shard {Path(path).name}: {why}", path=str(path), fix=redo_fix(stage))
 
 
 @contextlib.contextmanager

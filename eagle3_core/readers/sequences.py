@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from eagle3_core.errors import InputError
 from eagle3_core.readers import parquet
+from eagle3_core.readers.folder import check_listed
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -16,7 +17,9 @@ PATTERN = "part-*.parquet"
 
 
 def parts(sequences_dir: str | Path) -> list[Path]:
-    """Every sequences part, in name order; an error that says what to run when there are none."""
+    """Every sequences part, in name order, after the folder is held to its manifest (a listed
+    part gone or cut short is named); an error that says what to run when there are none."""
+    check_listed(sequences_dir, STAGE)
     found = sorted(Path(sequences_dir).glob(PATTERN)) if Path(sequences_dir).is_dir() else []
     if not found:
         raise InputError(f"no sequences found (expected {PATTERN}) in {sequences_dir}", path=str(sequences_dir),

@@ -12,14 +12,16 @@ tokenizer's own batched speed (benchmarks/README.md).
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.reconstruct.layout import (Sequence, first_difference, forced_think_position,
-                                            masked, output_ids, think_closed_in_prompt)
+                                            masked, output_ids, think_closed_in_prompt, think_marks)
 from eagle3_core.reconstruct.tokenizer import TokenFacts, encode_batch
+from eagle3_core.target import ChatSettings
 
 # How many ids around a mismatch are kept to show what differs.
 MISMATCH_CONTEXT = 4
@@ -38,7 +40,6 @@ class BatchResult:
     def reject(self, sample_id: str | None, reason: str, detail: str) -> None:
         self.rejects.append({"sample_id": sample_id, "reason": reason, "detail": detail})
         self.counts["rejected"] += 1
-        self.counts[f"reject:{reason}"] += 1
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,13 @@ class _Prepared:
 
 
 class Reconstructor:
-    """Holds the tokenizer and the verified token facts; turns record batches into rows."""
+    """Holds the tokenizer, the verified token facts and the chat settings the server used;
+    turns record batches into rows."""
 
-    def __init__(self, tokenizer: Any, facts: TokenFacts, cfg: ReconstructConfig) -> None:
+    def __init__(self, tokenizer: Any, facts: TokenFacts, cfg: ReconstructConfig,
+                 chat: ChatSettings | None = None) -> None:
         self.tokenizer, self.facts, self.cfg = tokenizer, facts, cfg
+        self.chat = chat or ChatSettings()
         self._blank: dict[tuple[int, ...], bool] = {}
 
     def run(self, records: list[dict[str, Any]]) -> BatchResult:
@@ -79,13 +83,19 @@ class Reconstructor:
                           "the record has reasoning but the target's recipe has no think tokens "
                           "(target.think_open is null): its template has nowhere to put it")
             return None
-        if not reasoning and not content:
-            result.reject(sid, "empty_completion", "neither reasoning nor content")
+        if not reasoning and not content and not record.get("tool_calls"):
+            result.reject(sid, "empty_completion", "neither reasoning nor content nor tool calls")
+            return None
+        if record.get("tool_calls") and record.get("completion_token_ids") is None:
+            result.reject(sid, "tool_calls_without_ids",
+                          "the answer calls tools: each family writes tool calls in its own tokens, which only "
+                          "the server's ids hold; generate with return_token_ids (vLLM or SGLang)")
             return None
         try:
             chat = [{"role": m["role"], "content": m["content"]} for m in messages]
-            prompt = self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True,
-                                                        **self.cfg.chat_template_kwargs)
+            tools = json.loads(record["tools"]) if record.get("tools") else None
+            prompt = self.tokenizer.apply_chat_template(chat, tools=tools, tokenize=False, add_generation_prompt=True,
+                                                        **self.chat.chat_template_kwargs)
         except Exception as exc:  # a template raises anything from TypeError to its own exceptions
             result.reject(sid, "template_error", f"the chat template failed: {type(exc).__name__}: {exc}")
             return None
@@ -99,21 +109,40 @@ class Reconstructor:
         if closed and item.reasoning:
             result.reject(sid, "reasoning_after_closed_think",
                           "the rendered prompt closes the think block (thinking switched off) but the record "
-                          "has reasoning: set reconstruct.chat_template_kwargs as the server had them")
+                          "has reasoning: set target.chat.chat_template_kwargs as the server had them")
             return
-        out = output_ids(self.facts, reasoning_ids, content_ids, think_in_prompt=forced is not None,
-                         think_closed=closed, has_content=bool(item.content),
+        server = self._server_sequence(record, prompt_ids)
+        if record.get("tool_calls"):  # only the ids hold the tool-call tokens (layout.py)
+            result.counts["tool_call_turns"] += 1
+            self._emit(sid, server, "server", result)
+            return
+        marks = None
+        if self.facts.reasons and not closed:
+            marks = think_marks(self.facts, item.reasoning, item.content, think_in_prompt=forced is not None,
+                                server_out=record.get("completion_token_ids"))
+            if marks is None:
+                result.reject(sid, "think_undecidable",
+                              "the text does not show which think tokens the target wrote (an empty answer: the "
+                              "turn ended inside its reasoning or right after </think>; or no reasoning at all) "
+                              "and the record has no server token ids to tell; generate with return_token_ids")
+                return
+        out = output_ids(self.facts, reasoning_ids, content_ids, think_closed=closed, marks=marks,
                          stopped=record.get("finish_reason") != "length")
         seq, source = masked(prompt_ids, out, forced), "text"
-        server_out = record.get("completion_token_ids")
-        if server_out is not None:
-            server_prompt = list(record.get("prompt_token_ids") or prompt_ids)
-            server = masked(server_prompt, list(server_out),
-                            forced_think_position(server_prompt, self.facts, self._is_blank))
+        if server is not None:
             self._compare(sid, seq, server, result)
             if self.cfg.prefer == "server":
                 seq, source = server, "server"
         self._emit(sid, seq, source, result)
+
+    def _server_sequence(self, record: dict[str, Any], prompt_ids: list[int]) -> Sequence | None:
+        """The server's own prompt + completion ids with the loss mask; None when it sent no ids
+        (a server without prompt ids gets the rendered prompt)."""
+        if record.get("completion_token_ids") is None:
+            return None
+        prompt = list(record.get("prompt_token_ids") or prompt_ids)
+        return masked(prompt, list(record["completion_token_ids"]),
+                      forced_think_position(prompt, self.facts, self._is_blank))
 
     def _compare(self, sid: str, rebuilt: Sequence, server: Sequence, result: BatchResult) -> None:
         result.counts["server_checked"] += 1
@@ -123,7 +152,9 @@ class Reconstructor:
             return
         result.mismatches.append({
             "sample_id": sid, "first_diff": diff,
-            "where": "prompt" if diff < min(rebuilt.prompt_len, server.prompt_len) else "completion",
+            # the prompts differ when their ids do, wherever the first difference falls
+            "where": "prompt" if rebuilt.input_ids[:rebuilt.prompt_len] != server.input_ids[:server.prompt_len]
+            else "completion",
             "rebuilt_tokens": len(rebuilt.input_ids), "server_tokens": len(server.input_ids),
             "rebuilt_near": rebuilt.input_ids[diff:diff + MISMATCH_CONTEXT],
             "server_near": server.input_ids[diff:diff + MISMATCH_CONTEXT]})

@@ -24,7 +24,7 @@ from eagle3_core.readers import generations
 from eagle3_core.reconstruct.build import BatchResult, Reconstructor
 
 INPUT_COLUMNS = ("sample_id", "messages", "reasoning", "content", "finish_reason",
-                 "prompt_token_ids", "completion_token_ids")
+                 "prompt_token_ids", "completion_token_ids", "tools", "tool_calls")
 
 
 @dataclass(frozen=True)
@@ -118,5 +118,5 @@ def write_sequences(path: Path, rows: dict[str, list]) -> None:
                         ("loss_mask", pa.list_(pa.uint8())), ("num_tokens", pa.int32()),
                         ("num_supervised", pa.int32()), ("source", pa.string())])
     table = pa.Table.from_pydict(rows, schema=schema)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, record=True) as tmp:
         pq.write_table(table, tmp)

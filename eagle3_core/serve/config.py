@@ -12,7 +12,7 @@ from eagle3_core.base import StrictModel
 class ServeConfig(StrictModel):
     """Start vLLM on loopback for a local model."""
 
-    python: str | None = Field(None, description="Python of the environment that has vLLM; None = $EAGLE3_VLLM_PYTHON, then .venv-vllm/bin/python, then this Python.")
+    python: str | None = Field(None, description="Python of the environment that has vLLM; None = $EAGLE3_VLLM_PYTHON, then the repo's .venv-vllm/bin/python, then ./.venv-vllm/bin/python, then this Python if it has vllm.")
     host: str = Field("127.0.0.1", description="Bind address (loopback by default).")
     port: int | None = Field(None, ge=1, le=65535, description="Port; None = a free one.")
     served_model_name: str | None = Field(None, description="Name clients send as `model`; None = vLLM's default (the model path).")

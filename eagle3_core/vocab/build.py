@@ -77,5 +77,5 @@ def save(vocab: DraftVocab, path: Path) -> None:
 
     tensors = {"d2t": torch.from_numpy(vocab.d2t), "t2d": torch.from_numpy(vocab.t2d),
                "counts": torch.from_numpy(vocab.counts)}
-    with atomic_path(path) as tmp:
+    with atomic_path(path, record=True) as tmp:
         save_file(tensors, str(tmp))

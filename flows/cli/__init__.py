@@ -6,11 +6,13 @@ flow (and with it Prefect, torch, ...) when it runs.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
 
 import click
 
-from flows.cli import demo, evaluate, extract, generate, pipeline, reconstruct, serve, train, vocab
+from eagle3_core.stages import STAGE_NAMES
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -19,8 +21,11 @@ def cli() -> None:
     """Train an EAGLE-3 drafter on a reasoning model's own outputs."""
 
 
-for module in (generate, reconstruct, vocab, extract, train, evaluate, pipeline, demo, serve):
-    cli.add_command(module.command)
+# The declared stages' own commands (flows/cli/<stage>.py, for a stage useful alone), in DAG
+# order, then the other commands.
+for name in (*STAGE_NAMES, "pipeline", "demo", "serve", "probe"):
+    if importlib.util.find_spec(f"flows.cli.{name}") is not None:
+        cli.add_command(importlib.import_module(f"flows.cli.{name}").command)
 
 
 def main() -> None:

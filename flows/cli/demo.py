@@ -1,7 +1,7 @@
 """`eagle3 demo [--out DIR]`: the whole job on this machine, no GPU and no network.
 
 Runs the pipeline on the embedded toy recipe (configs/toy.yaml): build or load the toy target,
-serve it with real vLLM on CPU for generation, then every stage that is built. A second run
+serve it with real vLLM on CPU for generation, then every declared stage. A second run
 reuses what the first finished (each stage checks its manifest; the toy target is cached).
 """
 

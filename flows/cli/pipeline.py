@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import click
 
+from eagle3_core.stages import STAGE_NAMES
 
-@click.command("pipeline")
+
+@click.command("pipeline", help=f"Run {' -> '.join(STAGE_NAMES)} from a recipe.")
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
               help="A recipe (YAML of the pipeline config), e.g. configs/toy.yaml.")
 @click.option("--out", default=None, help="Run directory; overrides the recipe's `out`.")
 def command(config_path: str, out: str | None) -> None:
-    """Run generate -> reconstruct -> vocab -> extract -> train -> evaluate from a recipe."""
     from eagle3_core.config import PipelineConfig
 
     config = PipelineConfig.from_yaml(config_path)
@@ -27,7 +28,7 @@ def command(config_path: str, out: str | None) -> None:
 def run_and_report(config) -> dict:
     """Run the pipeline flow and print each stage's outcome, the outputs and the headline figures."""
     from flows.pipeline import pipeline
-    from flows.run_summary import summary_lines
+    from eagle3_core.run_summary import summary_lines
 
     outcomes = pipeline(config)
     click.echo("")

@@ -15,11 +15,11 @@ def command(sequences_dir: str, tokenizer: str, out_dir: str, draft_vocab_size: 
     """Pick the draft vocabulary: the most frequent supervised target tokens."""
     from eagle3_core.target import TargetConfig
     from eagle3_core.vocab.config import VocabConfig
-    from flows.vocab import vocab_flow
+    from flows.stages import stage_flow
 
     target = TargetConfig(path=tokenizer, trust_remote_code=trust_remote_code)
-    manifest = vocab_flow(cfg=VocabConfig(draft_vocab_size=draft_vocab_size), target=target,
-                          sequences_dir=sequences_dir, out_dir=out_dir)
+    manifest = stage_flow("vocab")(cfg=VocabConfig(draft_vocab_size=draft_vocab_size), target=target,
+                                    sequences_dir=sequences_dir, out_dir=out_dir)
     d = manifest.details
     click.echo(f"draft vocab {d['draft_vocab_size']} of {d['target_vocab_size']} ids covers {d['coverage']:.2%} "
                f"of {manifest.counts['supervised_tokens']} supervised tokens -> {out_dir}")

@@ -19,6 +19,7 @@ from eagle3_core.extract.vllm_engine import apply_rms_norm, final_norm
 from eagle3_core.target import TargetConfig
 from tests.cli_helpers import RecordingReporter
 from tests.extract.helpers import read_hidden, write_sequences
+from tests.fixtures.requirements import require_vllm
 from tests.fixtures.vllm import machine_vllm_lock
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,12 +86,7 @@ def vllm_run(toy_target, tmp_path_factory):
     """A vLLM extraction killed (SIGKILL) after two shards, then restarted to completion."""
     from tests.fixtures.toy import toy_recipe
 
-    from eagle3_core.extract.vllm_engine import vllm_python
-
-    try:
-        vllm_python(None)
-    except ConfigError as exc:
-        pytest.skip(str(exc))
+    require_vllm()
     layers = toy_recipe()["target"]["aux_layer_ids"]
     work = tmp_path_factory.mktemp("vllm-extract")
     vocab = json.loads((Path(toy_target) / "config.json").read_text())["vocab_size"]

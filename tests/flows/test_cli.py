@@ -64,3 +64,9 @@ def test_demo_without_its_recipe_says_how_to_get_it(monkeypatch, tmp_path):
     result = CliRunner().invoke(cli, ["demo", "--out", str(tmp_path / "run")])
 
     assert "the toy recipe is missing" in str(result.exception)
+
+
+def test_every_declared_stage_has_its_command_listed_in_dag_order_before_the_other_commands():
+    from eagle3_core.stages import STAGE_NAMES
+
+    assert list(cli.commands) == [*STAGE_NAMES, "pipeline", "demo", "serve", "probe"]

@@ -1,6 +1,7 @@
-"""deployments/prefect.yaml, deployments/serve.py and docker/: what they register, with which
-parameters, and that they install what the README's set-up installs. (Docker itself cannot run
-here; the served deployments run for real in tests/integration/test_deployments.py.)"""
+"""deployments/prefect.yaml (the one definition of the deployments), deployments/serve.py (derived
+from it) and docker/: what they register, with which parameters, and that they install what the
+README's set-up installs. (Docker itself cannot run here; the served deployments run for real in
+tests/integration/test_deployments.py.)"""
 
 import importlib
 import re
@@ -64,17 +65,30 @@ def test_the_parameters_are_the_toy_recipe(deployments):
     assert deployments["eagle3-generate"]["parameters"]["cfg"] == yaml.safe_load(TOY.read_text())["generate"]
 
 
-def test_serve_py_registers_the_same_deployments_with_the_nightly_schedule_and_limit(tmp_path):
+def test_serve_py_registers_exactly_what_prefect_yaml_defines(deployments, tmp_path):
     from deployments.serve import build_deployments
 
     built = {d.name: d for d in build_deployments(TOY, str(tmp_path / "served"))}
 
     assert set(built) == {"eagle3-pipeline", "eagle3-generate", "eagle3-nightly"}
-    schedule = built["eagle3-nightly"].schedules[0].schedule
-    assert (schedule.cron, schedule.timezone) == ("0 2 * * *", "UTC")
-    assert built["eagle3-nightly"].concurrency_limit == 1
-    assert built["eagle3-pipeline"].schedules == []
+    for name, deployment in built.items():
+        defined = deployments[name]
+        assert deployment.entrypoint == defined["entrypoint"]
+        assert (deployment.description, deployment.tags) == (defined["description"], defined["tags"])
+        assert [(s.schedule.cron, s.schedule.timezone) for s in deployment.schedules] == \
+            [(s["cron"], s["timezone"]) for s in defined.get("schedules", [])]
+        assert deployment.concurrency_limit == (defined.get("concurrency_limit") or {}).get("limit")
     assert built["eagle3-pipeline"].parameters["config"]["out"] == str(tmp_path / "served")
+    assert built["eagle3-nightly"].parameters["config"]["root"] == str(tmp_path / "served" / "nightly")
+    assert built["eagle3-nightly"].parameters["config"]["recipe"] == built["eagle3-pipeline"].parameters["config"]
+
+
+def test_a_stage_deployment_runs_the_flow_its_stage_declares_and_the_pipeline_names_the_declared_order(deployments):
+    from eagle3_core.stages import BY_NAME, STAGE_NAMES
+
+    assert deployments["eagle3-generate"]["entrypoint"] == "flows/generate.py:generate_flow"
+    assert BY_NAME["generate"].flow == "flows.generate:generate_flow"
+    assert " -> ".join(STAGE_NAMES) in deployments["eagle3-pipeline"]["description"]
 
 
 def test_the_worker_image_installs_the_project_the_way_the_readme_does():

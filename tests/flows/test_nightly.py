@@ -7,7 +7,7 @@ import pytest
 
 from eagle3_core.config import PipelineConfig
 from eagle3_core.generate.probe import PROBE_MESSAGES
-from flows import dataset_versions as dv
+from eagle3_core import dataset_versions as dv
 from flows.nightly import NightlyConfig, nightly
 
 

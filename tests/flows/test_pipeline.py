@@ -7,8 +7,9 @@ import pytest
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
 from eagle3_core.generate.config import GenerateConfig
-from flows import pipeline_stages
+from eagle3_core.stages import STAGE_NAMES, STAGES
 from flows.pipeline import pipeline
+from flows.stages import stage_flow
 
 
 @pytest.fixture
@@ -25,21 +26,6 @@ def test_a_stage_whose_inputs_were_never_made_is_blocked_not_run(prefect_api, co
     assert outcomes["vocab"]["reason"] == "needs reconstruct (not selected)"
     assert not config.layout.vocab.exists()
     assert outcomes["generate"]["status"] == "not selected"
-
-
-def test_a_stage_not_in_the_code_base_is_reported_not_built_and_its_dependents_blocked(
-        prefect_api, config, monkeypatch):
-    real = pipeline_stages.load_stage_flow
-    monkeypatch.setattr(pipeline_stages, "load_stage_flow",  # simulate a checkout without reconstruct
-                        lambda name: None if name == "reconstruct" else real(name))
-    config.stages = ["reconstruct", "vocab", "extract"]
-
-    outcomes = pipeline(config)
-
-    assert outcomes["reconstruct"]["status"] == "not built"
-    assert "flows/reconstruct.py" in outcomes["reconstruct"]["reason"]
-    assert outcomes["vocab"] == {**outcomes["vocab"], "status": "blocked", "reason": "needs reconstruct (not built)"}
-    assert outcomes["extract"]["status"] == "blocked"
 
 
 def test_a_failed_stage_fails_the_run_with_the_stages_own_error(prefect_api, config, tmp_path):
@@ -118,15 +104,28 @@ def test_an_api_key_reaches_no_log_artifact_parameter_or_manifest(prefect_api, c
     assert all(secret not in text for text in seen)
 
 
-def test_every_built_stage_flow_accepts_the_arguments_the_pipeline_passes(tmp_path):
+def test_every_declared_stage_has_a_flow_that_accepts_the_arguments_the_pipeline_passes(tmp_path):
     import inspect
 
     recipe = Path(__file__).resolve().parents[2] / "configs" / "toy.yaml"
     config = PipelineConfig.from_yaml(recipe).model_copy(update={"out": str(tmp_path)})
-    for name, stage in pipeline_stages.STAGES.items():
-        stage_flow = pipeline_stages.load_stage_flow(name)
-        if stage_flow is not None:
-            inspect.signature(stage_flow.fn).bind(**stage.arguments(config, config.layout))
+    assert config.stages == [spec.name for spec in STAGES] == list(STAGE_NAMES)
+    for spec in STAGES:
+        built = stage_flow(spec.name)
+        assert built.name == spec.name
+        inspect.signature(built.fn).bind(**spec.arguments(config))  # TypeError if they disagree
+
+
+def test_a_stage_without_its_own_flow_gets_one_built_from_its_body_with_its_typed_parameters():
+    from eagle3_core.vocab.config import VocabConfig
+
+    vocab = stage_flow("vocab")
+
+    schema = vocab.parameters.model_dump()
+    assert list(schema["properties"]) == ["cfg", "target", "sequences_dir", "out_dir"]
+    assert schema["definitions"]["VocabConfig"]["properties"]["draft_vocab_size"]
+    assert vocab.validate_parameters({"cfg": {"draft_vocab_size": 8}, "target": {}, "sequences_dir": "s",
+                                      "out_dir": "v"})["cfg"] == VocabConfig(draft_vocab_size=8)
 
 
 def test_the_toy_target_fills_the_target_path_and_its_prompts(tmp_path):
@@ -155,3 +154,37 @@ def test_a_second_run_reuses_a_complete_generation_without_any_endpoint(prefect_
 
     assert again["generate"]["status"] == "reused"
     assert again["generate"]["counts"]["accepted"] == 1
+
+
+def stage_graph(flow_run_id) -> dict[str, set[str]]:
+    """Stage subflow -> the stage subflows Prefect records it waited for (the run graph's edges)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id])))
+        names = {run.id: client.read_flow(run.flow_id).name for run in runs}
+        inputs = {names[run.id]: client.read_task_run(run.parent_task_run_id).task_inputs for run in runs}
+    return {name: {names.get(i.id, str(i.id)) for i in found.get("wait_for", [])} for name, found in inputs.items()}
+
+
+def test_each_stage_subflow_waits_for_the_results_of_the_stages_it_reads_so_the_graph_draws_the_dag(
+        prefect_api, config, tmp_path):
+    from eagle3_core.manifest import StageManifest, write_manifest
+    from tests.reconstruct.families import FAMILIES, build_family_tokenizer
+    from tests.reconstruct.records import record, write_generations
+
+    user = [{"role": "user", "content": "What is 2 + 2?"}]
+    write_generations(config.layout.generations, [record("a", user, "Two and two.", "4.")])
+    write_manifest(config.layout.generations, StageManifest(stage="generate", status="complete", config_hash="x"))
+    family = FAMILIES["qwen3"]
+    config.target = config.target.model_validate({"path": str(build_family_tokenizer(family, tmp_path / "tok")),
+                                                  **family.target})
+    config.vocab.draft_vocab_size = 8
+    config.stages = ["reconstruct", "vocab"]
+
+    state = pipeline(config, return_state=True)
+
+    assert state.is_completed(), state.message
+    assert stage_graph(state.state_details.flow_run_id) == {"reconstruct": set(), "vocab": {"reconstruct"}}

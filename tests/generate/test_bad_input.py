@@ -5,6 +5,7 @@ import pytest
 from eagle3_core.errors import InputError
 from eagle3_core.generate.stage import run_generate
 from tests.cli_helpers import cli_error, error_line
+from tests.faults import snapshot
 from tests.generate.helpers import config, rejected
 
 
@@ -35,7 +36,7 @@ def test_an_input_with_no_rows_is_an_error_unless_allowed(tmp_path, fake_server)
     src.write_text("\n\n")
     with pytest.raises(InputError, match="the input holds no rows") as err:
         run_generate(config(src, [fake_server.url]), tmp_path / "out")
-    assert "--allow-empty" in err.value.fix and not (tmp_path / "out").exists()
+    assert "--allow-empty" in err.value.fix and snapshot(tmp_path / "out") == {}
     manifest = run_generate(config(src, [fake_server.url], allow_empty=True), tmp_path / "out")
     assert manifest.status == "complete" and manifest.counts["input"] == 0
 

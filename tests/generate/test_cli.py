@@ -41,16 +41,17 @@ def run_cli(args: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 
 def free_endpoint_slots(url: str) -> None:
-    """The killed run still holds its slots of the endpoint's limit until their lease lapses
-    (Prefect's minimum lease: 60 s, plus a 15 s sweep). An operator would wait or reset them;
-    the test resets them, since what it checks is the resume."""
+    """The killed run's leased slots come back only where a server runs Prefect's lease sweep
+    (``prefect server start``: tests/generate/test_shared_limit.py); the test API is an ephemeral
+    server, which runs none, so the test gives them back, since what it checks is the resume."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
 
     from tasks.generate import endpoint_limit_name
 
     with get_client(sync_client=True) as client:
-        client.update_global_concurrency_limit(endpoint_limit_name(url), GlobalConcurrencyLimitUpdate(active_slots=0))
+        for name in (endpoint_limit_name(url), endpoint_limit_name(url) + ":runs"):
+            client.update_global_concurrency_limit(name, GlobalConcurrencyLimitUpdate(active_slots=0))
 
 
 def persisted_rows(out: Path) -> int:
@@ -66,7 +67,7 @@ def test_a_killed_run_resumes_without_rerequesting_or_duplicating(tmp_path, make
     rows = prompts(200) + [{"prompt": "Q3"}, {"nothing": "here"}]
     src, out = write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "out"
     args = generate_args(src, server.url, out, "--concurrency", "4", "--shard-rows", "5",
-                         "--flush-seconds", "0.2", "--batch-size", "50")
+                         "--flush-seconds", "0.2")
     first = subprocess.Popen(args, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
     while persisted_rows(out) < 30 and first.poll() is None and time.monotonic() < deadline:
@@ -134,3 +135,13 @@ def test_a_full_disk_stops_with_a_clear_error_and_leaves_no_damaged_shard(tmp_pa
     again = run_cli(args)
     assert again.returncode == 0, again.stderr
     assert accepted(out)["sample_id"].n_unique() == len(accepted(out)) == 30
+
+
+@pytest.mark.slow
+def test_family_sends_and_records_the_familys_chat_settings(tmp_path, fake_server, prefect_api):
+    src = write_jsonl(tmp_path / "in.jsonl", prompts(2))
+    result = run_cli(generate_args(src, fake_server.url, tmp_path / "out", "--family", "qwen3"))
+    assert result.returncode == 0, result.stderr
+    assert all(body["chat_template_kwargs"] == {"enable_thinking": True} for body in fake_server.requests)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["details"]["chat"]["chat_template_kwargs"] == {"enable_thinking": True}

@@ -1,4 +1,4 @@
-"""The generate flow against the test Prefect API: batch tasks, the endpoint limit, artifacts."""
+"""The generate flow against the test Prefect API: one streaming task, the endpoint limit, artifacts."""
 
 from __future__ import annotations
 
@@ -7,14 +7,16 @@ import pytest
 from tests.generate.helpers import accepted, config, prompts, write_jsonl
 
 
-def test_flow_runs_a_task_per_batch_under_the_endpoint_limit_and_publishes_artifacts(tmp_path, fake_server, prefect_api):
+def test_flow_streams_every_row_in_one_task_under_the_endpoint_limit_and_publishes_artifacts(
+        tmp_path, fake_server, prefect_api):
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.sorting import FlowRunSort
 
     from flows.generate import generate_flow
     from tasks.generate import endpoint_limit_name
 
-    cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(25)), [fake_server.url], batch_size=10)
+    cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(25)), [fake_server.url])
     manifest = generate_flow(cfg, str(tmp_path / "out"))
 
     assert manifest["counts"]["accepted"] == 25 and len(accepted(tmp_path / "out")) == 25
@@ -22,12 +24,15 @@ def test_flow_runs_a_task_per_batch_under_the_endpoint_limit_and_publishes_artif
     assert name == f"vllm:127.0.0.1:{fake_server.port}"
     with get_client(sync_client=True) as client:
         limit = client.read_global_concurrency_limit_by_name(name)
-        runs = client.read_task_runs()
+        runs_counter = client.read_global_concurrency_limit_by_name(f"{name}:runs")
+        flow_run = client.read_flow_runs(sort=FlowRunSort.START_TIME_DESC, limit=1)[0]
+        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id])))
         keys = {a.key for a in client.read_artifacts(artifact_filter=ArtifactFilter(
             key=ArtifactFilterKey(any_=["generate-summary", "generate-table", "generate-progress"])))}
-    assert limit.limit == cfg.concurrency and limit.active_slots == 0  # created, and released after the run
-    batch_runs = [r for r in runs if r.name.startswith("generate-batch-") and r.flow_run_id is not None]
-    assert len({r.name for r in batch_runs}) >= 3  # 25 rows / 10 per batch: tasks per batch, not per request
+    # created, and every leased slot given back after the run
+    assert limit.limit == cfg.concurrency and limit.active_slots == 0 and runs_counter.active_slots == 0
+    names = [r.name for r in runs]
+    assert sum(n.startswith("generate-stream") for n in names) == 1 and len(names) == 3  # open, stream, finish
     assert {"generate-summary", "generate-table", "generate-progress"} <= keys
 
 

@@ -52,3 +52,25 @@ def test_vllm_token_ids_and_usage_are_read_from_their_places():
 def test_a_body_without_a_message_is_malformed(bad):
     with pytest.raises(MalformedBody):
         parse_completion(bad)
+
+
+def test_sglang_token_ids_inside_the_choice_are_read_and_named():
+    choice = {"message": {"reasoning_content": "r", "content": "a"}, "finish_reason": "stop",
+              "prompt_token_ids": [1, 2], "token_ids": [3, 4]}
+    completion = parse_completion({"choices": [choice]})
+    assert (completion.prompt_token_ids, completion.completion_token_ids) == ([1, 2], [3, 4])
+    assert completion.id_layout == "sglang"
+
+
+def test_the_id_layout_says_vllm_or_none():
+    vllm = body({"reasoning": "r", "content": "a"}, prompt_token_ids=[1]) | {
+        "choices": [{"message": {"reasoning": "r", "content": "a"}, "finish_reason": "stop", "token_ids": [2]}]}
+    assert parse_completion(vllm).id_layout == "vllm"
+    assert parse_completion(body({"reasoning": "r", "content": "a"})).id_layout == "none"
+
+
+def test_tool_calls_are_kept_as_the_server_parsed_them():
+    call = {"id": "c0", "type": "function", "function": {"name": "add", "arguments": "{\"a\": 1}"}}
+    completion = parse_completion(body({"reasoning": "r", "content": None, "tool_calls": [call]}, finish="tool_calls"))
+    assert completion.tool_calls == [call] and completion.content == ""
+    assert parse_completion(body({"reasoning": "r", "content": "a", "tool_calls": []})).tool_calls is None

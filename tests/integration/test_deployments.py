@@ -1,8 +1,7 @@
 """The deployments as a user runs them: a real `prefect server`, deployments/serve.py, and
 `prefect deployment run` on the toy recipe.
 
-The recipe is configs/toy.yaml on 48 prompts (8 held out), limited to the stages in the code
-base; the toy target comes from its cache (the `toy_target` fixture builds it once per machine),
+The recipe is configs/toy.yaml on 48 prompts (8 held out), every stage; the toy target comes from its cache (the `toy_target` fixture builds it once per machine),
 and the machine's vLLM lock is held while the flow run serves it.
 """
 
@@ -19,7 +18,7 @@ import httpx
 import pytest
 import yaml
 
-from flows.pipeline_stages import STAGES, load_stage_flow
+from eagle3_core.stages import BY_NAME, STAGE_NAMES
 
 pytestmark = [pytest.mark.slow, pytest.mark.prefect_server]
 
@@ -84,11 +83,11 @@ def _healthy(api: str) -> bool:
 
 
 def recipe_for_test(tmp_path: Path, toy_dir: Path) -> Path:
-    """The toy recipe on a few prompts, limited to the stages in the code base (all, once built)."""
+    """The toy recipe on a few prompts, every stage."""
     from eagle3_core.toy.build import HELDOUT_PROMPTS, TRAIN_PROMPTS
 
     data = yaml.safe_load(TOY_RECIPE.read_text())
-    data["stages"] = [name for name in STAGES if load_stage_flow(name) is not None]
+    data["stages"] = list(STAGE_NAMES)
     data["generate"]["prompts"] = {"input": str(toy_dir / TRAIN_PROMPTS), "max_samples": 48}
     data.setdefault("evaluate", {})["prompts"] = {"input": str(toy_dir / HELDOUT_PROMPTS), "max_samples": 8}
     path = tmp_path / "recipe.yaml"
@@ -136,7 +135,7 @@ def _manifest_times(out: Path, recipe: Path) -> dict[str, float | None]:
     from eagle3_core.layout import RunLayout
     from eagle3_core.manifest import read_manifest
 
-    manifests = {s: read_manifest(STAGES[s].out(RunLayout(root=out))) for s in yaml.safe_load(recipe.read_text())["stages"]}
+    manifests = {s: read_manifest(getattr(RunLayout(root=out), BY_NAME[s].folder)) for s in yaml.safe_load(recipe.read_text())["stages"]}
     return {s: m.updated_at if m else None for s, m in manifests.items()}
 
 
@@ -148,7 +147,7 @@ def _manifest_status(out: Path, stage: str) -> str | None:
     from eagle3_core.layout import RunLayout
     from eagle3_core.manifest import read_manifest
 
-    manifest = read_manifest(STAGES[stage].out(RunLayout(root=out)))
+    manifest = read_manifest(getattr(RunLayout(root=out), BY_NAME[stage].folder))
     return manifest.status if manifest else None
 
 

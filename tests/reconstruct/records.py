@@ -15,18 +15,19 @@ SCHEMA = pa.schema([
     ("finish_reason", pa.string()), ("prompt_token_ids", pa.list_(pa.int64())),
     ("completion_token_ids", pa.list_(pa.int64())), ("model", pa.string()), ("endpoint", pa.string()),
     ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()), ("attempts", pa.int64()),
-    ("latency_s", pa.float64()), ("created_at", pa.float64()),
+    ("latency_s", pa.float64()), ("created_at", pa.float64()), ("tools", pa.string()), ("tool_calls", pa.string()),
 ])
 
 
 def record(sample_id: str, messages: list[dict[str, str]], reasoning: str, content: str, *,
            finish_reason: str = "stop", prompt_token_ids: list[int] | None = None,
-           completion_token_ids: list[int] | None = None) -> dict[str, Any]:
+           completion_token_ids: list[int] | None = None, tools: str | None = None,
+           tool_calls: str | None = None) -> dict[str, Any]:
     return {"sample_id": sample_id, "messages": messages, "reasoning": reasoning, "content": content,
             "reasoning_source": "reasoning", "finish_reason": finish_reason,
             "prompt_token_ids": prompt_token_ids, "completion_token_ids": completion_token_ids,
             "model": "test", "endpoint": "http://127.0.0.1:0/v1", "prompt_tokens": 0, "completion_tokens": 0,
-            "attempts": 1, "latency_s": 0.0, "created_at": 0.0}
+            "attempts": 1, "latency_s": 0.0, "created_at": 0.0, "tools": tools, "tool_calls": tool_calls}
 
 
 def write_generations(gen_dir: Path, records: list[dict[str, Any]], shard_rows: int = 1000) -> Path:

@@ -26,7 +26,7 @@ def server_check_artifact():
 
 def test_reconstruct_flow_writes_sequences_and_publishes_the_server_check(prefect_api, family_dirs, tmp_path):
     from flows.reconstruct import reconstruct_flow
-    from flows.vocab import vocab_flow
+    from flows.stages import stage_flow
     from eagle3_core.vocab.config import VocabConfig
 
     target = TargetConfig(path=str(family_dirs["qwen3"]), **FAMILIES["qwen3"].target)
@@ -38,7 +38,7 @@ def test_reconstruct_flow_writes_sequences_and_publishes_the_server_check(prefec
     assert manifest.details["reject_reasons"] == {"empty_completion": 1}
     artifacts = server_check_artifact()
     assert artifacts and "match rate" in artifacts[0].description
-    vocab = vocab_flow(cfg=VocabConfig(draft_vocab_size=8), target=target, sequences_dir=str(tmp_path / "seq"),
+    vocab = stage_flow("vocab")(cfg=VocabConfig(draft_vocab_size=8), target=target, sequences_dir=str(tmp_path / "seq"),
                        out_dir=str(tmp_path / "vocab"))
     assert vocab.details["draft_vocab_size"] == 8 and vocab.details["target_vocab_size"] == 151936
 
@@ -67,3 +67,19 @@ def test_a_family_whose_ids_do_not_match_the_tokenizer_is_one_clear_error(prefec
     err = cli_error(["reconstruct", "--input", str(gen), "--tokenizer", str(family_dirs["kimi_k2_5"]),
                      "--out", str(tmp_path / "seq"), "--family", "qwen3"], capsys)
     assert "end_of_turn_id is 151645 but the tokenizer maps '<|im_end|>' to 163586" in err
+
+
+def test_the_flow_redoes_a_deleted_shard_instead_of_returning_its_cached_result(prefect_api, family_dirs, tmp_path):
+    from flows.reconstruct import reconstruct_flow
+
+    target = TargetConfig(path=str(family_dirs["qwen3"]), **FAMILIES["qwen3"].target)
+    gen = write_generations(tmp_path / "gen", [record("a", USER, "Two and two.", " 4.")])
+    arguments = dict(cfg=ReconstructConfig(), target=target, generations_dir=str(gen), out_dir=str(tmp_path / "seq"))
+    first = reconstruct_flow(**arguments)
+    assert reconstruct_flow(**arguments).updated_at == first.updated_at  # complete: reused as is
+    (tmp_path / "seq" / "part-00000.parquet").unlink()
+
+    again = reconstruct_flow(**arguments)
+
+    assert (tmp_path / "seq" / "part-00000.parquet").is_file()
+    assert again.status == "complete" and again.shards == first.shards

@@ -108,8 +108,11 @@ def test_an_empty_generations_dir_is_a_clear_error(family_dirs, tmp_path):
 
 
 def test_a_length_cut_turn_has_no_end_of_turn_and_no_think_close(family_dirs, family_tokenizers, tmp_path):
-    gen = write_generations(tmp_path / "gen", [record("cut", USER, "Two and", "", finish_reason="length")])
-    run_reconstruct(ReconstructConfig(), kimi(family_dirs), gen, tmp_path / "seq")
+    # Cut inside the reasoning: the ids say so (without them the record is undecidable: test_never_invents).
+    out_ids = family_tokenizers["kimi_k2_5"].encode("Two and", add_special_tokens=False)
+    gen = write_generations(tmp_path / "gen", [record("cut", USER, "Two and", "", finish_reason="length",
+                                                      completion_token_ids=out_ids)])
+    run_reconstruct(ReconstructConfig(prefer="text"), kimi(family_dirs), gen, tmp_path / "seq")
     row = rows(tmp_path / "seq")[0]
     supervised = [t for t, m in zip(row["input_ids"], row["loss_mask"]) if m]
     assert family_tokenizers["kimi_k2_5"].decode(supervised) == "<think>Two and"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from eagle3_core.errors import ConfigError
 from eagle3_core.serve import ServeConfig, ServeError, VLLMServer
 
 API_SERVER = '''
@@ -106,7 +107,7 @@ def test_a_busy_port_is_refused_before_anything_starts(fake_vllm):
 def test_no_vllm_install_says_run_make_setup(tmp_path, monkeypatch):
     monkeypatch.delenv("PYTHONPATH", raising=False)
     (tmp_path / "model").mkdir()
-    with pytest.raises(ServeError, match="no vLLM install found") as err:
+    with pytest.raises(ConfigError, match="no vLLM install found") as err:
         VLLMServer(tmp_path / "model", ServeConfig(python=sys.executable)).start()
     assert "make setup" in str(err.value)
 

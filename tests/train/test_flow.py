@@ -29,6 +29,7 @@ def test_flow_trains_and_publishes_the_loss_curve_and_heldout_table(prefect_api,
 
 
 @pytest.mark.slow      # the flow starts an ephemeral Prefect API (~15 s)
+@pytest.mark.prefect_server
 def test_cli_reports_a_bad_input_in_one_line_without_a_traceback(tiny_run, tmp_path):
     """The console script: exit 2 and the InputError's words (checked before any Prefect or DeepSpeed work)."""
     result = subprocess.run([sys.executable, "-c", "from flows.cli import main; main()", "train",

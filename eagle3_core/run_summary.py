@@ -7,13 +7,29 @@ stage did not run is shown as ``-``, never guessed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from eagle3_core.config import PipelineConfig
 from eagle3_core.fsio import read_json
 from eagle3_core.layout import RunLayout
 from eagle3_core.manifest import StageManifest, read_manifest
+
+Status = Literal["ran", "reused", "failed", "blocked", "not selected"]
+
+
+@dataclass
+class Outcome:
+    """What happened to one stage (or the toy target, or the server) in one pipeline run."""
+
+    stage: str
+    status: Status
+    out_dir: str
+    seconds: float = 0.0
+    started: float = 0.0
+    reason: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
 
 
 def _figures(manifest: StageManifest | None) -> dict[str, Any]:

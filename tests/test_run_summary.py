@@ -4,7 +4,7 @@ import json
 
 from eagle3_core.layout import RunLayout
 from eagle3_core.manifest import StageManifest, write_manifest
-from flows.run_summary import headline
+from eagle3_core.run_summary import headline
 
 
 def test_headline_reads_each_figure_from_its_stages_files(tmp_path):

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eagle3_core.fsio import atomic_path, read_json, write_json_atomic
+from eagle3_core.generate.config import GenerateConfig
 
 VERSION_FILE = "version.json"
 TRAINED_ON_FILE = "trained_on.json"
@@ -147,3 +148,16 @@ def prune(root: str | Path, keep: int) -> list[str]:
     for name in deleted:
         shutil.rmtree(versions_dir(root) / name)
     return deleted
+
+
+def current_sample_ids(cfg: GenerateConfig) -> set[str]:
+    """The sample id of every prompt under ``cfg``'s model and sampling config (as generate keys them)."""
+    from eagle3_core.generate.inputs import iter_rows
+    from eagle3_core.generate.rows import RowRejection, normalize, sample_id
+
+    key, ids = cfg.sampling_key(), set()
+    for row in iter_rows(cfg.prompts):
+        messages = normalize(row)
+        if not isinstance(messages, RowRejection):
+            ids.add(sample_id(messages, key))
+    return ids

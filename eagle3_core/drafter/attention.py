@@ -1,0 +1,129 @@
+"""Training-time-test attention in memory linear in T: no T×T tensor is ever kept.
+
+Step k of the unroll (``ttt_attention``) lets the query at position i attend to
+
+- step 0's keys at every j <= i of the same sample (causal, blocked at sample boundaries), and
+- the keys of steps 1..k at i itself (the diagonal: what the k-th draft step sees at inference).
+
+The step-0 part is computed per block of queries (``causal_attention_lse``): each block builds its
+(B, h, block, keys) scores, returns its output and log-sum-exp, and frees the scores. The block
+runs under ``torch.utils.checkpoint``, so backward recomputes one block at a time; what autograd
+keeps is the output (B, h, T, d) and the log-sum-exp (B, h, T). The diagonal terms are merged
+through the log-sum-exp (``merge_diagonal``): exactly the softmax over [step-0 scores; diagonal
+scores], without ever holding the former. Pure PyTorch, the same on CPU and CUDA; exact (the
+tests compare loss and gradients with a dense reference at fp32 tolerance).
+
+Sample boundaries (packing): ``segments`` (B, T) gives each position its sample number; a query
+attends only to keys of its own sample. Samples are contiguous, so a block of queries needs only
+the keys from the start of its first query's sample: packed short samples cost Σ len², not T².
+
+Memory: the scores of one block are capped at ``BLOCK_SCORES`` elements (fp32: 4 bytes each, a
+few copies live during backward), so the block shrinks as T × heads grows (never below 16 rows).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+# 2^25 scores (128 MiB in fp32) per block: at T = 32K and 32 heads a block is 32 queries; small
+# enough that backward's few copies of it stay under 1 GiB, large enough for a GPU matmul.
+BLOCK_SCORES = 1 << 25
+MIN_BLOCK = 16
+# Never more than 256 queries a block: on the CPU at T = 2K, one 2,048-row block ran 3x slower
+# forward than 256-row ones (the scores fall out of cache); the GPU gains nothing above it.
+MAX_BLOCK = 256
+
+
+def segment_starts(segments: torch.Tensor) -> torch.Tensor:
+    """(B, T) index of the first position of each position's sample (samples are contiguous)."""
+    T = segments.shape[1]
+    idx = torch.arange(T, device=segments.device).expand_as(segments)
+    first = torch.ones_like(segments, dtype=torch.bool)
+    first[:, 1:] = segments[:, 1:] != segments[:, :-1]
+    return torch.where(first, idx, torch.zeros_like(idx)).cummax(dim=1).values
+
+
+def segment_positions(segments: torch.Tensor) -> torch.Tensor:
+    """(B, T) position of each token inside its own sample: rope restarts at every sample."""
+    T = segments.shape[1]
+    return torch.arange(T, device=segments.device).expand_as(segments) - segment_starts(segments)
+
+
+def by_kv_head(x: torch.Tensor, kv_heads: int) -> torch.Tensor:
+    """(B, h, T, ...) -> (B, h_kv, g, T, ...): the g query heads that share one KV head, together."""
+    return x.view(x.shape[0], kv_heads, x.shape[1] // kv_heads, *x.shape[2:])
+
+
+def acc_dtype(x: torch.Tensor) -> torch.dtype:
+    """Softmax in fp32 at least (bf16 inputs), in fp64 for fp64 inputs (the tests)."""
+    return torch.promote_types(x.dtype, torch.float32)
+
+
+def _block(q, k, v, seg_q, seg_k, first_query: int, first_key: int, scale: float):
+    """Queries [first_query, +bq) against keys [first_key, +S): (out (B, h, bq, d), lse (B, h, bq)) in acc_dtype."""
+    B, h, bq, d = q.shape
+    acc = acc_dtype(q)
+    kv = k.shape[1]
+    qpos = torch.arange(bq, device=q.device)[:, None] + first_query
+    kpos = torch.arange(k.shape[2], device=q.device)[None, :] + first_key
+    allowed = (kpos <= qpos) & (seg_q[:, :, None] == seg_k[:, None, :])          # (B, bq, S)
+    s = (by_kv_head(q, kv) @ k[:, :, None].transpose(-1, -2)).to(acc) * scale     # (B, kv, g, bq, S)
+    s = s.masked_fill(~allowed[:, None, None], float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)                                              # (B, kv, g, bq)
+    out = torch.exp(s - lse[..., None]) @ v[:, :, None].to(acc)                   # (B, kv, g, bq, d)
+    return out.reshape(B, h, bq, d), lse.reshape(B, h, bq)
+
+
+def block_rows(heads_x_batch: int, keys: int) -> int:
+    return min(MAX_BLOCK, max(MIN_BLOCK, BLOCK_SCORES // max(1, heads_x_batch * keys)))
+
+
+def causal_attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, segments: torch.Tensor,
+                         block: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Causal attention within samples, and its log-sum-exp: (B, h, T, d), (B, h, T), in fp32 (fp64 for fp64).
+
+    q (B, h, T, d), k/v (B, h_kv, T, d), segments (B, T). ``block`` forces the query block size
+    (tests use small ones to cross many block edges).
+    """
+    B, h, T, d = q.shape
+    block = block or block_rows(B * h, T)
+    scale = 1.0 / math.sqrt(d)
+    firsts = segment_starts(segments)[:, ::block].min(dim=0).values.tolist()     # first key per block
+    outs, lses = [], []
+    for n, lo in enumerate(firsts):
+        s, e = n * block, min(T, (n + 1) * block)
+        args = (q[:, :, s:e], k[:, :, lo:e], v[:, :, lo:e], segments[:, s:e], segments[:, lo:e], s, lo, scale)
+        out, lse = checkpoint(_block, *args, use_reentrant=False) if torch.is_grad_enabled() else _block(*args)
+        outs.append(out)
+        lses.append(lse)
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+
+
+def merge_diagonal(out0: torch.Tensor, lse0: torch.Tensor, q: torch.Tensor, ks: list[torch.Tensor],
+                   vs: list[torch.Tensor]) -> torch.Tensor:
+    """Softmax over [step-0 keys; the diagonal keys ks[j] at i], from step 0's output and lse.
+
+    out = e^(lse0 - L) out0 + Σ_j e^(s_j - L) v_j  with  L = logsumexp(lse0, s_1, ..., s_k).
+    """
+    B, h, T, d = q.shape
+    if not ks:
+        return out0.to(q.dtype)
+    kv, acc = ks[0].shape[1], acc_dtype(q)
+    qg = by_kv_head(q, kv).to(acc)                                                # (B, kv, g, T, d)
+    diag = [(qg * k[:, :, None].to(acc)).sum(-1) / math.sqrt(d) for k in ks]      # (B, kv, g, T) each
+    lse0 = by_kv_head(lse0, kv)
+    total = torch.logsumexp(torch.stack([lse0, *diag]), dim=0)                    # (B, kv, g, T)
+    y = torch.exp(lse0 - total)[..., None] * by_kv_head(out0, kv)                 # (B, kv, g, T, d)
+    for score, v in zip(diag, vs):
+        y = y + torch.exp(score - total)[..., None] * v[:, :, None].to(acc)
+    return y.reshape(B, h, T, d).to(q.dtype)
+
+
+def ttt_attention(q: torch.Tensor, ks: list[torch.Tensor], vs: list[torch.Tensor],
+                  segments: torch.Tensor, block: int | None = None) -> torch.Tensor:
+    """Step len(ks)-1 of the unroll: q (B, h, T, d); ks/vs one (B, h_kv, T, d) per step so far."""
+    out0, lse0 = causal_attention_lse(q, ks[0], vs[0], segments, block)
+    return merge_diagonal(out0, lse0, q, ks[1:], vs[1:])

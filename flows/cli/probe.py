@@ -1,0 +1,36 @@
+"""`eagle3 probe --recipe FILE --base-url URL`: the pre-flight check of a recipe against a live server.
+
+Not a stage, so no Prefect flow: it calls ``eagle3_core.reconstruct.preflight`` directly.
+"""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("probe")
+@click.option("--recipe", required=True, type=click.Path(dir_okay=False), help="The pipeline recipe (e.g. configs/qwen3.yaml): its target and generate sections are used.")
+@click.option("--base-url", "base_urls", multiple=True, help="Endpoint(s) to check (http://host:port/v1); default: the recipe's generate.base_urls.")
+@click.option("--tokenizer", default=None, type=click.Path(file_okay=False), help="Local directory of the target's tokenizer; default: target.path (the toy's when the recipe builds one).")
+@click.option("--model", default=None, help="Served model name; default: the recipe's, else the first one the endpoint lists.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True, help="Completion limit of the one request.")
+def command(recipe: str, base_urls: tuple[str, ...], tokenizer: str | None, model: str | None, max_tokens: int) -> None:
+    """Send one request per endpoint; check that the server's token ids equal the reconstruction of its own text."""
+    from eagle3_core.config import PipelineConfig
+    from eagle3_core.errors import ConfigError
+    from eagle3_core.reconstruct.preflight import preflight
+
+    config = PipelineConfig.from_yaml(recipe)
+    target = config.target
+    if tokenizer is None and target.path is None and config.toy is not None:
+        from eagle3_core.toy.build import build_toy_target
+
+        tokenizer = str(build_toy_target(config.toy))
+    if tokenizer is not None:
+        target = target.model_copy(update={"path": tokenizer})
+    urls = list(base_urls) or config.generate.base_urls
+    if not urls:
+        raise ConfigError("no endpoint to check", fix="pass --base-url http://host:port/v1")
+    gen = config.generate.model_copy(update={"model": model or config.generate.model})
+    for url in urls:
+        click.echo(preflight(target, gen, url, max_tokens).line())

@@ -1,0 +1,263 @@
+"""The one stage lifecycle: one writer per folder (real processes), skip rules, shard checksums,
+failures recorded, rejects counted the same way everywhere."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from eagle3_core.checksums import ShardError, file_digest
+from eagle3_core.fsio import atomic_path, stray_temps, temp_name
+from eagle3_core.lifecycle import StageLifecycle, check_folder, run_stage
+from eagle3_core.lock import folder_lock
+from eagle3_core.manifest import read_manifest
+from eagle3_core.rejects import Rejects
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A stage run in its own process: writes one shard, then waits for `go` before completing.
+STAGE_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from eagle3_core.errors import Eagle3Error
+    from eagle3_core.fsio import atomic_path
+    from eagle3_core.lifecycle import StageLifecycle, run_stage
+
+    out, go = Path(sys.argv[1]), Path(sys.argv[2])
+
+    def work(manifest):
+        with atomic_path(out / "part-00000.bin", record=True) as tmp:
+            tmp.write_bytes(b"x" * 1000)
+        print("writing", flush=True)
+        while not go.exists():
+            time.sleep(0.05)
+        manifest.counts = {"rows": 1}
+
+    try:
+        run_stage(StageLifecycle("demo", out, "cfg", {}, shards=("part-*.bin",)), work)
+    except Eagle3Error as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+""")
+
+
+def start_stage(out: Path, go: Path) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, "-c", STAGE_SCRIPT, str(out), str(go)], cwd=ROOT,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout.readline().strip() == "writing", process.stderr.read()
+    return process
+
+
+def test_a_second_process_into_the_same_folder_refuses_at_once_naming_the_holder(tmp_path):
+    out, go = tmp_path / "out", tmp_path / "go"
+    first = start_stage(out, go)
+    try:
+        second = subprocess.run([sys.executable, "-c", STAGE_SCRIPT, str(out), str(go)], cwd=ROOT,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True, capture_output=True,
+                                timeout=120)
+    finally:
+        go.touch()
+    assert second.returncode == 2, second.stderr
+    first_line = second.stderr.splitlines()[0]
+    assert first_line == f"error: another run is writing {out.resolve()} (pid {first.pid} on host {socket.gethostname()})"
+    assert "fix: wait for it to finish, or pass another --out" in second.stderr
+    assert second.stdout == ""  # it wrote nothing
+    assert first.wait(timeout=120) == 0, first.stderr.read()
+    manifest = read_manifest(out)
+    assert manifest.status == "complete" and manifest.counts == {"rows": 1}
+    assert manifest.shards["part-00000.bin"].bytes == 1000
+
+
+def test_the_lock_of_a_killed_holder_is_free_at_once(tmp_path):
+    out, go = tmp_path / "out", tmp_path / "go"
+    first = start_stage(out, go)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    go.touch()
+
+    again = subprocess.run([sys.executable, "-c", STAGE_SCRIPT, str(out), str(go)], cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True, capture_output=True, timeout=120)
+
+    assert again.returncode == 0, again.stderr
+    assert read_manifest(out).status == "complete"
+
+
+def test_the_lock_is_reentrant_within_one_process_and_free_after(tmp_path):
+    with folder_lock(tmp_path), folder_lock(tmp_path):
+        pass
+    probe = subprocess.run([sys.executable, "-c", "import sys; from eagle3_core.lock import acquire; acquire(sys.argv[1])",
+                            str(tmp_path)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                           capture_output=True, text=True, timeout=60)
+    assert probe.returncode == 0, probe.stderr
+
+
+def write_shard(out: Path, name: str, data: bytes) -> None:
+    with atomic_path(out / name, record=True) as tmp:
+        tmp.write_bytes(data)
+
+
+def make_stage(out: Path, calls: list, verify: bool | None = None) -> tuple[StageLifecycle, object]:
+    def work(manifest):
+        calls.append(1)
+        write_shard(out, "part-00000.bin", b"a" * 100)
+        write_shard(out, "part-00001.bin", b"b" * 100)
+        manifest.counts = {"rows": 2}
+    return StageLifecycle("demo", out, "cfg", {"in": "x"}, shards=("part-*.bin",), verify=verify), work
+
+
+def run_demo(out: Path, calls: list, verify: bool | None = None):
+    life, work = make_stage(out, calls, verify)
+    return run_stage(life, work)
+
+
+def test_the_manifest_lists_each_shard_with_the_size_and_checksum_it_was_written_with(tmp_path):
+    manifest = run_demo(tmp_path, [])
+    assert set(manifest.shards) == {"part-00000.bin", "part-00001.bin"}
+    assert manifest.shards["part-00001.bin"].blake2b == file_digest(tmp_path / "part-00001.bin")
+    assert manifest.status == "complete" and "total" in manifest.timings
+
+
+def test_a_complete_stage_with_its_shards_whole_is_skipped(tmp_path):
+    calls = []
+    run_demo(tmp_path, calls)
+    run_demo(tmp_path, calls, verify=True)
+    assert len(calls) == 1
+
+
+def test_a_truncated_shard_stops_the_skip_naming_it_and_the_fix(tmp_path):
+    run_demo(tmp_path, [])
+    (tmp_path / "part-00001.bin").write_bytes(b"b" * 10)
+
+    with pytest.raises(ShardError) as error:
+        run_demo(tmp_path, [])
+
+    assert str(error.value).splitlines()[0] == "shard part-00001.bin is 10 bytes; the manifest recorded 100"
+    assert "fix: delete it and rerun: the stage redoes that shard" in str(error.value)
+
+
+def test_a_rotten_shard_of_the_same_size_is_found_by_verify_only(tmp_path):
+    calls = []
+    run_demo(tmp_path, calls)
+    (tmp_path / "part-00000.bin").write_bytes(b"a" * 50 + b"X" * 50)
+
+    run_demo(tmp_path, calls)  # sizes hold: skipped without reading the shards
+    with pytest.raises(ShardError, match="part-00000.bin does not match its checksum"):
+        run_demo(tmp_path, calls, verify=True)
+    assert len(calls) == 1
+
+
+def test_verify_can_be_asked_for_a_whole_run_through_the_environment(tmp_path, monkeypatch):
+    run_demo(tmp_path, [])
+    (tmp_path / "part-00000.bin").write_bytes(b"Z" * 100)
+    monkeypatch.setenv("EAGLE3_VERIFY", "1")
+    with pytest.raises(ShardError, match="part-00000.bin"):
+        run_demo(tmp_path, [])
+
+
+def test_a_deleted_shard_is_redone_by_the_next_run(tmp_path):
+    calls = []
+    run_demo(tmp_path, calls)
+    (tmp_path / "part-00001.bin").unlink()
+
+    manifest = run_demo(tmp_path, calls)
+
+    assert len(calls) == 2 and manifest.status == "complete"
+    assert (tmp_path / "part-00001.bin").stat().st_size == 100
+
+
+def test_a_shard_changed_between_its_write_and_completion_is_refused(tmp_path):
+    def work(manifest):
+        write_shard(tmp_path, "part-00000.bin", b"a" * 100)
+        time.sleep(0.01)  # a later mtime for the damage below, on coarse-clock file systems
+        (tmp_path / "part-00000.bin").write_bytes(b"a" * 99)
+
+    with pytest.raises(ShardError, match="shard part-00000.bin changed after it was written"):
+        run_stage(StageLifecycle("demo", tmp_path, "cfg", {}, shards=("part-*.bin",)), work)
+    assert read_manifest(tmp_path).status == "failed"
+
+
+def test_a_failed_run_is_recorded_failed_and_lets_the_folder_go(tmp_path):
+    def work(manifest):
+        raise ValueError("boom\nsecond line")
+
+    with pytest.raises(ValueError):
+        run_stage(StageLifecycle("demo", tmp_path, "cfg", {}), work)
+
+    manifest = read_manifest(tmp_path)
+    assert manifest.status == "failed" and manifest.details["error"] == "ValueError: boom"
+    probe = subprocess.run([sys.executable, "-c", "import sys; from eagle3_core.lock import acquire; acquire(sys.argv[1])",
+                            str(tmp_path)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                           capture_output=True, text=True, timeout=60)
+    assert probe.returncode == 0, probe.stderr
+
+
+def test_rejects_are_recorded_the_same_way_for_every_stage(tmp_path):
+    def work(manifest):
+        manifest.counts = {"rows": 5}
+        return Rejects.total_of([{"overlong": 2}, Rejects({"empty": 1, "overlong": 1})])
+
+    manifest = run_stage(StageLifecycle("demo", tmp_path, "cfg", {}), work)
+
+    assert manifest.counts == {"rows": 5, "rejected": 4}
+    assert manifest.details["reject_reasons"] == {"empty": 1, "overlong": 3}
+
+
+def test_a_reader_checks_an_upstream_folder_before_reading_it(tmp_path):
+    run_demo(tmp_path, [])
+    assert check_folder(tmp_path).status == "complete"
+    (tmp_path / "part-00001.bin").unlink()
+    with pytest.raises(ShardError, match="shard part-00001.bin is missing"):
+        check_folder(tmp_path)
+
+
+def test_temp_names_are_unique_and_a_live_process_temp_is_never_a_stray(tmp_path):
+    final = tmp_path / "part-00000.parquet"
+    assert temp_name(final) != temp_name(final)
+    mine = temp_name(final)
+    mine.write_bytes(b"")
+    dead = tmp_path / "part-00001.parquet.999999999-abcd.tmp"  # beyond any pid_max
+    dead.write_bytes(b"")
+    assert stray_temps(tmp_path) == [dead]
+
+
+def test_a_busy_folder_is_one_clear_error_line_from_the_cli(prefect_api, tmp_path, capsys, monkeypatch):
+    from flows.cli import main
+    from tests.vocab.test_vocab import write_sequences
+
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from eagle3_core.lock import acquire; "
+                               "acquire(sys.argv[1]); print('held', flush=True); time.sleep(120)", str(tmp_path / "vocab")],
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        write_sequences(tmp_path / "seq", [([1, 2], [1, 1])])
+        tokenizer = ROOT / "tests" / "golden"  # any directory: the lock is met before the tokenizer is read
+        monkeypatch.setattr("sys.argv", ["eagle3", "vocab", "--input", str(tmp_path / "seq"), "--tokenizer",
+                                         str(tokenizer), "--out", str(tmp_path / "vocab")])
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert exit_info.value.code == 2
+    line = f"error: another run is writing {(tmp_path / 'vocab').resolve()} (pid {holder.pid} on host {socket.gethostname()})"
+    assert line in capsys.readouterr().err.splitlines()
+    assert not (tmp_path / "vocab" / "manifest.json").exists()
+
+
+def test_the_folder_state_a_cache_keys_on_changes_when_a_listed_shard_goes(tmp_path):
+    from eagle3_core.lifecycle import folder_state
+
+    run_demo(tmp_path, [])
+    before = folder_state(tmp_path)
+    assert folder_state(tmp_path) == before
+    (tmp_path / "part-00001.bin").unlink()
+    assert folder_state(tmp_path) != before

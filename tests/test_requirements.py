@@ -1,0 +1,69 @@
+"""CI cannot be green on a broken install: a missing part fails under the strict flag, skips otherwise."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eagle3_core.serve import locate
+from tests.fixtures import requirements
+from tests.fixtures.requirements import require_deepspeed, require_vllm
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def no_vllm(tmp_path, monkeypatch):
+    """An install whose .venv-vllm is gone."""
+    monkeypatch.delenv("EAGLE3_VLLM_PYTHON", raising=False)
+    monkeypatch.setattr(locate, "REPO_ROOT", tmp_path / "repo")
+    monkeypatch.chdir(tmp_path)
+    requirements._find_vllm.cache_clear()
+    yield
+    requirements._find_vllm.cache_clear()
+
+
+@pytest.fixture
+def no_deepspeed(monkeypatch):
+    real = requirements.importlib.util.find_spec
+    monkeypatch.setattr(requirements.importlib.util, "find_spec", lambda name: None if name == "deepspeed" else real(name))
+
+
+@pytest.mark.parametrize("flag", [{"EAGLE3_REQUIRE_SERVICES": "1"}, {"CI": "true"}])
+def test_under_the_strict_flag_a_missing_vllm_fails_naming_it_and_the_fix(no_vllm, monkeypatch, flag):
+    for name, value in flag.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(pytest.fail.Exception) as err:
+        require_vllm()
+    assert "vLLM (.venv-vllm) is missing" in str(err.value) and "make setup" in str(err.value)
+
+
+def test_under_the_strict_flag_a_missing_deepspeed_fails_naming_it_and_the_fix(no_deepspeed, monkeypatch):
+    monkeypatch.setenv("EAGLE3_REQUIRE_SERVICES", "1")
+    with pytest.raises(pytest.fail.Exception) as err:
+        require_deepspeed()
+    assert "DeepSpeed is missing" in str(err.value) and "make setup" in str(err.value)
+
+
+def test_without_the_flag_a_missing_vllm_skips_with_the_fix(no_vllm, monkeypatch):
+    monkeypatch.delenv("EAGLE3_REQUIRE_SERVICES", raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="vLLM .* is missing.*make setup"):
+        require_vllm()
+
+
+def test_ci_sets_the_strict_flag():
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "EAGLE3_REQUIRE_SERVICES=1" in ci
+
+
+def test_tests_that_start_a_prefect_server_or_build_the_toy_are_not_fast():
+    """Markers follow from the fixtures: `-m "not slow"` selects none of these modules' tests."""
+    modules = ["tests/toy/test_toy_target.py", "tests/flows/test_nightly.py"]
+    fast = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "not slow", *modules],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    slow = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "slow", *modules],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert "::" not in fast.stdout and "deselected" in fast.stdout, fast.stdout + fast.stderr
+    assert all(any(line.startswith(m) for line in slow.stdout.splitlines()) for m in modules), slow.stdout
