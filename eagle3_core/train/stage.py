@@ -97,8 +97,7 @@ def run_train(cfg: TrainConfig, target: TargetConfig, hidden_dir, vocab_dir, out
     existing = life.open()
     if existing is not None:
         return existing
-    manifest = None
-    try:
+    with life.guard():
         discard_stale(out, life.previous, config_hash, fingerprints, reporter)
         manifest = life.begin()
         (out / ERROR_FILE).unlink(missing_ok=True)
@@ -111,7 +110,4 @@ def run_train(cfg: TrainConfig, target: TargetConfig, hidden_dir, vocab_dir, out
             raise trainer_error(out, outcome.tail, outcome.returncode)
         manifest = complete_manifest(manifest, read_json(out / SUMMARY_FILE), inputs)
         manifest.timings = {"train": round(time.monotonic() - started, 2)}
-    except BaseException as exc:
-        life.fail(exc, manifest)
-        raise
     return life.complete(manifest)
