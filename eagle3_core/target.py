@@ -65,8 +65,9 @@ class TargetConfig(StrictModel):
     def _think_tokens_come_in_pairs(self) -> "TargetConfig":
         if (self.think_open is None) != (self.think_close is None):
             raise ValueError("target.think_open and target.think_close must both be set or both be None")
-        if self.aux_layer_ids is not None and len(self.aux_layer_ids) != 3:
-            raise ValueError(f"target.aux_layer_ids must name 3 layers (low, mid, high), got {self.aux_layer_ids}")
+        problem = aux_layer_problem(self.aux_layer_ids) if self.aux_layer_ids is not None else None
+        if problem:
+            raise ValueError(f"target.aux_layer_ids: {problem}")
         return self
 
     @property
@@ -79,6 +80,26 @@ class TargetConfig(StrictModel):
             raise ConfigError("target.path is not set",
                               fix="point target.path (or --target) at a local model directory, or set `toy` to build the toy target")
         return self.path
+
+
+def aux_layer_problem(ids: list[int], num_hidden_layers: int | None = None) -> str | None:
+    """Why these auxiliary layer ids cannot be trained and served, or None.
+
+    Three ids (low, mid, high), distinct and increasing: vLLM sorts custom ids before it
+    captures them while the transformers extractor keeps the order given, so unsorted ids would
+    feed ``fc`` its inputs in another order at serving time than in training. Each names a
+    decoder layer of the target (vLLM counting: the input of layer k).
+    """
+    if len(ids) != 3:
+        return f"must name 3 layers (low, mid, high), got {list(ids)}"
+    if len(set(ids)) != 3:
+        return f"the three layers must differ, got {list(ids)}; pass three distinct ids such as 2,16,29"
+    if list(ids) != sorted(ids):
+        return (f"must be increasing (low, mid, high), got {list(ids)}: vLLM sorts them, so {sorted(ids)} is "
+                "what it would capture; write them sorted")
+    if num_hidden_layers is not None and not all(0 <= k < num_hidden_layers for k in ids):
+        return f"{list(ids)} are not all within 0..{num_hidden_layers - 1} for a {num_hidden_layers}-layer target"
+    return None
 
 
 def default_aux_layer_ids(num_hidden_layers: int) -> list[int]:

@@ -19,6 +19,9 @@ def no_vllm(tmp_path, monkeypatch):
     monkeypatch.delenv("EAGLE3_VLLM_PYTHON", raising=False)
     monkeypatch.setattr(locate, "REPO_ROOT", tmp_path / "repo")
     monkeypatch.chdir(tmp_path)
+    requirements._find_vllm.cache_clear()
+    yield
+    requirements._find_vllm.cache_clear()
 
 
 @pytest.fixture

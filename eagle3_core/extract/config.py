@@ -26,8 +26,11 @@ class ExtractConfig(StrictModel):
 
     @model_validator(mode="after")
     def _three_layers(self) -> "ExtractConfig":
-        if self.layers is not None and len(self.layers) != 3:
-            raise ValueError(f"extract.layers must name 3 layers (low, mid, high), got {self.layers}")
+        from eagle3_core.target import aux_layer_problem
+
+        problem = aux_layer_problem(self.layers) if self.layers is not None else None
+        if problem:
+            raise ValueError(f"extract.layers: {problem}")
         return self
 
     def output_hash(self, target_path: str, layers: list[int]) -> str:

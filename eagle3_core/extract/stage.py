@@ -23,7 +23,7 @@ from eagle3_core.base import StrictModel
 from eagle3_core.errors import ConfigError
 from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.extract.plan import ShardSpec, plan_shards
-from eagle3_core.extract.storage import bytes_per_token, check_fits, storage_line
+from eagle3_core.extract.storage import bytes_per_token, check_fits, online_command, storage_line
 from eagle3_core.extract.target_facts import read_target_facts, resolve_layers
 from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, input_fingerprint, runtime_versions
@@ -71,7 +71,7 @@ def plan_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | 
     if plan.complete is not None:
         return plan
     with life.guard():
-        _check_storage(plan, cfg, reporter)
+        _check_storage(plan, cfg, path, reporter)
         life.begin()
     return plan
 
@@ -90,13 +90,14 @@ def guard_extract(plan: ExtractPlan):
     return lifecycle(plan).guard()
 
 
-def _check_storage(plan: ExtractPlan, cfg: ExtractConfig, reporter: Reporter) -> None:
+def _check_storage(plan: ExtractPlan, cfg: ExtractConfig, target_path: str, reporter: Reporter) -> None:
     from eagle3_core.extract.shard import shard_is_done
 
     left = sum(s.tokens for s in plan.shards if not shard_is_done(plan.out_dir, s))
     line, need, free = storage_line(left, plan.hidden_size, plan.out_dir)
     reporter.log(f"extract: {len(plan.shards)} shards, layers {plan.layers}, engine {plan.engine}; {line}")
-    check_fits(need, free, cfg.disk_headroom, plan.out_dir)
+    check_fits(need, free, cfg.disk_headroom, plan.out_dir,
+               online_command(plan.sequences_dir, target_path, free, need))
 
 
 def extract_shard(plan: ExtractPlan, cfg: ExtractConfig, target: TargetConfig, index: int,

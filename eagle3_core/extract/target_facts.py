@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eagle3_core.errors import ConfigError, InputError
-from eagle3_core.target import TargetConfig, default_aux_layer_ids
+from eagle3_core.target import TargetConfig, aux_layer_problem, default_aux_layer_ids
 
 
 @dataclass(frozen=True)
@@ -48,4 +48,7 @@ def resolve_layers(requested: list[int] | None, target: TargetConfig, num_hidden
     if len(set(layers)) != 3:
         raise ConfigError(f"the three auxiliary layers must differ, got {layers}",
                           fix="the defaults (2, N//2, N-3) differ only from 7 decoder layers on: pass --layers low,mid,high explicitly")
+    problem = aux_layer_problem(layers, num_hidden_layers)
+    if problem:
+        raise ConfigError(f"auxiliary layers {problem}", fix="pass --layers low,mid,high, increasing")
     return layers

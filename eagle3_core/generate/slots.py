@@ -87,25 +87,38 @@ class SlotKeeper:
         self.holdings: dict[str, Holding] = {}
 
     async def start(self) -> None:
-        """Read each limit and take the first slots (before the first request)."""
-        for endpoint in self.pool.endpoints:
-            limit = await self._call(self.shared.limit, endpoint.url)
-            self.holdings[endpoint.url] = Holding(limit, max(1, -(-limit // CHUNKS_PER_LIMIT)))
-            endpoint.controller.bound(limit)
-            endpoint.granted = 0
-        await self.step()
+        """Read each limit and take the first slots (before the first request); on failure give
+        back what was taken, then raise."""
+        self._stop = asyncio.Event()
+        try:
+            for endpoint in self.pool.endpoints:
+                limit = await self._call(self.shared.limit, endpoint.url)
+                self.holdings[endpoint.url] = Holding(limit, max(1, -(-limit // CHUNKS_PER_LIMIT)))
+                endpoint.controller.bound(limit)
+                endpoint.granted = 0
+            await self.step()
+        except BaseException:
+            await self.release_all()
+            raise
 
     async def run(self) -> None:
-        """Adjust every ``tick`` seconds until cancelled; then give every lease back."""
-        try:
-            while True:
-                await asyncio.sleep(self.tick)
-                try:
-                    await self.step()
-                except Exception as exc:  # the API blinked: keep what we hold, try again next tick
-                    self.on_error(f"generate: shared limit not adjusted ({type(exc).__name__}: {exc})")
-        finally:
-            await asyncio.shield(self.release_all())
+        """Adjust every ``tick`` seconds until ``stop``; then give every lease back. Stopped, not
+        cancelled: a ``take`` cut off mid-call would still be granted, and its lease lost."""
+        while not self._stop.is_set():
+            try:
+                await asyncio.wait_for(self._stop.wait(), self.tick)
+            except TimeoutError:
+                pass
+            if self._stop.is_set():
+                break
+            try:
+                await self.step()
+            except Exception as exc:  # the API blinked: keep what we hold, try again next tick
+                self.on_error(f"generate: shared limit not adjusted ({type(exc).__name__}: {exc})")
+        await self.release_all()
+
+    def stop(self) -> None:
+        self._stop.set()
 
     async def step(self) -> None:
         for endpoint in self.pool.endpoints:

@@ -111,26 +111,21 @@ class Reconstructor:
                           "the rendered prompt closes the think block (thinking switched off) but the record "
                           "has reasoning: set target.chat.chat_template_kwargs as the server had them")
             return
-        server_out = record.get("completion_token_ids")
-        server_out = list(server_out) if server_out is not None else None
+        server = self._server_sequence(record, prompt_ids)
+        if record.get("tool_calls"):  # only the ids hold the tool-call tokens (layout.py)
+            result.counts["tool_call_turns"] += 1
+            self._emit(sid, server, "server", result)
+            return
         marks = None
         if self.facts.reasons and not closed:
             marks = think_marks(self.facts, item.reasoning, item.content, think_in_prompt=forced is not None,
-                                server_out=server_out)
+                                server_out=record.get("completion_token_ids"))
             if marks is None:
                 result.reject(sid, "think_undecidable",
                               "the text does not show which think tokens the target wrote (an empty answer: the "
                               "turn ended inside its reasoning or right after </think>; or no reasoning at all) "
                               "and the record has no server token ids to tell; generate with return_token_ids")
                 return
-        server = None
-        if server_out is not None:
-            server_prompt = list(record.get("prompt_token_ids") or prompt_ids)
-            server = masked(server_prompt, server_out, forced_think_position(server_prompt, self.facts, self._is_blank))
-        if record.get("tool_calls"):  # only the ids hold the tool-call tokens (layout.py)
-            result.counts["tool_call_turns"] += 1
-            self._emit(sid, server, "server", result)
-            return
         out = output_ids(self.facts, reasoning_ids, content_ids, think_closed=closed, marks=marks,
                          stopped=record.get("finish_reason") != "length")
         seq, source = masked(prompt_ids, out, forced), "text"
@@ -139,6 +134,15 @@ class Reconstructor:
             if self.cfg.prefer == "server":
                 seq, source = server, "server"
         self._emit(sid, seq, source, result)
+
+    def _server_sequence(self, record: dict[str, Any], prompt_ids: list[int]) -> Sequence | None:
+        """The server's own prompt + completion ids with the loss mask; None when it sent no ids
+        (a server without prompt ids gets the rendered prompt)."""
+        if record.get("completion_token_ids") is None:
+            return None
+        prompt = list(record.get("prompt_token_ids") or prompt_ids)
+        return masked(prompt, list(record["completion_token_ids"]),
+                      forced_think_position(prompt, self.facts, self._is_blank))
 
     def _compare(self, sid: str, rebuilt: Sequence, server: Sequence, result: BatchResult) -> None:
         result.counts["server_checked"] += 1

@@ -4,9 +4,12 @@ Guarantees:
 - The split is a pure function of each sample id (sha256), so it never moves between runs.
 - The batch plan is a pure function of (lengths, budget, seed, epoch): batch ``n`` of a run is
   the same batch after a resume, which is what "same data order" means here.
-- A batch is a dict of padded tensors: ``input_ids`` (B, T) long, ``aux`` (B, T, 3, H),
-  ``final`` (B, T, H), ``loss_mask`` (B, T) bool; padded positions have loss_mask 0. A sample
-  longer than the token budget is cut to the budget. Padded positions hold zeros everywhere.
+- A batch is a dict of tensors: ``input_ids`` (B, T) long, ``aux`` (B, T, 3, H),
+  ``final`` (B, T, H), ``loss_mask`` (B, T) bool, ``segments`` (B, T) long. Padded: one sample
+  a row, right-padded with zeros (loss_mask 0, segment 0; samples are segment 1). Packed
+  (``pack=True``): one row, the samples end to end as segments 1, 2, ... with no padding; the
+  drafter never attends across a segment boundary. A sample longer than the token budget is
+  cut to the budget.
 """
 
 from __future__ import annotations
@@ -44,22 +47,23 @@ def split_heldout(samples: list[Sample], fraction: float) -> tuple[list[Sample],
     return [s for s in samples if s.sample_id not in keep], heldout
 
 
-def plan_batches(lengths: list[int], budget: int, seed: int, epoch: int) -> list[list[int]]:
-    """Index lists, each padded size (count x longest) within ``budget`` tokens."""
+def plan_batches(lengths: list[int], budget: int, seed: int, epoch: int, pack: bool = False) -> list[list[int]]:
+    """Index lists, each within ``budget`` tokens: padded size (count x longest), or summed lengths if packed."""
     order = list(range(len(lengths)))
     random.Random(f"{seed}:{epoch}").shuffle(order)
     windows = [sorted(order[i:i + SORT_WINDOW], key=lambda j: lengths[j])
                for i in range(0, len(order), SORT_WINDOW)]
     batches: list[list[int]] = []
     for window in windows:
-        current, longest = [], 0
+        current, longest, used = [], 0, 0
         for j in window:
             size = min(lengths[j], budget)
-            if current and max(longest, size) * (len(current) + 1) > budget:
+            cost = used + size if pack else max(longest, size) * (len(current) + 1)
+            if current and cost > budget:
                 batches.append(current)
-                current, longest = [], 0
+                current, longest, used = [], 0, 0
             current.append(j)
-            longest = max(longest, size)
+            longest, used = max(longest, size), used + size
         if current:
             batches.append(current)
     random.Random(f"{seed}:{epoch}:batches").shuffle(batches)
@@ -73,8 +77,8 @@ class BatchPlan:
     walking the epochs' sizes, which are cached.
     """
 
-    def __init__(self, samples: list[Sample], budget: int, seed: int) -> None:
-        self.samples, self.budget, self.seed = samples, budget, seed
+    def __init__(self, samples: list[Sample], budget: int, seed: int, pack: bool = False) -> None:
+        self.samples, self.budget, self.seed, self.pack = samples, budget, seed, pack
         self._lengths = [s.length for s in samples]
         self._current: tuple[int, list[list[int]]] | None = None
         self._sizes: list[int] = []
@@ -82,7 +86,7 @@ class BatchPlan:
 
     def _epoch(self, epoch: int) -> list[list[int]]:
         if self._current is None or self._current[0] != epoch:
-            self._current = (epoch, plan_batches(self._lengths, self.budget, self.seed, epoch))
+            self._current = (epoch, plan_batches(self._lengths, self.budget, self.seed, epoch, self.pack))
         return self._current[1]
 
     def _size(self, epoch: int) -> int:
@@ -96,6 +100,28 @@ class BatchPlan:
             n -= self._size(epoch)
             epoch += 1
         return [self.samples[j] for j in self._epoch(epoch)[n]]
+
+
+def collate(rows: dict[str, list[torch.Tensor]], pack: bool) -> dict[str, torch.Tensor]:
+    """Per-sample (T_i, ...) tensors -> the batch dict: padded rows, or one packed row; adds ``segments``."""
+    lengths = [len(r) for r in rows["input_ids"]]
+    numbers = [torch.full((n,), i + 1 if pack else 1, dtype=torch.long) for i, n in enumerate(lengths)]
+    if pack:
+        return {**{k: torch.cat(v)[None] for k, v in rows.items()}, "segments": torch.cat(numbers)[None]}
+    T = max(lengths)
+    return {**{k: pad_stack(v, T) for k, v in rows.items()}, "segments": pad_stack(numbers, T)}
+
+
+def pack_padded(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A padded batch (segments 1 = sample, 0 = padding) as one packed row."""
+    real = batch["segments"] > 0                                              # (B, T)
+    rows = {k: [v[b][real[b]] for b in range(v.shape[0])] for k, v in batch.items() if k != "segments"}
+    return collate(rows, pack=True)
+
+
+def padding_share(batch: dict[str, torch.Tensor]) -> float:
+    """Share of the batch's token slots that hold padding (segment 0)."""
+    return int((batch["segments"] == 0).sum()) / batch["segments"].numel()
 
 
 def pad_stack(rows: list[torch.Tensor], length: int) -> torch.Tensor:
@@ -129,18 +155,19 @@ class OfflineReader:
             self._open[name] = safe_open(str(self.hidden_dir / name), framework="pt")
         return self._open[name]
 
-    def load(self, batch: list[Sample], budget: int, dtype: torch.dtype, device) -> dict[str, torch.Tensor]:
-        T = min(max(s.length for s in batch), budget)
-        parts: dict[str, list[torch.Tensor]] = {k: [] for k in
-                                                ("input_ids", "aux_hidden_states", "final_hidden_states", "loss_mask")}
+    def load(self, batch: list[Sample], budget: int, dtype: torch.dtype, device,
+             pack: bool = False) -> dict[str, torch.Tensor]:
+        names = {"input_ids": "input_ids", "aux": "aux_hidden_states", "final": "final_hidden_states",
+                 "loss_mask": "loss_mask"}
+        rows: dict[str, list[torch.Tensor]] = {k: [] for k in names}
         for s in batch:
             shard, end = self._shard(s.where), s.offset + min(s.length, budget)
-            for key in parts:
-                parts[key].append(shard.get_slice(key)[s.offset:end])
-        return {"input_ids": pad_stack(parts["input_ids"], T).long().to(device),
-                "aux": pad_stack(parts["aux_hidden_states"], T).to(device, dtype),
-                "final": pad_stack(parts["final_hidden_states"], T).to(device, dtype),
-                "loss_mask": pad_stack(parts["loss_mask"], T).bool().to(device)}
+            for key, name in names.items():
+                rows[key].append(shard.get_slice(name)[s.offset:end])
+        out = collate(rows, pack)
+        return {"input_ids": out["input_ids"].long().to(device), "aux": out["aux"].to(device, dtype),
+                "final": out["final"].to(device, dtype), "loss_mask": out["loss_mask"].bool().to(device),
+                "segments": out["segments"].to(device)}
 
 
 class OnlineReader:
@@ -172,7 +199,8 @@ class OnlineReader:
         return self._model
 
     @torch.no_grad()
-    def load(self, batch: list[Sample], budget: int, dtype: torch.dtype, device) -> dict[str, torch.Tensor]:
+    def load(self, batch: list[Sample], budget: int, dtype: torch.dtype, device,
+             pack: bool = False) -> dict[str, torch.Tensor]:
         T = min(max(s.length for s in batch), budget)
         ids = pad_stack([torch.tensor(self._rows[(s.where, s.offset)][0]) for s in batch], T).long().to(device)
         mask = pad_stack([torch.tensor(self._rows[(s.where, s.offset)][1]) for s in batch], T).bool().to(device)
@@ -182,6 +210,7 @@ class OnlineReader:
         # vLLM's layer id k is the input of decoder layer k = hidden_states[k] (as extract writes it)
         real = attention[..., None].to(dtype)                                    # (B, T, 1)
         aux = torch.stack([out.hidden_states[k] for k in self.layers], dim=2)   # (B, T, 3, H)
-        return {"input_ids": ids, "aux": aux.to(dtype) * real[..., None],       # padding zeroed as offline
-                "final": out.last_hidden_state.to(dtype) * real,
-                "loss_mask": mask & attention.bool()}
+        padded = {"input_ids": ids, "aux": aux.to(dtype) * real[..., None],     # padding zeroed as offline
+                  "final": out.last_hidden_state.to(dtype) * real,
+                  "loss_mask": mask & attention.bool(), "segments": attention}
+        return pack_padded(padded) if pack else padded

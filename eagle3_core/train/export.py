@@ -1,7 +1,8 @@
 """drafter/export/: the serving checkpoint vLLM and SGLang load as ``LlamaForCausalLMEagle3``.
 
 ``config.json`` + ``model.safetensors`` (``fc.weight``, ``midlayer.*``, ``norm.weight``,
-``lm_head.weight`` in bf16, ``d2t`` int64, ``t2d`` bool; no embedding: the engine shares the
+``lm_head.weight`` in bf16, ``d2t`` int64, ``t2d`` bool unless the draft vocab is the full one;
+the embedding only when asked or served with pipeline parallelism, else the engine shares the
 target's). Written into ``export.tmp/`` and renamed over ``export/``, so a reader never sees a
 half-written export.
 """
@@ -14,11 +15,11 @@ from pathlib import Path
 from eagle3_core.drafter.model import Eagle3Drafter
 
 
-def export_drafter(drafter: Eagle3Drafter, export_dir: str | Path) -> Path:
+def export_drafter(drafter: Eagle3Drafter, export_dir: str | Path, with_embedding: bool = False) -> Path:
     final = Path(export_dir)
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    drafter.save_export(tmp)
+    drafter.save_export(tmp, with_embedding)
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)

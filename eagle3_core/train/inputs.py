@@ -18,7 +18,7 @@ from pathlib import Path
 
 from eagle3_core.errors import InputError
 from eagle3_core.manifest import read_manifest
-from eagle3_core.target import TargetConfig, default_aux_layer_ids
+from eagle3_core.target import TargetConfig, aux_layer_problem, default_aux_layer_ids
 
 VOCAB_FILE = "vocab.safetensors"
 INDEX_FILE = "index.parquet"
@@ -39,6 +39,7 @@ class TrainInputs:
     samples: int = 0
     tokens: int = 0
     notes: list[str] = field(default_factory=list)
+    spool: dict | None = None   # online-vllm: {"dir", "run_id", "timeout_s"}, set by the stage
 
     @property
     def hidden_size(self) -> int:
@@ -149,6 +150,10 @@ def check_inputs(mode: str, target: TargetConfig, hidden_dir, vocab_dir, sequenc
             raise InputError("online training needs sequences/", fix="pass --sequences DIR (the reconstruct output)")
         samples, tokens = check_sequences(sequences_dir)
     layers = list(layers or default_aux_layer_ids(int(config["num_hidden_layers"])))
+    problem = aux_layer_problem(layers, int(config["num_hidden_layers"]))
+    if problem:
+        raise InputError(f"auxiliary layers {problem}", path=hidden_dir if mode == "offline" else None,
+                         fix="extract hidden/ again with increasing, distinct --layers (or set target.aux_layer_ids)")
     return TrainInputs(target_path=target_path, target_config=config, vocab_file=vocab_file,
                        draft_vocab_size=draft_vocab, aux_layer_ids=layers, mode=mode,
                        hidden_dir=str(hidden_dir) if mode == "offline" else None,

@@ -14,10 +14,12 @@ supervised (``loss_mask[i+2+k]``) and the target's own top token there is in the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 
 def shift(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -78,27 +80,52 @@ def simulated_acceptance_length(acc: list[float]) -> float:
     return total
 
 
-def ttt_loss(step_logits: list[torch.Tensor], probs: torch.Tensor, in_draft: torch.Tensor,
-             loss_mask: torch.Tensor, decay: float,
-             segments: torch.Tensor | None = None) -> tuple[torch.Tensor, StepCounts]:
+# Positions per loss chunk: the chunk's draft logits (rows x V_d, fp32, a few copies in backward)
+# stay near 256 MiB at V_d = 32K, and no step's full (T, V_d) logits are ever kept.
+LOSS_CHUNK_ELEMENTS = 1 << 26
+
+
+def _chunk_ce(out: torch.Tensor, probs: torch.Tensor, counted: torch.Tensor, target_top: torch.Tensor,
+              logits_fn: Callable[[torch.Tensor], torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed soft cross-entropy over the counted positions of one chunk, and its correct top-1s."""
+    logits = logits_fn(out).float()                                             # (B, c, V_d)
+    ce = -(probs * F.log_softmax(logits, dim=-1)).sum(-1)                       # (B, c)
+    return (ce * counted).sum(), ((logits.argmax(-1) == target_top) & counted).sum()
+
+
+def ttt_loss(step_outputs: list[torch.Tensor], probs: torch.Tensor, in_draft: torch.Tensor,
+             loss_mask: torch.Tensor, decay: float, segments: torch.Tensor | None = None,
+             logits_fn: Callable[[torch.Tensor], torch.Tensor] | None = None) -> tuple[torch.Tensor, StepCounts]:
     """Σ_k decay^k · soft cross-entropy of step k; and the per-step counts for metrics.
 
-    ``segments`` (B, T) numbers packed samples: a position counts only when the token it predicts
-    belongs to its own sample (the next sample's first tokens are never a label).
+    ``step_outputs[k]`` (B, T, ·) is step k's logits, or its hidden states when ``logits_fn``
+    (the drafter's ``norm`` + ``lm_head``) is given: then the logits are made chunk by chunk
+    under activation checkpointing, so memory holds one chunk's logits, never a step's.
+    ``segments`` (B, T) numbers packed samples: a position counts only when the token it
+    predicts belongs to its own sample (the next sample's first tokens are never a label).
     """
-    total = step_logits[0].new_zeros((), dtype=torch.float32)
-    counts = StepCounts()
-    for k, logits in enumerate(step_logits):                                  # logits: (B, T, V_d)
-        p = shift(probs, 1 + k)                                                # (B, T, V_d)
-        counted = shift(loss_mask, 2 + k) & shift(in_draft, 1 + k)             # (B, T)
+    logits_fn = logits_fn or (lambda x: x)
+    total = step_outputs[0].new_zeros((), dtype=torch.float32)
+    counts, target_top = StepCounts(), probs.argmax(-1)                         # (B, T)
+    B, T = loss_mask.shape
+    for k, out in enumerate(step_outputs):                                      # out: (B, T, ·)
+        n_pos = max(T - 2 - k, 0)                                               # i + 2 + k must exist
+        counted = loss_mask[:, 2 + k:] & in_draft[:, 1 + k:T - 1]               # (B, n_pos)
         if segments is not None:
-            counted = counted & (shift(segments, 2 + k) == segments)
-        n = counted.sum()
-        ce = -(p * F.log_softmax(logits.float(), dim=-1)).sum(-1)              # (B, T)
-        loss_k = (ce * counted).sum() / n.clamp(min=1)
+            counted = counted & (segments[:, 2 + k:] == segments[:, :n_pos])
+        chunk = max(1, LOSS_CHUNK_ELEMENTS // max(1, B * probs.shape[-1]))
+        ce_sum, correct = out.sum() * 0.0, 0                                   # keeps the graph when n_pos = 0
+        for s in range(0, n_pos, chunk):
+            e = min(n_pos, s + chunk)
+            args = (out[:, s:e], probs[:, s + 1 + k:e + 1 + k], counted[:, s:e], target_top[:, s + 1 + k:e + 1 + k],
+                    logits_fn)
+            part, right = checkpoint(_chunk_ce, *args, use_reentrant=False) if torch.is_grad_enabled() \
+                else _chunk_ce(*args)
+            ce_sum, correct = ce_sum + part, correct + int(right)
+        n = int(counted.sum())
+        loss_k = ce_sum / max(n, 1)
         total = total + decay**k * loss_k
-        correct = ((logits.argmax(-1) == p.argmax(-1)) & counted).sum()
         counts.loss.append(float(loss_k.detach()))
-        counts.count.append(int(n))
-        counts.correct.append(int(correct))
+        counts.count.append(n)
+        counts.correct.append(correct)
     return total, counts

@@ -12,8 +12,11 @@ def _layers(value: str | None) -> list[int] | None:
         layers = [int(part) for part in value.split(",")]
     except ValueError:
         raise click.BadParameter(f"expected three comma-separated layer ids such as 2,16,29, got {value!r}") from None
-    if len(layers) != 3:
-        raise click.BadParameter(f"expected three layer ids (low,mid,high), got {len(layers)}")
+    from eagle3_core.target import aux_layer_problem
+
+    problem = aux_layer_problem(layers)
+    if problem:
+        raise click.BadParameter(problem)
     return layers
 
 

@@ -38,12 +38,15 @@ class ConcurrencyType(click.ParamType):
 @click.option("--flush-seconds", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True, help="Flush a shard at least this often.")
 @click.option("--retry-initial-wait", type=click.FloatRange(min=0), default=1.0, show_default=True, help="First retry backoff (seconds).")
 @click.option("--limit-lease-seconds", type=click.FloatRange(min=60), default=60.0, show_default=True, help="How long a killed run keeps its share of the endpoint's global concurrency limit.")
+@click.option("--family", type=click.Choice(["kimi_k2_5", "qwen3", "deepseek_r1", "llama3"]), default=None, help="Chat family: its template variables and detokenizer settings (target.chat) come from configs/<family>.yaml.")
+@click.option("--recipe", type=click.Path(dir_okay=False), default=None, help="Take target.chat from this recipe instead (reconstruct checks the same recipe against what generate recorded).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def command(input_, base_urls, model, out, split, max_samples, concurrency, max_concurrency, request_timeout,
             max_retries, max_tokens, temperature, require_reasoning, shard_rows, flush_seconds,
-            retry_initial_wait, limit_lease_seconds, no_progress) -> None:
+            retry_initial_wait, limit_lease_seconds, family, recipe, no_progress) -> None:
     """Send every prompt to the endpoints; keep each answer with its reasoning, resumably."""
     from eagle3_core.generate.config import GenerateConfig, PromptSource
+    from eagle3_core.reconstruct.recipes import target_from_recipe
 
     cfg = GenerateConfig(
         prompts=PromptSource(input=input_, split=split, max_samples=max_samples), base_urls=list(base_urls),
@@ -51,7 +54,7 @@ def command(input_, base_urls, model, out, split, max_samples, concurrency, max_
         max_retries=max_retries, max_tokens=max_tokens, temperature=temperature,
         require_reasoning=require_reasoning, shard_rows=shard_rows, flush_seconds=flush_seconds,
         retry_initial_wait=retry_initial_wait,
-        limit_lease_seconds=limit_lease_seconds)
+        limit_lease_seconds=limit_lease_seconds, chat=target_from_recipe(recipe, family).chat)
     quiet_user_error_tracebacks()
     from flows.generate import generate_flow
 

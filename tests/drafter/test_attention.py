@@ -35,10 +35,13 @@ def test_blocked_attention_equals_the_dense_one_with_its_gradients(T, steps, blo
         torch.testing.assert_close(got, expected, atol=tol, rtol=tol)
 
 
-def drafter_loss(drafter, ids, aux, probs, mask, segments, steps):
-    logits = drafter.unroll(ids, aux, steps, segments)
+def drafter_loss(drafter, ids, aux, probs, mask, segments, steps, dense=False):
+    """The trainer's loss; ``dense``: the reference (T×T attention, every step's full logits)."""
+    outputs = drafter.unroll(ids, aux, steps, segments)
     in_draft = torch.ones_like(mask)
-    return ttt_loss(logits, probs, in_draft, mask, 0.8, segments)[0]
+    if dense:
+        return ttt_loss([drafter.logits(h) for h in outputs], probs, in_draft, mask, 0.8, segments)[0]
+    return ttt_loss(outputs, probs, in_draft, mask, 0.8, segments, drafter.logits)[0]
 
 
 @pytest.mark.parametrize("T,steps", [(9, 1), (24, 3), (40, 7)])
@@ -56,10 +59,11 @@ def test_the_drafter_loss_and_every_weight_gradient_equal_the_dense_reference(T,
     mask = segments > 0
     monkeypatch.setattr("eagle3_core.drafter.attention.BLOCK_SCORES", 2 * 4 * 7 * T)   # 7-row blocks
     monkeypatch.setattr("eagle3_core.drafter.attention.MIN_BLOCK", 1)
+    monkeypatch.setattr("eagle3_core.train.loss.LOSS_CHUNK_ELEMENTS", 2 * 20 * 5)     # 5-position loss chunks
     loss = drafter_loss(drafter, ids, aux, probs, mask, segments, steps)
     grads = torch.autograd.grad(loss, [p for p in drafter.parameters() if p.requires_grad])
     monkeypatch.setattr(model_module, "ttt_attention", dense_ttt_attention)
-    dense = drafter_loss(drafter, ids, aux, probs, mask, segments, steps)
+    dense = drafter_loss(drafter, ids, aux, probs, mask, segments, steps, dense=True)
     want = torch.autograd.grad(dense, [p for p in drafter.parameters() if p.requires_grad])
     torch.testing.assert_close(loss, dense, atol=1e-5, rtol=1e-5)
     assert float(loss.detach()) > 0
@@ -76,10 +80,10 @@ def test_a_packed_row_gives_each_sample_the_logits_it_gets_alone():
     lengths, steps = [6, 11, 4], 3
     ids = torch.randint(0, 50, (1, sum(lengths)))
     aux = torch.randn(1, sum(lengths), 3, 64, dtype=torch.double)
-    packed = drafter.unroll(ids, aux, steps, torch.tensor([segments_for(lengths, sum(lengths))]))
+    packed = [drafter.logits(h) for h in drafter.unroll(ids, aux, steps, torch.tensor([segments_for(lengths, sum(lengths))]))]
     start = 0
     for length in lengths:
-        alone = drafter.unroll(ids[:, start:start + length], aux[:, start:start + length], steps)
+        alone = [drafter.logits(h) for h in drafter.unroll(ids[:, start:start + length], aux[:, start:start + length], steps)]
         for k in range(steps):      # step k reads token i+1+k: the last k positions read past the sample
             keep = length - k
             torch.testing.assert_close(packed[k][:, start:start + keep], alone[k][:, :keep])
@@ -108,7 +112,7 @@ def largest_saved_tensor(drafter, T: int) -> int:
 
     ids, aux = torch.randint(0, 50, (1, T)), torch.randn(1, T, 3, 64)
     with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
-        loss = sum(l.sum() for l in drafter.unroll(ids, aux, steps=3))
+        loss = sum(drafter.logits(h).sum() for h in drafter.unroll(ids, aux, steps=3))
     loss.backward()
     return max(sizes)
 
@@ -120,3 +124,32 @@ def test_autograd_keeps_no_tensor_that_grows_with_t_squared(monkeypatch):
     assert largest_saved_tensor(drafter, T) <= T * 3 * 64                 # the aux input is the largest
     monkeypatch.setattr(model_module, "ttt_attention", dense_ttt_attention)
     assert largest_saved_tensor(drafter, T) >= 4 * T * T
+
+
+def test_recomputing_each_step_gives_the_same_loss_and_gradients_and_keeps_far_less(monkeypatch):
+    torch.manual_seed(1)
+    drafter = Eagle3Drafter(tiny_config()).double()
+    for p in drafter.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    T = 64
+    segments = torch.tensor([segments_for([30, 34], T)])
+    ids, aux = torch.randint(0, 50, (1, T)), torch.randn(1, T, 3, 64, dtype=torch.double)
+    probs, mask = torch.randn(1, T, 20, dtype=torch.double).softmax(-1), segments > 0
+    results = []
+    for recompute in (False, True):
+        sizes: list[int] = []
+
+        def keep(t):
+            sizes.append(t.numel())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+            outputs = drafter.unroll(ids, aux, 4, segments, recompute=recompute)
+            loss = ttt_loss(outputs, probs, torch.ones_like(mask), mask, 0.8, segments, drafter.logits)[0]
+        grads = torch.autograd.grad(loss, [p for p in drafter.parameters() if p.requires_grad])
+        results.append((loss, grads, sum(sizes)))
+    (loss_a, grads_a, kept_a), (loss_b, grads_b, kept_b) = results
+    torch.testing.assert_close(loss_b, loss_a)
+    for a, b in zip(grads_a, grads_b, strict=True):
+        torch.testing.assert_close(b, a)
+    assert kept_b < kept_a / 3

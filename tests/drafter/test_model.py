@@ -29,7 +29,7 @@ def test_unroll_step_k_equals_incremental_inference_with_a_kv_cache(drafter):
     T, K = 10, 4
     ids = torch.randint(0, 50, (1, T))
     aux = torch.randn(1, T, 3, 64, dtype=torch.double)
-    unrolled = drafter.unroll(ids, aux, steps=K)
+    unrolled = [drafter.logits(h) for h in drafter.unroll(ids, aux, steps=K)]
     for i in (0, 3, T - K - 1):
         cache = KVCache()
         g = drafter.combine(aux[:, : i + 1])
@@ -58,7 +58,7 @@ def test_full_recompute_equals_the_cached_path(drafter):
 def test_the_embedding_is_frozen_and_everything_else_trains(drafter):
     ids = torch.randint(0, 50, (1, 6))
     aux = torch.randn(1, 6, 3, 64, dtype=torch.double)
-    sum(l.sum() for l in drafter.unroll(ids, aux, steps=3)).backward()
+    sum(drafter.logits(h).sum() for h in drafter.unroll(ids, aux, steps=3)).backward()
     assert drafter.embed_tokens.weight.grad is None
     for name, p in drafter.named_parameters():
         if name != "embed_tokens.weight":
@@ -102,7 +102,7 @@ def test_export_holds_exactly_the_tensors_vllm_loads_with_their_shapes_and_dtype
     assert (hf["num_hidden_layers"], hf["vocab_size"], hf["draft_vocab_size"]) == (1, 50, 20)
     assert hf["target_hidden_size"] == 64 and hf["torch_dtype"] == "bfloat16"
     assert hf["eagle_aux_hidden_state_layer_ids"] == [1, 2, 3]
-    assert hf["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 2, 3]
+    assert hf["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 1, 2]          # SGLang adds 1
 
 
 def test_from_export_round_trips_the_weights_and_the_vocab_mapping(drafter, tmp_path):

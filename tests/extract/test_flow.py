@@ -51,4 +51,4 @@ def test_cli_refuses_a_malformed_layer_list(tiny_llama, tmp_path):
 
     result = CliRunner().invoke(cli, ["extract", "--input", str(tmp_path), "--target", str(tiny_llama),
                                       "--out", str(tmp_path / "h"), "--layers", "2,16"])
-    assert result.exit_code == 2 and "expected three layer ids" in result.output
+    assert result.exit_code == 2 and "must name 3 layers (low, mid, high)" in result.output

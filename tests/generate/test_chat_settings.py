@@ -72,3 +72,13 @@ def test_malformed_tools_reject_the_row_with_their_own_reason(tmp_path, fake_ser
     src = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "x", "tools": [{"name": "no function key"}]}])
     manifest = run_generate(config(src, [fake_server.url]), tmp_path / "out")
     assert manifest.details["reject_reasons"] == {"invalid_tools": 1}
+
+
+def test_the_probe_names_the_sglang_id_layout(tmp_path, make_fake_server):
+    from tests.generate.helpers import Recorder
+
+    server = make_fake_server(modes=("sglang_ids",))
+    recorder = Recorder()
+    run_generate(config(write_jsonl(tmp_path / "in.jsonl", prompts(2)), [server.url]), tmp_path / "out", recorder)
+    assert any("token ids returned (SGLang layout)" in line for line in recorder.lines)
+    assert accepted(tmp_path / "out")["prompt_token_ids"].null_count() == 0

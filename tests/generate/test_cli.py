@@ -135,3 +135,13 @@ def test_a_full_disk_stops_with_a_clear_error_and_leaves_no_damaged_shard(tmp_pa
     again = run_cli(args)
     assert again.returncode == 0, again.stderr
     assert accepted(out)["sample_id"].n_unique() == len(accepted(out)) == 30
+
+
+@pytest.mark.slow
+def test_family_sends_and_records_the_familys_chat_settings(tmp_path, fake_server, prefect_api):
+    src = write_jsonl(tmp_path / "in.jsonl", prompts(2))
+    result = run_cli(generate_args(src, fake_server.url, tmp_path / "out", "--family", "qwen3"))
+    assert result.returncode == 0, result.stderr
+    assert all(body["chat_template_kwargs"] == {"enable_thinking": True} for body in fake_server.requests)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["details"]["chat"]["chat_template_kwargs"] == {"enable_thinking": True}

@@ -1,6 +1,8 @@
 """The held-out split and the batch plan are pure functions: a resumed run reads the same batches."""
 
-from eagle3_core.train.data import BatchPlan, Sample, plan_batches, split_heldout
+import torch
+
+from eagle3_core.train.data import BatchPlan, Sample, collate, pack_padded, padding_share, plan_batches, split_heldout
 
 
 def samples(n: int) -> list[Sample]:
@@ -30,3 +32,25 @@ def test_the_plan_is_the_same_after_a_restart_and_differs_between_epochs():
     a, b = BatchPlan(samples(100), 128, seed=1), BatchPlan(samples(100), 128, seed=1)
     assert [a.batch(n) for n in range(3 * a.per_epoch)] == [b.batch(n) for n in range(3 * b.per_epoch)]
     assert a.batch(0) != a.batch(a.per_epoch)
+
+
+def test_packed_batches_fill_the_budget_with_summed_lengths_and_need_fewer_batches():
+    lengths = [s.length for s in samples(300)]
+    packed = plan_batches(lengths, budget=128, seed=3, epoch=0, pack=True)
+    padded = plan_batches(lengths, budget=128, seed=3, epoch=0)
+    assert sorted(i for b in packed for i in b) == list(range(300))
+    assert all(sum(lengths[i] for i in b) <= 128 for b in packed)
+    assert len(packed) < len(padded)
+
+
+def test_collate_packs_samples_end_to_end_as_numbered_segments_or_pads_them():
+    rows = {"input_ids": [torch.tensor([5, 6, 7]), torch.tensor([8])], "loss_mask": [torch.tensor([0, 1, 1]),
+                                                                                    torch.tensor([1])]}
+    packed = collate(rows, pack=True)
+    assert packed["input_ids"].tolist() == [[5, 6, 7, 8]] and packed["segments"].tolist() == [[1, 1, 1, 2]]
+    padded = collate(rows, pack=False)
+    assert padded["input_ids"].tolist() == [[5, 6, 7], [8, 0, 0]]
+    assert padded["segments"].tolist() == [[1, 1, 1], [1, 0, 0]]
+    assert padding_share(padded) == 2 / 6 and padding_share(packed) == 0.0
+    assert pack_padded(padded)["input_ids"].tolist() == packed["input_ids"].tolist()
+    assert pack_padded(padded)["segments"].tolist() == packed["segments"].tolist()
