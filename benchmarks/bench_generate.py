@@ -12,7 +12,9 @@ answers after ``--delay`` seconds on average, with the scenario's faults (``Mix`
 Against the same server the script runs, one after the other:
 1. a bare AsyncOpenAI loop: ``--concurrency`` in flight, typed ``create``, each prompt retried at
    once (no backoff) until it has reasoning or ``--max-retries`` run out, same request timeout;
-2. ``run_generate`` (probe, parsing, backoff with jitter, Parquet shards, manifest).
+2. the stage: ``eagle3 generate``'s flow (``--via flow``, the default: Prefect tasks, the shared
+   endpoint limit in leased chunks) or ``run_generate`` alone (``--via core``); both probe,
+   parse, back off with jitter, write Parquet shards and a manifest.
 
 Every figure comes from the server's own log of each request (start, end): the steady rate
 counts the requests started between the 10th and the 90th percentile start; capacity is
@@ -96,7 +98,9 @@ async def bare_loop(urls: list[str], n: int, concurrency: int, timeout: float, m
         await client.close()
 
 
-def stage_round(urls: list[str], n: int, concurrency: int, timeout: float, max_retries: int) -> dict:
+def stage_round(urls: list[str], n: int, concurrency: int, timeout: float, max_retries: int, via: str) -> dict:
+    """``eagle3 generate``'s flow (``via="flow"``: Prefect tasks, the shared endpoint limit held
+    in leased chunks) or ``run_generate`` alone (``via="core"``)."""
     from eagle3_core.generate.config import GenerateConfig, PromptSource
     from eagle3_core.generate.stage import run_generate
 
@@ -105,12 +109,16 @@ def stage_round(urls: list[str], n: int, concurrency: int, timeout: float, max_r
         src.write_text("".join(json.dumps({"prompt": f"stage {i}"}) + "\n" for i in range(n)))
         cfg = GenerateConfig(prompts=PromptSource(input=str(src)), base_urls=urls, concurrency=concurrency,
                              max_tokens=64, request_timeout=timeout, max_retries=max_retries)
-        manifest = run_generate(cfg, Path(tmp) / "out")
-    c = manifest.counts
+        if via == "flow":
+            from flows.generate import generate_flow
+
+            manifest = generate_flow(cfg, str(Path(tmp) / "out"))
+        else:
+            manifest = run_generate(cfg, Path(tmp) / "out").model_dump(mode="json")
+    c, details = manifest["counts"], manifest["details"]
     assert c["accepted"] + c["rejected"] + c["skipped"] == c["input"] == n, c
-    return {"accepted": c["accepted"], "rejected": manifest.details["reject_reasons"],
-            "client_latency_s": manifest.details["latency_s"],
-            "retries": manifest.details["retries_by_reason"]}
+    return {"accepted": c["accepted"], "rejected": details["reject_reasons"],
+            "client_latency_s": details["latency_s"], "retries": details["retries_by_reason"]}
 
 
 def figures(log: list, concurrency: int, prefix: str) -> dict:
@@ -150,7 +158,12 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.5, help="mean latency of a good answer (s)")
     parser.add_argument("--timeout", type=float, default=None, help="request deadline (s); default: the scenario's")
     parser.add_argument("--max-retries", type=int, default=5)
+    parser.add_argument("--via", choices=["flow", "core"], default="flow",
+                        help="flow: `eagle3 generate`'s Prefect flow (an ephemeral API in a fresh PREFECT_HOME "
+                             "unless PREFECT_API_URL is set); core: run_generate alone")
     args = parser.parse_args()
+    if args.via == "flow" and "PREFECT_API_URL" not in os.environ:
+        os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="bench-prefect-")
     mix, timeout_x = SCENARIOS[args.scenario]
     timeout = args.timeout or timeout_x * args.delay
     n, c = args.requests, args.concurrency
@@ -169,7 +182,7 @@ def main() -> None:
         bare = figures(logs()["log"], c * len(urls), "bare ")
         for url in urls:
             server_log(url, reset=True)
-        outcome, stage_cpu = measure(lambda: stage_round(urls, n, c, timeout, args.max_retries))
+        outcome, stage_cpu = measure(lambda: stage_round(urls, n, c, timeout, args.max_retries, args.via))
         answer = logs()
         stage = figures(answer["log"], c * len(urls), "stage ")
     finally:
@@ -178,7 +191,7 @@ def main() -> None:
             server.wait()
     bare["cpu_ms_per_req"] = round(1000 * bare_cpu / bare["requests"], 3)
     stage["cpu_ms_per_req"] = round(1000 * stage_cpu / stage["requests"], 3)
-    print(json.dumps({"scenario": args.scenario, "mix": mix, "prompts": n, "endpoints": len(urls),
+    print(json.dumps({"scenario": args.scenario, "via": args.via, "mix": mix, "prompts": n, "endpoints": len(urls),
                       "concurrency_per_endpoint": c, "delay_s": args.delay, "timeout_s": timeout,
                       "cpu_count": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2), "bare": bare,
                       "stage": stage | outcome,

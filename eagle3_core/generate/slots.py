@@ -50,6 +50,9 @@ class SharedLimits(Protocol):
 
     def give_back(self, lease: Hashable) -> None: ...
 
+    def starved(self, url: str, seconds: float) -> str:
+        """One line for a run that has held no slot of ``url``'s limit for ``seconds``, with the fix."""
+
 
 @dataclass
 class Lease:
@@ -69,6 +72,7 @@ class Holding:
     member: Lease | None = None
     runs: int = 1
     runs_read: float = 0.0
+    starved_since: float | None = None  # when this run last held no slot while it had work
 
     @property
     def granted(self) -> int:
@@ -151,12 +155,25 @@ class SlotKeeper:
         while holding.leases and holding.granted - holding.leases[-1].slots >= target:
             holding.draining.append(holding.leases.pop())
         endpoint.granted = holding.granted
+        self._warn_when_starved(endpoint, holding, target)
         if holding.draining and endpoint.in_flight <= endpoint.granted:
             for lease in holding.draining:
                 await self._call(self.shared.give_back, lease.key)
             holding.draining = []
         await self._renew(holding)
         endpoint.granted = holding.granted
+
+    def _warn_when_starved(self, endpoint: Endpoint, holding: Holding, target: int) -> None:
+        """Say so, once a lease period, when the run gets no slot at all: held by other runs, or
+        by a killed run whose leases no server sweeps (Prefect's ephemeral API runs no sweep)."""
+        now = time.monotonic()
+        if holding.granted or not target:
+            holding.starved_since = None
+        elif holding.starved_since is None:
+            holding.starved_since = now
+        elif now - holding.starved_since >= self.lease_seconds + 30:
+            self.on_error(self.shared.starved(endpoint.url, now - holding.starved_since))
+            holding.starved_since = now - 30  # again after one more lease period
 
     async def _membership(self, endpoint: Endpoint, holding: Holding) -> None:
         wants = self.has_unstarted()
