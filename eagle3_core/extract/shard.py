@@ -50,7 +50,7 @@ def write_shard(engine, sequences_dir: str | Path, out_dir: str | Path, shard: S
     def store(members: tuple[int, ...], states: list) -> None:
         for i, (aux, final) in zip(members, states):
             sample_id, ids, mask = rows[i]
-            _refuse_non_finite(aux, final, sample_id, shard)
+            refuse_non_finite(aux, final, sample_id, shard.name)
             writer.write(offsets[i], aux, final, torch.tensor(ids, dtype=torch.int32),
                          torch.tensor(mask, dtype=torch.uint8))
 
@@ -84,11 +84,11 @@ def _cumsum(lengths: list[int]) -> list[int]:
     return offsets
 
 
-def _refuse_non_finite(aux, final, sample_id: str, shard: ShardSpec) -> None:
+def refuse_non_finite(aux, final, sample_id: str, file_name: str) -> None:
     import torch
 
     if not (torch.isfinite(aux).all() and torch.isfinite(final).all()):
-        raise StageError(f"the target produced NaN or Inf hidden states (shard {shard.name})",
+        raise StageError(f"the target produced NaN or Inf hidden states ({file_name})",
                          sample_id=sample_id,
                          fix="check the target's weights and dtype (fp16 overflows; use bf16 or fp32), "
                              "or drop this sample from sequences/")

@@ -17,6 +17,7 @@ from typing import Any
 
 from eagle3_core.errors import StageError
 from eagle3_core.fsio import atomic_path, stray_temps
+from eagle3_core.generate.keys import PersistedKeys, key_array
 
 ACCEPTED, REJECTED = "accepted", "rejected"
 
@@ -99,14 +100,15 @@ class ShardWriter:
             self.write(*taken)
 
 
-def read_persisted(out_dir: Path) -> tuple[dict[str, str], set[int]]:
-    """sample_id -> ``accepted``/``rejected`` for every durable row, plus the row indices of
-    rejected rows that have no sample_id (malformed input)."""
+def read_persisted(out_dir: Path) -> tuple[PersistedKeys, set[int]]:
+    """The key and outcome of every durable row (``keys.py``: 9 bytes a row), plus the row indices
+    of rejected rows that have no sample_id (malformed input)."""
+    import numpy as np
     import polars as pl
 
-    done: dict[str, str] = {}
+    keys: dict[str, list] = {REJECTED: [], ACCEPTED: []}
     unkeyed: set[int] = set()
-    for kind in (REJECTED, ACCEPTED):  # accepted last: it wins if a sample is in both
+    for kind in (REJECTED, ACCEPTED):
         for file in shard_files(out_dir / kind):
             columns = ["sample_id", "row_index"] if kind == REJECTED else ["sample_id"]
             try:
@@ -114,9 +116,8 @@ def read_persisted(out_dir: Path) -> tuple[dict[str, str], set[int]]:
             except Exception as exc:  # a shard is atomic, so this is outside damage: say which file
                 raise StageError(f"cannot read shard: {exc}", path=str(file),
                                  fix="move the damaged shard away; its samples are generated again") from None
-            for row in frame.iter_rows(named=True):
-                if row["sample_id"] is not None:
-                    done[row["sample_id"]] = kind
-                else:
-                    unkeyed.add(row["row_index"])
-    return done, unkeyed
+            keys[kind].append(key_array(frame["sample_id"]))
+            if kind == REJECTED:
+                unkeyed.update(frame.filter(pl.col("sample_id").is_null())["row_index"].to_list())
+    join = lambda arrays: np.concatenate(arrays) if arrays else np.empty(0, np.int64)  # noqa: E731
+    return PersistedKeys(join(keys[REJECTED]), join(keys[ACCEPTED])), unkeyed

@@ -81,4 +81,8 @@ def build_reader(inputs: TrainInputs):
 
     if inputs.mode == "offline":
         return OfflineReader(inputs.hidden_dir)
+    if inputs.mode == "online-vllm":
+        from eagle3_core.train.online_vllm import SpoolReader
+
+        return SpoolReader(inputs.sequences_dir, inputs.spool["dir"], inputs.spool["run_id"], inputs.spool["timeout_s"])
     return OnlineReader(inputs.sequences_dir, inputs.target_path, inputs.aux_layer_ids)

@@ -39,6 +39,7 @@ class TrainInputs:
     samples: int = 0
     tokens: int = 0
     notes: list[str] = field(default_factory=list)
+    spool: dict | None = None   # online-vllm: {"dir", "run_id", "timeout_s"}, set by the stage
 
     @property
     def hidden_size(self) -> int:

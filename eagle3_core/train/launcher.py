@@ -57,14 +57,22 @@ def trainer_command(cfg: TrainConfig, spec_file: Path) -> list[str]:
     command = [deepspeed_launcher()]
     if cfg.hostfile:
         command += ["--hostfile", cfg.hostfile]
-    if cfg.num_gpus:
+    if train_devices(cfg) and not cfg.hostfile:      # the engine's GPUs stay the engine's
+        command += ["--include", f"localhost:{train_devices(cfg)}"]
+    elif cfg.num_gpus:
         command += ["--num_gpus", str(cfg.num_gpus)]
     return command + ["--module", "eagle3_core.train.main", "--spec", str(spec_file)]
+
+
+def train_devices(cfg: TrainConfig) -> str | None:
+    return cfg.online_vllm.train_devices if cfg.mode == "online-vllm" else None
 
 
 def trainer_env(cfg: TrainConfig) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if train_devices(cfg) and cfg.num_gpus is None and cfg.hostfile is None:
+        env["CUDA_VISIBLE_DEVICES"] = train_devices(cfg)
     if cfg.master_port is not None:
         env["MASTER_PORT"] = str(cfg.master_port)
     return env

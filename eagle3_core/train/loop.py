@@ -109,7 +109,9 @@ class Trainer:
         self.cfg, self.inputs, self.out = cfg, inputs, Path(out_dir)
         self.dev = pick_device(cfg)
         self.reader = build_reader(inputs)
-        train, self.heldout = split_heldout(self.reader.samples(), cfg.heldout_fraction)
+        # sample-id order: the same batch plan whichever reader lists the samples (disk or engine)
+        samples = sorted(self.reader.samples(), key=lambda s: s.sample_id)
+        train, self.heldout = split_heldout(samples, cfg.heldout_fraction)
         if not train:
             raise InputError("empty dataset: no training sample with tokens", path=inputs.hidden_dir or inputs.sequences_dir,
                              fix="extract (or reconstruct) a non-empty set, or lower train.heldout_fraction")
@@ -160,8 +162,22 @@ class Trainer:
             tokens += sum(min(s.length, self.cfg.micro_batch_tokens) for s in samples)
         return rank_mean(sum(losses) / len(losses), self.dev), counts, tokens
 
+    def request_states(self) -> None:
+        """online-vllm: ask the engine for the micro-batches from here to the last, and the held-out set."""
+        from eagle3_core.train.online_vllm import requests_for
+
+        world, first = self.dev.world, self.micro * self.dev.world
+        end = self.total * self.engine.gradient_accumulation_steps() * world
+        batches = [self.plan.batch(n) for n in range(first, end)]
+        requests, plan = requests_for(self.reader, self.cfg, self.inputs, batches, self.heldout, world)
+        self.reader.begin(requests, plan, self.dev.rank)
+        if self.dev.rank == 0:
+            print(plan.describe(), flush=True)
+
     def run(self) -> dict[str, Any]:
         self.resume()
+        if self.inputs.mode == "online-vllm":
+            self.request_states()
         if "initial" not in self.evals and self.heldout:
             self.log_eval("initial")
         started, tokens, window_tokens, window_start = time.monotonic(), 0, 0, time.monotonic()
@@ -198,4 +214,5 @@ class Trainer:
                 "batches_per_epoch": self.plan.per_epoch, "tokens_this_process": tokens,
                 "train_seconds_this_process": round(seconds, 2), "evals": self.evals,
                 "padding_share_this_process": round(1 - tokens / max(self.slots, 1), 4),
-                "deepspeed_config": self.ds_config, "device": str(self.dev.device), "world_size": self.dev.world}
+                "deepspeed_config": self.ds_config, "device": str(self.dev.device), "world_size": self.dev.world,
+                "spool": self.reader.stats() if self.inputs.mode == "online-vllm" else None}
