@@ -72,12 +72,9 @@ def plan_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | 
     plan.complete = life.open()
     if plan.complete is not None:
         return plan
-    try:
+    with life.guard():
         _check_storage(plan, cfg, path, reporter)
         life.begin()
-    except BaseException as exc:
-        life.fail(exc)
-        raise
     return plan
 
 
@@ -89,9 +86,10 @@ def lifecycle(plan: ExtractPlan, reporter: Reporter | None = None) -> StageLifec
                           versions=("torch", "transformers", "safetensors"), reporter=reporter)
 
 
-def fail_extract(plan: ExtractPlan, error: BaseException) -> None:
-    """Record ``failed`` and let the folder go (a shard failed; the finished ones stay for resume)."""
-    lifecycle(plan).fail(error)
+def guard_extract(plan: ExtractPlan):
+    """Around the shard steps: an error records ``failed``, an interrupt leaves ``running``; either
+    way the folder is let go (the finished shards stay for the resume)."""
+    return lifecycle(plan).guard()
 
 
 def _check_storage(plan: ExtractPlan, cfg: ExtractConfig, target_path: str, reporter: Reporter) -> None:
@@ -165,13 +163,11 @@ def run_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | P
         return plan.complete
     total, done, reused = sum(s.tokens for s in plan.shards), 0, 0
     try:
-        for shard in plan.shards:
-            figures = extract_shard(plan, cfg, target, shard.index, reporter)
-            done, reused = done + shard.tokens, reused + int(figures["skipped"])
-            reporter.progress(STAGE, done, total, shard=shard.index, skipped=int(figures["skipped"]))
-    except BaseException as exc:
-        fail_extract(plan, exc)
-        raise
+        with guard_extract(plan):
+            for shard in plan.shards:
+                figures = extract_shard(plan, cfg, target, shard.index, reporter)
+                done, reused = done + shard.tokens, reused + int(figures["skipped"])
+                reporter.progress(STAGE, done, total, shard=shard.index, skipped=int(figures["skipped"]))
     finally:
         release_engines()
     return finish_extract(plan, reporter, reused)

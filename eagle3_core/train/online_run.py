@@ -97,9 +97,9 @@ def details(summary: dict, engine: dict, cfg: TrainConfig) -> dict:
 
 
 def clean(cfg: TrainConfig, out: Path) -> None:
-    """After a complete run: the stage's own spool goes; an endpoint's folder is left to its engine."""
-    if cfg.online_vllm.endpoint is None:
-        where = spool_dir(cfg, out)
-        Spool(where).clear(status=True)
-        if where == out / SPOOL:
-            shutil.rmtree(where, ignore_errors=True)
+    """After a complete run: the stage's own spool goes; in an endpoint's folder only this run's
+    units and requests go (the engine's status stays its own)."""
+    where = spool_dir(cfg, out)
+    Spool(where).clear(status=cfg.online_vllm.endpoint is None)
+    if cfg.online_vllm.endpoint is None and where == out / SPOOL:
+        shutil.rmtree(where, ignore_errors=True)

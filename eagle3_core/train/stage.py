@@ -119,8 +119,7 @@ def run_train(cfg: TrainConfig, target: TargetConfig, hidden_dir, vocab_dir, out
         return existing
     if inputs.mode == "offline":
         verify_hidden_checksums(inputs.hidden_dir, life)
-    manifest = None
-    try:
+    with life.guard():
         discard_stale(out, life.previous, config_hash, fingerprints, reporter)
         manifest = life.begin()
         (out / ERROR_FILE).unlink(missing_ok=True)
@@ -142,7 +141,4 @@ def run_train(cfg: TrainConfig, target: TargetConfig, hidden_dir, vocab_dir, out
             manifest.details["online"] = online_run.details(summary, engine_figures, cfg)
             online_run.clean(cfg, out)
         manifest.timings = {"train": round(time.monotonic() - started, 2)}
-    except BaseException as exc:
-        life.fail(exc, manifest)
-        raise
     return life.complete(manifest)
