@@ -31,10 +31,10 @@ def spool_dir(cfg: TrainConfig, out: Path) -> Path:
 
 
 def longest_sample(sequences_dir: str) -> int:
-    import pyarrow.parquet as pq
+    from eagle3_core.readers import sequences
 
-    return max(max(pq.read_table(p, columns=["num_tokens"]).column(0).to_pylist(), default=0)
-               for p in sorted(Path(sequences_dir).glob("part-*.parquet")))
+    return max(max(sequences.read(p, ["num_tokens"]).column(0).to_pylist(), default=0)
+               for p in sequences.parts(sequences_dir))
 
 
 def prepare(cfg: TrainConfig, inputs: TrainInputs, out: Path, reporter: Reporter) -> None:
@@ -97,9 +97,9 @@ def details(summary: dict, engine: dict, cfg: TrainConfig) -> dict:
 
 
 def clean(cfg: TrainConfig, out: Path) -> None:
-    """After a complete run: the stage's own spool goes; an endpoint's folder is left to its engine."""
-    if cfg.online_vllm.endpoint is None:
-        where = spool_dir(cfg, out)
-        Spool(where).clear(status=True)
-        if where == out / SPOOL:
-            shutil.rmtree(where, ignore_errors=True)
+    """After a complete run: the stage's own spool goes; in an endpoint's folder only this run's
+    units and requests go (the engine's status stays its own)."""
+    where = spool_dir(cfg, out)
+    Spool(where).clear(status=cfg.online_vllm.endpoint is None)
+    if cfg.online_vllm.endpoint is None and where == out / SPOOL:
+        shutil.rmtree(where, ignore_errors=True)

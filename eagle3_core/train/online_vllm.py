@@ -35,6 +35,7 @@ from eagle3_core.train.data import Sample, collate, plan_batches
 
 NAMES = {"input_ids": "input_ids", "aux": "aux_hidden_states", "final": "final_hidden_states", "loss_mask": "loss_mask"}
 STATUS_EVERY_S = 1.0
+OPEN_UNITS = 16  # safetensors mappings kept open (a batch of the reuse plan touches a few units)
 
 
 def unit_of(samples: list[Sample], budget: int, pinned: bool) -> Unit:
@@ -102,14 +103,15 @@ class SpoolReader:
         self._kept: dict[str, tuple[int, int, int]] = {}    # sample id -> (unit, offset, tokens)
         self._queued: dict[tuple[str, ...], deque[int]] = {}  # batch ids -> units not yet read
         self._open: dict[int, object] = {}
+        self._seen: set[int] = set()
         self.wait_s, self.first_wait_s, self.units_read, self.begun = 0.0, None, 0, None
 
     def samples(self) -> list[Sample]:
-        import pyarrow.parquet as pq
+        from eagle3_core.readers import sequences
 
         found = []
-        for part in sorted(self.sequences_dir.glob("part-*.parquet")):
-            t = pq.read_table(part, columns=["sample_id", "num_tokens"]).to_pydict()
+        for part in sequences.parts(self.sequences_dir):
+            t = sequences.read(part, ["sample_id", "num_tokens"]).to_pydict()
             found += [Sample(sid, int(n), part.name, row)
                       for row, (sid, n) in enumerate(zip(t["sample_id"], t["num_tokens"])) if int(n) > 0]
         return found
@@ -164,9 +166,13 @@ class SpoolReader:
         from safetensors import safe_open
 
         if index not in self._open:
-            self._await(index)
+            if index not in self._seen:
+                self._await(index)
+                self._seen.add(index)
+                self.units_read += 1
+            if len(self._open) >= OPEN_UNITS:   # kept units are many when the set fits: bound the mappings
+                self._open.pop(next(iter(self._open)))
             self._open[index] = safe_open(str(self.spool.unit_path(index)), framework="pt")
-            self.units_read += 1
         return self._open[index]
 
     def _await(self, index: int) -> None:
