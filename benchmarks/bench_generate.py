@@ -1,16 +1,29 @@
-"""Throughput of the generate stage against a server of known capacity.
+"""Throughput of the generate stage beside a bare AsyncOpenAI loop, on one server, per scenario.
 
 A loopback server (tests/fixtures/fake_server.py, in its own process so its CPU is not counted)
-answers every chat request after a fixed delay. At concurrency C and delay D its capacity is
-C / D requests/s (128 at the defaults). The script runs, against the same server in the same
-process:
-1. a bare AsyncOpenAI loop (C in flight, no parsing, no persistence): the client's ceiling;
-2. ``run_generate`` (probe, retries armed, parsing, Parquet shards, manifest).
-It prints requests/s, the share of capacity, client CPU per request and stage/bare ratio, and
-the stage's share of C / (its median latency): on a loaded machine the server's answers come
-later than D, and that figure tells a slow client apart from a slow server.
+answers after ``--delay`` seconds on average, with the scenario's faults (``Mix``):
 
-    .venv/bin/python benchmarks/bench_generate.py [--requests 5120] [--concurrency 128] [--delay 1.0]
+- ``plain``: every answer good, fixed latency;
+- ``a``: 2% of prompts never return reasoning (retried, then rejected);
+- ``b``: 5% of prompts answered 8x slower;
+- ``c``: the seeds' mix: 8% of requests time out, 1% answer 503, 2% of prompts never reason,
+  log-normal latency (sigma 0.5).
+
+Against the same server the script runs, one after the other:
+1. a bare AsyncOpenAI loop: ``--concurrency`` in flight, typed ``create``, each prompt retried at
+   once (no backoff) until it has reasoning or ``--max-retries`` run out, same request timeout;
+2. the stage: ``eagle3 generate``'s flow (``--via flow``, the default: Prefect tasks, the shared
+   endpoint limit in leased chunks) or ``run_generate`` alone (``--via core``); both probe,
+   parse, back off with jitter, write Parquet shards and a manifest.
+
+Every figure comes from the server's own log of each request (start, end): the steady rate
+counts the requests started between the 10th and the 90th percentile start; capacity is
+concurrency / mean time a request held the server (a timed-out one until the client hung up);
+the ideal wall time is requests x mean / concurrency plus the longest chain of one prompt's
+attempts (first start to last end).
+
+    .venv/bin/python benchmarks/bench_generate.py --scenario c [--requests 2000] [--concurrency 64]
+        [--endpoints 1] [--delay 0.5] [--timeout S]
 """
 
 from __future__ import annotations
@@ -24,10 +37,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+SCENARIOS = {  # the server's Mix, and a request timeout that no good answer reaches (x delay)
+    "plain": ("", 4.0),
+    "a": ("never_reasoning=0.02", 4.0),
+    "b": ("slow_share=0.05,slow_factor=8", 20.0),
+    "c": ("stall=0.08,http_503=0.01,never_reasoning=0.02,sigma=0.5", 6.0),
+}
 
 
 def free_port() -> int:
@@ -36,89 +58,146 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(delay: float) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fixtures.fake_server", "--port", str(port),
-                             "--delay", str(delay)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    url = proc.stdout.readline().strip()
-    return proc, url
+def start_server(delay: float, mix: str) -> tuple[subprocess.Popen, str]:
+    args = [sys.executable, "-m", "tests.fixtures.fake_server", "--port", str(free_port()), "--delay", str(delay)]
+    proc = subprocess.Popen(args + (["--mix", mix] if mix else []), cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    return proc, proc.stdout.readline().strip()
 
 
-async def bare_loop(url: str, n: int, concurrency: int) -> None:
+def server_log(url: str, reset: bool = False) -> dict:
+    request = urllib.request.Request(f"{url}/_log", method="POST" if reset else "GET")
+    with urllib.request.urlopen(request) as response:
+        return json.loads(response.read())
+
+
+async def bare_loop(urls: list[str], n: int, concurrency: int, timeout: float, max_retries: int) -> None:
+    """``concurrency`` in flight per endpoint; prompt i goes to endpoint i mod len(urls)."""
     import httpx
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    client = AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0,
-                         http_client=DefaultAsyncHttpxClient(limits=limits))
-    gate = asyncio.Semaphore(concurrency)
+    clients = [AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0, timeout=timeout,
+                           http_client=DefaultAsyncHttpxClient(limits=limits, timeout=timeout)) for url in urls]
+    gates = [asyncio.Semaphore(concurrency) for _ in urls]
 
     async def one(i: int) -> None:
-        async with gate:
-            await client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": f"bare {i}"}],
-                                                 max_tokens=64, extra_body={"return_token_ids": True})
+        client, gate = clients[i % len(urls)], gates[i % len(urls)]
+        for _ in range(max_retries + 1):
+            async with gate:
+                try:
+                    reply = await client.chat.completions.create(
+                        model="fake-model", messages=[{"role": "user", "content": f"bare {i}"}], max_tokens=64,
+                        extra_body={"return_token_ids": True})
+                except Exception:
+                    continue
+            if getattr(reply.choices[0].message, "reasoning", None):
+                return
 
     await asyncio.gather(*(one(i) for i in range(n)))
-    await client.close()
+    for client in clients:
+        await client.close()
 
 
-def measure(fn) -> tuple[float, float]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    fn()
-    return time.perf_counter() - wall, time.process_time() - cpu
-
-
-def stage_round(url: str, n: int, concurrency: int) -> tuple[float, float, dict]:
+def stage_round(urls: list[str], n: int, concurrency: int, timeout: float, max_retries: int, via: str) -> dict:
+    """``eagle3 generate``'s flow (``via="flow"``: Prefect tasks, the shared endpoint limit held
+    in leased chunks) or ``run_generate`` alone (``via="core"``)."""
     from eagle3_core.generate.config import GenerateConfig, PromptSource
     from eagle3_core.generate.stage import run_generate
 
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "prompts.jsonl"
-        tag = os.urandom(4).hex()  # fresh prompts each round: nothing to resume
-        src.write_text("".join(json.dumps({"prompt": f"stage {tag} {i}"}) + "\n" for i in range(n)))
-        cfg = GenerateConfig(prompts=PromptSource(input=str(src)), base_urls=[url], concurrency=concurrency,
-                             max_tokens=64)
-        result = {}
-        wall, cpu = measure(lambda: result.setdefault("m", run_generate(cfg, Path(tmp) / "out")))
-    manifest = result["m"]
-    assert manifest.counts["accepted"] == n, manifest.counts
-    return wall, cpu, {"generate_s": manifest.timings["generate"], "probe_s": manifest.timings["probe"],
-                       "latency_p50_s": manifest.details["latency_s"]["p50"]}
+        src.write_text("".join(json.dumps({"prompt": f"stage {i}"}) + "\n" for i in range(n)))
+        cfg = GenerateConfig(prompts=PromptSource(input=str(src)), base_urls=urls, concurrency=concurrency,
+                             max_tokens=64, request_timeout=timeout, max_retries=max_retries)
+        if via == "flow":
+            from flows.generate import generate_flow
+
+            manifest = generate_flow(cfg, str(Path(tmp) / "out"))
+        else:
+            manifest = run_generate(cfg, Path(tmp) / "out").model_dump(mode="json")
+    c, details = manifest["counts"], manifest["details"]
+    assert c["accepted"] + c["rejected"] + c["skipped"] == c["input"] == n, c
+    return {"accepted": c["accepted"], "rejected": details["reject_reasons"],
+            "client_latency_s": details["latency_s"], "retries": details["retries_by_reason"]}
+
+
+def figures(log: list, concurrency: int, prefix: str) -> dict:
+    """Steady rate, capacity and the ideal wall time, from the servers' log of one phase
+    (``concurrency``: in flight over all endpoints)."""
+    mine = [(p, s, e) for p, s, e in log if p.startswith(prefix)]
+    starts = sorted(s for _, s, _ in mine)
+    n = len(starts)
+    lo, hi = starts[n // 10], starts[(9 * n) // 10]
+    steady = ((9 * n) // 10 - n // 10) / (hi - lo)
+    mean = sum(e - s for _, s, e in mine) / n
+    chains = defaultdict(lambda: [float("inf"), 0.0])
+    for p, s, e in mine:
+        chains[p][0], chains[p][1] = min(chains[p][0], s), max(chains[p][1], e)
+    longest = max(e - s for s, e in chains.values())
+    wall = max(e for _, _, e in mine) - starts[0]
+    held = sum(max(0.0, min(e, hi) - max(s, lo)) for _, s, e in mine)  # request-seconds inside the window
+    ideal = n * mean / concurrency + longest
+    return {"requests": n, "steady_req_s": round(steady, 2), "mean_latency_s": round(mean, 4),
+            "capacity_req_s": round(concurrency / mean, 2), "steady_over_capacity": round(steady * mean / concurrency, 4),
+            "wall_s": round(wall, 2), "ideal_wall_s": round(ideal, 2), "wall_over_ideal": round(wall / ideal, 4),
+            "longest_chain_s": round(longest, 2), "steady_mean_in_flight": round(held / (hi - lo), 2)}
+
+
+def measure(fn) -> tuple[object, float]:
+    cpu = time.process_time()
+    result = fn()
+    return result, time.process_time() - cpu
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=3840, help="requests per round")
-    parser.add_argument("--concurrency", type=int, default=128)
-    parser.add_argument("--delay", type=float, default=1.0)
-    parser.add_argument("--rounds", type=int, default=2, help="alternating bare/stage rounds (the machine may be shared)")
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="c")
+    parser.add_argument("--requests", type=int, default=2000, help="prompts per loop")
+    parser.add_argument("--concurrency", type=int, default=64, help="in flight per endpoint")
+    parser.add_argument("--endpoints", type=int, default=1, help="servers (one process each), balanced by the client")
+    parser.add_argument("--delay", type=float, default=0.5, help="mean latency of a good answer (s)")
+    parser.add_argument("--timeout", type=float, default=None, help="request deadline (s); default: the scenario's")
+    parser.add_argument("--max-retries", type=int, default=5)
+    parser.add_argument("--via", choices=["flow", "core"], default="flow",
+                        help="flow: `eagle3 generate`'s Prefect flow (an ephemeral API in a fresh PREFECT_HOME "
+                             "unless PREFECT_API_URL is set); core: run_generate alone")
     args = parser.parse_args()
-    n, capacity = args.requests, args.concurrency / args.delay
-    server, url = start_server(args.delay)
-    rounds = []
+    if args.via == "flow" and "PREFECT_API_URL" not in os.environ:
+        os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="bench-prefect-")
+        os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")  # a loaded 2-core box
+    mix, timeout_x = SCENARIOS[args.scenario]
+    timeout = args.timeout or timeout_x * args.delay
+    n, c = args.requests, args.concurrency
+    servers = [start_server(args.delay, mix) for _ in range(args.endpoints)]
+    urls = [url for _, url in servers]
+
+    def logs() -> dict:
+        answers = [server_log(url) for url in urls]
+        return {"log": [entry for a in answers for entry in a["log"]],
+                "in_flight_peak": [a["in_flight_peak"] for a in answers]}
+
     try:
-        for _ in range(args.rounds):
-            bare_wall, bare_cpu = measure(lambda: asyncio.run(bare_loop(url, n, args.concurrency)))
-            stage_wall, stage_cpu, timings = stage_round(url, n, args.concurrency)
-            bare, overall, sustained = n / bare_wall, n / stage_wall, n / timings["generate_s"]
-            rounds.append({
-                "bare_req_s": round(bare, 2), "bare_share": round(bare / capacity, 4),
-                "bare_cpu_ms_per_req": round(1000 * bare_cpu / n, 3),
-                "stage_req_s_sustained": round(sustained, 2), "stage_share_sustained": round(sustained / capacity, 4),
-                "stage_req_s_overall": round(overall, 2), "stage_share_overall": round(overall / capacity, 4),
-                "stage_cpu_ms_per_req": round(1000 * stage_cpu / n, 3),
-                "stage_over_bare_sustained": round(sustained / bare, 4),
-                "stage_over_bare_overall": round(overall / bare, 4), **timings,
-                # C / p50 latency: what C in-flight requests can give at the latency the server
-                # actually delivered; near 1.0 means the client kept every slot busy
-                "stage_share_of_latency_bound": round(sustained / (args.concurrency / timings["latency_p50_s"]), 4),
-                "load_avg_1m": round(os.getloadavg()[0], 2)})
-            print(json.dumps(rounds[-1]), flush=True)
+        for url in urls:
+            server_log(url, reset=True)
+        _, bare_cpu = measure(lambda: asyncio.run(bare_loop(urls, n, c, timeout, args.max_retries)))
+        bare = figures(logs()["log"], c * len(urls), "bare ")
+        for url in urls:
+            server_log(url, reset=True)
+        outcome, stage_cpu = measure(lambda: stage_round(urls, n, c, timeout, args.max_retries, args.via))
+        answer = logs()
+        stage = figures(answer["log"], c * len(urls), "stage ")
     finally:
-        server.terminate()
-        server.wait()
-    print(json.dumps({"requests_per_round": n, "concurrency": args.concurrency, "delay_s": args.delay,
-                      "capacity_req_s": capacity, "cpu_count": os.cpu_count(), "rounds": len(rounds)}))
+        for server, _ in servers:
+            server.terminate()
+            server.wait()
+    bare["cpu_ms_per_req"] = round(1000 * bare_cpu / bare["requests"], 3)
+    stage["cpu_ms_per_req"] = round(1000 * stage_cpu / stage["requests"], 3)
+    print(json.dumps({"scenario": args.scenario, "via": args.via, "mix": mix, "prompts": n, "endpoints": len(urls),
+                      "concurrency_per_endpoint": c, "delay_s": args.delay, "timeout_s": timeout,
+                      "cpu_count": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2), "bare": bare,
+                      "stage": stage | outcome,
+                      "stage_over_bare_steady": round(stage["steady_req_s"] / bare["steady_req_s"], 4),
+                      "server_in_flight_peak": answer["in_flight_peak"]}, indent=1))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ The DeepSpeed engine is left out: it adds a constant (optimizer state), not a te
     .venv/bin/python benchmarks/bench_ttt_memory.py --account llama-8b           # bytes kept per token
 
 ``--account PRESET`` measures, at full width on the CPU, what autograd keeps per token and per
-step (saved tensors at T = 64 and 128, their difference / 64): the input of the projection in
+step (saved tensors at T = 16 and 48, their difference / 32): the input of the projection in
 benchmarks/README.md.
 """
 
@@ -33,7 +33,7 @@ PRESETS = {
     "toy": dict(hidden=128, intermediate=512, heads=4, kv_heads=2, head_dim=32, vocab=384, draft_vocab=40),
     "llama-8b": dict(hidden=4096, intermediate=14336, heads=32, kv_heads=8, head_dim=128, vocab=128256,
                      draft_vocab=32000),
-    "kimi-k2.5": dict(hidden=7168, intermediate=18432, heads=32, kv_heads=8, head_dim=128, vocab=163840,
+    "kimi-k2.5": dict(hidden=7168, intermediate=18432, heads=64, kv_heads=8, head_dim=128, vocab=163840,
                       draft_vocab=32000),
 }
 
@@ -45,6 +45,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--tokens", type=int, nargs="+", default=[2048, 8192, 16384, 32768])
     p.add_argument("--ttt", type=int, default=7)
     p.add_argument("--impl", default="linear", choices=["linear", "dense"], help="dense = the test reference")
+    p.add_argument("--recompute", action="store_true", help="train.recompute_ttt_steps: recompute each step in backward")
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--account", default=None, choices=sorted(PRESETS))
     p.add_argument("--json", type=Path, default=None, help="write the rows here too")
@@ -100,7 +101,7 @@ def child(args) -> dict:
     model, head = build(args.preset, device, dtype)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     data = batch(args.preset, args.child, device, dtype)
-    cfg = TrainConfig(ttt_steps=args.ttt)
+    cfg = TrainConfig(ttt_steps=args.ttt, recompute_ttt_steps=args.recompute)
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -113,12 +114,12 @@ def child(args) -> dict:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else rss_mib()
-    return {"T": args.child, "impl": args.impl, "preset": args.preset, "device": str(device), "ttt": args.ttt,
+    return {"T": args.child, "impl": args.impl, "recompute": args.recompute, "preset": args.preset, "device": str(device), "ttt": args.ttt,
             "threads": torch.get_num_threads(), "step_s": round(seconds, 2), "base_mib": round(base),
             "peak_mib": round(peak), "step_mib": round(peak - base), "loss": round(float(loss), 4)}
 
 
-def saved_bytes(preset: str, T: int, steps: int) -> int:
+def saved_bytes(preset: str, T: int, steps: int, recompute: bool) -> int:
     """Bytes autograd keeps for backward after the forward of one T-token sample (full width, bf16)."""
     import torch
 
@@ -134,17 +135,19 @@ def saved_bytes(preset: str, T: int, steps: int) -> int:
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
-        loss, _ = forward_batch(model, head, batch(preset, T, "cpu", torch.bfloat16), TrainConfig(ttt_steps=steps))
+        loss, _ = forward_batch(model, head, batch(preset, T, "cpu", torch.bfloat16),
+                                TrainConfig(ttt_steps=steps, recompute_ttt_steps=recompute))
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     del loss
     return sum(n for ptr, n in seen.items() if ptr not in params)
 
 
 def account(args) -> dict:
-    a, b = saved_bytes(args.account, 64, args.ttt), saved_bytes(args.account, 128, args.ttt)
-    per_token = (b - a) / 64
-    return {"preset": args.account, "ttt": args.ttt, "saved_bytes_per_token": round(per_token),
-            "saved_bytes_per_token_per_step": round(per_token / args.ttt), "constant_bytes": round(a - 64 * per_token)}
+    a, b = (saved_bytes(args.account, T, args.ttt, args.recompute) for T in (16, 48))
+    per_token = (b - a) / 32
+    return {"preset": args.account, "ttt": args.ttt, "recompute": args.recompute,
+            "saved_bytes_per_token": round(per_token),
+            "saved_bytes_per_token_per_step": round(per_token / args.ttt), "constant_bytes": round(a - 16 * per_token)}
 
 
 def main() -> None:
@@ -158,7 +161,7 @@ def main() -> None:
     rows = []
     for T in args.tokens:
         cmd = [sys.executable, __file__, "--child", str(T), "--device", args.device, "--preset", args.preset,
-               "--ttt", str(args.ttt), "--impl", args.impl]
+               "--ttt", str(args.ttt), "--impl", args.impl] + (["--recompute"] if args.recompute else [])
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:
             rows.append({"T": T, "impl": args.impl, "error": (out.stderr.strip().splitlines() or ["?"])[-1]})

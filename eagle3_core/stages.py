@@ -38,6 +38,8 @@ class StageSpec:
     flow: str | None = None  # "module:function" of its own flow; None = one task calling run_<name>
     served: bool = False  # reads from the target served by vLLM, which the pipeline starts when `serve` is set
     is_done: Callable[[PipelineConfig], bool] | None = None  # its skip rule, asked before a service starts for it
+    # settles a choice the recipe left to the run, once upstream folders exist: (config, why) before it runs
+    settle: Callable[[PipelineConfig], tuple[PipelineConfig, str | None]] | None = None
 
     @property
     def run(self) -> str:
@@ -65,6 +67,20 @@ def _train_reads(c: PipelineConfig) -> tuple[str, ...]:
     return ("extract", "vocab") if c.train.mode == "offline" else ("reconstruct", "vocab")
 
 
+def _settle_train_mode(c: PipelineConfig) -> tuple[PipelineConfig, str | None]:
+    """train.mode auto, once sequences/ exist: offline when hidden/ is complete or fits on disk,
+    else online-vllm, and extract is then left out (nothing is stored)."""
+    from eagle3_core.manifest import read_manifest
+    from eagle3_core.train.mode import choose_mode
+
+    sequences = read_manifest(c.layout.sequences)
+    if c.train.mode != "auto" or sequences is None or sequences.status != "complete":
+        return c, None
+    train, why = choose_mode(c.train, c.target, c.layout.sequences, c.layout.hidden, c.extract.disk_headroom)
+    stages = c.stages if train.mode == "offline" else [s for s in c.stages if s != "extract"]
+    return c.model_copy(update={"train": train, "stages": stages}), f"train.mode auto: {why}"
+
+
 STAGES: tuple[StageSpec, ...] = (
     StageSpec("generate", "generations", lambda c: (),
               lambda c: dict(cfg=c.generate, out=str(c.layout.generations), progress_bar=sys.stderr.isatty()),
@@ -79,10 +95,10 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec("extract", "hidden", lambda c: ("reconstruct",),
               lambda c: dict(cfg=c.extract, target=c.target, sequences_dir=str(c.layout.sequences),
                              out_dir=str(c.layout.hidden)),
-              flow="flows.extract:extract_flow"),
+              flow="flows.extract:extract_flow", settle=_settle_train_mode),
     StageSpec("train", "drafter", _train_reads,
               lambda c: dict(cfg=c.train, target=c.target,
-                             hidden_dir=str(c.layout.hidden) if c.train.mode == "offline" else None,
+                             hidden_dir=str(c.layout.hidden) if c.train.mode in ("offline", "auto") else None,
                              vocab_dir=str(c.layout.vocab), out_dir=str(c.layout.drafter),
                              sequences_dir=str(c.layout.sequences)),
               flow="flows.train:train_flow"),

@@ -47,10 +47,12 @@ from flows.stages import stage_flow
 def pipeline(config: PipelineConfig) -> dict[str, dict]:
     """Run every selected stage of the DAG into ``config.out``."""
     outcomes: dict[str, Outcome] = {}
+    config.require_prompts()
     results: dict[str, Any] = {}  # stage -> what its subflow returned, passed on as the DAG's edges
     try:
         config = with_target(config, outcomes)
         for spec in STAGES:
+            config = settled(spec, config)
             with served_for(spec, config, outcomes) as served:
                 run_stage(spec.name, served, outcomes, results)
     finally:  # a failed run gets its summary too; the stage's own exception still fails the run
@@ -88,6 +90,16 @@ def with_toy_paths(config: PipelineConfig, path: str) -> PipelineConfig:
         "target": config.target.model_copy(update={"path": path}),
         "generate": config.generate.model_copy(update={"prompts": prompts(config.generate.prompts, TRAIN_PROMPTS)}),
         "evaluate": config.evaluate.model_copy(update={"prompts": prompts(config.evaluate.prompts, HELDOUT_PROMPTS)})})
+
+
+def settled(spec: StageSpec, config: PipelineConfig) -> PipelineConfig:
+    """The config with the choices ``spec`` settles before it runs (train.mode auto, before extract)."""
+    if spec.settle is None:
+        return config
+    config, why = spec.settle(config)
+    if why:
+        get_run_logger().info("%s", why)
+    return config
 
 
 def missing_inputs(spec: StageSpec, config: PipelineConfig) -> list[str]:

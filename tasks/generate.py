@@ -91,6 +91,12 @@ class PrefectLimits:
     def give_back(self, lease: Hashable) -> None:
         self._client_call(lambda c: c.release_concurrency_slots_with_lease(lease))
 
+    def starved(self, url: str, seconds: float) -> str:
+        name = self.names[url]
+        return (f"generate: no slot of {name} free for {seconds:.0f} s: other runs hold all of them, or a killed "
+                f"run left them leased under an ephemeral Prefect API (it sweeps no lease); fix: once no other run "
+                f"uses {url}, `prefect gcl update {name} --active-slots 0`")
+
     def close(self) -> None:
         if self._client is not None:
             self._client.__exit__(None, None, None)

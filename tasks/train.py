@@ -2,7 +2,8 @@
 
 The trainer's output streams into the task's log and its progress artifact; a failed trainer
 fails the task with the trainer's own error. Artifacts: the stage summary, the loss curve
-(PNG), and the held-out simulated acceptance length before and after training.
+(PNG), the held-out simulated acceptance length before and after training, and in mode
+online-vllm the engine that fed the trainer (``train-engine``).
 
 No Prefect result cache: ``run_train`` already returns at once when its manifest is complete
 for the same config and inputs, and resumes from its last checkpoint otherwise, so the disk
@@ -31,7 +32,22 @@ def train_task(cfg: TrainConfig, target: TargetConfig, hidden_dir: str | None, v
                          reporter=PrefectReporter("train"))
     publish_manifest(manifest, title="train")
     publish_training_artifacts(manifest, Path(out_dir))
+    publish_engine(manifest)
     return manifest
+
+
+def publish_engine(manifest: StageManifest) -> None:
+    """online-vllm: the engine that fed the trainer (started with the run, or the recipe's endpoint),
+    its throughput and spool peak, the trainer's waits, and whether epochs reused or recomputed states."""
+    online = manifest.details.get("online")
+    if not online:
+        return
+    source = f"endpoint {online['endpoint']}" if online.get("endpoint") else f"{online['engine']} engine started with the run"
+    rows = [{"figure": "source", "value": source}] + [
+        {"figure": key, "value": online.get(key)} for key in (
+            "engine_startup_s", "engine_tokens", "engine_tokens_per_s", "spool_peak_bytes", "budget_bytes", "reuse",
+            "unique_tokens", "computed_tokens", "recomputed_tokens", "busy_share", "wait_s", "first_wait_s")]
+    publish_table(rows, key="train-engine", description=f"train: hidden states from the {source}")
 
 
 def publish_training_artifacts(manifest: StageManifest, out_dir: Path) -> None:

@@ -44,6 +44,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from eagle3_core.drafter.attention import segment_positions, ttt_attention
 
@@ -69,18 +70,30 @@ class DrafterConfig:
     eos_token_id: int | list[int] | None = None
 
     @classmethod
-    def from_target(cls, target: dict, draft_vocab_size: int, aux_layer_ids: list[int]) -> "DrafterConfig":
-        """The drafter for a target's ``config.json`` (dict): same widths, heads and rope."""
-        heads = target["num_attention_heads"]
+    def from_target(cls, target: dict, draft_vocab_size: int, aux_layer_ids: list[int],
+                    shape: dict | None = None) -> "DrafterConfig":
+        """The drafter for a target's ``config.json`` (dict): same widths, heads and rope, except
+        what ``shape`` sets (``num_attention_heads``, ``num_key_value_heads``, ``head_dim``,
+        ``intermediate_size``; None values copy the target)."""
+        shape = {k: v for k, v in (shape or {}).items() if v is not None}
+        heads = shape.get("num_attention_heads", target["num_attention_heads"])
         return cls(
-            hidden_size=target["hidden_size"], intermediate_size=target["intermediate_size"],
-            num_attention_heads=heads, num_key_value_heads=target.get("num_key_value_heads") or heads,
-            head_dim=target.get("head_dim") or target["hidden_size"] // heads,
+            hidden_size=target["hidden_size"], intermediate_size=shape.get("intermediate_size", target["intermediate_size"]),
+            num_attention_heads=heads,
+            num_key_value_heads=shape.get("num_key_value_heads", target.get("num_key_value_heads") or heads),
+            head_dim=shape.get("head_dim", target.get("head_dim") or target["hidden_size"] // heads),
             vocab_size=target["vocab_size"], draft_vocab_size=draft_vocab_size,
             target_hidden_size=target["hidden_size"], aux_layer_ids=list(aux_layer_ids),
             rms_norm_eps=target.get("rms_norm_eps", 1e-6), rope_theta=_rope_theta(target),
             max_position_embeddings=target.get("max_position_embeddings", 8192),
             bos_token_id=target.get("bos_token_id"), eos_token_id=target.get("eos_token_id"))
+
+    def trainable_parameters(self) -> int:
+        """Weights the trainer updates and the export ships (the frozen embedding excluded)."""
+        H, q, kv = self.hidden_size, self.num_attention_heads * self.head_dim, self.num_key_value_heads * self.head_dim
+        attention = 2 * H * (q + 2 * kv) + q * H
+        return (3 * self.target_hidden_size * H + attention + 3 * H * self.intermediate_size
+                + self.draft_vocab_size * H + 4 * H)
 
     def to_hf(self) -> dict:
         """The export ``config.json`` that vLLM and SGLang read for ``LlamaForCausalLMEagle3``.
@@ -268,30 +281,36 @@ class Eagle3Drafter(nn.Module):
         return DraftOutput(self.logits(r), r)
 
     def unroll(self, input_ids: torch.Tensor, aux: torch.Tensor, steps: int,
-               segments: torch.Tensor | None = None) -> list[torch.Tensor]:
+               segments: torch.Tensor | None = None, recompute: bool = False) -> list[torch.Tensor]:
         """Training-time test: K steps' outputs, each (B, T, H); step k's ``logits`` predict i+2+k.
 
         The outputs are the pre-norm streams (what ``logits`` turns into (B, T, V_d) draft logits):
         the loss makes the logits chunk by chunk, so a step's full logits are never held.
-
         input_ids (B, T) are the tokens at i+1 (already shifted); step k reads ids shifted by k
         more (zero-padded at the end: those positions are masked out of the loss). ``segments``
         (B, T) numbers the samples packed in a row (padding is a segment of its own): attention
         never crosses a boundary and positions restart at each sample. None = one sample a row.
+        ``recompute``: keep only each step's inputs and outputs for backward and recompute the
+        rest (one more forward; Llama-8B shape: 2.1 MB -> ~0.1 MB kept per token).
         """
         if segments is None:
             segments = torch.zeros_like(input_ids)
         positions = segment_positions(segments)                            # (B, T)
         g, ks, vs, outputs = self.combine(aux), [], [], []                 # g: (B, T, H)
         for k in range(steps):
-            ids = F.pad(input_ids[:, k:], (0, k))                          # token i+1+k
-            e = self.embed_tokens(ids).to(g.dtype)                         # (B, T, H)
-            q, kk, vv = self.midlayer.self_attn.qkv(self.midlayer.inputs(e, g), positions + k)
-            ks.append(kk), vs.append(vv)
-            a = self.midlayer.self_attn.out(ttt_attention(q, ks, vs, segments))  # (B, T, H)
-            g = self.midlayer.finish(g, a)                                 # (B, T, H) fed back
-            outputs.append(g)
+            args = (g, F.pad(input_ids[:, k:], (0, k)), positions + k, segments, *ks, *vs)  # token i+1+k
+            g, kk, vv = checkpoint(self._ttt_step, *args, use_reentrant=False) \
+                if recompute and torch.is_grad_enabled() else self._ttt_step(*args)
+            ks.append(kk), vs.append(vv), outputs.append(g)                # g: (B, T, H) fed back
         return outputs
+
+    def _ttt_step(self, g, ids, positions, segments, *past):
+        """One unroll step over the same positions: (next hidden, its keys, its values)."""
+        ks, vs = list(past[: len(past) // 2]), list(past[len(past) // 2:])
+        e = self.embed_tokens(ids).to(g.dtype)                             # (B, T, H)
+        q, k, v = self.midlayer.self_attn.qkv(self.midlayer.inputs(e, g), positions)
+        a = self.midlayer.self_attn.out(ttt_attention(q, [*ks, k], [*vs, v], segments))  # (B, T, H)
+        return self.midlayer.finish(g, a), k, v
 
     def logits(self, g: torch.Tensor) -> torch.Tensor:
         """(B, T, H) pre-norm stream -> (B, T, V_d) draft-vocab logits."""

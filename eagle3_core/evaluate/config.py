@@ -21,6 +21,7 @@ class EvaluateConfig(StrictModel):
     concurrency: int = Field(8, ge=1, description="Requests in flight on the vLLM server (the batch the online figures are measured at).")
     request_timeout: float = Field(600.0, gt=0, description="Seconds before one evaluation request is abandoned.")
     baseline: bool = Field(True, description="Also serve the target without the drafter, for output tokens/s with and without (the speed-up).")
+    speed_repeats: int = Field(3, ge=1, description="Timed passes of the same prompts per server after an untimed warm-up pass; tokens/s is their median and the speed-up carries their spread.")
     offline_max_prompts: int | None = Field(32, ge=1, description="Prompts for the offline loop (batch 1, several small passes per emitted token: ~7x plain decoding, benchmarks/README.md); None = all.")
     threads: int | None = Field(1, ge=1, description="torch threads for the offline loop: 1 is fastest for a small target on shared cores (several x faster than 2 under load); None = torch's default, for a large target on CPU.")
 

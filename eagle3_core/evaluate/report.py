@@ -94,8 +94,12 @@ def _speed_lines(online: dict | None) -> list[str]:
     if not online or not online.get("without_drafter"):
         return []
     w, wo = online["with_drafter"], online["without_drafter"]
-    return ["", f"Output tokens/s: {_fmt(w['output_tokens_per_s'], 1)} with the drafter, "
-                f"{_fmt(wo['output_tokens_per_s'], 1)} without (speed-up {_fmt(online.get('speedup'), 2)}x; "
+    spread = online.get("speedup_spread") or [None, None]
+    speed = (f"measurement error: {online['speedup_error']}" if online.get("speedup_error") else
+             f"speed-up {_fmt(online.get('speedup'), 2)}x, {_fmt(spread[0], 2)}-{_fmt(spread[1], 2)}x over "
+             f"{len(w.get('output_tokens_per_s_repeats') or [])} repeats after a warm-up")
+    return ["", f"Output tokens/s (median): {_fmt(w['output_tokens_per_s'], 1)} with the drafter, "
+                f"{_fmt(wo['output_tokens_per_s'], 1)} without ({speed}; "
                 f"same greedy outputs for {_fmt(online.get('identical_outputs_share'), 2)} of prompts)."]
 
 

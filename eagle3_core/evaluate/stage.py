@@ -140,14 +140,14 @@ def _online(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: 
     k = cfg.num_speculative_tokens
     with serve_target(target, serve, speculative_config(export_dir, k)) as server:
         reporter.log(f"evaluate: vLLM with the drafter (k={k}) up in {server.startup_seconds} s at {server.base_url}")
-        with_drafter = measure_or_explain(server, prompts, gen)
+        with_drafter = measure_or_explain(server, prompts, gen, cfg.speed_repeats)
         aux_used = aux_layers_logged(server.log_path)
     reporter.log(f"evaluate: vLLM acceptance length {with_drafter.counters.acceptance_length} "
                  f"(k={k}, {with_drafter.counters.drafts:.0f} drafts); aux layers used: {aux_used}")
     without = None
     if cfg.baseline:
         with serve_target(target, serve, None) as server:
-            without = measure_or_explain(server, prompts, gen)
+            without = measure_or_explain(server, prompts, gen, cfg.speed_repeats)
     return {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used}
 
 
@@ -176,4 +176,6 @@ def headline(report: dict) -> dict:
             "online_acceptance_per_position": online.get("acceptance_per_position"),
             "offline_acceptance_length": offline.get("acceptance_length"),
             "speedup": (report.get("online") or {}).get("speedup"),
+            "speedup_spread": (report.get("online") or {}).get("speedup_spread"),
+            "speedup_error": (report.get("online") or {}).get("speedup_error"),
             "simulated_acceptance_length": (report.get("simulated") or {}).get("acceptance_length")}

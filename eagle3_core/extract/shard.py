@@ -21,10 +21,13 @@ from eagle3_core.errors import StageError
 from eagle3_core.extract.plan import ShardSpec, load_shard_rows
 from eagle3_core.extract.shard_io import ShardWriter, finished_key, read_metadata
 from eagle3_core.fsio import atomic_path
+from eagle3_core.readers import hidden
 
 
 def shard_is_done(out_dir: str | Path, shard: ShardSpec) -> bool:
-    return finished_key(Path(out_dir) / shard.name) == shard.key
+    """Its key matches and it is whole (a truncated shard with an intact header is redone)."""
+    path = Path(out_dir) / shard.name
+    return finished_key(path) == shard.key and hidden.is_whole(path)
 
 
 def shard_figures(out_dir: str | Path, shard: ShardSpec) -> dict[str, int]:
@@ -50,7 +53,7 @@ def write_shard(engine, sequences_dir: str | Path, out_dir: str | Path, shard: S
     def store(members: tuple[int, ...], states: list) -> None:
         for i, (aux, final) in zip(members, states):
             sample_id, ids, mask = rows[i]
-            _refuse_non_finite(aux, final, sample_id, shard)
+            refuse_non_finite(aux, final, sample_id, shard.name)
             writer.write(offsets[i], aux, final, torch.tensor(ids, dtype=torch.int32),
                          torch.tensor(mask, dtype=torch.uint8))
 
@@ -84,11 +87,11 @@ def _cumsum(lengths: list[int]) -> list[int]:
     return offsets
 
 
-def _refuse_non_finite(aux, final, sample_id: str, shard: ShardSpec) -> None:
+def refuse_non_finite(aux, final, sample_id: str, file_name: str) -> None:
     import torch
 
     if not (torch.isfinite(aux).all() and torch.isfinite(final).all()):
-        raise StageError(f"the target produced NaN or Inf hidden states (shard {shard.name})",
+        raise StageError(f"the target produced NaN or Inf hidden states ({file_name})",
                          sample_id=sample_id,
                          fix="check the target's weights and dtype (fp16 overflows; use bf16 or fp32), "
                              "or drop this sample from sequences/")

@@ -23,11 +23,12 @@ from eagle3_core.base import StrictModel
 from eagle3_core.errors import ConfigError
 from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.extract.plan import ShardSpec, plan_shards
-from eagle3_core.extract.storage import bytes_per_token, check_fits, storage_line
+from eagle3_core.extract.storage import bytes_per_token, check_fits, online_command, storage_line
 from eagle3_core.extract.target_facts import read_target_facts, resolve_layers
 from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, input_fingerprint, runtime_versions
 from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.readers import sequences
 from eagle3_core.target import TargetConfig
 
 STAGE = "extract"
@@ -57,6 +58,7 @@ def plan_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | 
     if cfg.mode == "online":
         raise ConfigError("extract.mode is online: hidden states are computed inside training, not stored",
                           fix="skip the extract stage, or set extract.mode: offline")
+    sequences.parts(sequences_dir)      # the input folder first: a wrong --input is not a layer error
     path = target.require_path()
     facts = read_target_facts(path)
     layers = resolve_layers(cfg.layers, target, facts.num_hidden_layers)
@@ -70,12 +72,9 @@ def plan_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | 
     plan.complete = life.open()
     if plan.complete is not None:
         return plan
-    try:
-        _check_storage(plan, cfg, reporter)
+    with life.guard():
+        _check_storage(plan, cfg, path, reporter)
         life.begin()
-    except BaseException as exc:
-        life.fail(exc)
-        raise
     return plan
 
 
@@ -87,18 +86,20 @@ def lifecycle(plan: ExtractPlan, reporter: Reporter | None = None) -> StageLifec
                           versions=("torch", "transformers", "safetensors"), reporter=reporter)
 
 
-def fail_extract(plan: ExtractPlan, error: BaseException) -> None:
-    """Record ``failed`` and let the folder go (a shard failed; the finished ones stay for resume)."""
-    lifecycle(plan).fail(error)
+def guard_extract(plan: ExtractPlan):
+    """Around the shard steps: an error records ``failed``, an interrupt leaves ``running``; either
+    way the folder is let go (the finished shards stay for the resume)."""
+    return lifecycle(plan).guard()
 
 
-def _check_storage(plan: ExtractPlan, cfg: ExtractConfig, reporter: Reporter) -> None:
+def _check_storage(plan: ExtractPlan, cfg: ExtractConfig, target_path: str, reporter: Reporter) -> None:
     from eagle3_core.extract.shard import shard_is_done
 
     left = sum(s.tokens for s in plan.shards if not shard_is_done(plan.out_dir, s))
     line, need, free = storage_line(left, plan.hidden_size, plan.out_dir)
     reporter.log(f"extract: {len(plan.shards)} shards, layers {plan.layers}, engine {plan.engine}; {line}")
-    check_fits(need, free, cfg.disk_headroom, plan.out_dir)
+    check_fits(need, free, cfg.disk_headroom, plan.out_dir,
+               online_command(plan.sequences_dir, target_path, free, need))
 
 
 def extract_shard(plan: ExtractPlan, cfg: ExtractConfig, target: TargetConfig, index: int,
@@ -162,13 +163,11 @@ def run_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | P
         return plan.complete
     total, done, reused = sum(s.tokens for s in plan.shards), 0, 0
     try:
-        for shard in plan.shards:
-            figures = extract_shard(plan, cfg, target, shard.index, reporter)
-            done, reused = done + shard.tokens, reused + int(figures["skipped"])
-            reporter.progress(STAGE, done, total, shard=shard.index, skipped=int(figures["skipped"]))
-    except BaseException as exc:
-        fail_extract(plan, exc)
-        raise
+        with guard_extract(plan):
+            for shard in plan.shards:
+                figures = extract_shard(plan, cfg, target, shard.index, reporter)
+                done, reused = done + shard.tokens, reused + int(figures["skipped"])
+                reporter.progress(STAGE, done, total, shard=shard.index, skipped=int(figures["skipped"]))
     finally:
         release_engines()
     return finish_extract(plan, reporter, reused)

@@ -43,10 +43,19 @@ def storage_line(tokens_left: int, hidden_size: int, out_dir: str | Path) -> tup
     return line, need, free
 
 
-def check_fits(need: int, free: int, headroom: float, out_dir: str | Path) -> None:
+def online_command(sequences_dir: str | Path, target_path: str, free: int, need: int) -> str:
+    """The command that trains without writing hidden/: states streamed from vLLM through a spool
+    of at most half the free space (or the whole set, when that is smaller)."""
+    spool_gb = max(0.1, round(min(free / 2, need) / 2**30, 1))
+    return (f"eagle3 train --mode online-vllm --input {sequences_dir} --target {target_path} "
+            f"--vocab VOCAB_DIR --out DRAFTER_DIR --spool-gb {spool_gb:g}")
+
+
+def check_fits(need: int, free: int, headroom: float, out_dir: str | Path, online: str | None = None) -> None:
+    """Refuse to start when hidden/ cannot fit; ``online`` is the command that needs no hidden/."""
     if need * headroom > free:
         raise StageError(
             f"hidden states need {human(need)} (x{headroom} headroom) but only {human(free)} is free",
             path=str(out_dir),
-            fix="free disk space, write to a larger volume (--out), extract fewer samples, "
-                "or train online (states computed inside training)")
+            fix="free disk space, write to a larger volume (--out), extract fewer samples, or train without "
+                f"storing them (the recipe's train.mode: auto does it by itself): {online or 'eagle3 train --mode online-vllm'}")

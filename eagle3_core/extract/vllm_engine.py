@@ -72,12 +72,14 @@ class VllmEngine:
 
     name = "vllm"
 
-    def __init__(self, cfg, target, layers: list[int], num_hidden_layers: int, max_model_len: int) -> None:
+    def __init__(self, cfg, target, layers: list[int], num_hidden_layers: int, max_model_len: int,
+                 devices: str | None = None) -> None:
         self.layers, self.num_hidden_layers = list(layers), num_hidden_layers
         self.max_model_len = cfg.vllm_max_model_len or max(max_model_len, 16)
         self.norm_weight, self.eps = final_norm(target.require_path())
         self.workdir = Path(tempfile.mkdtemp(prefix="eagle3-vllm-"))
         self.log_path = self.workdir / "worker.log"
+        self.devices = devices  # CUDA_VISIBLE_DEVICES of the worker (online training keeps it off the trainer's)
         self.proc = self._start(cfg, target)
         self.startup_s = self._await_ready()
 
@@ -94,6 +96,8 @@ class VllmEngine:
             command.append("--trust-remote-code")
         env = {**os.environ, "PYTHONPATH": str(SIDE), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        if self.devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.devices
         log = open(self.log_path, "wb")
         return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
                                 text=True, start_new_session=True)

@@ -89,10 +89,11 @@ class Engine:
                 errors.append(task.exception())
 
         helpers = [asyncio.create_task(self._flush_on_time())]
+        keeping = None
         try:
             if keeper is not None:
                 await keeper.start()
-                helpers.append(asyncio.create_task(keeper.run()))
+                keeping = asyncio.create_task(keeper.run())
             for item in items:
                 await window.enter()
                 if errors:
@@ -109,6 +110,9 @@ class Engine:
             for task in list(alive) + helpers:
                 task.cancel()
             await asyncio.gather(*helpers, *alive, return_exceptions=True)
+            if keeping is not None:  # after the requests: every slot is free to give back
+                keeper.stop()
+                await keeping
             for endpoint in self.pool.endpoints:
                 await close_clients(endpoint)
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from eagle3_core.errors import StageError
 from eagle3_core.fsio import atomic_path, stray_temps
+from eagle3_core.generate.keys import PersistedKeys, key_array
+from eagle3_core.readers.folder import damaged
 
 ACCEPTED, REJECTED = "accepted", "rejected"
 
@@ -99,24 +101,24 @@ class ShardWriter:
             self.write(*taken)
 
 
-def read_persisted(out_dir: Path) -> tuple[dict[str, str], set[int]]:
-    """sample_id -> ``accepted``/``rejected`` for every durable row, plus the row indices of
-    rejected rows that have no sample_id (malformed input)."""
+def read_persisted(out_dir: Path) -> tuple[PersistedKeys, set[int]]:
+    """The key and outcome of every durable row (``keys.py``: 9 bytes a row), plus the row indices
+    of rejected rows that have no sample_id (malformed input)."""
+    import numpy as np
     import polars as pl
 
-    done: dict[str, str] = {}
+    keys: dict[str, list] = {REJECTED: [], ACCEPTED: []}
     unkeyed: set[int] = set()
-    for kind in (REJECTED, ACCEPTED):  # accepted last: it wins if a sample is in both
+    for kind in (REJECTED, ACCEPTED):
         for file in shard_files(out_dir / kind):
             columns = ["sample_id", "row_index"] if kind == REJECTED else ["sample_id"]
             try:
                 frame = pl.read_parquet(file, columns=columns)
             except Exception as exc:  # a shard is atomic, so this is outside damage: say which file
-                raise StageError(f"cannot read shard: {exc}", path=str(file),
-                                 fix="move the damaged shard away; its samples are generated again") from None
-            for row in frame.iter_rows(named=True):
-                if row["sample_id"] is not None:
-                    done[row["sample_id"]] = kind
-                else:
-                    unkeyed.add(row["row_index"])
-    return done, unkeyed
+                raise damaged(file, f"not a readable Parquet file ({str(exc).splitlines()[0][:160]})",
+                              "generate") from None
+            keys[kind].append(key_array(frame["sample_id"]))
+            if kind == REJECTED:
+                unkeyed.update(frame.filter(pl.col("sample_id").is_null())["row_index"].to_list())
+    join = lambda arrays: np.concatenate(arrays) if arrays else np.empty(0, np.int64)  # noqa: E731
+    return PersistedKeys(join(keys[REJECTED]), join(keys[ACCEPTED])), unkeyed

@@ -50,6 +50,9 @@ class SharedLimits(Protocol):
 
     def give_back(self, lease: Hashable) -> None: ...
 
+    def starved(self, url: str, seconds: float) -> str:
+        """One line for a run that has held no slot of ``url``'s limit for ``seconds``, with the fix."""
+
 
 @dataclass
 class Lease:
@@ -69,6 +72,7 @@ class Holding:
     member: Lease | None = None
     runs: int = 1
     runs_read: float = 0.0
+    starved_since: float | None = None  # when this run last held no slot while it had work
 
     @property
     def granted(self) -> int:
@@ -87,25 +91,38 @@ class SlotKeeper:
         self.holdings: dict[str, Holding] = {}
 
     async def start(self) -> None:
-        """Read each limit and take the first slots (before the first request)."""
-        for endpoint in self.pool.endpoints:
-            limit = await self._call(self.shared.limit, endpoint.url)
-            self.holdings[endpoint.url] = Holding(limit, max(1, -(-limit // CHUNKS_PER_LIMIT)))
-            endpoint.controller.bound(limit)
-            endpoint.granted = 0
-        await self.step()
+        """Read each limit and take the first slots (before the first request); on failure give
+        back what was taken, then raise."""
+        self._stop = asyncio.Event()
+        try:
+            for endpoint in self.pool.endpoints:
+                limit = await self._call(self.shared.limit, endpoint.url)
+                self.holdings[endpoint.url] = Holding(limit, max(1, -(-limit // CHUNKS_PER_LIMIT)))
+                endpoint.controller.bound(limit)
+                endpoint.granted = 0
+            await self.step()
+        except BaseException:
+            await self.release_all()
+            raise
 
     async def run(self) -> None:
-        """Adjust every ``tick`` seconds until cancelled; then give every lease back."""
-        try:
-            while True:
-                await asyncio.sleep(self.tick)
-                try:
-                    await self.step()
-                except Exception as exc:  # the API blinked: keep what we hold, try again next tick
-                    self.on_error(f"generate: shared limit not adjusted ({type(exc).__name__}: {exc})")
-        finally:
-            await asyncio.shield(self.release_all())
+        """Adjust every ``tick`` seconds until ``stop``; then give every lease back. Stopped, not
+        cancelled: a ``take`` cut off mid-call would still be granted, and its lease lost."""
+        while not self._stop.is_set():
+            try:
+                await asyncio.wait_for(self._stop.wait(), self.tick)
+            except TimeoutError:
+                pass
+            if self._stop.is_set():
+                break
+            try:
+                await self.step()
+            except Exception as exc:  # the API blinked: keep what we hold, try again next tick
+                self.on_error(f"generate: shared limit not adjusted ({type(exc).__name__}: {exc})")
+        await self.release_all()
+
+    def stop(self) -> None:
+        self._stop.set()
 
     async def step(self) -> None:
         for endpoint in self.pool.endpoints:
@@ -138,12 +155,25 @@ class SlotKeeper:
         while holding.leases and holding.granted - holding.leases[-1].slots >= target:
             holding.draining.append(holding.leases.pop())
         endpoint.granted = holding.granted
+        self._warn_when_starved(endpoint, holding, target)
         if holding.draining and endpoint.in_flight <= endpoint.granted:
             for lease in holding.draining:
                 await self._call(self.shared.give_back, lease.key)
             holding.draining = []
         await self._renew(holding)
         endpoint.granted = holding.granted
+
+    def _warn_when_starved(self, endpoint: Endpoint, holding: Holding, target: int) -> None:
+        """Say so, once a lease period, when the run gets no slot at all: held by other runs, or
+        by a killed run whose leases no server sweeps (Prefect's ephemeral API runs no sweep)."""
+        now = time.monotonic()
+        if holding.granted or not target:
+            holding.starved_since = None
+        elif holding.starved_since is None:
+            holding.starved_since = now
+        elif now - holding.starved_since >= self.lease_seconds + 30:
+            self.on_error(self.shared.starved(endpoint.url, now - holding.starved_since))
+            holding.starved_since = now - 30  # again after one more lease period
 
     async def _membership(self, endpoint: Endpoint, holding: Holding) -> None:
         wants = self.has_unstarted()

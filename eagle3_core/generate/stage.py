@@ -22,12 +22,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
-from eagle3_core.errors import ConfigError
+from eagle3_core.errors import ConfigError, InputError
 from eagle3_core.generate.client import Requester
 from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool, controller_for
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.engine import Engine, WorkItem, rejected_record, run_coroutine
 from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
+from eagle3_core.generate.keys import KeySet, key64
 from eagle3_core.generate.probe import ProbeReport, probe_endpoints
 from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, read_persisted
@@ -84,9 +85,7 @@ class GenerateRun:
         self.stats = RunStats()
         self.life = lifecycle(cfg, out_dir, self.reporter)
         self.timings: dict[str, float] = {}
-        # Keys of this pass as 64-bit ints (about 60 bytes each in a set, not 130 as strings): the
-        # one thing that grows with the dataset, ~60 MB per million unique prompts.
-        self._seen: set[int] = set()
+        self._seen = KeySet()  # keys of this pass, 8 bytes each (keys.py)
 
     # ---- phases -------------------------------------------------------------------------
 
@@ -105,7 +104,10 @@ class GenerateRun:
     def _open(self) -> None:
         if not self.cfg.base_urls:
             raise ConfigError("generate needs at least one endpoint", fix="pass --base-url http://host:port/v1")
-        next(iter_rows(self.cfg.prompts), None)  # a missing input fails now, not after the probe
+        if next(iter_rows(self.cfg.prompts), None) is None and not self.cfg.allow_empty:  # before the probe
+            raise InputError(f"the input holds no rows: {self.cfg.prompts.input}", path=self.cfg.prompts.input,
+                             fix="pass a non-empty input, or accept an empty run with --allow-empty "
+                                 "(generate.allow_empty: true in a recipe)")
         t0 = time.monotonic()
         self.probe: ProbeReport = probe_endpoints(self.cfg)
         self.reporter.log(self.probe.line())
@@ -115,8 +117,7 @@ class GenerateRun:
         self.pool = EndpointPool([Endpoint(url, self._controller()) for url in self.cfg.base_urls])
         self.accepted = ShardWriter(self.out_dir / ACCEPTED, ACCEPTED, self.cfg.shard_rows, self.cfg.flush_seconds)
         self.rejected = ShardWriter(self.out_dir / REJECTED, REJECTED, self.cfg.shard_rows, self.cfg.flush_seconds)
-        persisted, self.unkeyed = read_persisted(self.out_dir)
-        self.persisted = {_compact(key): outcome for key, outcome in persisted.items()}
+        self.persisted, self.unkeyed = read_persisted(self.out_dir)
         if self.persisted or self.unkeyed:
             self.reporter.log(f"generate: resuming; {len(self.persisted) + len(self.unkeyed)} rows already on disk")
         self.total = count_rows(self.cfg.prompts)
@@ -173,12 +174,12 @@ class GenerateRun:
                 continue
             messages, tools = prompt
             key = sample_id(messages, self.sampling, tools)
-            short = _compact(key)
+            short = key64(key)
             if short in self._seen:
                 self.stats.skip()
-            elif short in self.persisted:
+            elif (outcome := self.persisted.get(short)) is not None:
                 self._seen.add(short)
-                self.stats.resume(self.persisted[short])
+                self.stats.resume(outcome)
             else:
                 self._seen.add(short)
                 yield WorkItem(index, key, messages, row, tools)
@@ -213,8 +214,3 @@ class GenerateRun:
         else:
             write_manifest(self.out_dir, manifest)
         return manifest
-
-
-def _compact(key: str) -> int:
-    """The first 64 bits of a sample id, for the in-memory sets (a clash needs ~4e9 prompts)."""
-    return int(key[:16], 16)

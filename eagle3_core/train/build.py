@@ -22,9 +22,17 @@ def load_vocab(vocab_file: str) -> tuple[torch.Tensor, torch.Tensor]:
     return tensors["d2t"].long(), tensors["t2d"].bool()
 
 
-def build_drafter(inputs: TrainInputs, seed: int, init_from: str | None = None) -> Eagle3Drafter:
-    """A fresh drafter for the target (seeded init), with the target's frozen embedding and the vocab."""
-    config = DrafterConfig.from_target(inputs.target_config, inputs.draft_vocab_size, inputs.aux_layer_ids)
+def build_drafter(inputs: TrainInputs, seed: int, init_from: str | None = None,
+                  shape: dict | None = None) -> Eagle3Drafter:
+    """A fresh drafter for the target (seeded init), with the target's frozen embedding and the vocab.
+
+    ``shape`` (``TrainConfig.drafter`` as a dict) overrides the heads and widths copied from the target.
+    """
+    config = DrafterConfig.from_target(inputs.target_config, inputs.draft_vocab_size, inputs.aux_layer_ids, shape)
+    if config.num_attention_heads % config.num_key_value_heads:
+        raise InputError(f"the drafter's {config.num_key_value_heads} KV heads do not divide its "
+                         f"{config.num_attention_heads} attention heads", path=inputs.target_path,
+                         fix="set both train.drafter.num_attention_heads and train.drafter.num_key_value_heads")
     torch.manual_seed(seed)
     drafter = Eagle3Drafter(config)
     with torch.no_grad():
@@ -73,4 +81,8 @@ def build_reader(inputs: TrainInputs):
 
     if inputs.mode == "offline":
         return OfflineReader(inputs.hidden_dir)
+    if inputs.mode == "online-vllm":
+        from eagle3_core.train.online_vllm import SpoolReader
+
+        return SpoolReader(inputs.sequences_dir, inputs.spool["dir"], inputs.spool["run_id"], inputs.spool["timeout_s"])
     return OnlineReader(inputs.sequences_dir, inputs.target_path, inputs.aux_layer_ids)

@@ -54,7 +54,7 @@ def pick_device(cfg: TrainConfig) -> Device:
 def total_steps(cfg: TrainConfig, batches_per_epoch: int, world: int) -> int:
     if cfg.max_steps is not None:
         return cfg.max_steps
-    return max(1, math.ceil(cfg.epochs * batches_per_epoch / world))
+    return max(1, math.ceil(cfg.epochs * batches_per_epoch / (world * cfg.grad_accum)))
 
 
 def step_record(counts: StepCounts, loss: float | None = None) -> dict[str, Any]:
@@ -72,7 +72,8 @@ def forward_batch(module, head: TargetHead, batch: dict, cfg: TrainConfig):
     """One TTT forward: (loss, counts) for a batch dict from a reader."""
     probs, in_draft = head.labels(batch["final"])                               # (B, T, V_d), (B, T)
     segments = batch.get("segments")                                            # (B, T) packed samples
-    outputs = module.unroll(shift(batch["input_ids"], 1), batch["aux"], cfg.ttt_steps, segments)
+    outputs = module.unroll(shift(batch["input_ids"], 1), batch["aux"], cfg.ttt_steps, segments,
+                            recompute=cfg.recompute_ttt_steps)
     return ttt_loss(outputs, probs, in_draft, batch["loss_mask"], cfg.ttt_decay, segments, module.logits)
 
 
@@ -88,6 +89,17 @@ def evaluate(module, head, reader, heldout: list[Sample], cfg: TrainConfig, dev:
     return step_record(counts)
 
 
+def rank_mean(value: float, dev: Device) -> float:
+    """The mean of ``value`` over the ranks: the loss of the whole global batch (what the gradients average)."""
+    if dev.world == 1:
+        return value
+    import torch.distributed as dist
+
+    total = torch.tensor([value], dtype=torch.float64, device=dev.device)
+    dist.all_reduce(total)
+    return float(total) / dev.world
+
+
 class Trainer:
     """Owns the engine and the data for one run; ``run`` trains to the last step and exports."""
 
@@ -97,13 +109,15 @@ class Trainer:
         self.cfg, self.inputs, self.out = cfg, inputs, Path(out_dir)
         self.dev = pick_device(cfg)
         self.reader = build_reader(inputs)
-        train, self.heldout = split_heldout(self.reader.samples(), cfg.heldout_fraction)
+        # sample-id order: the same batch plan whichever reader lists the samples (disk or engine)
+        samples = sorted(self.reader.samples(), key=lambda s: s.sample_id)
+        train, self.heldout = split_heldout(samples, cfg.heldout_fraction)
         if not train:
             raise InputError("empty dataset: no training sample with tokens", path=inputs.hidden_dir or inputs.sequences_dir,
                              fix="extract (or reconstruct) a non-empty set, or lower train.heldout_fraction")
         self.plan = BatchPlan(train, cfg.micro_batch_tokens, cfg.seed, pack=cfg.packing)
         self.total = total_steps(cfg, self.plan.per_epoch, self.dev.world)
-        drafter = build_drafter(inputs, cfg.seed, cfg.init_from)
+        drafter = build_drafter(inputs, cfg.seed, cfg.init_from, cfg.drafter.model_dump())
         self.ds_config = deepspeed_config(cfg, self.total, bf16=self.dev.dtype == torch.bfloat16)
         drafter.to(self.dev.device)
         self.engine, _, _, self.scheduler = deepspeed.initialize(
@@ -132,18 +146,38 @@ class Trainer:
                         keep=self.cfg.keep_checkpoints)
 
     def train_step(self) -> tuple[float, StepCounts, int]:
-        samples = self.plan.batch(self.micro * self.dev.world + self.dev.rank)
-        batch = self.reader.load(samples, self.cfg.micro_batch_tokens, self.dev.dtype, self.dev.device,
-                                 pack=self.cfg.packing)
-        self.slots += batch["segments"].numel()
-        loss, counts = forward_batch(self.engine.module, self.head, batch, self.cfg)
-        self.engine.backward(loss)
-        self.engine.step()
-        self.micro += 1
-        return float(loss.detach()), counts, sum(min(s.length, self.cfg.micro_batch_tokens) for s in samples)
+        """One optimizer step: ``grad_accum`` micro-batches on each rank; the loss is their mean over all ranks."""
+        losses, counts, tokens = [], StepCounts(), 0
+        for _ in range(self.cfg.grad_accum):
+            samples = self.plan.batch(self.micro * self.dev.world + self.dev.rank)
+            batch = self.reader.load(samples, self.cfg.micro_batch_tokens, self.dev.dtype, self.dev.device,
+                                     pack=self.cfg.packing)
+            self.slots += batch["segments"].numel()
+            loss, micro_counts = forward_batch(self.engine.module, self.head, batch, self.cfg)
+            self.engine.backward(loss)
+            self.engine.step()
+            self.micro += 1
+            losses.append(float(loss.detach()))
+            counts.add(micro_counts)
+            tokens += sum(min(s.length, self.cfg.micro_batch_tokens) for s in samples)
+        return rank_mean(sum(losses) / len(losses), self.dev), counts, tokens
+
+    def request_states(self) -> None:
+        """online-vllm: ask the engine for the micro-batches from here to the last, and the held-out set."""
+        from eagle3_core.train.online_vllm import requests_for
+
+        world, first = self.dev.world, self.micro * self.dev.world
+        end = self.total * self.engine.gradient_accumulation_steps() * world
+        batches = [self.plan.batch(n) for n in range(first, end)]
+        requests, plan = requests_for(self.reader, self.cfg, self.inputs, batches, self.heldout, world)
+        self.reader.begin(requests, plan, self.dev.rank)
+        if self.dev.rank == 0:
+            print(plan.describe(), flush=True)
 
     def run(self) -> dict[str, Any]:
         self.resume()
+        if self.inputs.mode == "online-vllm":
+            self.request_states()
         if "initial" not in self.evals and self.heldout:
             self.log_eval("initial")
         started, tokens, window_tokens, window_start = time.monotonic(), 0, 0, time.monotonic()
@@ -171,7 +205,7 @@ class Trainer:
     def finish(self, tokens: int, seconds: float) -> dict[str, Any]:
         state = full_state(self.engine)
         if self.dev.rank == 0:
-            drafter = build_drafter(self.inputs, self.cfg.seed)
+            drafter = build_drafter(self.inputs, self.cfg.seed, shape=self.cfg.drafter.model_dump())
             drafter.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()},
                                     strict=False)
             export_drafter(drafter, self.out / "export", self.cfg.ships_embedding)
@@ -180,4 +214,5 @@ class Trainer:
                 "batches_per_epoch": self.plan.per_epoch, "tokens_this_process": tokens,
                 "train_seconds_this_process": round(seconds, 2), "evals": self.evals,
                 "padding_share_this_process": round(1 - tokens / max(self.slots, 1), 4),
-                "deepspeed_config": self.ds_config, "device": str(self.dev.device), "world_size": self.dev.world}
+                "deepspeed_config": self.ds_config, "device": str(self.dev.device), "world_size": self.dev.world,
+                "spool": self.reader.stats() if self.inputs.mode == "online-vllm" else None}

@@ -17,6 +17,7 @@ config or other inputs are discarded rather than resumed; a failed trainer raise
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from pathlib import Path
@@ -28,10 +29,12 @@ from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.target import TargetConfig
+from eagle3_core.train import online_run
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.inputs import TrainInputs, check_inputs
 from eagle3_core.train.launcher import launch
 from eagle3_core.train.main import ERROR_FILE, SPEC_FILE, SUMMARY_FILE
+from eagle3_core.train.mode import hidden_is_complete
 
 STAGE = "train"
 
@@ -63,7 +66,7 @@ def trainer_error(out: Path, tail: list[str], returncode: int) -> errors.Eagle3E
     record = read_json(out / ERROR_FILE) if (out / ERROR_FILE).exists() else None
     if record and record["type"] != "crash":
         cls = getattr(errors, record["type"], errors.StageError)
-        return cls(record["message"], fix=record.get("fix"), path=record.get("path"))
+        return cls(record["message"], fix=record.get("fix"), path=record.get("path"), sample_id=record.get("sample_id"))
     message = record["message"] if record else f"the trainer exited with code {returncode}"
     last = "\n    ".join(tail[-15:])
     return errors.StageError(f"training failed: {message}\n  last trainer output:\n    {last}",
@@ -86,10 +89,26 @@ def complete_manifest(manifest: StageManifest, summary: dict, inputs: TrainInput
     return manifest
 
 
+def verify_hidden_checksums(hidden_dir: str, life: StageLifecycle) -> None:
+    """Every hidden shard's blake2b against extract's manifest, before the trainer starts (and
+    before this folder is touched). Training reads each byte every epoch anyway, so one hashing
+    pass (~1 GB/s a core) costs less than an epoch; a skipped run (complete) pays nothing."""
+    from eagle3_core.readers import hidden
+
+    try:
+        hidden.verify(hidden_dir, checksums=True)
+    except BaseException:
+        life.release()
+        raise
+
+
 def run_train(cfg: TrainConfig, target: TargetConfig, hidden_dir, vocab_dir, out_dir, sequences_dir=None,
               reporter: Reporter | None = None) -> StageManifest:
     """Train (or resume, or reuse) the drafter; see the module docstring."""
     reporter, out, started = reporter or NullReporter(), Path(out_dir), time.monotonic()
+    if cfg.mode == "auto":      # the pipeline skipped extract when hidden/ would not fit: stream instead
+        cfg = cfg.model_copy(update={"mode": "offline" if hidden_is_complete(hidden_dir) else "online-vllm"})
+        reporter.log(f"train: mode auto -> {cfg.mode} (hidden/ {'complete' if cfg.mode == 'offline' else 'absent'})")
     inputs = check_inputs(cfg.mode, target, hidden_dir, vocab_dir, sequences_dir)
     fingerprints = input_fingerprints(cfg, inputs, vocab_dir)
     config_hash = stable_hash({"train": cfg.output_hash(), "layers": inputs.aux_layer_ids})
@@ -98,21 +117,28 @@ def run_train(cfg: TrainConfig, target: TargetConfig, hidden_dir, vocab_dir, out
     existing = life.open()
     if existing is not None:
         return existing
-    manifest = None
-    try:
+    if inputs.mode == "offline":
+        verify_hidden_checksums(inputs.hidden_dir, life)
+    with life.guard():
         discard_stale(out, life.previous, config_hash, fingerprints, reporter)
         manifest = life.begin()
         (out / ERROR_FILE).unlink(missing_ok=True)
-        write_json_atomic(out / SPEC_FILE, {"cfg": cfg.model_dump(mode="json"), "inputs": vars(inputs),
-                                            "out_dir": str(out)})
         reporter.log(f"train: {inputs.samples} samples, {inputs.tokens} tokens, draft vocab {inputs.draft_vocab_size}, "
                      f"aux layers {inputs.aux_layer_ids}, mode {inputs.mode}")
-        outcome = launch(cfg, out / SPEC_FILE, reporter)
+        if cfg.mode == "online-vllm":
+            online_run.prepare(cfg, inputs, out, reporter)
+        write_json_atomic(out / SPEC_FILE, {"cfg": cfg.model_dump(mode="json"), "inputs": vars(inputs),
+                                            "out_dir": str(out)})
+        engine = online_run.engine_for_run(cfg, target, inputs, out, reporter) if cfg.mode == "online-vllm" \
+            else contextlib.nullcontext({})
+        with engine as engine_figures:         # online-vllm: the engine lives as long as the trainer
+            outcome = launch(cfg, out / SPEC_FILE, reporter)
         if outcome.returncode != 0:
             raise trainer_error(out, outcome.tail, outcome.returncode)
-        manifest = complete_manifest(manifest, read_json(out / SUMMARY_FILE), inputs)
+        summary = read_json(out / SUMMARY_FILE)
+        manifest = complete_manifest(manifest, summary, inputs)
+        if cfg.mode == "online-vllm":
+            manifest.details["online"] = online_run.details(summary, engine_figures, cfg)
+            online_run.clean(cfg, out)
         manifest.timings = {"train": round(time.monotonic() - started, 2)}
-    except BaseException as exc:
-        life.fail(exc, manifest)
-        raise
     return life.complete(manifest)

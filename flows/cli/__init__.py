@@ -32,6 +32,7 @@ def main() -> None:
     """Console entry point: a user's error is one clear message and exit 2, never a traceback."""
     from eagle3_core.errors import Eagle3Error
 
+    quiet_user_error_tracebacks()
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
@@ -46,3 +47,22 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+
+
+def quiet_user_error_tracebacks() -> None:
+    """Prefect logs a failed run's traceback; for a user's mistake (an ``Eagle3Error``) keep its
+    one-line state message only: ``main`` prints the error and its fix itself, last."""
+    import logging
+
+    from eagle3_core.errors import Eagle3Error
+
+    class DropUserErrorTraceback(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            if record.exc_info and isinstance(record.exc_info[1], Eagle3Error):
+                record.exc_info, record.exc_text = None, None
+            return True
+
+    # Prefect logs a run's failure on these loggers; a logger-level filter sees every record
+    # logged there, whatever handlers Prefect installs later.
+    for name in ("prefect.task_runs", "prefect.flow_runs", "prefect.engine"):
+        logging.getLogger(name).addFilter(DropUserErrorTraceback())

@@ -50,7 +50,8 @@ def command(target: str, export_dir: str, prompts: str | None, out_dir: str, gen
     d = manifest.details
     click.echo(f"acceptance length (k={d['k']}, temperature {d['temperature']}, bonus token included): "
                f"vLLM {_fmt(d['online_acceptance_length'])}, offline {_fmt(d['offline_acceptance_length'])}, "
-               f"simulated {_fmt(d['simulated_acceptance_length'])}; speed-up {_fmt(d['speedup'])}x -> {out_dir}/report.md")
+               f"simulated {_fmt(d['simulated_acceptance_length'])}; speed-up {_fmt(d['speedup'])}x"
+               f"{' (' + d['speedup_error'] + ')' if d.get('speedup_error') else ''} -> {out_dir}/report.md")
 
 
 def _fmt(value: float | None) -> str:

@@ -13,7 +13,9 @@ import click
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="drafter/ folder to write (checkpoints/, metrics.jsonl, export/).")
 @click.option("--vocab", "vocab_dir", type=click.Path(file_okay=False), default=None, help="vocab/ folder (from `eagle3 vocab`); default: vocab/ beside --input.")
 @click.option("--deepspeed-config", type=click.Path(dir_okay=False), default=None, help="Your DeepSpeed JSON config (\"auto\" values are filled in); default: ZeRO-2, AdamW, cosine.")
-@click.option("--mode", type=click.Choice(["offline", "online"]), default="offline", show_default=True, help="offline reads hidden/; online runs the target inside the trainer over sequences/.")
+@click.option("--mode", type=click.Choice(["offline", "online", "online-vllm"]), default="offline", show_default=True, help="offline reads hidden/; online runs the target inside the trainer over sequences/; online-vllm streams states from a vLLM engine over sequences/ through a bounded spool.")
+@click.option("--spool-gb", type=click.FloatRange(min=0, min_open=True), default=16.0, show_default=True, help="online-vllm: the spool's byte budget (GiB); epochs reuse the states when the whole set fits.")
+@click.option("--endpoint", type=click.Path(file_okay=False), default=None, help="online-vllm: the spool folder of an engine already serving (python -m eagle3_core.train.online_vllm serve); default: start one.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Stop after this many optimizer steps (default: --epochs).")
 @click.option("--epochs", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True, help="Passes over the data.")
 @click.option("--ttt-steps", type=click.IntRange(min=1), default=7, show_default=True, help="Training-time-test unroll length.")
@@ -26,19 +28,19 @@ import click
 @click.option("--hostfile", type=click.Path(dir_okay=False), default=None, help="DeepSpeed hostfile for multi-node runs.")
 @click.option("--init-from", type=click.Path(), default=None, help="Start from an earlier drafter's weights (its drafter/ or export/ folder).")
 def command(input_dir: str, target_path: str, out_dir: str, vocab_dir: str | None, deepspeed_config: str | None,
-            mode: str, max_steps: int | None, epochs: float, ttt_steps: int, micro_batch_tokens: int, packing: bool, lr: float,
+            mode: str, spool_gb: float, endpoint: str | None, max_steps: int | None, epochs: float, ttt_steps: int,
+            micro_batch_tokens: int, packing: bool, lr: float,
             checkpoint_every: int, layers: str | None, num_gpus: int | None, hostfile: str | None,
             init_from: str | None) -> None:
     """Train the EAGLE-3 drafter with DeepSpeed and export it for vLLM / SGLang."""
     from eagle3_core.target import TargetConfig
-    from eagle3_core.train.config import TrainConfig
-    from flows.cli.generate import quiet_user_error_tracebacks
+    from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
     from flows.train import train_flow
 
-    quiet_user_error_tracebacks()
     cfg = TrainConfig(mode=mode, max_steps=max_steps, epochs=epochs, ttt_steps=ttt_steps, lr=lr,
                       micro_batch_tokens=micro_batch_tokens, packing=packing, checkpoint_every=checkpoint_every,
-                      deepspeed_config=deepspeed_config, num_gpus=num_gpus, hostfile=hostfile, init_from=init_from)
+                      deepspeed_config=deepspeed_config, num_gpus=num_gpus, hostfile=hostfile, init_from=init_from,
+                      online_vllm=OnlineVllmConfig(spool_gb=spool_gb, endpoint=endpoint))
     target = TargetConfig(path=target_path, aux_layer_ids=parse_layers(layers))
     vocab_dir = vocab_dir or str(Path(input_dir).parent / "vocab")
     hidden, sequences = (input_dir, None) if mode == "offline" else (None, input_dir)

@@ -124,3 +124,32 @@ def test_autograd_keeps_no_tensor_that_grows_with_t_squared(monkeypatch):
     assert largest_saved_tensor(drafter, T) <= T * 3 * 64                 # the aux input is the largest
     monkeypatch.setattr(model_module, "ttt_attention", dense_ttt_attention)
     assert largest_saved_tensor(drafter, T) >= 4 * T * T
+
+
+def test_recomputing_each_step_gives_the_same_loss_and_gradients_and_keeps_far_less(monkeypatch):
+    torch.manual_seed(1)
+    drafter = Eagle3Drafter(tiny_config()).double()
+    for p in drafter.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    T = 64
+    segments = torch.tensor([segments_for([30, 34], T)])
+    ids, aux = torch.randint(0, 50, (1, T)), torch.randn(1, T, 3, 64, dtype=torch.double)
+    probs, mask = torch.randn(1, T, 20, dtype=torch.double).softmax(-1), segments > 0
+    results = []
+    for recompute in (False, True):
+        sizes: list[int] = []
+
+        def keep(t, sizes=sizes):  # this iteration's list, bound at definition (ruff B023)
+            sizes.append(t.numel())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+            outputs = drafter.unroll(ids, aux, 4, segments, recompute=recompute)
+            loss = ttt_loss(outputs, probs, torch.ones_like(mask), mask, 0.8, segments, drafter.logits)[0]
+        grads = torch.autograd.grad(loss, [p for p in drafter.parameters() if p.requires_grad])
+        results.append((loss, grads, sum(sizes)))
+    (loss_a, grads_a, kept_a), (loss_b, grads_b, kept_b) = results
+    torch.testing.assert_close(loss_b, loss_a)
+    for a, b in zip(grads_a, grads_b, strict=True):
+        torch.testing.assert_close(b, a)
+    assert kept_b < kept_a / 3

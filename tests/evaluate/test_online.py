@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3_core.evaluate.online import client_config, identical_share, measure, online_summary
+from eagle3_core.evaluate.metrics import SpecCounters
+from eagle3_core.evaluate.online import Measurement, client_config, identical_share, measure, online_summary
 from tests.fixtures.fake_server import FakeServer, _respond_bytes
 
 
@@ -16,7 +17,7 @@ class SpecServer(FakeServer):
         super().__init__(record=True, **kwargs)
         self.chats = 0
 
-    async def _handle(self, method, path, body, writer):
+    async def _handle(self, method, path, body, writer, reader=None):
         if method == "GET" and path.endswith("/metrics"):
             c = self.chats + 100  # earlier traffic the measurement must not count
             text = (f'vllm:spec_decode_num_drafts_total{{engine="0"}} {2.0 * c}\n'
@@ -28,7 +29,7 @@ class SpecServer(FakeServer):
             return _respond_bytes(writer, 200, text.encode())
         if method == "POST":
             self.chats += 1
-        return await super()._handle(method, path, body, writer)
+        return await super()._handle(method, path, body, writer, reader)
 
 
 @pytest.fixture
@@ -41,9 +42,10 @@ def spec_server():
 PROMPTS = [[{"role": "user", "content": f"What is {i} + 1?"}] for i in range(5)]
 
 
-def test_counters_cover_the_held_out_batch_only(spec_server):
-    m = measure(spec_server.url, PROMPTS, client_config(0.0, 16, 2, 30))
-    assert spec_server.chats == 6                                   # one warm-up + five prompts
+def test_counters_cover_the_first_timed_pass_only(spec_server):
+    m = measure(spec_server.url, PROMPTS, client_config(0.0, 16, 2, 30), repeats=2)
+    assert spec_server.chats == 15                                  # warm-up pass + two timed passes of five
+    assert len(m.rates) == 2 and all(r > 0 for r in m.rates)
     assert (m.counters.drafts, m.counters.accepted) == (10, 15)
     assert m.counters.acceptance_length == 2.5
     assert m.counters.per_position(3) == [1.0, 0.5, 0.0]
@@ -69,3 +71,23 @@ def test_the_summary_sets_speed_and_agreement_side_by_side(spec_server):
 def test_identical_share_ignores_failed_requests():
     assert identical_share([[1, 2], None, [3]], [[1, 2], [5], [4]]) == 0.5
     assert identical_share([None], [[1]]) is None
+
+
+def measured(rates: list[float], acceptance: float | None = None) -> Measurement:
+    counters = SpecCounters(drafts=10.0, draft_tokens=30.0, accepted=10.0 * (acceptance - 1)) if acceptance else SpecCounters()
+    return Measurement(counters=counters, wall_s=1.0, completion_tokens=100, rates=rates)
+
+
+def test_the_speedup_is_the_ratio_of_median_rates_with_its_spread():
+    block = online_summary(measured([30.0, 20.0, 25.0], acceptance=2.5), measured([10.0, 12.0, 11.0]), k=3)
+    assert block["speedup"] == pytest.approx(25.0 / 11.0)
+    assert block["speedup_spread"] == pytest.approx([20.0 / 12.0, 30.0 / 10.0])
+    assert block["speedup_error"] is None
+
+
+def test_a_speedup_above_the_acceptance_length_is_reported_as_a_measurement_error_not_a_result():
+    """With k = 3 the demo once printed 4.89x at acceptance length 3.43: impossible."""
+    block = online_summary(measured([48.9], acceptance=3.43), measured([10.0]), k=3)
+    assert block["speedup"] is None
+    assert "4.89x exceeds the acceptance length 3.43" in block["speedup_error"]
+    assert "measurement error" in block["speedup_error"]

@@ -159,6 +159,7 @@ def test_storage_cost_is_printed_and_a_run_that_cannot_fit_refuses_to_start(tiny
         run_extract(_cfg(disk_headroom=1e18), TargetConfig(path=str(tiny_llama)), tmp_path / "seq",
                     tmp_path / "hidden", lines)
     assert "free disk space" in str(err.value)
+    assert f"eagle3 train --mode online-vllm --input {tmp_path / 'seq'} --target {tiny_llama}" in str(err.value)
     assert any("128 tokens x 512 B" in line and "free at" in line for line in lines.lines)
     assert not list((tmp_path / "hidden").glob("shard-*"))
 

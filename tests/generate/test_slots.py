@@ -45,6 +45,9 @@ class MemoryLimits:
             self.members.discard(lease)
             self.used -= self.leases.pop(lease, 0)
 
+    def starved(self, url: str, seconds: float) -> str:
+        return f"starved on {url}"
+
 
 def peak_in_flight(log, prefixes: str) -> int:
     """The most chats of these runs the server held at once (each run's probe is outside the limit)."""
@@ -109,3 +112,25 @@ def test_a_retry_waiting_out_its_backoff_holds_no_slot(tmp_path, fake_server, mo
     run.run_all()
     order = [p for p in fake_server.prompts() if p.startswith("Q")]
     assert order == ["Q0", "Q1", "Q2", "Q3", "Q4", "Q5", "Q0"]  # the one slot served the others meanwhile
+
+
+def test_a_run_that_gets_no_slot_says_so_with_the_fix():
+    import asyncio
+
+    from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool
+    from eagle3_core.generate.slots import SlotKeeper
+
+    shared = MemoryLimits(4)
+    shared.take("u", 4, 60.0)  # every slot held by a run that died where no server sweeps leases
+    pool = EndpointPool([Endpoint("u", AimdController(4, 4))])
+    lines: list[str] = []
+    keeper = SlotKeeper(shared, pool, lease_seconds=60.0, has_unstarted=lambda: True, on_error=lines.append)
+
+    async def starve() -> None:
+        await keeper.start()
+        assert lines == []
+        keeper.holdings["u"].starved_since -= 91  # a lease period and half a minute later
+        await keeper.step()
+
+    asyncio.run(starve())
+    assert lines == ["starved on u"] and pool.endpoints[0].granted == 0

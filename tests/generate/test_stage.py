@@ -157,3 +157,17 @@ def test_messages_and_sharegpt_rows_from_parquet_and_a_directory(tmp_path, fake_
     manifest = run_generate(config(folder, [fake_server.url]), tmp_path / "out")
     assert manifest.counts["accepted"] == 3
     assert sorted(fake_server.prompts())[:3] == ["P1", "P2", "P3"]
+
+
+def test_an_answer_that_trickles_in_past_the_deadline_is_a_timeout_never_a_cut_accept(tmp_path, fake_server):
+    # every read gets bytes within 0.2 s, so only a deadline on the whole answer can stop it
+    fake_server.inject("trickle", times=1, match="Q0")
+    fake_server.inject("trickle", times=None, match="Q1")
+    cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(2)), [fake_server.url], request_timeout=1.0,
+                 max_retries=1)
+    manifest = run_generate(cfg, tmp_path / "out")
+    row = accepted(tmp_path / "out").row(0, named=True)
+    assert row["messages"][-1]["content"] == "Q0" and row["content"] == "\n\nThe answer to Q0 is 42."
+    assert row["attempts"] == 2
+    assert manifest.details["retries_by_reason"] == {"timeout": 2}
+    assert manifest.details["reject_reasons"] == {"timeout": 1} and balanced(manifest)

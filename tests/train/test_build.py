@@ -48,3 +48,34 @@ def test_a_target_without_the_tensor_is_an_input_error_naming_its_files(tmp_path
     with pytest.raises(InputError, match="no tensor named 'lm_head.weight'") as err:
         load_target_tensor(tmp_path, "lm_head.weight")
     assert f"{tmp_path}/*.safetensors" in str(err.value) and "fix:" in str(err.value)
+
+
+def test_the_recipe_shape_replaces_the_targets_heads_and_mlp_width(inputs):
+    shape = {"num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16, "intermediate_size": 96}
+    drafter = build_drafter(inputs, seed=0, shape=shape)
+    c = drafter.config
+    assert (c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size) == (4, 1, 16, 96)
+    assert drafter.midlayer.self_attn.k_proj.weight.shape == (16, 2 * c.hidden_size)
+    assert c.trainable_parameters() == sum(p.numel() for p in drafter.parameters() if p.requires_grad)
+    assert build_drafter(inputs, seed=0).config.num_attention_heads == 2          # unset: the target's
+
+
+def test_kimi_recipe_drafter_uses_gqa_with_a_seventh_of_the_kv_cache_of_a_copied_mla_shape():
+    from eagle3_core.config import PipelineConfig
+    from eagle3_core.drafter.model import DrafterConfig
+
+    kimi = {"hidden_size": 7168, "intermediate_size": 18432, "num_attention_heads": 64, "num_key_value_heads": 64,
+            "head_dim": 112, "vocab_size": 163840}
+    shape = PipelineConfig.from_yaml("configs/kimi-k2.5.yaml").train.drafter.model_dump()
+    ours, copied = DrafterConfig.from_target(kimi, 32000, [2, 30, 58], shape), DrafterConfig.from_target(kimi, 32000, [2, 30, 58])
+    assert ours.num_key_value_heads * ours.head_dim * 7 == copied.num_key_value_heads * copied.head_dim
+    assert round(ours.trainable_parameters() / 1e6) == 985 and round(copied.trainable_parameters() / 1e6) == 1140
+
+
+def test_a_kv_head_count_that_does_not_divide_the_heads_is_refused_naming_the_field():
+    from pydantic import ValidationError
+
+    from eagle3_core.train.config import DrafterShape
+
+    with pytest.raises(ValidationError, match="train.drafter.num_key_value_heads \\(5\\) must divide"):
+        DrafterShape(num_attention_heads=56, num_key_value_heads=5)

@@ -46,3 +46,42 @@ def test_cli_refuses_a_malformed_layer_list(tiny_run, tmp_path):
     result = CliRunner().invoke(cli, ["train", "--input", str(tiny_run.hidden), "--target", str(tiny_run.target),
                                       "--out", str(tmp_path / "d"), "--layers", "2,x,3"])
     assert result.exit_code == 2 and "expected three integers" in result.output
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+def test_the_flow_starts_the_engine_or_uses_an_endpoint_and_shows_which_in_its_artifacts(prefect_api, tiny_run, tmp_path,
+                                                                                          monkeypatch):
+    """online-vllm: the engine is started and stopped with the run, or is the recipe's endpoint."""
+    import threading
+
+    from prefect.client.orchestration import get_client
+
+    from eagle3_core.extract.spool import Spool
+    from eagle3_core.train.config import OnlineVllmConfig
+    from eagle3_core.train.online_vllm import build_engine, serve
+    from flows.train import train_flow
+    from tests.train.builders import LAYERS
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    target = TargetConfig(path=str(tiny_run.target), aux_layer_ids=LAYERS)
+    engine = OnlineVllmConfig(engine="transformers", device="cpu")
+    endpoint, stop = Spool(tmp_path / "endpoint"), threading.Event()
+    endpoint.root.mkdir()
+    standing = threading.Thread(target=serve, args=(endpoint, lambda: build_engine(engine, target, LAYERS, 4, 256),
+                                                    stop, None, str(tiny_run.target), LAYERS), daemon=True)
+    standing.start()
+    try:
+        for name, online in (("started", engine), ("endpoint", engine.model_copy(update={"endpoint": str(endpoint.root)}))):
+            cfg = TrainConfig(mode="online-vllm", max_steps=2, micro_batch_tokens=256, warmup_steps=1,
+                              heldout_fraction=0.15, online_vllm=online)
+            manifest = train_flow(cfg=cfg, target=target, hidden_dir=None, vocab_dir=str(tiny_run.vocab),
+                                  out_dir=str(tmp_path / name), sequences_dir=str(tiny_run.sequences))
+            assert manifest.status == "complete" and manifest.details["online"]["engine_tokens"] > 0
+    finally:
+        stop.set()
+        standing.join(timeout=60)
+    with get_client(sync_client=True) as client:
+        shown = [a.description for a in client.read_artifacts() if a.key == "train-engine"]
+    assert any("transformers engine started with the run" in d for d in shown)
+    assert any(f"endpoint {endpoint.root}" in d for d in shown)

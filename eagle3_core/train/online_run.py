@@ -1,0 +1,105 @@
+"""The stage side of train.mode online-vllm: the spool's place and budget, the engine, its figures.
+
+``prepare`` checks the spool's disk and says before the run what the states would cost;
+``engine_for_run`` starts the extraction engine beside the trainer (or uses the endpoint the
+recipe names) and stops it when the trainer exits, error or not; ``details`` puts the engine's
+and the trainer's figures (throughput, spool peak, waits, reuse or recompute) in the manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from eagle3_core.errors import ConfigError
+from eagle3_core.extract.spool import Spool, unit_bytes
+from eagle3_core.extract.storage import free_bytes, human
+from eagle3_core.progress import Reporter
+from eagle3_core.target import TargetConfig
+from eagle3_core.train.config import TrainConfig
+from eagle3_core.train.inputs import TrainInputs
+
+SPOOL = "spool"
+
+
+def spool_dir(cfg: TrainConfig, out: Path) -> Path:
+    online = cfg.online_vllm
+    return Path(online.endpoint or online.spool_dir or out / SPOOL)
+
+
+def longest_sample(sequences_dir: str) -> int:
+    from eagle3_core.readers import sequences
+
+    return max(max(sequences.read(p, ["num_tokens"]).column(0).to_pylist(), default=0)
+               for p in sequences.parts(sequences_dir))
+
+
+def prepare(cfg: TrainConfig, inputs: TrainInputs, out: Path, reporter: Reporter) -> None:
+    """Check the spool's disk, give the trainer its spool, and state the cost before any step."""
+    online, where = cfg.online_vllm, spool_dir(cfg, out)
+    budget = int(online.spool_gb * 2**30)
+    if online.endpoint is None:
+        free = free_bytes(where) + (Spool(where).used_bytes() if where.exists() else 0)
+        if budget > free:
+            raise ConfigError(f"train.online_vllm.spool_gb is {online.spool_gb} GiB but only {human(free)} is free "
+                              f"at {where}", path=str(where),
+                              fix="lower train.online_vllm.spool_gb, or set train.online_vllm.spool_dir on a larger disk")
+    elif not where.is_dir():
+        raise ConfigError(f"no engine spool at {where}", path=str(where),
+                          fix="start one with `python -m eagle3_core.train.online_vllm serve --spool DIR ...`, "
+                              "or leave train.online_vllm.endpoint unset to let the stage start the engine")
+    inputs.spool = {"dir": str(where), "run_id": uuid.uuid4().hex, "timeout_s": online.wait_timeout_s}
+    states = unit_bytes(inputs.tokens, inputs.hidden_size)
+    verdict = ("the whole set fits: epochs after the first reuse it" if states <= budget else
+               f"it does not fit: each of {cfg.epochs:g} epochs recomputes its states")
+    reporter.log(f"train: online-vllm via {'endpoint ' + str(where) if online.endpoint else online.engine + ' engine'}; "
+                 f"the set's states take {human(states)}, spool budget {human(budget)} at {where}: {verdict}")
+
+
+@contextlib.contextmanager
+def engine_for_run(cfg: TrainConfig, target: TargetConfig, inputs: TrainInputs, out: Path,
+                   reporter: Reporter) -> Iterator[dict]:
+    """The engine for one trainer run: started (``yield`` gives its live figures) and stopped after,
+    or nothing to start when the recipe names an endpoint."""
+    from eagle3_core.train.online_vllm import EngineProducer, build_engine
+
+    figures: dict = {}
+    if cfg.online_vllm.endpoint is not None:
+        yield figures
+        figures.update(Spool(spool_dir(cfg, out)).status())
+        return
+    longest = min(longest_sample(inputs.sequences_dir), cfg.micro_batch_tokens)
+    layers, n_layers = inputs.aux_layer_ids, int(inputs.target_config["num_hidden_layers"])
+    producer = EngineProducer(spool_dir(cfg, out),
+                              lambda: build_engine(cfg.online_vllm, target, layers, n_layers, longest))
+    reporter.log(f"train: starting the {cfg.online_vllm.engine} engine beside the trainer "
+                 f"(devices {cfg.online_vllm.engine_devices or 'inherited'})")
+    with producer:
+        try:
+            yield figures
+        finally:
+            figures.update(producer.figures())
+    figures["engine_error"] = None if producer.error is None else str(producer.error)
+
+
+def details(summary: dict, engine: dict, cfg: TrainConfig) -> dict:
+    """The run's online figures for the manifest: engine throughput and peak, trainer waits, reuse."""
+    spool = summary.get("spool") or {}
+    forward_s = engine.get("forward_s") or 0.0
+    return {"engine": cfg.online_vllm.engine, "endpoint": cfg.online_vllm.endpoint,
+            "engine_startup_s": engine.get("startup_s"), "engine_tokens": engine.get("tokens"),
+            "engine_tokens_per_s": round(engine["tokens"] / forward_s, 1) if forward_s else None,
+            "engine_room_wait_s": engine.get("room_wait_s"), "spool_peak_bytes": engine.get("peak_bytes"),
+            **spool}
+
+
+def clean(cfg: TrainConfig, out: Path) -> None:
+    """After a complete run: the stage's own spool goes; in an endpoint's folder only this run's
+    units and requests go (the engine's status stays its own)."""
+    where = spool_dir(cfg, out)
+    Spool(where).clear(status=cfg.online_vllm.endpoint is None)
+    if cfg.online_vllm.endpoint is None and where == out / SPOOL:
+        shutil.rmtree(where, ignore_errors=True)

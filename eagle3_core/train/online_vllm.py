@@ -1,0 +1,408 @@
+"""train.mode online-vllm: each micro-batch's states come from an extraction engine through a spool.
+
+Two sides of one folder (``eagle3_core.extract.spool``):
+
+- the trainer (``SpoolReader``) plans what it will read from the seed's batch plan, from the
+  micro-batch it resumes at to the last, writes that as the spool's requests, then reads unit
+  after unit, deleting each once read unless it is pinned;
+- the engine (``EngineProducer``, started by the stage for one run, or ``serve`` standing behind
+  an endpoint folder) computes the units in that order, waiting while the spool is full.
+
+Hybrid: when the states of every sample still to be read fit the budget, each sample is computed
+once (a unit holds the samples a batch reads first) and kept, so later epochs reuse them;
+otherwise every batch is a unit of its own, deleted once read, and each epoch recomputes its
+states. ``SpoolPlan.describe`` states which, and the recompute cost, in the log and manifest.
+
+Determinism: the batches are the trainer's ``BatchPlan`` over the samples in sample-id order,
+the plan the offline reader gets too, so a seed gives the same batches in the same order from
+disk or from the engine; a resumed run requests only the micro-batches from its checkpoint on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from eagle3_core.errors import ConfigError, StageError
+from eagle3_core.extract.spool import POLL_S, Requests, Spool, StatusFile, Stopped, Unit, produce, unit_bytes
+from eagle3_core.train.data import Sample, collate, plan_batches
+
+NAMES = {"input_ids": "input_ids", "aux": "aux_hidden_states", "final": "final_hidden_states", "loss_mask": "loss_mask"}
+STATUS_EVERY_S = 1.0
+OPEN_UNITS = 16  # safetensors mappings kept open (a batch of the reuse plan touches a few units)
+
+
+def unit_of(samples: list[Sample], budget: int, pinned: bool) -> Unit:
+    return Unit(sample_ids=[s.sample_id for s in samples], parts=[s.where for s in samples],
+                rows=[s.offset for s in samples], tokens=[min(s.length, budget) for s in samples], pinned=pinned)
+
+
+@dataclass
+class SpoolPlan:
+    """The units to request and what they cost: reuse or recompute, in tokens and bytes."""
+
+    units: list[Unit]
+    reuse: bool
+    unique_tokens: int        # tokens of the distinct samples still to be read
+    computed_tokens: int      # tokens the engine computes for this run
+    states_bytes: int         # spool bytes that would keep every distinct sample's states
+    budget_bytes: int
+
+    def describe(self) -> str:
+        gib = 2**30
+        head = (f"spool: {len(self.units)} units; the states still to read take {self.states_bytes / gib:.2f} GiB "
+                f"against a budget of {self.budget_bytes / gib:.2f} GiB: ")
+        if self.reuse:
+            return head + f"each sample is computed once and reused by later epochs ({self.unique_tokens:,} tokens)"
+        extra = self.computed_tokens - self.unique_tokens
+        return head + (f"epochs recompute their states: the engine computes {self.computed_tokens:,} tokens for "
+                       f"{self.unique_tokens:,} distinct ones ({extra:,} recomputed, "
+                       f"{self.computed_tokens / max(self.unique_tokens, 1):.2f}x); "
+                       f"spool_gb >= {self.states_bytes / gib:.2f} would compute each once")
+
+    def figures(self) -> dict:
+        return {"units": len(self.units), "reuse": self.reuse, "unique_tokens": self.unique_tokens,
+                "computed_tokens": self.computed_tokens, "recomputed_tokens": self.computed_tokens - self.unique_tokens,
+                "states_bytes": self.states_bytes, "budget_bytes": self.budget_bytes}
+
+
+def plan_units(batches: list[list[Sample]], heldout: list[Sample], budget: int, seed: int, hidden_size: int,
+               budget_bytes: int, pack: bool = False) -> SpoolPlan:
+    """Held-out batches (pinned; as ``loop.evaluate`` groups them), then the train batches to read."""
+    held = [unit_of([heldout[i] for i in idx], budget, True)
+            for idx in plan_batches([s.length for s in heldout], budget, seed, 0, pack)]
+    seen: set[str] = set()
+    firsts: list[Unit] = []
+    for batch in batches:
+        new = [s for s in batch if s.sample_id not in seen]
+        seen.update(s.sample_id for s in new)
+        if new:
+            firsts.append(unit_of(new, budget, True))
+    kept = held + firsts
+    states = sum(unit_bytes(sum(u.tokens), hidden_size) for u in kept)
+    unique = sum(sum(u.tokens) for u in kept)
+    if states <= budget_bytes:
+        return SpoolPlan(kept, True, unique, unique, states, budget_bytes)
+    streamed = held + [unit_of(batch, budget, False) for batch in batches]
+    return SpoolPlan(streamed, False, unique, sum(sum(u.tokens) for u in streamed), states, budget_bytes)
+
+
+class SpoolReader:
+    """The trainer's reader in mode online-vllm: samples from sequences/, states from the spool."""
+
+    def __init__(self, sequences_dir: str | Path, spool_dir: str | Path, run_id: str, timeout_s: float) -> None:
+        self.sequences_dir, self.spool = Path(sequences_dir), Spool(spool_dir)
+        self.run_id, self.timeout_s = run_id, timeout_s
+        self.plan: SpoolPlan | None = None
+        self._kept: dict[str, tuple[int, int, int]] = {}    # sample id -> (unit, offset, tokens)
+        self._queued: dict[tuple[str, ...], deque[int]] = {}  # batch ids -> units not yet read
+        self._open: dict[int, object] = {}
+        self._seen: set[int] = set()
+        self.wait_s, self.first_wait_s, self.units_read, self.begun = 0.0, None, 0, None
+
+    def samples(self) -> list[Sample]:
+        from eagle3_core.readers import sequences
+
+        found = []
+        for part in sequences.parts(self.sequences_dir):
+            t = sequences.read(part, ["sample_id", "num_tokens"]).to_pydict()
+            found += [Sample(sid, int(n), part.name, row)
+                      for row, (sid, n) in enumerate(zip(t["sample_id"], t["num_tokens"])) if int(n) > 0]
+        return found
+
+    def begin(self, requests: Requests, plan: SpoolPlan, rank: int) -> None:
+        """Rank 0 clears the spool and writes the requests; every rank learns where each unit's samples are."""
+        self.plan, self.begun = plan, time.monotonic()
+        if rank == 0:
+            self.spool.clear()
+            self.spool.write_requests(requests)
+        for index, unit in enumerate(plan.units):
+            if unit.pinned:
+                offset = 0
+                for sample_id, tokens in zip(unit.sample_ids, unit.tokens):
+                    self._kept[sample_id] = (index, offset, tokens)
+                    offset += tokens
+            else:
+                self._queued.setdefault(tuple(unit.sample_ids), deque()).append(index)
+
+    def _pieces(self, batch: list[Sample]) -> list[tuple[int, int, int]]:
+        queue = self._queued.get(tuple(s.sample_id for s in batch))
+        if queue:
+            index, offset, pieces = queue.popleft(), 0, []
+            for tokens in self.plan.units[index].tokens:
+                pieces.append((index, offset, tokens))
+                offset += tokens
+            return pieces
+        missing = [s.sample_id for s in batch if s.sample_id not in self._kept]
+        if missing:
+            raise StageError(f"the trainer asked for a batch the spool plan does not hold ({missing[0]})",
+                             fix="a bug: the batch plan changed after the requests were written")
+        return [self._kept[s.sample_id] for s in batch]
+
+    def load(self, batch: list[Sample], budget: int, dtype: torch.dtype, device,
+             pack: bool = False) -> dict[str, torch.Tensor]:
+        pieces = self._pieces(batch)
+        rows: dict[str, list[torch.Tensor]] = {k: [] for k in NAMES}
+        for index, offset, tokens in pieces:
+            handle = self._handle(index)
+            for key, name in NAMES.items():
+                rows[key].append(handle.get_slice(name)[offset:offset + tokens])
+        for index in {p[0] for p in pieces}:
+            if not self.plan.units[index].pinned:
+                self._open.pop(index, None)          # close the mapping before the file goes
+                self.spool.unit_path(index).unlink(missing_ok=True)
+        out = collate(rows, pack)
+        return {"input_ids": out["input_ids"].long().to(device), "aux": out["aux"].to(device, dtype),
+                "final": out["final"].to(device, dtype), "loss_mask": out["loss_mask"].bool().to(device),
+                "segments": out["segments"].to(device)}
+
+    def _handle(self, index: int):
+        from safetensors import safe_open
+
+        if index not in self._open:
+            if index not in self._seen:
+                self._await(index)
+                self._seen.add(index)
+                self.units_read += 1
+            if len(self._open) >= OPEN_UNITS:   # kept units are many when the set fits: bound the mappings
+                self._open.pop(next(iter(self._open)))
+            self._open[index] = safe_open(str(self.spool.unit_path(index)), framework="pt")
+        return self._open[index]
+
+    def _await(self, index: int) -> None:
+        """Block until the unit's file is in place, failing when the engine failed or went silent."""
+        from eagle3_core.extract.shard_io import read_metadata
+
+        path, started, checked = self.spool.unit_path(index), time.monotonic(), 0.0
+        while True:
+            meta = read_metadata(path) if path.exists() else None
+            if meta is not None and meta.get("run_id") == self.run_id:
+                waited = time.monotonic() - started
+                self.first_wait_s = waited if self.first_wait_s is None else self.first_wait_s
+                self.wait_s += waited
+                return
+            if meta is not None:                       # an earlier run's producer finished late
+                path.unlink(missing_ok=True)
+            if time.monotonic() - checked >= STATUS_EVERY_S:
+                checked = time.monotonic()
+                self._check_engine(started)
+            time.sleep(POLL_S)
+
+    def _check_engine(self, started: float) -> None:
+        status = self.spool.status()
+        if status.get("run_id") in ("", self.run_id) and status.get("state") == "failed":  # "": while loading
+            raise StageError(f"the hidden-state engine failed: {status.get('error')}",
+                             path=str(self.spool.root), fix="read the engine's error above; rerun to resume")
+        alive = max(status.get("heartbeat") or 0.0, time.time() - (time.monotonic() - started))
+        if time.time() - alive > self.timeout_s:
+            raise StageError(f"no hidden states from the engine for {self.timeout_s:.0f} s",
+                             path=str(self.spool.root),
+                             fix="check that the engine serving this spool runs (train.online_vllm.endpoint), "
+                                 "or raise train.online_vllm.wait_timeout_s")
+
+    def stats(self) -> dict:
+        """The plan's figures and the trainer's waits: ``busy_share`` is the share of the trainer's time
+        since it asked for states spent not waiting for them (steps and evals), engine start-up included."""
+        elapsed = time.monotonic() - self.begun if self.begun else 0.0
+        return {**(self.plan.figures() if self.plan else {}), "wait_s": round(self.wait_s, 3),
+                "first_wait_s": round(self.first_wait_s or 0.0, 3), "trainer_s": round(elapsed, 3),
+                "busy_share": round(1 - self.wait_s / elapsed, 4) if elapsed else None,
+                "units_read": self.units_read}
+
+
+def requests_for(reader: SpoolReader, cfg, inputs, batches: list[list[Sample]], heldout: list[Sample],
+                 world: int) -> tuple[Requests, SpoolPlan]:
+    """The run's requests: its train batches still to read and the held-out set, under the budget."""
+    budget_bytes = int(cfg.online_vllm.spool_gb * 2**30)
+    plan = plan_units(batches, heldout, cfg.micro_batch_tokens, cfg.seed, inputs.hidden_size, budget_bytes,
+                      cfg.packing)
+    requests = Requests(run_id=reader.run_id, sequences_dir=str(reader.sequences_dir), target_path=inputs.target_path,
+                        layers=inputs.aux_layer_ids, num_hidden_layers=int(inputs.target_config["num_hidden_layers"]),
+                        hidden_size=inputs.hidden_size, budget_bytes=budget_bytes, consumers=world, units=plan.units)
+    requests.check()
+    return requests, plan
+
+
+# ---- the engine side -------------------------------------------------------------------------
+
+def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest: int):
+    """The extraction engine of ``cfg`` (an ``OnlineVllmConfig``) for ``target`` (a ``TargetConfig``)
+    and samples of at most ``longest`` tokens."""
+    from eagle3_core.extract.config import ExtractConfig
+
+    target_path = target.require_path()
+    if cfg.engine == "vllm":
+        from eagle3_core.extract.vllm_engine import VllmEngine
+
+        extract = ExtractConfig(engine="vllm", vllm_python=cfg.vllm_python, vllm_kv_cache_bytes=cfg.vllm_kv_cache_bytes,
+                                vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size)
+        return VllmEngine(extract, target, layers, num_hidden_layers, max_model_len=longest + 1,
+                          devices=cfg.engine_devices)
+    from eagle3_core.extract.hf_engine import TransformersEngine, load_target, resolve_device
+
+    device = resolve_device(cfg.device)
+    return TransformersEngine(load_target(target_path, device), layers, device, cfg.max_tokens_per_batch)
+
+
+def serve(spool: Spool, engine_factory: Callable[[], object], stop: threading.Event, runs: int | None = 1,
+          target_path: str | None = None, layers: list[int] | None = None) -> None:
+    """Load the engine, then serve the spool's requests, run after run (``runs`` None = until stopped).
+
+    A new run (a requests file with another run id) stops the one in progress: the trainer that
+    wrote it is the only reader left.
+    """
+    status = StatusFile(spool, run_id="")
+    beat_stop = threading.Event()
+    status.beat_until(beat_stop)
+    started, engine = time.monotonic(), None
+    try:
+        status.update(state="loading")
+        try:
+            engine = engine_factory()
+        except Exception as exc:
+            status.update(state="failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        status.update(state="waiting", startup_s=round(time.monotonic() - started, 1))
+        served = ""
+        while runs is None or runs > 0:
+            requests = _next_requests(spool, served, stop)
+            if requests is None:
+                return
+            served = requests.run_id
+            status.update(run_id=served, units=0, tokens=0, peak_bytes=0, forward_s=0.0, room_wait_s=0.0, error=None)
+            try:
+                _refuse_other_target(requests, target_path, layers)
+                with _run_watch(spool, served, stop) as run_stop:
+                    produce(spool, requests, engine, status, run_stop)
+            except Stopped:
+                if stop.is_set():
+                    return
+                continue
+            except ConfigError as exc:            # this run's request is wrong; a standing engine serves the next
+                status.update(state="failed", error=f"{type(exc).__name__}: {exc}")
+                if runs is not None:
+                    raise
+                continue
+            except Exception as exc:
+                status.update(state="failed", error=f"{type(exc).__name__}: {exc}")
+                raise
+            runs = None if runs is None else runs - 1
+    finally:
+        beat_stop.set()
+        if engine is not None:
+            engine.close()
+
+
+def _next_requests(spool: Spool, served: str, stop: threading.Event) -> Requests | None:
+    while not stop.is_set():
+        try:
+            requests = spool.read_requests()
+        except (OSError, ValueError):
+            requests = None
+        if requests is not None and requests.run_id != served:
+            return requests
+        stop.wait(POLL_S)
+    return None
+
+
+def _refuse_other_target(requests: Requests, target_path: str | None, layers: list[int] | None) -> None:
+    if target_path is not None and Path(requests.target_path).resolve() != Path(target_path).resolve():
+        raise ConfigError(f"this engine serves {target_path}, the trainer asks for {requests.target_path}",
+                          fix="point train.online_vllm.endpoint at an engine started for the same target")
+    if layers is not None and list(requests.layers) != list(layers):
+        raise ConfigError(f"this engine captures layers {layers}, the trainer asks for {requests.layers}",
+                          fix="start the engine with the trainer's aux layer ids (--layers)")
+
+
+class _run_watch:
+    """An event set when the whole server stops or a newer run replaces this one."""
+
+    def __init__(self, spool: Spool, run_id: str, stop: threading.Event) -> None:
+        self.spool, self.run_id, self.stop = spool, run_id, stop
+        self.run_stop, self._done = threading.Event(), threading.Event()
+
+    def __enter__(self) -> threading.Event:
+        threading.Thread(target=self._watch, name="eagle3-spool-watch", daemon=True).start()
+        return self.run_stop
+
+    def _watch(self) -> None:
+        while not self._done.wait(STATUS_EVERY_S):
+            try:
+                current = self.spool.read_requests()
+            except (OSError, ValueError):
+                continue
+            if self.stop.is_set() or (current is not None and current.run_id != self.run_id):
+                self.run_stop.set()
+                return
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+
+
+class EngineProducer:
+    """The engine the stage starts for one run: loads at once (its start-up overlaps the trainer's),
+    serves that run's requests, and is closed when the run ends or fails."""
+
+    def __init__(self, spool_dir: str | Path, engine_factory: Callable[[], object]) -> None:
+        self.spool, self.factory = Spool(spool_dir), engine_factory
+        self.stop, self.error = threading.Event(), None
+        self.thread = threading.Thread(target=self._run, name="eagle3-spool-producer", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            serve(self.spool, self.factory, self.stop, runs=1)
+        except BaseException as exc:  # noqa: BLE001 - kept for the stage; the trainer sees producer.json
+            self.error = exc
+
+    def __enter__(self) -> EngineProducer:
+        self.spool.clear(status=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def figures(self) -> dict:
+        return self.spool.status()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m eagle3_core.train.online_vllm serve --spool DIR --target PATH --layers a,b,c ...``:
+    an engine standing behind a spool folder (``train.online_vllm.endpoint``), until interrupted."""
+    import argparse
+    import json
+
+    from eagle3_core.extract.target_facts import read_target_facts
+    from eagle3_core.target import TargetConfig
+    from eagle3_core.train.config import OnlineVllmConfig
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["serve"])
+    parser.add_argument("--spool", required=True)
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--layers", required=True, type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--max-tokens", type=int, required=True, help="Longest sample (train.micro_batch_tokens).")
+    parser.add_argument("--config", default="{}", help="OnlineVllmConfig fields as JSON (engine, devices, vLLM sizing).")
+    args = parser.parse_args(argv)
+    cfg = OnlineVllmConfig.model_validate(json.loads(args.config))
+    n_layers = read_target_facts(args.target).num_hidden_layers
+    spool = Spool(args.spool)
+    spool.root.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    try:
+        serve(spool, lambda: build_engine(cfg, TargetConfig(path=args.target), args.layers, n_layers, args.max_tokens), stop, runs=None,
+              target_path=args.target, layers=args.layers)
+    except KeyboardInterrupt:
+        stop.set()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,124 @@
+"""Two `eagle3 generate` runs on one endpoint through one real `prefect server`: together they
+never exceed the endpoint's limit, they split it evenly while both have work, and the slots of a
+run killed with SIGKILL come back when its leases lapse.
+
+`prefect server start` (not the test API: an ephemeral server runs no lease sweep), with its
+sweep every 2 s instead of 15 so the test waits for the lease (60 s, Prefect's minimum), not
+for the sweep.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.generate.helpers import prompts, write_jsonl
+
+pytestmark = [pytest.mark.slow, pytest.mark.prefect_server]
+
+BIN = Path(sys.executable).parent
+LIMIT = 8
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory):
+    """`prefect server start` on loopback with its own PREFECT_HOME; yields the env that points at it."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    api = f"http://127.0.0.1:{free_port()}/api"
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": api, "PREFECT_UI_ENABLED": "false",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": "2",
+           "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false", "PYTHONUNBUFFERED": "1"}
+    port = api.split(":")[2].split("/")[0]
+    server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", port],
+                              env=env, stdout=(home / "server.log").open("wb"), stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    try:
+        wait_for(lambda: healthy(api), 180, "the Prefect server")
+        yield env
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def healthy(api: str) -> bool:
+    try:
+        return httpx.get(f"{api}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def generate(env: dict, src: Path, url: str, out: Path, **popen) -> subprocess.Popen:
+    args = [str(BIN / "eagle3"), "generate", "--input", str(src), "--base-url", url, "--out", str(out),
+            "--concurrency", str(LIMIT), "--retry-initial-wait", "0", "--no-progress", "--flush-seconds", "0.5"]
+    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def active_slots(env: dict, name: str) -> int:
+    with httpx.Client(base_url=env["PREFECT_API_URL"]) as client:
+        return client.get(f"/v2/concurrency_limits/{name}").json()["active_slots"]
+
+
+def peak_in_flight(log, prefixes: str) -> int:
+    events = sorted([(start, 1) for p, start, _ in log if p[:1] in prefixes] +
+                    [(end, -1) for p, _, end in log if p[:1] in prefixes])
+    return max(itertools.accumulate(step for _, step in events))
+
+
+def test_two_runs_share_the_endpoint_limit_evenly_and_never_exceed_it(tmp_path, make_fake_server, prefect_server):
+    server = make_fake_server(delay=0.2)
+    runs = [generate(prefect_server, write_jsonl(tmp_path / f"{name}.jsonl", prompts(500, prefix=name)),
+                     server.url, tmp_path / name) for name in "AB"]
+    for run in runs:
+        assert run.wait(timeout=600) == 0, run.stderr.read()
+
+    chats = sorted((start, p[0]) for p, start, _ in server.log if p[:1] in ("A", "B"))
+    assert len(chats) == 1000 and peak_in_flight(server.log, "AB") <= LIMIT
+    both_from = max(min(s for s, who in chats if who == name) for name in "AB") + 3.0  # after the rebalancing
+    both_to = min(max(s for s, who in chats if who == name) for name in "AB")
+    both = [who for start, who in chats if both_from <= start <= both_to]
+    assert len(both) > 200, "the runs must overlap long enough to judge the split"
+    assert 0.35 <= both.count("A") / len(both) <= 0.65
+    from tasks.generate import endpoint_limit_name
+
+    assert active_slots(prefect_server, endpoint_limit_name(server.url)) == 0  # every lease given back
+
+
+def test_a_killed_runs_slots_come_back_when_its_leases_lapse(tmp_path, make_fake_server, prefect_server):
+    from tasks.generate import endpoint_limit_name
+
+    server = make_fake_server(delay=0.2)
+    name = endpoint_limit_name(server.url)
+    run = generate(prefect_server, write_jsonl(tmp_path / "in.jsonl", prompts(5000)), server.url, tmp_path / "out")
+    wait_for(lambda: len(server.log) > 50 or run.poll() is not None, 300, "the run's first answers")
+    assert run.poll() is None, run.stderr.read()
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    assert active_slots(prefect_server, name) == LIMIT  # still leased by the dead run
+    # back within the lease (60 s) and a sweep (2 s here), with this box's slack
+    wait_for(lambda: active_slots(prefect_server, name) == 0, 60 + 2 + 40, "the lapsed leases' slots")
+    assert active_slots(prefect_server, f"{name}:runs") == 0

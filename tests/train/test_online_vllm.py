@@ -1,0 +1,182 @@
+"""train.mode online-vllm without DeepSpeed: the spool, its budget, reuse or recompute, the batch order.
+
+The engine here is the transformers engine on the tiny target (real forward passes, real
+safetensors units on disk); the vLLM engine behind the same spool is tested in
+tests/train/test_online_vllm_toy.py.
+"""
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from eagle3_core.errors import ConfigError, StageError
+from eagle3_core.extract.spool import Spool, unit_bytes
+from eagle3_core.target import TargetConfig
+from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
+from eagle3_core.train.data import BatchPlan, OfflineReader, split_heldout
+from eagle3_core.train.online_vllm import EngineProducer, SpoolReader, build_engine, plan_units, requests_for
+from tests.train.builders import HIDDEN, LAYERS, one_thread
+
+BUDGET = 256  # micro-batch tokens
+
+
+def batches_of(samples, epochs: int, seed: int = 0):
+    train, heldout = split_heldout(sorted(samples, key=lambda s: s.sample_id), 0.15)
+    plan = BatchPlan(train, BUDGET, seed)
+    return [plan.batch(n) for n in range(epochs * plan.per_epoch)], heldout
+
+
+def inputs_for(tiny_run):
+    return SimpleNamespace(target_path=str(tiny_run.target), aux_layer_ids=LAYERS, hidden_size=HIDDEN,
+                           target_config={"num_hidden_layers": 4, "hidden_size": HIDDEN})
+
+
+def start(tiny_run, spool_dir, reader_run="run-1"):
+    """A transformers engine serving ``spool_dir`` and a reader for the tiny run's sequences."""
+    cfg = OnlineVllmConfig(engine="transformers", device="cpu")
+    producer = EngineProducer(spool_dir, lambda: build_engine(cfg, TargetConfig(path=str(tiny_run.target)),
+                                                              LAYERS, 4, BUDGET))
+    return producer, SpoolReader(tiny_run.sequences, spool_dir, reader_run, timeout_s=120)
+
+
+def test_the_same_seed_gives_the_same_batches_from_disk_or_from_the_engine(tiny_run, tmp_path):
+    from_disk, _ = batches_of(OfflineReader(tiny_run.hidden).samples(), 2)
+    online, _ = batches_of(SpoolReader(tiny_run.sequences, tmp_path, "r", 1).samples(), 2)
+    assert [[s.sample_id for s in b] for b in from_disk] == [[s.sample_id for s in b] for b in online]
+
+
+def test_a_set_that_fits_is_computed_once_and_one_that_does_not_states_its_recompute_cost(tiny_run, tmp_path):
+    batches, heldout = batches_of(SpoolReader(tiny_run.sequences, tmp_path, "r", 1).samples(), 3)
+    tokens = sum(s.length for s in {s.sample_id: s for b in batches for s in b}.values()) + sum(s.length for s in heldout)
+    fits = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=1 << 30)
+    assert fits.reuse and fits.computed_tokens == fits.unique_tokens == tokens
+    assert all(u.pinned for u in fits.units) and "computed once and reused" in fits.describe()
+
+    tight = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=fits.states_bytes - 1)
+    assert not tight.reuse and tight.unique_tokens == tokens
+    held = sum(s.length for s in heldout)
+    assert tight.computed_tokens - held == 3 * (tokens - held)         # every epoch recomputes the train set
+    assert f"{tight.computed_tokens - tight.unique_tokens:,} recomputed" in tight.describe()
+    assert tight.figures()["recomputed_tokens"] == 2 * (tokens - held)
+
+
+def test_a_budget_that_cannot_hold_two_micro_batches_is_refused_with_the_size_to_set(tiny_run, tmp_path):
+    reader = SpoolReader(tiny_run.sequences, tmp_path, "r", 1)
+    batches, heldout = batches_of(reader.samples(), 1)
+    cfg = TrainConfig(micro_batch_tokens=BUDGET, heldout_fraction=0.15,
+                      online_vllm=OnlineVllmConfig(spool_gb=unit_bytes(BUDGET, HIDDEN) / 2**30))
+    with pytest.raises(ConfigError, match="cannot hold the held-out states") as err:
+        requests_for(reader, cfg, inputs_for(tiny_run), batches, heldout, world=1)
+    assert "raise train.online_vllm.spool_gb to at least" in str(err.value)
+
+
+def test_the_engine_waits_while_the_spool_is_full_and_the_trainer_deletes_what_it_read(tiny_run, tmp_path):
+    spool_dir = tmp_path / "spool"
+    producer, reader = start(tiny_run, spool_dir)
+    batches, heldout = batches_of(reader.samples(), 2)
+    streamed = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=0)
+    held = sum(unit_bytes(sum(u.tokens), HIDDEN) for u in streamed.units if u.pinned)
+    largest = max(unit_bytes(sum(u.tokens), HIDDEN) for u in streamed.units if not u.pinned)
+    cfg = TrainConfig(micro_batch_tokens=BUDGET, online_vllm=OnlineVllmConfig(spool_gb=(held + 3 * largest) / 2**30))
+    requests, plan = requests_for(reader, cfg, inputs_for(tiny_run), batches, heldout, world=1)
+    assert not plan.reuse
+    offline, spool = OfflineReader(tiny_run.hidden), Spool(spool_dir)
+    on_disk = {s.sample_id: s for s in offline.samples()}
+    with one_thread(), producer:
+        reader.begin(requests, plan, rank=0)
+        while spool.status().get("state") != "full":        # the trainer reads nothing until the engine waits
+            assert spool.status().get("state") != "failed", spool.status()
+            time.sleep(0.05)
+        assert spool.used_bytes() <= requests.budget_bytes
+        assert spool.status()["units"] < len(plan.units)
+        for batch in batches:
+            got = reader.load(batch, BUDGET, torch.float32, "cpu")
+            want = offline.load([on_disk[s.sample_id] for s in batch], BUDGET, torch.float32, "cpu")
+            assert torch.equal(got["input_ids"], want["input_ids"]) and torch.equal(got["loss_mask"], want["loss_mask"])
+            torch.testing.assert_close(got["aux"], want["aux"], atol=0.05, rtol=0.02)  # both bf16, batched vs alone
+            torch.testing.assert_close(got["final"], want["final"], atol=0.05, rtol=0.02)
+        status = producer.figures()
+    assert status["state"] == "done" and status["units"] == len(plan.units) and status["room_wait_s"] > 0
+    assert 0 < status["peak_bytes"] <= requests.budget_bytes
+    left = sorted(p.name for p in spool_dir.glob("unit-*"))
+    assert len(left) == sum(u.pinned for u in plan.units) > 0                  # only the held-out units stay
+    assert reader.stats()["units_read"] == len(batches)
+
+
+def test_an_engine_that_fails_to_start_fails_the_trainer_at_once_with_its_error(tiny_run, tmp_path):
+    def broken():
+        raise ConfigError("no Python with vLLM found", fix="run `make setup`")
+
+    reader = SpoolReader(tiny_run.sequences, tmp_path, "run-2", timeout_s=600)
+    batches, heldout = batches_of(reader.samples(), 1)
+    cfg = TrainConfig(micro_batch_tokens=BUDGET)
+    requests, plan = requests_for(reader, cfg, inputs_for(tiny_run), batches, heldout, world=1)
+    with EngineProducer(tmp_path, broken) as producer:
+        reader.begin(requests, plan, rank=0)
+        with pytest.raises(StageError, match="the hidden-state engine failed: ConfigError: no Python with vLLM"):
+            reader.load(batches[0], BUDGET, torch.float32, "cpu")
+    assert isinstance(producer.error, ConfigError)
+
+
+def test_an_endpoint_serves_one_run_after_another_and_refuses_another_target(tiny_run, tmp_path):
+    from eagle3_core.train.online_vllm import serve
+
+    cfg = OnlineVllmConfig(engine="transformers", device="cpu")
+    spool, stop = Spool(tmp_path), threading.Event()
+    spool.root.mkdir(exist_ok=True)
+    engine = lambda: build_engine(cfg, TargetConfig(path=str(tiny_run.target)), LAYERS, 4, BUDGET)  # noqa: E731
+    thread = threading.Thread(target=serve, args=(spool, engine, stop, None, str(tiny_run.target), LAYERS), daemon=True)
+    thread.start()
+    try:
+        for run in ("first", "second"):
+            reader = SpoolReader(tiny_run.sequences, tmp_path, run, timeout_s=120)
+            batches, heldout = batches_of(reader.samples(), 1)
+            requests, plan = requests_for(reader, TrainConfig(micro_batch_tokens=BUDGET), inputs_for(tiny_run),
+                                          batches[:2], heldout, world=1)
+            reader.begin(requests, plan, rank=0)
+            with one_thread():
+                assert reader.load(batches[1], BUDGET, torch.float32, "cpu")["aux"].shape[-2:] == (3, HIDDEN)
+        other = SpoolReader(tiny_run.sequences, tmp_path, "third", timeout_s=120)
+        requests, plan = requests_for(other, TrainConfig(micro_batch_tokens=BUDGET), inputs_for(tiny_run),
+                                      batches[:1], heldout, world=1)
+        other.begin(requests.model_copy(update={"layers": [0, 1, 2]}), plan, rank=0)
+        with pytest.raises(StageError, match=r"captures layers \[1, 2, 3\], the trainer asks for \[0, 1, 2\]"):
+            other.load(batches[0], BUDGET, torch.float32, "cpu")
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+
+
+def test_mode_auto_stores_the_states_when_they_fit_and_streams_them_when_they_do_not(tiny_run, tmp_path):
+    from eagle3_core.train.mode import choose_mode
+
+    target, cfg = TargetConfig(path=str(tiny_run.target)), TrainConfig(mode="auto")
+    chosen, why = choose_mode(cfg, target, tiny_run.sequences, tiny_run.hidden, headroom=1e18)
+    assert chosen.mode == "offline" and "hidden/ is complete" in why          # an extracted set is used as it is
+    chosen, why = choose_mode(cfg, target, tiny_run.sequences, tmp_path / "hidden", headroom=1.05)
+    assert chosen.mode == "offline" and "they fit" in why
+    chosen, why = choose_mode(cfg, target, tiny_run.sequences, tmp_path / "hidden", headroom=1e18)
+    assert chosen.mode == "online-vllm" and "do not fit" in why and "tokens x" in why
+    assert choose_mode(TrainConfig(mode="offline"), target, tiny_run.sequences, tmp_path, 1e18)[0].mode == "offline"
+
+
+def test_the_pipeline_settles_mode_auto_before_extract_and_leaves_extract_out_when_states_do_not_fit(tiny_run,
+                                                                                                      tmp_path):
+    import shutil
+
+    from eagle3_core.config import PipelineConfig
+    from eagle3_core.stages import BY_NAME
+
+    shutil.copytree(tiny_run.sequences, tmp_path / "sequences")
+    config = PipelineConfig(out=str(tmp_path), target=TargetConfig(path=str(tiny_run.target)),
+                            train=TrainConfig(mode="auto"))
+    settle = BY_NAME["extract"].settle
+    roomy, why = settle(config)
+    assert roomy.train.mode == "offline" and "extract" in roomy.stages and "they fit" in why
+    tight, why = settle(config.model_copy(update={"extract": config.extract.model_copy(update={"disk_headroom": 1e18})}))
+    assert tight.train.mode == "online-vllm" and "extract" not in tight.stages and "do not fit" in why
+    assert BY_NAME["train"].reads(tight) == ("reconstruct", "vocab")
+    assert settle(PipelineConfig(out=str(tmp_path / "empty"), train=TrainConfig(mode="auto")))[0].train.mode == "auto"
