@@ -12,6 +12,7 @@ def cli_error(argv: list[str], capsys) -> str:
 
     with prefect_console_to_current_stderr(), pytest.MonkeyPatch.context() as mp:
         mp.setattr("sys.argv", ["eagle3", *argv])
+        mp.delenv("EAGLE3_VERIFY", raising=False)   # `--verify` sets it for one command, not the session
         with pytest.raises(SystemExit) as exit_info:
             main()
     err = capsys.readouterr().err
