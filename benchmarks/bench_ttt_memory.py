@@ -11,7 +11,7 @@ The DeepSpeed engine is left out: it adds a constant (optimizer state), not a te
     .venv/bin/python benchmarks/bench_ttt_memory.py --account llama-8b           # bytes kept per token
 
 ``--account PRESET`` measures, at full width on the CPU, what autograd keeps per token and per
-step (saved tensors at T = 64 and 128, their difference / 64): the input of the projection in
+step (saved tensors at T = 16 and 48, their difference / 32): the input of the projection in
 benchmarks/README.md.
 """
 
@@ -143,11 +143,11 @@ def saved_bytes(preset: str, T: int, steps: int, recompute: bool) -> int:
 
 
 def account(args) -> dict:
-    a, b = (saved_bytes(args.account, T, args.ttt, args.recompute) for T in (64, 128))
-    per_token = (b - a) / 64
+    a, b = (saved_bytes(args.account, T, args.ttt, args.recompute) for T in (16, 48))
+    per_token = (b - a) / 32
     return {"preset": args.account, "ttt": args.ttt, "recompute": args.recompute,
             "saved_bytes_per_token": round(per_token),
-            "saved_bytes_per_token_per_step": round(per_token / args.ttt), "constant_bytes": round(a - 64 * per_token)}
+            "saved_bytes_per_token_per_step": round(per_token / args.ttt), "constant_bytes": round(a - 16 * per_token)}
 
 
 def main() -> None:

@@ -36,3 +36,12 @@ timeout 200 $PY benchmarks/bench_train.py --device cuda --hidden 4096 --heads 32
 # token (acceptance ~1.0 with random weights; vLLM's speed-up needs vLLM, which this machine lacks).
 timeout 150 $PY benchmarks/bench_evaluate.py --preset llama-8b --device cuda --prompts 4 --prompt-len 256 \
   --max-tokens 64 -k 3 --json "$OUT/evaluate.json" 2>&1 | grep -v "Loading weights" | tee "$OUT/evaluate.log"
+
+# TTT memory (cap 300 s): peak allocated memory and time of one training step (forward, TTT loss,
+# backward, AdamW) of an 8B-shaped drafter (H=4096, 32 heads, 8 KV heads, MLP 14336, 32K draft
+# vocab), bf16, K = 7, one sample of T tokens per step, each T in its own process; then 32K with
+# train.recompute_ttt_steps. The projection in benchmarks/README.md ("TTT memory") says what to expect.
+timeout 200 $PY benchmarks/bench_ttt_memory.py --device cuda --preset llama-8b --tokens 2048 8192 16384 \
+  --json "$OUT/ttt_memory.json" 2>&1 | grep -v "^\[" | tee "$OUT/ttt_memory.log"
+timeout 100 $PY benchmarks/bench_ttt_memory.py --device cuda --preset llama-8b --tokens 32768 --recompute \
+  --json "$OUT/ttt_memory_32k_recompute.json" 2>&1 | grep -v "^\[" | tee -a "$OUT/ttt_memory.log"

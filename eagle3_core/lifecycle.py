@@ -10,7 +10,8 @@ rest the same way for all six stages::
     manifest = life.begin()   # `running` on disk
     ...                       # the work: write shards with fsio.atomic_path(path, record=True)
     life.complete(manifest, rejects=rejects)   # shard records, `complete` written last, unlocked
-    # on an exception: life.fail(exc)          # `failed` (+ the error) written, unlocked
+    # around the work: `with life.guard():`  # an error -> `failed` (+ the error), unlocked;
+                                              # an interrupt -> still `running` (a kill), unlocked
 
     run_stage(life, work)     # all of the above for a stage whose work is one call
 
@@ -35,8 +36,9 @@ cache key that changes when a folder's manifest or any listed shard does.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,7 @@ class StageLifecycle:
         self.reporter = reporter or NullReporter()
         self.verify = verify_requested() if verify is None else verify
         self.previous: StageManifest | None = None
+        self.manifest: StageManifest | None = None
         self._started = time.monotonic()
 
     def open(self) -> StageManifest | None:
@@ -108,10 +111,25 @@ class StageLifecycle:
 
     def begin(self) -> StageManifest:
         """Write the manifest ``running`` (the lock is held since ``open``)."""
-        manifest = StageManifest(stage=self.stage, status="running", config_hash=self.config_hash,
-                                 inputs=self.inputs, versions=runtime_versions(*self.packages))
-        write_manifest(self.out_dir, manifest)
-        return manifest
+        self.manifest = StageManifest(stage=self.stage, status="running", config_hash=self.config_hash,
+                                      inputs=self.inputs, versions=runtime_versions(*self.packages))
+        write_manifest(self.out_dir, self.manifest)
+        return self.manifest
+
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """Around the work after ``open``: an error marks the run ``failed`` (with the manifest
+        ``begin`` returned, as the work left it); an interrupt (Ctrl-C, SIGTERM, a test's
+        KeyboardInterrupt) leaves it ``running``, as a kill would, for the next run to resume.
+        Either way the folder is let go."""
+        try:
+            yield
+        except Exception as exc:
+            self.fail(exc)
+            raise
+        except BaseException:
+            self.release()
+            raise
 
     def complete(self, manifest: StageManifest, rejects: Rejects | None = None) -> StageManifest:
         """Record shards (and rejects), write ``complete`` last, release the lock."""
@@ -134,7 +152,7 @@ class StageLifecycle:
     def fail(self, error: BaseException | str, manifest: StageManifest | None = None) -> None:
         """Record ``failed`` with the error's first line (best effort: a full disk may refuse it)."""
         try:
-            manifest = manifest or read_manifest(self.out_dir)
+            manifest = manifest or self.manifest or read_manifest(self.out_dir)
             if manifest is not None and manifest.status != "complete":
                 text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
                 manifest.status = "failed"
@@ -153,16 +171,13 @@ class StageLifecycle:
 
 def run_stage(life: StageLifecycle, work: Callable[[StageManifest], Any]) -> StageManifest:
     """open -> begin -> ``work(manifest)`` (fills counts and details; may return ``Rejects``) ->
-    complete; on any exception the manifest says ``failed`` and the exception goes on."""
+    complete; an error marks the manifest ``failed`` and goes on (see ``StageLifecycle.guard``)."""
     done = life.open()
     if done is not None:
         return done
-    manifest = life.begin()
-    try:
+    with life.guard():
+        manifest = life.begin()
         rejects = work(manifest)
-    except BaseException as exc:
-        life.fail(exc, manifest)
-        raise
     return life.complete(manifest, rejects if isinstance(rejects, Rejects) else None)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import flow
 
 from eagle3_core.extract.config import ExtractConfig
-from eagle3_core.extract.stage import fail_extract
+from eagle3_core.extract.stage import guard_extract
 from eagle3_core.manifest import StageManifest
 from eagle3_core.target import TargetConfig
 from tasks.common import PrefectReporter
@@ -23,14 +23,12 @@ def extract_flow(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str, o
     progress, rows, done = PrefectReporter("extract"), [], 0
     total = sum(s.tokens for s in plan.shards)
     try:
-        for shard in plan.shards:  # in turn: the shards share one loaded target
-            figures = shard_task(plan, cfg, target, shard.index, limit)
-            done += shard.tokens
-            progress.progress("extract", done, total, shard=shard.index)
-            rows.append(_row(shard.name, figures))
-    except BaseException as exc:
-        fail_extract(plan, exc)  # `failed` on disk and the folder's lock let go; finished shards stay
-        raise
+        with guard_extract(plan):  # an error: `failed` on disk; either way the folder's lock is let go
+            for shard in plan.shards:  # in turn: the shards share one loaded target
+                figures = shard_task(plan, cfg, target, shard.index, limit)
+                done += shard.tokens
+                progress.progress("extract", done, total, shard=shard.index)
+                rows.append(_row(shard.name, figures))
     finally:
         release_task()
     return finish_task(plan, reused=sum(int(r["reused"]) for r in rows), shard_rows=rows)

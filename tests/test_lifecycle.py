@@ -261,3 +261,17 @@ def test_the_folder_state_a_cache_keys_on_changes_when_a_listed_shard_goes(tmp_p
     assert folder_state(tmp_path) == before
     (tmp_path / "part-00001.bin").unlink()
     assert folder_state(tmp_path) != before
+
+
+def test_an_interrupted_run_stays_running_like_a_killed_one_and_lets_the_folder_go(tmp_path):
+    def work(manifest):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_stage(StageLifecycle("demo", tmp_path, "cfg", {}), work)
+
+    assert read_manifest(tmp_path).status == "running"
+    probe = subprocess.run([sys.executable, "-c", "import sys; from eagle3_core.lock import acquire; acquire(sys.argv[1])",
+                            str(tmp_path)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                           capture_output=True, text=True, timeout=60)
+    assert probe.returncode == 0, probe.stderr

@@ -28,6 +28,7 @@ from eagle3_core.extract.target_facts import read_target_facts, resolve_layers
 from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, input_fingerprint, runtime_versions
 from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.readers import sequences
 from eagle3_core.target import TargetConfig
 
 STAGE = "extract"
@@ -57,6 +58,7 @@ def plan_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | 
     if cfg.mode == "online":
         raise ConfigError("extract.mode is online: hidden states are computed inside training, not stored",
                           fix="skip the extract stage, or set extract.mode: offline")
+    sequences.parts(sequences_dir)      # the input folder first: a wrong --input is not a layer error
     path = target.require_path()
     facts = read_target_facts(path)
     layers = resolve_layers(cfg.layers, target, facts.num_hidden_layers)
@@ -70,12 +72,9 @@ def plan_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | 
     plan.complete = life.open()
     if plan.complete is not None:
         return plan
-    try:
+    with life.guard():
         _check_storage(plan, cfg, path, reporter)
         life.begin()
-    except BaseException as exc:
-        life.fail(exc)
-        raise
     return plan
 
 
@@ -87,9 +86,10 @@ def lifecycle(plan: ExtractPlan, reporter: Reporter | None = None) -> StageLifec
                           versions=("torch", "transformers", "safetensors"), reporter=reporter)
 
 
-def fail_extract(plan: ExtractPlan, error: BaseException) -> None:
-    """Record ``failed`` and let the folder go (a shard failed; the finished ones stay for resume)."""
-    lifecycle(plan).fail(error)
+def guard_extract(plan: ExtractPlan):
+    """Around the shard steps: an error records ``failed``, an interrupt leaves ``running``; either
+    way the folder is let go (the finished shards stay for the resume)."""
+    return lifecycle(plan).guard()
 
 
 def _check_storage(plan: ExtractPlan, cfg: ExtractConfig, target_path: str, reporter: Reporter) -> None:
@@ -163,13 +163,11 @@ def run_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | P
         return plan.complete
     total, done, reused = sum(s.tokens for s in plan.shards), 0, 0
     try:
-        for shard in plan.shards:
-            figures = extract_shard(plan, cfg, target, shard.index, reporter)
-            done, reused = done + shard.tokens, reused + int(figures["skipped"])
-            reporter.progress(STAGE, done, total, shard=shard.index, skipped=int(figures["skipped"]))
-    except BaseException as exc:
-        fail_extract(plan, exc)
-        raise
+        with guard_extract(plan):
+            for shard in plan.shards:
+                figures = extract_shard(plan, cfg, target, shard.index, reporter)
+                done, reused = done + shard.tokens, reused + int(figures["skipped"])
+                reporter.progress(STAGE, done, total, shard=shard.index, skipped=int(figures["skipped"]))
     finally:
         release_engines()
     return finish_extract(plan, reporter, reused)

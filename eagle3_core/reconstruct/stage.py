@@ -59,8 +59,7 @@ def run_reconstruct(cfg: ReconstructConfig, target: TargetConfig, generations_di
     previous = life.open()
     if previous is not None:
         return previous
-    manifest = None
-    try:
+    with life.guard():
         if life.keys_changed:
             clear_outputs(out_dir)
         manifest = life.begin()
@@ -70,9 +69,6 @@ def run_reconstruct(cfg: ReconstructConfig, target: TargetConfig, generations_di
         run_jobs(todo, plan, out_dir, Reconstructor(tokenizer, facts, cfg, chat), target, reporter, len(jobs))
         return finish(life, manifest, [load_stats(out_dir, job) for job in jobs], facts, cfg, target,
                       time.monotonic() - started)
-    except BaseException as exc:
-        life.fail(exc, manifest)
-        raise
 
 
 def target_tokens(target: TargetConfig) -> dict[str, Any]:

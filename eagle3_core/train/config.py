@@ -63,6 +63,7 @@ class TrainConfig(StrictModel):
     epochs: float = Field(1.0, gt=0, description="Passes over the data.")
     max_steps: int | None = Field(None, ge=1, description="Stop after this many optimizer steps (overrides epochs).")
     micro_batch_tokens: int = Field(16384, ge=1, description="Tokens per micro-batch; a longer sample is cut to it (16K trains whole reasoning traces: benchmarks/README.md, TTT memory).")
+    grad_accum: int = Field(1, ge=1, description="Micro-batches per rank per optimizer step: the global batch is world size x grad_accum micro-batches (1 rank with 2 equals 2 ranks with 1).")
     packing: bool = Field(True, description="Pack several samples into one micro-batch row, attention blocked at sample boundaries (no padding); false = one padded row per sample.")
     lr: float = Field(1e-4, gt=0, description="Peak learning rate (AdamW, cosine).")
     warmup_steps: int = Field(50, ge=0, description="Linear warmup steps.")

@@ -2,8 +2,8 @@
 
 Defaults: ZeRO stage 2; bf16 with fp32 master weights on a GPU, fp32 on CPU; AdamW (torch's
 implementation, so nothing is compiled on first use) with lr 1e-4; ``WarmupCosineLR`` with a
-linear warmup decaying to a tenth; gradient clipping 0.5. One micro-batch per optimizer step
-(batches are sized in tokens by ``micro_batch_tokens``, not in samples).
+linear warmup decaying to a tenth; gradient clipping 0.5. ``grad_accum`` micro-batches per rank
+per optimizer step (batches are sized in tokens by ``micro_batch_tokens``, not in samples).
 
 A user file may write ``"auto"`` for any value we know better at run time (learning rate,
 total steps, warmup, clipping, bf16), as in Hugging Face's DeepSpeed integration.
@@ -23,7 +23,7 @@ def generated_config(cfg: TrainConfig, total_steps: int, bf16: bool) -> dict[str
     warmup = min(cfg.warmup_steps, max(total_steps - 1, 0))
     return {
         "train_micro_batch_size_per_gpu": 1,
-        "gradient_accumulation_steps": 1,
+        "gradient_accumulation_steps": cfg.grad_accum,
         "gradient_clipping": cfg.grad_clip,
         "zero_optimization": {"stage": cfg.zero_stage},
         "bf16": {"enabled": bf16},
@@ -63,5 +63,5 @@ def deepspeed_config(cfg: TrainConfig, total_steps: int, bf16: bool) -> dict[str
         raise ConfigError(f"DeepSpeed config is not valid JSON: {exc}", path=str(path)) from None
     user = fill_auto(user, ours)
     user.setdefault("train_micro_batch_size_per_gpu", 1)
-    user.setdefault("gradient_accumulation_steps", 1)
+    user.setdefault("gradient_accumulation_steps", cfg.grad_accum)
     return user

@@ -11,11 +11,13 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3_core.errors import ConfigError
 from eagle3_core.progress import Reporter
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.metrics import PREFIX
@@ -32,10 +34,27 @@ class Outcome:
     tail: list[str] = field(default_factory=list)
 
 
+def deepspeed_launcher() -> str:
+    """The ``deepspeed`` script of the environment running eagle3 (beside its Python), else PATH's.
+
+    A venv's ``bin/`` is often not on PATH (``.venv/bin/eagle3 train ...``), and a launcher from
+    another environment would start ranks with another Python.
+    """
+    beside = Path(sys.executable).parent / "deepspeed"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("deepspeed")
+    if found is None:
+        raise ConfigError(f"no deepspeed launcher beside {sys.executable} nor on PATH (train.num_gpus / "
+                          "train.hostfile need it)", fix="install deepspeed into this environment "
+                          "(pip install deepspeed), or train in one process without --num-gpus/--hostfile")
+    return found
+
+
 def trainer_command(cfg: TrainConfig, spec_file: Path) -> list[str]:
     if cfg.num_gpus is None and cfg.hostfile is None:
         return [sys.executable, "-m", "eagle3_core.train.main", "--spec", str(spec_file)]
-    command = ["deepspeed"]
+    command = [deepspeed_launcher()]
     if cfg.hostfile:
         command += ["--hostfile", cfg.hostfile]
     if train_devices(cfg) and not cfg.hostfile:      # the engine's GPUs stay the engine's

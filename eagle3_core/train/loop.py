@@ -54,7 +54,7 @@ def pick_device(cfg: TrainConfig) -> Device:
 def total_steps(cfg: TrainConfig, batches_per_epoch: int, world: int) -> int:
     if cfg.max_steps is not None:
         return cfg.max_steps
-    return max(1, math.ceil(cfg.epochs * batches_per_epoch / world))
+    return max(1, math.ceil(cfg.epochs * batches_per_epoch / (world * cfg.grad_accum)))
 
 
 def step_record(counts: StepCounts, loss: float | None = None) -> dict[str, Any]:
@@ -87,6 +87,17 @@ def evaluate(module, head, reader, heldout: list[Sample], cfg: TrainConfig, dev:
         _, c = forward_batch(module, head, batch, cfg)
         counts.add(c)
     return step_record(counts)
+
+
+def rank_mean(value: float, dev: Device) -> float:
+    """The mean of ``value`` over the ranks: the loss of the whole global batch (what the gradients average)."""
+    if dev.world == 1:
+        return value
+    import torch.distributed as dist
+
+    total = torch.tensor([value], dtype=torch.float64, device=dev.device)
+    dist.all_reduce(total)
+    return float(total) / dev.world
 
 
 class Trainer:
@@ -135,15 +146,21 @@ class Trainer:
                         keep=self.cfg.keep_checkpoints)
 
     def train_step(self) -> tuple[float, StepCounts, int]:
-        samples = self.plan.batch(self.micro * self.dev.world + self.dev.rank)
-        batch = self.reader.load(samples, self.cfg.micro_batch_tokens, self.dev.dtype, self.dev.device,
-                                 pack=self.cfg.packing)
-        self.slots += batch["segments"].numel()
-        loss, counts = forward_batch(self.engine.module, self.head, batch, self.cfg)
-        self.engine.backward(loss)
-        self.engine.step()
-        self.micro += 1
-        return float(loss.detach()), counts, sum(min(s.length, self.cfg.micro_batch_tokens) for s in samples)
+        """One optimizer step: ``grad_accum`` micro-batches on each rank; the loss is their mean over all ranks."""
+        losses, counts, tokens = [], StepCounts(), 0
+        for _ in range(self.cfg.grad_accum):
+            samples = self.plan.batch(self.micro * self.dev.world + self.dev.rank)
+            batch = self.reader.load(samples, self.cfg.micro_batch_tokens, self.dev.dtype, self.dev.device,
+                                     pack=self.cfg.packing)
+            self.slots += batch["segments"].numel()
+            loss, micro_counts = forward_batch(self.engine.module, self.head, batch, self.cfg)
+            self.engine.backward(loss)
+            self.engine.step()
+            self.micro += 1
+            losses.append(float(loss.detach()))
+            counts.add(micro_counts)
+            tokens += sum(min(s.length, self.cfg.micro_batch_tokens) for s in samples)
+        return rank_mean(sum(losses) / len(losses), self.dev), counts, tokens
 
     def request_states(self) -> None:
         """online-vllm: ask the engine for the micro-batches from here to the last, and the held-out set."""

@@ -1,7 +1,10 @@
 """How the trainer is started, and how its output becomes progress and log lines."""
 
 import json
+import sys
 from pathlib import Path
+
+import pytest
 
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.launcher import handle_line, trainer_command
@@ -11,7 +14,8 @@ def test_one_process_runs_the_module_and_gpus_or_a_hostfile_use_the_deepspeed_la
     spec = Path("/run/drafter/run_spec.json")
     assert trainer_command(TrainConfig(), spec)[1:] == ["-m", "eagle3_core.train.main", "--spec", str(spec)]
     command = trainer_command(TrainConfig(num_gpus=8, hostfile="/etc/hosts.ds"), spec)
-    assert command[:5] == ["deepspeed", "--hostfile", "/etc/hosts.ds", "--num_gpus", "8"]
+    assert command[0] == str(Path(sys.executable).parent / "deepspeed")        # beside this Python, not PATH's
+    assert command[1:5] == ["--hostfile", "/etc/hosts.ds", "--num_gpus", "8"]
     assert command[5:] == ["--module", "eagle3_core.train.main", "--spec", str(spec)]
 
 
@@ -37,3 +41,17 @@ def test_metrics_lines_become_progress_and_heldout_lines_a_readable_log():
     assert r.progress_calls == [("train", 3, 10, {"loss": 1.5, "acc0": 0.5, "tokens_per_s": 900.0})]
     assert r.lines[0].startswith("held-out (initial, step 0): simulated acceptance length 1.020")
     assert r.lines[1:] == ["a line from the trainer"]
+
+
+def test_the_launcher_is_found_beside_python_even_when_path_lacks_it(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert Path(trainer_command(TrainConfig(num_gpus=2), Path("s.json"))[0]).exists()
+
+
+def test_no_launcher_anywhere_is_one_clear_error(monkeypatch, tmp_path):
+    from eagle3_core.errors import ConfigError
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    with pytest.raises(ConfigError, match="no deepspeed launcher beside"):
+        trainer_command(TrainConfig(num_gpus=2), Path("s.json"))
