@@ -164,6 +164,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.via == "flow" and "PREFECT_API_URL" not in os.environ:
         os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="bench-prefect-")
+        os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")  # a loaded 2-core box
     mix, timeout_x = SCENARIOS[args.scenario]
     timeout = args.timeout or timeout_x * args.delay
     n, c = args.requests, args.concurrency

@@ -44,6 +44,13 @@ class PipelineConfig(StrictModel):
     train: TrainConfig = Field(default_factory=TrainConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
 
+    def require_prompts(self, recipe: str | None = None) -> None:
+        """Refuse, before anything starts, a run whose selected generate stage has no prompts
+        (the toy fills them itself); the fix names the recipe field, not a CLI flag."""
+        if "generate" in self.stages and self.generate.prompts is None and self.toy is None:
+            raise ConfigError("generate.prompts is not set, and the generate stage needs prompts", path=recipe,
+                              fix="set generate.prompts.input in the recipe (a .jsonl/.parquet file, a folder "
+                                  "or a dataset name), or leave generate out of `stages`")
     @model_validator(mode="after")
     def _generate_sends_the_targets_chat_settings(self) -> "PipelineConfig":
         """``target.chat`` is the one source: generate gets a copy, never its own values."""
@@ -65,17 +72,36 @@ class PipelineConfig(StrictModel):
         path = Path(path)
         if not path.exists():
             raise ConfigError(f"config file not found: {path}", fix="pass a recipe such as configs/toy.yaml")
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = read_yaml(path)
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
             raise ConfigError(format_validation_error(exc), path=str(path)) from None
 
 
+def read_yaml(path: Path) -> dict:
+    """The recipe's mapping; a syntax error names the file, line and column."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise ConfigError(f"YAML syntax error at {where}: {exc.problem or exc.context}", path=str(path),
+                          fix="fix the recipe's YAML at that line (indentation, a missing ':' or quote)") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the recipe as YAML: {exc}", path=str(path),
+                          fix="a recipe is a UTF-8 YAML mapping, e.g. configs/toy.yaml") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"the recipe is a YAML {type(data).__name__}, not a mapping of config fields",
+                          path=str(path), fix="start from configs/toy.yaml")
+    return data
+
+
 def format_validation_error(exc: ValidationError) -> str:
-    """One line per problem, each naming the dotted field."""
+    """One line per problem, each naming the dotted field (a rule across fields names them itself)."""
     lines = ["invalid config:"]
     for err in exc.errors():
         field = ".".join(str(part) for part in err["loc"])
-        lines.append(f"  {field}: {err['msg']}")
+        message = err["msg"].removeprefix("Value error, ")
+        lines.append(f"  {field}: {message}" if field else f"  {message}")
     return "\n".join(lines)

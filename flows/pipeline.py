@@ -47,6 +47,7 @@ from flows.stages import stage_flow
 def pipeline(config: PipelineConfig) -> dict[str, dict]:
     """Run every selected stage of the DAG into ``config.out``."""
     outcomes: dict[str, Outcome] = {}
+    config.require_prompts()
     results: dict[str, Any] = {}  # stage -> what its subflow returned, passed on as the DAG's edges
     try:
         config = with_target(config, outcomes)

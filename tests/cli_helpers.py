@@ -1,5 +1,7 @@
 """What several test modules need to drive the `eagle3` command in-process."""
 
+import contextlib
+
 import pytest
 
 
@@ -8,8 +10,9 @@ def cli_error(argv: list[str], capsys) -> str:
     traceback) and return what it printed on stderr."""
     from flows.cli import main
 
-    with pytest.MonkeyPatch.context() as mp:
+    with prefect_console_to_current_stderr(), pytest.MonkeyPatch.context() as mp:
         mp.setattr("sys.argv", ["eagle3", *argv])
+        mp.delenv("EAGLE3_VERIFY", raising=False)   # `--verify` sets it for one command, not the session
         with pytest.raises(SystemExit) as exit_info:
             main()
     err = capsys.readouterr().err
@@ -29,3 +32,39 @@ class RecordingReporter:
 
     def log(self, message):
         self.lines.append(message)
+
+
+def error_line(stderr: str) -> str:
+    """The `error: ...` line the CLI printed; it must come last (only its indented sample/file/fix
+    lines after it), so no log or traceback follows or hides it."""
+    lines = stderr.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("error: ")]
+    assert len(starts) == 1, stderr
+    assert all(line.startswith("  ") for line in lines[starts[0] + 1:]), stderr
+    return lines[starts[0]]
+
+
+@contextlib.contextmanager
+def prefect_console_to_current_stderr():
+    """Prefect's console handlers keep the stream they were made with: for an in-process CLI call
+    under ``capsys`` point them at this test's stderr, and back afterwards (never leave them on a
+    stream that closes with the test, nor on one an earlier test closed)."""
+    import logging
+    import sys
+
+    loggers = [logging.getLogger(), *(logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict))]
+    handlers = [h for logger in loggers for h in getattr(logger, "handlers", [])
+                if type(h).__name__ == "PrefectConsoleHandler"]
+    before = [h.stream for h in handlers]
+    for handler in handlers:
+        _point(handler, sys.stderr)
+    try:
+        yield
+    finally:
+        for handler, stream in zip(handlers, before):
+            _point(handler, sys.__stderr__ if getattr(stream, "closed", False) else stream)
+
+
+def _point(handler, stream) -> None:
+    handler.stream = stream          # not setStream: it would flush the old, maybe closed, stream
+    handler.console.file = stream

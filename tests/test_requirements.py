@@ -1,5 +1,6 @@
 """CI cannot be green on a broken install: a missing part fails under the strict flag, skips otherwise."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,37 @@ def test_tests_that_start_a_prefect_server_or_build_the_toy_are_not_fast():
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert "::" not in fast.stdout and "deselected" in fast.stdout, fast.stdout + fast.stderr
     assert all(any(line.startswith(m) for line in slow.stdout.splitlines()) for m in modules), slow.stdout
+
+
+FLOW_PROBE = '''
+import sys
+import pytest
+
+
+class RunAFlow:
+    def pytest_collection_finish(self, session):
+        from prefect import flow
+
+        @flow
+        def nothing():
+            return 1
+
+        try:
+            nothing()
+            print("the flow ran")
+        except ValueError as exc:
+            print("refused:", exc)
+
+
+sys.exit(pytest.main(["--collect-only", "-q", "-m", "not slow", "-p", "no:cacheprovider", "tests/test_config.py"],
+                     plugins=[RunAFlow()]))
+'''
+
+
+def test_under_not_slow_a_flow_run_cannot_start_a_prefect_server(tmp_path):
+    """A test that forgets its `prefect_api` in `make test-fast` fails at once instead of starting a server."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(FLOW_PROBE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {"PREFECT_HOME": str(tmp_path)}
+    run = subprocess.run([sys.executable, str(probe)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert "refused: No Prefect API URL provided" in run.stdout, run.stdout + run.stderr

@@ -43,16 +43,16 @@ def load_heldout(source: PromptSource) -> tuple[list[Messages], int]:
 
 def training_prompt_keys(generations_dir: str | Path) -> set[str]:
     """Prompt keys of every accepted generation (the prompts the drafter was trained on)."""
-    import pyarrow.parquet as pq
+    from eagle3_core.readers import generations
 
-    accepted = Path(generations_dir) / "accepted"
-    files = sorted(accepted.glob("*.parquet")) if accepted.is_dir() else []
-    if not files:
-        raise InputError("no accepted generations to check the held-out prompts against",
-                         path=str(accepted), fix="pass the generations/ folder the drafter was trained on")
+    try:
+        files = generations.accepted_parts(generations_dir)
+    except InputError as exc:
+        raise InputError("no accepted generations to check the held-out prompts against", path=exc.path,
+                         fix="pass the generations/ folder the drafter was trained on") from None
     keys = set()
     for file in files:
-        for messages in pq.read_table(file, columns=["messages"]).column("messages").to_pylist():
+        for messages in generations.read(file, ["messages"]).column("messages").to_pylist():
             keys.add(prompt_key(messages))
     return keys
 

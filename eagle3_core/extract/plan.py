@@ -20,6 +20,7 @@ from pydantic import Field
 
 from eagle3_core.base import StrictModel, stable_hash
 from eagle3_core.errors import InputError
+from eagle3_core.readers import sequences
 
 
 class ShardSpec(StrictModel):
@@ -42,31 +43,16 @@ def shard_name(index: int) -> str:
     return f"shard-{index:05d}.safetensors"
 
 
-def sequence_parts(sequences_dir: str | Path) -> list[Path]:
-    """The sequences files in name order; an error that says what to run when there are none."""
-    parts = sorted(Path(sequences_dir).glob("part-*.parquet"))
-    if not parts:
-        raise InputError("no sequences found (expected part-*.parquet)", path=str(sequences_dir),
-                         fix="run `eagle3 reconstruct` first, or point --input at its output folder")
-    return parts
-
-
 def read_lengths(part: Path) -> tuple[list[str], list[int]]:
     """Sample ids and token counts of one sequences file (two small columns, no token ids)."""
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(part, columns=["sample_id", "num_tokens"])
-    except (KeyError, ValueError, OSError) as exc:
-        raise InputError(f"sequences file lacks sample_id/num_tokens: {exc}", path=str(part),
-                         fix="sequences/ must follow CONTRIBUTING.md (written by `eagle3 reconstruct`)") from None
+    table = sequences.read(part, ["sample_id", "num_tokens"])
     return table["sample_id"].to_pylist(), [int(n) for n in table["num_tokens"].to_pylist()]
 
 
 def plan_shards(sequences_dir: str | Path, shard_tokens: int, output_hash: str) -> list[ShardSpec]:
     """Cut every sequences file, in length order, into shards of at most ``shard_tokens`` tokens."""
     shards: list[ShardSpec] = []
-    for part in sequence_parts(sequences_dir):
+    for part in sequences.parts(sequences_dir):
         ids, lengths = read_lengths(part)
         order = sorted(range(len(ids)), key=lambda i: (lengths[i], i))
         for rows in _cut(order, lengths, shard_tokens):
@@ -95,15 +81,14 @@ def _cut(order: list[int], lengths: list[int], shard_tokens: int) -> list[list[i
 @functools.lru_cache(maxsize=1)
 def _read_part(path: str, mtime_ns: int):
     """One sequences file, kept while its shards (consecutive in the plan) are read."""
-    import pyarrow.parquet as pq
-
-    return pq.read_table(path, columns=["sample_id", "input_ids", "loss_mask", "num_tokens"])
+    return sequences.read(path, ["sample_id", "input_ids", "loss_mask", "num_tokens"])
 
 
 def load_shard_rows(sequences_dir: str | Path, shard: ShardSpec) -> list[tuple[str, list[int], list[int]]]:
     """(sample_id, input_ids, loss_mask) of the shard's rows, checked against the contract."""
     path = Path(sequences_dir) / shard.part
-    table = _read_part(str(path), path.stat().st_mtime_ns).take(shard.rows)
+    mtime = path.stat().st_mtime_ns if path.exists() else 0      # a deleted part: the reader names it
+    table = _read_part(str(path), mtime).take(shard.rows)
     rows = list(zip(table["sample_id"].to_pylist(), table["input_ids"].to_pylist(),
                     table["loss_mask"].to_pylist()))
     for (sample_id, ids, mask), declared in zip(rows, table["num_tokens"].to_pylist()):

@@ -21,10 +21,13 @@ from eagle3_core.errors import StageError
 from eagle3_core.extract.plan import ShardSpec, load_shard_rows
 from eagle3_core.extract.shard_io import ShardWriter, finished_key, read_metadata
 from eagle3_core.fsio import atomic_path
+from eagle3_core.readers import hidden
 
 
 def shard_is_done(out_dir: str | Path, shard: ShardSpec) -> bool:
-    return finished_key(Path(out_dir) / shard.name) == shard.key
+    """Its key matches and it is whole (a truncated shard with an intact header is redone)."""
+    path = Path(out_dir) / shard.name
+    return finished_key(path) == shard.key and hidden.is_whole(path)
 
 
 def shard_figures(out_dir: str | Path, shard: ShardSpec) -> dict[str, int]:

@@ -217,12 +217,12 @@ class RowSource:
         self.root, self._tables = Path(sequences_dir), {}
 
     def _table(self, part: str):
-        import pyarrow.parquet as pq
+        from eagle3_core.readers import sequences
 
         if part not in self._tables:
             if len(self._tables) >= self.KEEP_PARTS:
                 self._tables.pop(next(iter(self._tables)))
-            self._tables[part] = pq.read_table(self.root / part, columns=["sample_id", "input_ids", "loss_mask"])
+            self._tables[part] = sequences.read(self.root / part, ["sample_id", "input_ids", "loss_mask"])
         return self._tables[part]
 
     def rows(self, unit: Unit) -> tuple[list[list[int]], list[list[int]]]:

@@ -28,6 +28,7 @@ from eagle3_core.extract.target_facts import read_target_facts, resolve_layers
 from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, input_fingerprint, runtime_versions
 from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.readers import sequences
 from eagle3_core.target import TargetConfig
 
 STAGE = "extract"
@@ -57,6 +58,7 @@ def plan_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | 
     if cfg.mode == "online":
         raise ConfigError("extract.mode is online: hidden states are computed inside training, not stored",
                           fix="skip the extract stage, or set extract.mode: offline")
+    sequences.parts(sequences_dir)      # the input folder first: a wrong --input is not a layer error
     path = target.require_path()
     facts = read_target_facts(path)
     layers = resolve_layers(cfg.layers, target, facts.num_hidden_layers)

@@ -37,6 +37,7 @@ class GenerateConfig(StrictModel):
     temperature: float = Field(0.6, ge=0, description="Sampling temperature.")
     top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling; None = server default.")
     seed: int | None = Field(None, description="Sampling seed sent with each request, when set.")
+    allow_empty: bool = Field(False, description="Accept an input that yields no rows (a complete, empty run); otherwise that is an error.")
     require_reasoning: bool = Field(True, description="Reject (after retries) answers with empty reasoning.")
     return_token_ids: bool = Field(True, description="Ask vLLM for prompt and completion token ids (`return_token_ids`).")
     extra_body: dict = Field(default_factory=dict, description="Extra JSON merged into each request body (e.g. a server's own sampling option). Template variables and detokenizer settings go in `target.chat`.")

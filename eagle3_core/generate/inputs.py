@@ -4,8 +4,9 @@ Guarantees:
 - rows are streamed (jsonl line by line, parquet batch by batch, HF datasets with
   ``streaming=True``), so memory does not grow with the dataset; a ``.json`` array is the one
   format that is read whole;
-- a line that is not JSON becomes a row ``{"__invalid_json__": line}`` that ``normalize``
-  rejects, so a bad line costs one rejected record, never the run;
+- a jsonl line that cannot be used (bytes that are not UTF-8, text that is not JSON, JSON that
+  is not an object) becomes a ``bad_line`` row that ``normalize`` rejects with its reason and
+  its file and line number, so a bad line costs one counted reject, never the run;
 - a source that does not exist is an ``InputError`` naming it, never a traceback.
 """
 
@@ -21,7 +22,12 @@ from eagle3_core.errors import InputError
 from eagle3_core.generate.config import PromptSource
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
-INVALID_JSON = "__invalid_json__"
+BAD_LINE = "__bad_line__"
+
+
+def bad_line(file: Path, number: int, reason: str, detail: str, text: str) -> dict[str, Any]:
+    """The stand-in row for a jsonl line that cannot be a row (``reason`` is the reject code)."""
+    return {BAD_LINE: {"reason": reason, "detail": f"{file.name} line {number}: {detail}", "text": text}}
 
 
 def iter_rows(source: PromptSource) -> Iterator[dict[str, Any]]:
@@ -96,19 +102,36 @@ def _read_file(file: Path) -> Iterator[dict[str, Any]]:
 
 
 def _read_jsonl(file: Path) -> Iterator[dict[str, Any]]:
-    with open(file, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                yield {INVALID_JSON: line.rstrip("\n")}
+    """One row per non-blank line; lines are decoded one by one, so one bad byte costs one line."""
+    with open(file, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if raw.strip():
+                yield _parse_line(file, number, raw)
+
+
+def _parse_line(file: Path, number: int, raw: bytes) -> dict[str, Any]:
+    try:
+        line = raw.decode("utf-8-sig" if number == 1 else "utf-8")   # a leading BOM is not content
+    except UnicodeDecodeError as exc:
+        return bad_line(file, number, "undecodable", f"byte {exc.start} is not UTF-8 ({exc.reason})",
+                        raw.decode("utf-8", errors="replace").rstrip("\n"))
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return bad_line(file, number, "invalid_json", f"not valid JSON ({exc.msg} at column {exc.colno})",
+                        line.rstrip("\n"))
+    if not isinstance(row, dict):
+        return bad_line(file, number, "unknown_shape", f"a row must be a JSON object, got {type(row).__name__}",
+                        line.rstrip("\n"))
+    return row
 
 
 def _read_json(file: Path) -> Iterator[dict[str, Any]]:
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text: byte {exc.start} cannot be decoded", path=str(file),
+                         fix="save the file as UTF-8, or convert it to .jsonl (a bad line there is one reject)") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc}", path=str(file),
                          fix="a .json input holds one array of rows; use .jsonl for one row per line") from None

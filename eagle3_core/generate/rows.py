@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eagle3_core.base import stable_hash
-from eagle3_core.generate.inputs import INVALID_JSON
+from eagle3_core.generate.inputs import BAD_LINE
 
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
                   "system": "system", "chatgpt": "assistant", "bing": "assistant", "bard": "assistant"}
@@ -36,8 +36,8 @@ def normalize(row: Any) -> Messages | RowRejection:
     """The prompt messages of ``row`` (ending with a user turn) or why there are none."""
     if not isinstance(row, dict):
         return RowRejection("unknown_shape", f"a row must be an object, got {type(row).__name__}")
-    if INVALID_JSON in row:
-        return RowRejection("invalid_json", "the input line is not valid JSON")
+    if BAD_LINE in row:
+        return RowRejection(row[BAD_LINE]["reason"], row[BAD_LINE]["detail"])
     if row.get("messages") is not None:
         messages = _from_pairs(row["messages"], "role", "content", None)
     elif row.get("conversations") is not None:
@@ -111,6 +111,6 @@ def sample_id(messages: Messages, sampling_key: dict, tools: list[dict] | None =
 def row_json(row: Any) -> str:
     """The input row as JSON text for a rejected record (values JSON cannot hold become strings);
     a line that was not JSON is kept as it was."""
-    if isinstance(row, dict) and set(row) == {INVALID_JSON}:
-        return row[INVALID_JSON]
+    if isinstance(row, dict) and set(row) == {BAD_LINE}:
+        return row[BAD_LINE]["text"]
     return json.dumps(row, ensure_ascii=False, default=str)

@@ -18,6 +18,7 @@ from typing import Any
 from eagle3_core.errors import StageError
 from eagle3_core.fsio import atomic_path, stray_temps
 from eagle3_core.generate.keys import PersistedKeys, key_array
+from eagle3_core.readers.folder import damaged
 
 ACCEPTED, REJECTED = "accepted", "rejected"
 
@@ -114,8 +115,8 @@ def read_persisted(out_dir: Path) -> tuple[PersistedKeys, set[int]]:
             try:
                 frame = pl.read_parquet(file, columns=columns)
             except Exception as exc:  # a shard is atomic, so this is outside damage: say which file
-                raise StageError(f"cannot read shard: {exc}", path=str(file),
-                                 fix="move the damaged shard away; its samples are generated again") from None
+                raise damaged(file, f"not a readable Parquet file ({str(exc).splitlines()[0][:160]})",
+                              "generate") from None
             keys[kind].append(key_array(frame["sample_id"]))
             if kind == REJECTED:
                 unkeyed.update(frame.filter(pl.col("sample_id").is_null())["row_index"].to_list())

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
-from eagle3_core.errors import ConfigError
+from eagle3_core.errors import ConfigError, InputError
 from eagle3_core.generate.client import Requester
 from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool, controller_for
 from eagle3_core.generate.config import GenerateConfig
@@ -104,7 +104,10 @@ class GenerateRun:
     def _open(self) -> None:
         if not self.cfg.base_urls:
             raise ConfigError("generate needs at least one endpoint", fix="pass --base-url http://host:port/v1")
-        next(iter_rows(self.cfg.prompts), None)  # a missing input fails now, not after the probe
+        if next(iter_rows(self.cfg.prompts), None) is None and not self.cfg.allow_empty:  # before the probe
+            raise InputError(f"the input holds no rows: {self.cfg.prompts.input}", path=self.cfg.prompts.input,
+                             fix="pass a non-empty input, or accept an empty run with --allow-empty "
+                                 "(generate.allow_empty: true in a recipe)")
         t0 = time.monotonic()
         self.probe: ProbeReport = probe_endpoints(self.cfg)
         self.reporter.log(self.probe.line())

@@ -20,6 +20,7 @@ from typing import Any
 
 from eagle3_core.errors import InputError
 from eagle3_core.fsio import atomic_path, read_json, write_json_atomic
+from eagle3_core.readers import generations
 from eagle3_core.reconstruct.build import BatchResult, Reconstructor
 
 INPUT_COLUMNS = ("sample_id", "messages", "reasoning", "content", "finish_reason",
@@ -51,17 +52,11 @@ class ShardJob:
 
 def plan_inputs(generations_dir: str | Path) -> InputPlan:
     """Every accepted shard and its row count; InputError when there is nothing to read."""
-    import pyarrow.parquet as pq
-
-    accepted = Path(generations_dir) / "accepted"
-    files = sorted(accepted.glob("part-*.parquet")) if accepted.is_dir() else []
-    fix = "run `eagle3 generate --out DIR` first and pass that DIR as --input"
-    if not files:
-        raise InputError(f"no accepted generation shards (accepted/part-*.parquet) in {generations_dir}",
-                         fix=fix, path=str(accepted))
-    plan = InputPlan(tuple(map(str, files)), tuple(pq.ParquetFile(f).metadata.num_rows for f in files))
+    files = generations.accepted_parts(generations_dir)
+    plan = InputPlan(tuple(map(str, files)), tuple(generations.num_rows(f) for f in files))
     if plan.total == 0:
-        raise InputError(f"the generation shards in {accepted} hold no rows", fix=fix, path=str(accepted))
+        raise InputError(f"the generation shards in {files[0].parent} hold no rows", path=str(files[0].parent),
+                         fix="run `eagle3 generate --out DIR` first and pass that DIR as --input")
     return plan
 
 
@@ -72,16 +67,12 @@ def plan_shards(total: int, shard_rows: int) -> list[ShardJob]:
 
 def read_rows(plan: InputPlan, start: int, stop: int) -> list[dict[str, Any]]:
     """Input rows ``[start, stop)`` across files, with the columns reconstruct reads (missing ones None)."""
-    import pyarrow.parquet as pq
-
     rows: list[dict[str, Any]] = []
     offset = 0
     for file, count in zip(plan.files, plan.rows):
         lo, hi = max(start, offset), min(stop, offset + count)
         if lo < hi:
-            handle = pq.ParquetFile(file)
-            columns = [c for c in INPUT_COLUMNS if c in handle.schema_arrow.names]
-            table = handle.read(columns=columns).slice(lo - offset, hi - lo)
+            table = generations.read(file, list(INPUT_COLUMNS), optional=INPUT_COLUMNS[1:]).slice(lo - offset, hi - lo)
             rows += [{c: row.get(c) for c in INPUT_COLUMNS} for row in table.to_pylist()]
         offset += count
     return rows

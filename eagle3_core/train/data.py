@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from eagle3_core.readers.folder import redo_fix
+
 # Sorting by length inside windows of this many samples keeps padding low (most batches hold
 # similar lengths) while the window order stays shuffled.
 SORT_WINDOW = 64
@@ -132,6 +134,19 @@ def pad_stack(rows: list[torch.Tensor], length: int) -> torch.Tensor:
     return out
 
 
+def refuse_non_finite(aux: list[torch.Tensor], final: list[torch.Tensor], samples: list[Sample], folder: Path,
+                      fix: str) -> None:
+    """Stop on NaN/Inf input states before any step, naming the sample and its file: DeepSpeed's
+    fp16 overflow skip would otherwise be the only trace of a rotten shard. Per sample, before
+    packing, so the name is right whatever the batch layout."""
+    for sample, a, f in zip(samples, aux, final):
+        if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(f).all())):
+            from eagle3_core.errors import InputError
+
+            raise InputError(f"NaN or Inf in the hidden states of sample {sample.sample_id} ({sample.where})",
+                             sample_id=sample.sample_id, path=str(folder / sample.where), fix=fix)
+
+
 class OfflineReader:
     """Reads samples from hidden/ shards (safetensors slices: only the rows asked for)."""
 
@@ -140,9 +155,9 @@ class OfflineReader:
         self._open: dict[str, object] = {}
 
     def samples(self) -> list[Sample]:
-        import pyarrow.parquet as pq
+        from eagle3_core.readers import hidden
 
-        t = pq.read_table(self.hidden_dir / "index.parquet").to_pydict()
+        t = hidden.read_index(self.hidden_dir).to_pydict()
         return [Sample(i, int(n), s, int(o)) for i, s, o, n in
                 zip(t["sample_id"], t["shard"], t["offset"], t["length"]) if int(n) > 0]
 
@@ -164,6 +179,7 @@ class OfflineReader:
             shard, end = self._shard(s.where), s.offset + min(s.length, budget)
             for key, name in names.items():
                 rows[key].append(shard.get_slice(name)[s.offset:end])
+        refuse_non_finite(rows["aux"], rows["final"], batch, self.hidden_dir, redo_fix("extract"))
         out = collate(rows, pack)
         return {"input_ids": out["input_ids"].long().to(device), "aux": out["aux"].to(device, dtype),
                 "final": out["final"].to(device, dtype), "loss_mask": out["loss_mask"].bool().to(device),
@@ -179,11 +195,11 @@ class OnlineReader:
         self._model = None
 
     def samples(self) -> list[Sample]:
-        import pyarrow.parquet as pq
+        from eagle3_core.readers import sequences
 
         found = []
-        for part in sorted(self.sequences_dir.glob("part-*.parquet")):
-            t = pq.read_table(part, columns=["sample_id", "input_ids", "loss_mask"]).to_pydict()
+        for part in sequences.parts(self.sequences_dir):
+            t = sequences.read(part, ["sample_id", "input_ids", "loss_mask"]).to_pydict()
             for row, (sid, ids, mask) in enumerate(zip(t["sample_id"], t["input_ids"], t["loss_mask"])):
                 if ids:
                     self._rows[(part.name, row)] = (ids, mask)
@@ -213,4 +229,6 @@ class OnlineReader:
         padded = {"input_ids": ids, "aux": aux.to(dtype) * real[..., None],     # padding zeroed as offline
                   "final": out.last_hidden_state.to(dtype) * real,
                   "loss_mask": mask & attention.bool(), "segments": attention}
+        refuse_non_finite(list(padded["aux"]), list(padded["final"]), batch, self.sequences_dir,
+                          "the target made them: check its weights and dtype (fp16 overflows; use bf16 or fp32)")
         return pack_padded(padded) if pack else padded

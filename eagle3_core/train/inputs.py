@@ -99,25 +99,24 @@ def check_vocab(vocab_dir: str | Path, vocab_size: int) -> tuple[str, int]:
 
 
 def check_hidden(hidden_dir: str | Path, hidden_size: int) -> tuple[int, int, list[int] | None]:
-    """(samples, tokens, layers from the manifest); refuses a width other than the target's."""
-    import pyarrow.parquet as pq
+    """(samples, tokens, layers from the manifest); refuses a damaged shard or a width other than the target's."""
+    from eagle3_core.readers import hidden
 
     hidden_dir = Path(hidden_dir)
-    index = hidden_dir / INDEX_FILE
-    shards = sorted(hidden_dir.glob("shard-*.safetensors"))
-    if not index.exists() or not shards:
-        raise InputError(f"empty dataset: no {INDEX_FILE} or no shard-*.safetensors in {hidden_dir}",
-                         path=str(hidden_dir), fix="run `eagle3 extract` first and pass its folder as --input")
-    table = pq.read_table(index, columns=["length"])
+    if not (hidden_dir / INDEX_FILE).exists():
+        raise InputError(f"empty dataset: no {INDEX_FILE} in {hidden_dir}", path=str(hidden_dir),
+                         fix="run `eagle3 extract` first and pass its folder as --input")
+    table = hidden.read_index(hidden_dir, ["length"])
     tokens = int(sum(table.column("length").to_pylist()))
     if table.num_rows == 0 or tokens == 0:
-        raise InputError(f"empty dataset: {index} lists no tokens", path=str(index),
+        raise InputError(f"empty dataset: {hidden_dir / INDEX_FILE} lists no tokens", path=str(hidden_dir / INDEX_FILE),
                          fix="extract hidden states from a non-empty sequences/ folder")
-    shape = safetensors_header(shards[0])["aux_hidden_states"]["shape"]
+    first = hidden_dir / hidden.verify(hidden_dir)[0]     # every shard whole (sizes), before any step
+    shape = safetensors_header(first)["aux_hidden_states"]["shape"]
     if len(shape) != 3 or shape[1] != 3 or shape[2] != hidden_size:
         raise InputError(
             f"hidden states do not match the target: aux_hidden_states is {shape}, expected [T, 3, {hidden_size}] "
-            f"(the target's hidden_size)", path=str(shards[0]),
+            f"(the target's hidden_size)", path=str(first),
             fix="extract hidden/ with the same target you pass to --target")
     manifest = read_manifest(hidden_dir)
     layers = manifest.details.get("layers") if manifest is not None else None
@@ -125,15 +124,15 @@ def check_hidden(hidden_dir: str | Path, hidden_size: int) -> tuple[int, int, li
 
 
 def check_sequences(sequences_dir: str | Path) -> tuple[int, int]:
-    """(samples, tokens) of sequences/ for online mode; refuses an empty one."""
-    import pyarrow.parquet as pq
+    """(samples, tokens) of sequences/ for online mode; refuses an empty or damaged one."""
+    from eagle3_core.readers import sequences
 
-    files = sorted(Path(sequences_dir).glob("part-*.parquet"))
-    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    files = sequences.parts(sequences_dir)
+    rows = sum(sequences.num_rows(f) for f in files)
     if rows == 0:
         raise InputError(f"empty dataset: no rows in {sequences_dir}/part-*.parquet", path=str(sequences_dir),
                          fix="run `eagle3 reconstruct` first and pass its folder as --sequences")
-    tokens = sum(int(sum(pq.read_table(f, columns=["num_tokens"]).column(0).to_pylist())) for f in files)
+    tokens = sum(int(sum(sequences.read(f, ["num_tokens"]).column(0).to_pylist())) for f in files)
     return rows, tokens
 
 

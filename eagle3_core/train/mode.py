@@ -22,14 +22,12 @@ def hidden_is_complete(hidden_dir: str | Path | None) -> bool:
 def offline_fits(target: TargetConfig, sequences_dir: str | Path, hidden_dir: str | Path,
                  headroom: float) -> tuple[bool, str]:
     """(whether hidden/ fits, the storage line saying why) for every token of sequences/."""
-    import pyarrow.parquet as pq
-
-    from eagle3_core.extract.plan import sequence_parts
     from eagle3_core.extract.storage import storage_line
     from eagle3_core.extract.target_facts import read_target_facts
+    from eagle3_core.readers import sequences
 
-    tokens = sum(int(sum(pq.read_table(p, columns=["num_tokens"]).column(0).to_pylist()))
-                 for p in sequence_parts(sequences_dir))
+    tokens = sum(int(sum(sequences.read(p, ["num_tokens"]).column(0).to_pylist()))
+                 for p in sequences.parts(sequences_dir))
     line, need, free = storage_line(tokens, read_target_facts(target.require_path()).hidden_size, hidden_dir)
     return need * headroom <= free, line
 

@@ -31,10 +31,10 @@ def spool_dir(cfg: TrainConfig, out: Path) -> Path:
 
 
 def longest_sample(sequences_dir: str) -> int:
-    import pyarrow.parquet as pq
+    from eagle3_core.readers import sequences
 
-    return max(max(pq.read_table(p, columns=["num_tokens"]).column(0).to_pylist(), default=0)
-               for p in sorted(Path(sequences_dir).glob("part-*.parquet")))
+    return max(max(sequences.read(p, ["num_tokens"]).column(0).to_pylist(), default=0)
+               for p in sequences.parts(sequences_dir))
 
 
 def prepare(cfg: TrainConfig, inputs: TrainInputs, out: Path, reporter: Reporter) -> None:

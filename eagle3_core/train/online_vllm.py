@@ -107,11 +107,11 @@ class SpoolReader:
         self.wait_s, self.first_wait_s, self.units_read, self.begun = 0.0, None, 0, None
 
     def samples(self) -> list[Sample]:
-        import pyarrow.parquet as pq
+        from eagle3_core.readers import sequences
 
         found = []
-        for part in sorted(self.sequences_dir.glob("part-*.parquet")):
-            t = pq.read_table(part, columns=["sample_id", "num_tokens"]).to_pydict()
+        for part in sequences.parts(self.sequences_dir):
+            t = sequences.read(part, ["sample_id", "num_tokens"]).to_pydict()
             found += [Sample(sid, int(n), part.name, row)
                       for row, (sid, n) in enumerate(zip(t["sample_id"], t["num_tokens"])) if int(n) > 0]
         return found

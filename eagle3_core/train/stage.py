@@ -66,7 +66,7 @@ def trainer_error(out: Path, tail: list[str], returncode: int) -> errors.Eagle3E
     record = read_json(out / ERROR_FILE) if (out / ERROR_FILE).exists() else None
     if record and record["type"] != "crash":
         cls = getattr(errors, record["type"], errors.StageError)
-        return cls(record["message"], fix=record.get("fix"), path=record.get("path"))
+        return cls(record["message"], fix=record.get("fix"), path=record.get("path"), sample_id=record.get("sample_id"))
     message = record["message"] if record else f"the trainer exited with code {returncode}"
     last = "\n    ".join(tail[-15:])
     return errors.StageError(f"training failed: {message}\n  last trainer output:\n    {last}",
@@ -89,6 +89,19 @@ def complete_manifest(manifest: StageManifest, summary: dict, inputs: TrainInput
     return manifest
 
 
+def verify_hidden_checksums(hidden_dir: str, life: StageLifecycle) -> None:
+    """Every hidden shard's blake2b against extract's manifest, before the trainer starts (and
+    before this folder is touched). Training reads each byte every epoch anyway, so one hashing
+    pass (~1 GB/s a core) costs less than an epoch; a skipped run (complete) pays nothing."""
+    from eagle3_core.readers import hidden
+
+    try:
+        hidden.verify(hidden_dir, checksums=True)
+    except BaseException:
+        life.release()
+        raise
+
+
 def run_train(cfg: TrainConfig, target: TargetConfig, hidden_dir, vocab_dir, out_dir, sequences_dir=None,
               reporter: Reporter | None = None) -> StageManifest:
     """Train (or resume, or reuse) the drafter; see the module docstring."""
@@ -104,6 +117,8 @@ def run_train(cfg: TrainConfig, target: TargetConfig, hidden_dir, vocab_dir, out
     existing = life.open()
     if existing is not None:
         return existing
+    if inputs.mode == "offline":
+        verify_hidden_checksums(inputs.hidden_dir, life)
     with life.guard():
         discard_stale(out, life.previous, config_hash, fingerprints, reporter)
         manifest = life.begin()

@@ -34,11 +34,11 @@ class DraftVocab:
 
 def count_supervised(files: list[Path], target_vocab: int) -> np.ndarray:
     """Occurrences of each target id at loss_mask == 1, over every sequences/ shard."""
-    import pyarrow.parquet as pq
+    from eagle3_core.readers import sequences
 
     counts = np.zeros(target_vocab, dtype=np.int64)
     for file in files:
-        table = pq.read_table(file, columns=["input_ids", "loss_mask"])
+        table = sequences.read(file, ["input_ids", "loss_mask"])
         ids = table.column("input_ids").combine_chunks().flatten().to_numpy(zero_copy_only=False)
         mask = table.column("loss_mask").combine_chunks().flatten().to_numpy(zero_copy_only=False)
         if len(ids) != len(mask):

@@ -14,6 +14,7 @@ from eagle3_core.errors import ConfigError, InputError
 from eagle3_core.lifecycle import StageLifecycle, run_stage
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.readers import sequences
 from eagle3_core.reconstruct.tokenizer import load_tokenizer, target_vocab_size, tokenizer_fingerprint
 from eagle3_core.target import TargetConfig
 from eagle3_core.vocab.build import count_supervised, save, select
@@ -29,10 +30,9 @@ def run_vocab(cfg: VocabConfig, target: TargetConfig, sequences_dir: str | Path,
     reporter = reporter or NullReporter()
     if not target.path:
         raise ConfigError("no tokenizer: target.path is not set", fix="pass --tokenizer PATH (a local directory)")
-    files = sorted(Path(sequences_dir).glob("part-*.parquet"))
-    if not files:
-        raise InputError(f"no sequence shards (part-*.parquet) in {sequences_dir}",
-                         fix="run `eagle3 reconstruct --out DIR` first and pass that DIR as --input")
+    files = sequences.parts(sequences_dir)
+    for file in files:          # a torn part is named before this folder is touched
+        sequences.num_rows(file)
     fingerprint = tokenizer_fingerprint(target.path)
     inputs = {"sequences": input_fingerprint(sequences_dir), "tokenizer": fingerprint}
     life = StageLifecycle(STAGE, out_dir, stable_hash({"vocab": cfg.content_hash()}), inputs, shards=(VOCAB_FILE,),

@@ -35,9 +35,11 @@ def command(sequences_dir: str, target_path: str, out_dir: str, layers: str | No
             max_tokens_per_batch: int, shard_tokens: int, tensor_parallel_size: int, trust_remote_code: bool) -> None:
     """Store the target's low/mid/high and final hidden states for every token (bf16 safetensors)."""
     from eagle3_core.extract.config import ExtractConfig
+    from eagle3_core.readers.sequences import parts
     from eagle3_core.target import TargetConfig
     from flows.extract import extract_flow
 
+    parts(sequences_dir)  # the input folder first: a wrong --input is not a layer error
     cfg = ExtractConfig(engine=engine, layers=_layers(layers), device=device,
                         max_tokens_per_batch=max_tokens_per_batch, shard_tokens=shard_tokens,
                         vllm_tensor_parallel_size=tensor_parallel_size)

@@ -40,10 +40,11 @@ class ConcurrencyType(click.ParamType):
 @click.option("--limit-lease-seconds", type=click.FloatRange(min=60), default=60.0, show_default=True, help="How long a killed run keeps its share of the endpoint's global concurrency limit.")
 @click.option("--family", type=click.Choice(["kimi_k2_5", "qwen3", "deepseek_r1", "llama3"]), default=None, help="Chat family: its template variables and detokenizer settings (target.chat) come from configs/<family>.yaml.")
 @click.option("--recipe", type=click.Path(dir_okay=False), default=None, help="Take target.chat from this recipe instead (reconstruct checks the same recipe against what generate recorded).")
+@click.option("--allow-empty", is_flag=True, help="Accept an input that yields no rows (otherwise an error).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def command(input_, base_urls, model, out, split, max_samples, concurrency, max_concurrency, request_timeout,
             max_retries, max_tokens, temperature, require_reasoning, shard_rows, flush_seconds,
-            retry_initial_wait, limit_lease_seconds, family, recipe, no_progress) -> None:
+            retry_initial_wait, limit_lease_seconds, family, recipe, allow_empty, no_progress) -> None:
     """Send every prompt to the endpoints; keep each answer with its reasoning, resumably."""
     from eagle3_core.generate.config import GenerateConfig, PromptSource
     from eagle3_core.reconstruct.recipes import target_from_recipe
@@ -53,31 +54,11 @@ def command(input_, base_urls, model, out, split, max_samples, concurrency, max_
         model=model, concurrency=concurrency, max_concurrency=max_concurrency, request_timeout=request_timeout,
         max_retries=max_retries, max_tokens=max_tokens, temperature=temperature,
         require_reasoning=require_reasoning, shard_rows=shard_rows, flush_seconds=flush_seconds,
-        retry_initial_wait=retry_initial_wait,
-        limit_lease_seconds=limit_lease_seconds, chat=target_from_recipe(recipe, family).chat)
-    quiet_user_error_tracebacks()
+        retry_initial_wait=retry_initial_wait, limit_lease_seconds=limit_lease_seconds,
+        chat=target_from_recipe(recipe, family).chat, allow_empty=allow_empty)
     from flows.generate import generate_flow
 
     manifest = generate_flow(cfg, str(out), progress_bar=not no_progress)
     counts = manifest["counts"]
     click.echo(f"generate: {counts['accepted']} accepted, {counts['rejected']} rejected, {counts['skipped']} skipped "
                f"of {counts['input']} rows -> {out}")
-
-
-def quiet_user_error_tracebacks() -> None:
-    """Prefect logs a failed run's traceback; for a user's mistake (an ``Eagle3Error``) keep the
-    one-line message only: the CLI prints the error and its fix itself."""
-    import logging
-
-    from eagle3_core.errors import Eagle3Error
-
-    class DropUserErrorTraceback(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            if record.exc_info and isinstance(record.exc_info[1], Eagle3Error):
-                record.exc_info, record.exc_text = None, None
-            return True
-
-    # Prefect logs a run's failure on these two loggers; a logger-level filter sees every record
-    # logged there, whatever handlers Prefect installs later.
-    for name in ("prefect.task_runs", "prefect.flow_runs"):
-        logging.getLogger(name).addFilter(DropUserErrorTraceback())

@@ -19,6 +19,7 @@ def command(config_path: str, out: str | None) -> None:
     from eagle3_core.config import PipelineConfig
 
     config = PipelineConfig.from_yaml(config_path)
+    config.require_prompts(config_path)
     if out is not None:
         config = config.model_copy(update={"out": out})
     run_and_report(config)
@@ -33,4 +34,16 @@ def run_and_report(config) -> dict:
     click.echo("")
     for line in summary_lines(config, outcomes):
         click.echo(line)
+    refuse_blocked(outcomes)
     return outcomes
+
+
+def refuse_blocked(outcomes: dict) -> None:
+    """A selected stage that could not run makes the command fail: exit 0 means all of it ran."""
+    from eagle3_core.errors import StageError
+
+    blocked = {name: o["reason"] for name, o in outcomes.items() if o["status"] == "blocked"}
+    if blocked:
+        said = "; ".join(f"{name} {reason}" for name, reason in blocked.items())
+        raise StageError(f"{len(blocked)} selected stage(s) did not run: {said}",
+                         fix="add the stages they need to `stages:`, or point --out at a run that holds their output")

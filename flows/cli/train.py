@@ -35,10 +35,8 @@ def command(input_dir: str, target_path: str, out_dir: str, vocab_dir: str | Non
     """Train the EAGLE-3 drafter with DeepSpeed and export it for vLLM / SGLang."""
     from eagle3_core.target import TargetConfig
     from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
-    from flows.cli.generate import quiet_user_error_tracebacks
     from flows.train import train_flow
 
-    quiet_user_error_tracebacks()
     cfg = TrainConfig(mode=mode, max_steps=max_steps, epochs=epochs, ttt_steps=ttt_steps, lr=lr,
                       micro_batch_tokens=micro_batch_tokens, packing=packing, checkpoint_every=checkpoint_every,
                       deepspeed_config=deepspeed_config, num_gpus=num_gpus, hostfile=hostfile, init_from=init_from,

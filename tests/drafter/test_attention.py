@@ -139,7 +139,7 @@ def test_recomputing_each_step_gives_the_same_loss_and_gradients_and_keeps_far_l
     for recompute in (False, True):
         sizes: list[int] = []
 
-        def keep(t):
+        def keep(t, sizes=sizes):  # this iteration's list, bound at definition (ruff B023)
             sizes.append(t.numel())
             return t
 

@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.target import TargetConfig
+from tests.cli_helpers import cli_error
 from tests.extract.helpers import write_sequences
 
 
@@ -49,6 +50,13 @@ def test_cli_extracts_and_resumes(prefect_api, tiny_llama, tmp_path):
 def test_cli_refuses_a_malformed_layer_list(tiny_llama, tmp_path):
     from flows.cli import cli
 
+    (tmp_path / "part-00000.parquet").touch()       # a sequences folder, so the layers are looked at
     result = CliRunner().invoke(cli, ["extract", "--input", str(tmp_path), "--target", str(tiny_llama),
                                       "--out", str(tmp_path / "h"), "--layers", "2,16"])
     assert result.exit_code == 2 and "must name 3 layers (low, mid, high)" in result.output
+
+
+def test_cli_checks_the_input_folder_before_the_layers(tiny_llama, tmp_path, capsys):
+    err = cli_error(["extract", "--input", str(tmp_path / "nowhere"), "--target", str(tiny_llama),
+                     "--out", str(tmp_path / "h"), "--layers", "2,16"], capsys)
+    assert err.startswith("error: no sequences found") and "eagle3 reconstruct" in err

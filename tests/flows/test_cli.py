@@ -4,9 +4,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from flows.cli import cli
+from tests.cli_helpers import cli_error, error_line, prefect_console_to_current_stderr
 
 EAGLE3 = [sys.executable, "-c", "from flows.cli import main; main()"]
 
@@ -22,16 +24,36 @@ def test_a_recipe_mistake_is_one_message_naming_the_field_and_exit_2(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_pipeline_prints_each_stage_outcome_the_outputs_and_the_headline(prefect_api, tmp_path):
+def test_pipeline_prints_each_stage_outcome_and_fails_when_a_selected_stage_was_blocked(
+        prefect_api, tmp_path, capsys, monkeypatch):
+    from flows.cli import main
+
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("stages: [vocab]\n")
+    monkeypatch.setattr("sys.argv", ["eagle3", "pipeline", "--config", str(recipe), "--out", str(tmp_path / "run")])
+    with prefect_console_to_current_stderr(), pytest.raises(SystemExit) as exit_info:
+        main()
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 2 and "Traceback" not in err
+    assert "vocab         blocked" in out
+    assert f"generations          {tmp_path / 'run' / 'generations'}  (not written)" in out
+    assert "acceptance length" in out
+    assert error_line(err) == "error: 1 selected stage(s) did not run: vocab needs reconstruct (not selected)"
 
-    result = CliRunner().invoke(cli, ["pipeline", "--config", str(recipe), "--out", str(tmp_path / "run")])
 
-    assert result.exit_code == 0, result.output
-    assert "vocab         blocked" in result.output
-    assert f"generations          {tmp_path / 'run' / 'generations'}  (not written)" in result.output
-    assert "acceptance length" in result.output
+def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path, capsys):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("stages: [vocab]\ntrain:\n  lr: [1e-3\n")
+    err = cli_error(["pipeline", "--config", str(recipe)], capsys)
+    assert error_line(err).startswith(f"error: YAML syntax error at {recipe}:4:1:")
+
+
+def test_a_recipe_that_runs_generate_without_prompts_is_refused_naming_the_recipe_field(tmp_path, capsys):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("stages: [generate]\n")
+    err = cli_error(["pipeline", "--config", str(recipe)], capsys)
+    assert error_line(err) == "error: generate.prompts is not set, and the generate stage needs prompts"
+    assert f"file: {recipe}" in err and "set generate.prompts.input in the recipe" in err
 
 
 def test_demo_without_its_recipe_says_how_to_get_it(monkeypatch, tmp_path):

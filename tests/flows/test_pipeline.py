@@ -28,16 +28,31 @@ def test_a_stage_whose_inputs_were_never_made_is_blocked_not_run(prefect_api, co
     assert outcomes["generate"]["status"] == "not selected"
 
 
-def test_a_failed_stage_fails_the_run_with_the_stages_own_error(prefect_api, config):
-    config.stages = ["generate"]  # no prompts: the generate stage refuses, with its own message
+def test_a_failed_stage_fails_the_run_with_the_stages_own_error(prefect_api, config, tmp_path):
+    from eagle3_core.errors import InputError
+    from eagle3_core.generate.config import PromptSource
+
+    config.stages = ["generate"]  # prompts that are not there: the generate stage refuses, in its own words
+    config.generate = config.generate.model_copy(update={
+        "prompts": PromptSource(input=str(tmp_path / "missing.jsonl")), "base_urls": ["http://127.0.0.1:9/v1"]})
 
     state = pipeline(config, return_state=True)
 
     assert state.is_failed()
-    assert "generate needs prompts" in state.message
-    with pytest.raises(ConfigError, match="generate needs prompts"):
+    assert "input not found" in state.message
+    with pytest.raises(InputError, match="input not found"):
         state.result()
     assert "| generate | failed |" in summary_of(state)
+
+
+def test_a_run_of_generate_without_prompts_is_refused_before_any_stage(prefect_api, config):
+    config.stages = ["generate"]
+
+    state = pipeline(config, return_state=True)
+
+    assert state.is_failed()
+    with pytest.raises(ConfigError, match="generate.prompts is not set"):
+        state.result()
 
 
 def test_every_run_leaves_a_keyed_summary_artifact(prefect_api, config):

@@ -68,7 +68,7 @@ def test_run_vocab_counts_only_supervised_tokens_and_reports_coverage(llama_dir,
 
 
 def test_run_vocab_without_sequences_is_a_clear_error(llama_dir, tmp_path):
-    with pytest.raises(InputError, match="no sequence shards"):
+    with pytest.raises(InputError, match="no sequences found"):
         run_vocab(VocabConfig(), TargetConfig(path=str(llama_dir)), tmp_path / "missing", tmp_path / "vocab")
 
 

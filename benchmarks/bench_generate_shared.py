@@ -1,0 +1,104 @@
+"""Two `eagle3 generate` runs sharing one endpoint's limit through one real `prefect server`.
+
+Starts `prefect server start` (its own PREFECT_HOME, the lease sweep every 2 s), one loopback
+server (``--delay`` s a request), creates the endpoint's limit (``--limit``), then starts two
+CLI runs of ``--requests`` prompts each at once, each asking for the whole limit. From the
+server's log: the peak of the two runs' requests in flight together, the steady rate while both
+had work (requests started from 3 s after the later one's first until the earlier one's last,
+over that span) against the capacity (limit / mean latency), and each run's share of it.
+
+    .venv/bin/python benchmarks/bench_generate_shared.py [--requests 1500] [--limit 64] [--delay 0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+BIN = Path(sys.executable).parent
+
+from benchmarks.bench_generate import free_port, server_log, start_server  # noqa: E402
+
+
+def start_prefect(home: Path) -> tuple[subprocess.Popen, dict]:
+    import httpx
+
+    api = f"http://127.0.0.1:{free_port()}/api"
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": api, "PREFECT_UI_ENABLED": "false",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": "2",
+           "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false"}
+    port = api.split(":")[2].split("/")[0]
+    proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", port],
+                            env=env, stdout=(home / "server.log").open("wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{api}/health", timeout=2).status_code == 200:
+                return proc, env
+        except httpx.HTTPError:
+            time.sleep(1)
+    raise RuntimeError("the Prefect server did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=1500, help="prompts per run")
+    parser.add_argument("--limit", type=int, default=64)
+    parser.add_argument("--delay", type=float, default=0.5)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-shared-"))
+    prefect, env = start_prefect(tmp)
+    server, url = start_server(args.delay, "")
+    os.environ["PREFECT_API_URL"] = env["PREFECT_API_URL"]  # before Prefect is imported: it reads settings once
+    try:
+        from prefect.client.orchestration import get_client
+        from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+
+        from tasks.generate import endpoint_limit_name
+
+        with get_client(sync_client=True) as client:
+            client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=endpoint_limit_name(url),
+                                                                                limit=args.limit))
+        runs = []
+        for name in "AB":
+            src = tmp / f"{name}.jsonl"
+            src.write_text("".join(json.dumps({"prompt": f"{name} {i}"}) + "\n" for i in range(args.requests)))
+            runs.append(subprocess.Popen(
+                [str(BIN / "eagle3"), "generate", "--input", str(src), "--base-url", url, "--out", str(tmp / name),
+                 "--concurrency", str(args.limit), "--no-progress"], env=env, stdout=subprocess.DEVNULL,
+                stderr=(tmp / f"{name}.log").open("wb")))
+        for run in runs:
+            assert run.wait(timeout=1200) == 0, (tmp / "A.log").read_text()[-2000:]
+        log = [(p, s, e) for p, s, e in server_log(url)["log"] if p[:2] in ("A ", "B ")]
+    finally:
+        server.terminate()
+        os.killpg(prefect.pid, signal.SIGTERM)
+        prefect.wait()
+    events = sorted([(s, 1) for _, s, _ in log] + [(e, -1) for _, _, e in log])
+    starts = {w: sorted(s for p, s, _ in log if p[0] == w) for w in "AB"}
+    lo = max(starts["A"][0], starts["B"][0]) + 3.0
+    hi = min(starts["A"][-1], starts["B"][-1])
+    both = [p[0] for p, s, _ in log if lo <= s <= hi]
+    mean = sum(e - s for _, s, e in log) / len(log)
+    print(json.dumps({"requests_per_run": args.requests, "limit": args.limit, "delay_s": args.delay,
+                      "peak_in_flight_together": max(itertools.accumulate(d for _, d in events)),
+                      "capacity_req_s": round(args.limit / mean, 2), "both_window_s": round(hi - lo, 2),
+                      "together_req_s": round(len(both) / (hi - lo), 2),
+                      "together_over_capacity": round(len(both) / (hi - lo) * mean / args.limit, 4),
+                      "share_a": round(both.count("A") / len(both), 4), "cpu_count": os.cpu_count(),
+                      "load_avg_1m": round(os.getloadavg()[0], 2)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""What every reader does first: name a damaged shard the same way, and hold the folder to what
+its manifest lists.
+
+A folder whose manifest is ``complete`` lists each shard it wrote with its size and blake2b
+(``eagle3_core.checksums``). ``check_listed`` holds the files to that list before anything is
+read: a listed shard that is gone or has another size is named (sizes cost one ``stat`` each);
+with ``verify`` (or ``EAGLE3_VERIFY=1``) every checksum too. A folder still ``running``, or one
+written before manifests listed shards, is read as it is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eagle3_core.errors import InputError
+
+
+def redo_fix(stage: str) -> str:
+    return f"delete it and rerun `eagle3 {stage}`: the stage redoes that shard"
+
+
+def damaged(path: str | Path, why: str, stage: str) -> InputError:
+    """The error for a shard that is missing or cannot be read."""
+    return InputError(f"damaged {stage} shard {Path(path).name}: {why}", path=str(path), fix=redo_fix(stage))
+
+
+def check_listed(stage_dir: str | Path, stage: str, verify: bool | None = None) -> None:
+    """Every shard the folder's complete manifest lists is there with its size (and checksum)."""
+    from eagle3_core.checksums import file_digest, verify_requested
+    from eagle3_core.manifest import read_manifest
+
+    manifest = read_manifest(stage_dir)
+    if manifest is None or manifest.status != "complete":
+        return
+    verify = verify_requested() if verify is None else verify
+    for name, record in manifest.shards.items():
+        path = Path(stage_dir) / name
+        if not path.is_file():
+            raise damaged(path, "the file is missing (its folder's manifest lists it)", stage)
+        size = path.stat().st_size
+        if size != record.bytes:
+            raise damaged(path, f"{size} bytes, its manifest recorded {record.bytes} (truncated or overwritten)", stage)
+        if verify and file_digest(path) != record.blake2b:
+            raise damaged(path, "its blake2b checksum differs from its manifest's (the bytes changed)", stage)

@@ -1,0 +1,36 @@
+"""sequences/ (written by reconstruct): ``part-*.parquet`` in name order, read whole or by column."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eagle3_core.errors import InputError
+from eagle3_core.readers import parquet
+from eagle3_core.readers.folder import check_listed
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+STAGE = "reconstruct"
+PATTERN = "part-*.parquet"
+
+
+def parts(sequences_dir: str | Path) -> list[Path]:
+    """Every sequences part, in name order, after the folder is held to its manifest (a listed
+    part gone or cut short is named); an error that says what to run when there are none."""
+    check_listed(sequences_dir, STAGE)
+    found = sorted(Path(sequences_dir).glob(PATTERN)) if Path(sequences_dir).is_dir() else []
+    if not found:
+        raise InputError(f"no sequences found (expected {PATTERN}) in {sequences_dir}", path=str(sequences_dir),
+                         fix="run `eagle3 reconstruct --out DIR` first and pass that DIR as --input")
+    return found
+
+
+def num_rows(part: str | Path) -> int:
+    return parquet.num_rows(part, STAGE)
+
+
+def read(part: str | Path, columns: list[str] | None = None) -> "pa.Table":
+    """One part (its ``columns``); a missing column or a damaged file names the part."""
+    return parquet.read_table(part, STAGE, columns)
