@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 
 import click
@@ -17,8 +18,12 @@ from eagle3_core.stages import STAGE_NAMES
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="eagle3")
-def cli() -> None:
+@click.option("--verify", is_flag=True, help="Check every shard's full checksum (not only its size) before a stage "
+                                             "skips or reads it; the same as EAGLE3_VERIFY=1.")
+def cli(verify: bool) -> None:
     """Train an EAGLE-3 drafter on a reasoning model's own outputs."""
+    if verify:
+        os.environ["EAGLE3_VERIFY"] = "1"   # read by every stage and reader of this run (eagle3_core.checksums)
 
 
 # The declared stages' own commands (flows/cli/<stage>.py, for a stage useful alone), in DAG
@@ -50,17 +55,16 @@ def main() -> None:
 
 
 def quiet_user_error_tracebacks() -> None:
-    """Prefect logs a failed run's traceback; for a user's mistake (an ``Eagle3Error``) keep its
-    one-line state message only: ``main`` prints the error and its fix itself, last."""
+    """Prefect logs a failed run's exception with its traceback, once per task and flow level;
+    for a user's mistake (an ``Eagle3Error``) drop those records: ``main`` prints the error and
+    its fix itself, and each run's one-line ``Finished in state Failed(...)`` still says why."""
     import logging
 
     from eagle3_core.errors import Eagle3Error
 
     class DropUserErrorTraceback(logging.Filter):
         def filter(self, record: logging.LogRecord) -> bool:
-            if record.exc_info and isinstance(record.exc_info[1], Eagle3Error):
-                record.exc_info, record.exc_text = None, None
-            return True
+            return not (record.exc_info and isinstance(record.exc_info[1], Eagle3Error))
 
     # Prefect logs a run's failure on these loggers; a logger-level filter sees every record
     # logged there, whatever handlers Prefect installs later.

@@ -1,12 +1,15 @@
 """extract over a damaged sequences/ folder, and over a hidden/ shard that was cut short."""
 
 import json
+from pathlib import Path
+
+import pytest
 
 from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.extract.stage import run_extract
 from eagle3_core.target import TargetConfig
 from tests.cli_helpers import cli_error, error_line
-from tests.faults import snapshot, truncate
+from tests.faults import busy_line, flip, held, list_shards, snapshot, truncate
 from tests.extract.helpers import write_sequences
 
 LAYERS = [1, 3, 4]
@@ -38,3 +41,41 @@ def test_a_shard_cut_short_behind_an_intact_header_is_redone_on_resume(tiny_llam
     assert resumed.details["shards_reused"] == resumed.counts["shards"] - 1
     assert {k: v for k, v in snapshot(out).items() if k.startswith("shard-")} == \
         {k: v for k, v in whole.items() if k.startswith("shard-")}
+
+
+@pytest.fixture
+def earlier_run(tiny_llama, tmp_path):
+    """sequences/ (two parts, listed in a complete manifest) and hidden/ made from it at another shard size."""
+    write_sequences(tmp_path / "seq", [[10, 20, 5], [7, 12]])
+    list_shards(tmp_path / "seq", "reconstruct", "part-*.parquet")
+    run_extract(ExtractConfig(layers=LAYERS, shard_tokens=50), TargetConfig(path=str(tiny_llama)),
+                tmp_path / "seq", tmp_path / "hidden")
+    return tmp_path / "seq", tmp_path / "hidden"
+
+
+def extract_cli(seq, hidden, tiny_llama, capsys, *first: str) -> str:
+    return cli_error([*first, "extract", "--input", str(seq), "--target", str(tiny_llama), "--out", str(hidden),
+                      "--layers", "1,3,4", "--shard-tokens", "40", "--device", "cpu"], capsys)
+
+
+@pytest.mark.parametrize("fault, flags, why", [
+    ("deleted", (), "the file is missing (its folder's manifest lists it)"),
+    ("rotten", ("--verify",), "its blake2b checksum differs from its manifest's (the bytes changed)")])
+def test_a_listed_part_deleted_or_rotten_is_named_and_hidden_is_untouched(
+        prefect_api, tiny_llama, earlier_run, capsys, fault, flags, why):
+    seq, hidden = earlier_run
+    before = snapshot(hidden)
+    {"deleted": Path.unlink, "rotten": flip}[fault](seq / "part-00001.parquet")
+    err = extract_cli(seq, hidden, tiny_llama, capsys, *flags)
+    assert error_line(err) == f"error: damaged reconstruct shard part-00001.parquet: {why}"
+    assert snapshot(hidden) == before
+
+
+def test_a_concurrent_run_into_the_same_hidden_folder_refuses_and_changes_nothing(
+        prefect_api, tiny_llama, earlier_run, capsys):
+    seq, hidden = earlier_run
+    before = snapshot(hidden)
+    with held(hidden) as pid:
+        err = extract_cli(seq, hidden, tiny_llama, capsys)
+    assert error_line(err) == busy_line(hidden, pid)
+    assert snapshot(hidden) == before

@@ -10,7 +10,7 @@ from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.stage import run_train
 from tests.cli_helpers import cli_error, error_line
-from tests.faults import snapshot, truncate
+from tests.faults import busy_line, flip, held, list_shards, snapshot, truncate
 
 
 @pytest.fixture
@@ -40,6 +40,26 @@ def test_a_deleted_shard_is_refused_before_training_naming_it(prefect_api, tiny_
     err = train_cli(tiny_run, hidden, tmp_path / "drafter", capsys)
     assert error_line(err) == "error: damaged extract shard shard-00000.safetensors: the file is missing"
     assert snapshot(tmp_path / "drafter") == {}
+
+
+def test_a_rotten_shard_of_the_right_size_is_refused_by_its_checksum_before_training(
+        prefect_api, tiny_run, hidden, tmp_path, capsys):
+    list_shards(hidden, "extract", "shard-*.safetensors", "index.parquet")     # as extract's lifecycle leaves it
+    flip(hidden / "shard-00001.safetensors")                                   # bytes in the tensors, header intact
+    err = train_cli(tiny_run, hidden, tmp_path / "drafter", capsys)
+    assert error_line(err) == ("error: damaged extract shard shard-00001.safetensors: its blake2b checksum differs "
+                               "from its manifest's (the bytes changed)")
+    assert "fix: delete it and rerun `eagle3 extract`: the stage redoes that shard" in err
+    assert snapshot(tmp_path / "drafter") == {}
+
+
+def test_a_concurrent_run_into_the_same_drafter_folder_refuses_and_changes_nothing(
+        prefect_api, tiny_run, hidden, tmp_path, capsys):
+    out = tmp_path / "drafter"
+    with held(out) as pid:
+        err = train_cli(tiny_run, hidden, out, capsys)
+    assert error_line(err) == busy_line(out, pid)
+    assert snapshot(out) == {}
 
 
 @pytest.mark.slow

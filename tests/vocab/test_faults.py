@@ -1,6 +1,8 @@
 """vocab over a damaged sequences/ folder: one line naming the part and its fix, nothing written."""
 
 import json
+import shutil
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -10,7 +12,7 @@ from eagle3_core.target import TargetConfig
 from eagle3_core.vocab.config import VocabConfig
 from eagle3_core.vocab.stage import run_vocab
 from tests.cli_helpers import cli_error, error_line
-from tests.faults import snapshot, truncate
+from tests.faults import busy_line, flip, held, list_shards, snapshot, truncate
 from tests.reconstruct.families import FAMILIES, build_family_tokenizer
 from tests.vocab.test_vocab import write_sequences
 
@@ -53,3 +55,44 @@ def test_a_part_damaged_inside_fails_naming_it_and_leaves_the_manifest_failed_no
         run_vocab(VocabConfig(draft_vocab_size=3), TargetConfig(path=str(llama_dir)), part.parent, vocab)
     assert err.value.path == str(part)
     assert json.loads((vocab / "manifest.json").read_text())["status"] == "failed"
+
+
+@pytest.fixture
+def listed_run(llama_dir, tmp_path):
+    """Two sequences parts under a complete manifest that lists them (as reconstruct leaves them),
+    and a vocab/ built from them with another draft size (so a new run must redo it)."""
+    write_sequences(tmp_path / "seq", ROWS)
+    shutil.copy(tmp_path / "seq" / "part-00000.parquet", tmp_path / "seq" / "part-00001.parquet")
+    list_shards(tmp_path / "seq", "reconstruct", "part-*.parquet")
+    run_vocab(VocabConfig(draft_vocab_size=2), TargetConfig(path=str(llama_dir)), tmp_path / "seq", tmp_path / "vocab")
+    return tmp_path / "seq" / "part-00001.parquet", tmp_path / "vocab"
+
+
+def vocab_cli(part, vocab, llama_dir, capsys, *first: str) -> str:
+    return cli_error([*first, "vocab", "--input", str(part.parent), "--tokenizer", str(llama_dir), "--out", str(vocab),
+                      "--draft-vocab-size", "3"], capsys)
+
+
+@pytest.mark.parametrize("fault, flags, why", [
+    ("truncated", (), "{cut} bytes, its manifest recorded {size} (truncated or overwritten)"),
+    ("deleted", (), "the file is missing (its folder's manifest lists it)"),
+    ("rotten", ("--verify",), "its blake2b checksum differs from its manifest's (the bytes changed)")])
+def test_a_listed_part_truncated_deleted_or_rotten_is_named_and_vocab_is_untouched(
+        prefect_api, llama_dir, listed_run, capsys, fault, flags, why):
+    part, vocab = listed_run
+    before, size = snapshot(vocab), part.stat().st_size
+    {"truncated": truncate, "deleted": Path.unlink, "rotten": flip}[fault](part)
+    err = vocab_cli(part, vocab, llama_dir, capsys, *flags)
+    assert error_line(err) == "error: damaged reconstruct shard part-00001.parquet: " + why.format(cut=size // 2, size=size)
+    assert "fix: delete it and rerun `eagle3 reconstruct`: the stage redoes that shard" in err
+    assert snapshot(vocab) == before
+
+
+def test_a_concurrent_run_into_the_same_vocab_folder_refuses_and_changes_nothing(
+        prefect_api, llama_dir, listed_run, capsys):
+    part, vocab = listed_run
+    before = snapshot(vocab)
+    with held(vocab) as pid:
+        err = vocab_cli(part, vocab, llama_dir, capsys)
+    assert error_line(err) == busy_line(vocab, pid)
+    assert snapshot(vocab) == before
