@@ -49,12 +49,9 @@ def prefect_console_to_current_stderr():
     """Prefect's console handlers keep the stream they were made with: for an in-process CLI call
     under ``capsys`` point them at this test's stderr, and back afterwards (never leave them on a
     stream that closes with the test, nor on one an earlier test closed)."""
-    import logging
     import sys
 
-    loggers = [logging.getLogger(), *(logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict))]
-    handlers = [h for logger in loggers for h in getattr(logger, "handlers", [])
-                if type(h).__name__ == "PrefectConsoleHandler"]
+    handlers = _console_handlers()
     before = [h.stream for h in handlers]
     for handler in handlers:
         _point(handler, sys.stderr)
@@ -63,6 +60,17 @@ def prefect_console_to_current_stderr():
     finally:
         for handler, stream in zip(handlers, before):
             _point(handler, sys.__stderr__ if getattr(stream, "closed", False) else stream)
+        for handler in _console_handlers():  # made during the call (Prefect's first logging setup)
+            if handler not in handlers:
+                _point(handler, sys.__stderr__)
+
+
+def _console_handlers() -> list:
+    import logging
+
+    loggers = [logging.getLogger(), *(logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict))]
+    return [h for logger in loggers for h in getattr(logger, "handlers", [])
+            if type(h).__name__ == "PrefectConsoleHandler"]
 
 
 def _point(handler, stream) -> None:

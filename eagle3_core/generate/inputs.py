@@ -123,7 +123,18 @@ def _parse_line(file: Path, number: int, raw: bytes) -> dict[str, Any]:
     if not isinstance(row, dict):
         return bad_line(file, number, "unknown_shape", f"a row must be a JSON object, got {type(row).__name__}",
                         line.rstrip("\n"))
-    return row
+    return LocatedRow(row, f"{file.name} line {number}")
+
+
+class LocatedRow(dict):
+    """A row as read, plus where it was read (``where``), so a reject of it can name its line."""
+
+    def __init__(self, row: dict[str, Any], where: str) -> None:
+        super().__init__(row)
+        self.where = where
+
+    def __reduce__(self):  # pickles (to a worker, a Prefect task) with its location
+        return LocatedRow, (dict(self), self.where)
 
 
 def _read_json(file: Path) -> Iterator[dict[str, Any]]:

@@ -51,7 +51,16 @@ def normalize(row: Any) -> Messages | RowRejection:
 
 
 def normalize_prompt(row: Any) -> tuple[Messages, list[dict] | None] | RowRejection:
-    """The prompt messages of ``row`` and its tools (None when it has none), or why it cannot be sent."""
+    """The prompt messages of ``row`` and its tools (None when it has none), or why it cannot be
+    sent; a rejected row read from a jsonl line says which (``in.jsonl line 7: ...``)."""
+    found = _prompt_and_tools(row)
+    where = getattr(row, "where", "")
+    if isinstance(found, RowRejection) and where and not found.detail.startswith(where):
+        return RowRejection(found.reason, f"{where}: {found.detail}")
+    return found
+
+
+def _prompt_and_tools(row: Any) -> tuple[Messages, list[dict] | None] | RowRejection:
     messages = normalize(row)
     if isinstance(messages, RowRejection):
         return messages

@@ -15,13 +15,15 @@ def test_a_line_of_bad_bytes_or_the_wrong_type_is_a_reject_with_its_line_and_the
                     b'{"prompt": "caf\xe9"}\n'          # latin-1, not UTF-8
                     b'\n'
                     b'["a", "list"]\n'
+                    b'{"prompt": 3}\n'
                     b'{"prompt": "Q1"}\n')
     manifest = run_generate(config(src, [fake_server.url]), tmp_path / "out")
-    assert (manifest.counts["input"], manifest.counts["accepted"], manifest.counts["rejected"]) == (4, 2, 2)
-    assert manifest.details["reject_reasons"] == {"undecodable": 1, "unknown_shape": 1}
+    assert (manifest.counts["input"], manifest.counts["accepted"], manifest.counts["rejected"]) == (5, 2, 3)
+    assert manifest.details["reject_reasons"] == {"undecodable": 1, "unknown_shape": 1, "non_string_content": 1}
     details = dict(zip(rejected(tmp_path / "out")["reason"], rejected(tmp_path / "out")["detail"]))
     assert details["undecodable"] == "in.jsonl line 2: byte 15 is not UTF-8 (invalid continuation byte)"
     assert details["unknown_shape"] == "in.jsonl line 4: a row must be a JSON object, got list"
+    assert details["non_string_content"] == "in.jsonl line 5: `prompt` must be a string, got int"
     assert sorted(p for p in fake_server.prompts() if p.startswith("Q")) == ["Q0", "Q1"]   # besides the probe
 
 
