@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -162,7 +163,10 @@ def main() -> None:
     for T in args.tokens:
         cmd = [sys.executable, __file__, "--child", str(T), "--device", args.device, "--preset", args.preset,
                "--ttt", str(args.ttt), "--impl", args.impl] + (["--recompute"] if args.recompute else [])
-        out = subprocess.run(cmd, capture_output=True, text=True)
+        # A fixed mmap threshold: freed blocks go back to the OS, so peak RSS is the step's real peak
+        # (glibc's dynamic threshold otherwise keeps freed 16 MiB score blocks in the heap).
+        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode != 0:
             rows.append({"T": T, "impl": args.impl, "error": (out.stderr.strip().splitlines() or ["?"])[-1]})
         else:

@@ -14,9 +14,9 @@ Checks, for stages (skip) and readers (before reading):
   wrong one raises ``ShardError`` naming it, with the fix "delete it and rerun".
 - ``verify_shard(stage_dir, name, record)``: one shard, full checksum.
 
-blake2b (hashlib, no extra package) runs at about 1 GB/s a core: the check of a 32 GB hidden/
-folder costs half a minute, which is why the skip checks sizes and ``verify`` is opt-in
-(``EAGLE3_VERIFY=1`` turns it on for every stage of a run).
+blake2b (hashlib, no extra package) hashed 256 MiB in 0.77 s (333 MiB/s, one core of a busy
+2-core machine): a check of a 32 GB hidden/ folder costs one to two minutes, which is why the
+skip checks sizes and ``verify`` is opt-in (``EAGLE3_VERIFY=1`` turns it on for every stage).
 """
 
 from __future__ import annotations

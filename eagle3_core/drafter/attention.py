@@ -13,6 +13,12 @@ through the log-sum-exp (``merge_diagonal``): exactly the softmax over [step-0 s
 scores], without ever holding the former. Pure PyTorch, the same on CPU and CUDA; exact (the
 tests compare loss and gradients with a dense reference at fp32 tolerance).
 
+Why not a fused kernel: ``scaled_dot_product_attention`` returns no log-sum-exp (needed to merge
+the diagonal steps exactly, with its gradient), and flex attention's ``return_lse`` runs
+memory-efficiently only compiled (on CPU that needs a C++ toolchain and minutes of compiling
+per shape; its eager fallback builds the full score matrix). The blocked form is exact and
+linear everywhere; a GPU build could swap in a fused kernel behind ``causal_attention_lse``.
+
 Sample boundaries (packing): ``segments`` (B, T) gives each position its sample number; a query
 attends only to keys of its own sample. Samples are contiguous, so a block of queries needs only
 the keys from the start of its first query's sample: packed short samples cost Σ len², not T².

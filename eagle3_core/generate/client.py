@@ -1,6 +1,6 @@
 """One chat request with its retries: AsyncOpenAI, non-streaming, token ids when asked.
 
-Retried (the named transient set, exponential backoff with full jitter, ``max_retries`` times):
+Retried through tenacity (the named transient set, exponential backoff with full jitter, ``max_retries`` times):
 timeouts, dropped connections, HTTP 408/409/425/429 and 5xx, malformed or truncated bodies, and
 an empty reasoning when reasoning is required. Every other HTTP error (400: a prompt too long,
 a bad parameter) fails that row at once: ``RequestFailed`` with the code. Each attempt takes a
@@ -32,6 +32,8 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from eagle3_core.generate.concurrency import Endpoint, EndpointPool
 from eagle3_core.generate.config import GenerateConfig
@@ -178,19 +180,24 @@ class Requester:
     async def answer(self, messages: list[dict], tools: list[dict] | None = None) -> Answer:
         # serialised once here, not once per attempt by the client (which deep-copies a dict body)
         payload = json.dumps(request_body(self.cfg, self.model, messages, tools=tools), ensure_ascii=False).encode("utf-8")
+        # tenacity sleeps through self.backoff, which the engine replaces after construction
+        retrying = AsyncRetrying(retry=retry_if_exception_type(Transient), reraise=True,
+                                 stop=stop_after_attempt(self.cfg.max_retries + 1),
+                                 wait=lambda state: self.wait_before(state.attempt_number + 1),
+                                 sleep=lambda seconds: self.backoff(seconds),
+                                 before_sleep=lambda state: self.on_retry(state.outcome.exception().reason))
         attempts = 0
-        while True:
-            attempts += 1
-            try:
-                return await self._attempt(payload, attempts)
-            except Transient as exc:
-                if attempts > self.cfg.max_retries:
-                    raise RequestFailed(exc.reason, f"{exc.detail} (after {attempts} attempts)", attempts) from None
-                self.on_retry(exc.reason)
-            except RequestFailed as exc:
-                exc.attempts = attempts
-                raise
-            await self.backoff(self.wait_before(attempts + 1))
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    return await self._attempt(payload, attempts)
+        except Transient as exc:
+            raise RequestFailed(exc.reason, f"{exc.detail} (after {attempts} attempts)", attempts) from None
+        except RequestFailed as exc:
+            exc.attempts = attempts
+            raise
+        raise AssertionError("tenacity ended without an outcome")  # unreachable: reraise=True
 
     def wait_before(self, attempt: int) -> float:
         """Exponential backoff with full jitter: uniform in [0, min(max, initial * 2^(attempt-2))]."""

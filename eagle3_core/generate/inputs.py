@@ -43,9 +43,7 @@ def count_rows(source: PromptSource) -> int | None:
     total = 0
     for file in _local_files(path):
         if file.suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            total += pq.ParquetFile(file).metadata.num_rows
+            total += _parquet_file(file).metadata.num_rows
         elif file.suffix == ".jsonl":
             with open(file, "rb") as fh:
                 total += sum(1 for line in fh if line.strip())
@@ -150,14 +148,30 @@ def _read_json(file: Path) -> Iterator[dict[str, Any]]:
 
 
 def _read_parquet(file: Path) -> Iterator[dict[str, Any]]:
+    batches = _parquet_file(file).iter_batches(batch_size=1024)
+    while True:
+        try:
+            batch = next(batches, None)
+        except Exception as exc:  # a page torn mid-file: the rows before it were yielded already
+            raise _unreadable(file, exc) from None
+        if batch is None:
+            return
+        yield from batch.to_pylist()
+
+
+def _parquet_file(file: Path):
     import pyarrow.parquet as pq
 
     try:
-        reader = pq.ParquetFile(file)
+        return pq.ParquetFile(file)
     except Exception as exc:  # pyarrow raises several types for a corrupt file
-        raise InputError(f"cannot read Parquet file: {exc}", path=str(file)) from None
-    for batch in reader.iter_batches(batch_size=1024):
-        yield from batch.to_pylist()
+        raise _unreadable(file, exc) from None
+
+
+def _unreadable(file: Path, exc: Exception) -> InputError:
+    return InputError(f"cannot read Parquet file: {(str(exc).splitlines() or [type(exc).__name__])[0][:160]}",
+                      path=str(file), fix="repair or replace this prompts file (or convert it to .jsonl, where a bad "
+                                          "line costs one counted reject)")
 
 
 def _read_hf(source: PromptSource) -> Iterator[dict[str, Any]]:

@@ -58,7 +58,7 @@ class TrainConfig(StrictModel):
     online_vllm: OnlineVllmConfig = Field(default_factory=OnlineVllmConfig, description="Engine and spool of mode online-vllm.")
     drafter: DrafterShape = Field(default_factory=DrafterShape, description="Drafter heads, KV heads, head_dim and MLP width; unset fields copy the target.")
     ttt_steps: int = Field(7, ge=1, description="Training-time-test unroll length K.")
-    recompute_ttt_steps: bool = Field(False, description="Recompute each unroll step's activations in backward (about 1.3x the compute): what a step keeps per token drops from ~2.1 MB to ~0.1 MB at Llama-8B shape, which 32K-token micro-batches need on an 80 GB GPU (benchmarks/README.md).")
+    recompute_ttt_steps: bool = Field(False, description="Recompute each unroll step's activations in backward (about 1.3x the compute): what the unroll keeps per token drops from 2.10 MB to 0.24 MB at Llama-8B shape, which 32K-token micro-batches need on an 80 GB GPU (benchmarks/README.md).")
     ttt_decay: float = Field(0.8, gt=0, le=1, description="Loss weight decay per unroll step.")
     epochs: float = Field(1.0, gt=0, description="Passes over the data.")
     max_steps: int | None = Field(None, ge=1, description="Stop after this many optimizer steps (overrides epochs).")

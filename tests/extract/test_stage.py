@@ -169,9 +169,9 @@ def test_user_mistakes_are_clear_errors(tiny_llama, tmp_path):
     with pytest.raises(InputError, match="no sequences found") as err:
         run_extract(_cfg(), TargetConfig(path=str(tiny_llama)), tmp_path / "empty", tmp_path / "h")
     assert "eagle3 reconstruct" in str(err.value)
-    with pytest.raises(InputError, match="config.json"):
-        run_extract(_cfg(), TargetConfig(path=str(tmp_path)), tmp_path / "empty", tmp_path / "h")
     write_sequences(tmp_path / "seq", [[10]])
+    with pytest.raises(InputError, match="config.json"):       # the input is checked first, then the target
+        run_extract(_cfg(), TargetConfig(path=str(tmp_path)), tmp_path / "seq", tmp_path / "h")
     with pytest.raises(ConfigError, match="online"):
         run_extract(_cfg(mode="online"), TargetConfig(path=str(tiny_llama)), tmp_path / "seq", tmp_path / "h")
 

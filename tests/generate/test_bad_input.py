@@ -74,3 +74,19 @@ def test_a_truncated_part_of_its_own_folder_is_named_on_resume_and_no_part_chang
         run_generate(config(src, [fake_server.url]), tmp_path / "out")
     assert err.value.fix == "delete it and rerun `eagle3 generate`: the stage redoes that shard"
     assert {k: v for k, v in snapshot(tmp_path / "out").items() if "part-" in k} == parts
+
+
+def test_a_torn_parquet_prompts_file_is_one_error_naming_it(tmp_path):
+    import polars as pl
+
+    from eagle3_core.generate.config import PromptSource
+    from eagle3_core.generate.inputs import count_rows, iter_rows
+
+    pl.DataFrame(prompts(5)).write_parquet(tmp_path / "a.parquet")
+    pl.DataFrame(prompts(5, "R")).write_parquet(tmp_path / "b.parquet")
+    truncate(tmp_path / "b.parquet")
+    source = PromptSource(input=str(tmp_path))
+    for read in (count_rows, lambda s: list(iter_rows(s))):
+        with pytest.raises(InputError, match="cannot read Parquet file: Parquet magic bytes not found") as err:
+            read(source)
+        assert err.value.path == str(tmp_path / "b.parquet")

@@ -58,3 +58,25 @@ def test_the_toy_target_answers_its_training_questions_through_vllm(generated):
         truth = {"+": int(a) + int(b), "-": int(a) - int(b), "×": int(a) * int(b)}[op]
         right += parse_answer(row["content"]) == truth
     assert right >= 0.8 * rows.height
+
+
+def test_the_pre_flight_check_passes_for_the_toy_recipe_and_catches_a_wrong_template(toy_vllm, tmp_path):
+    """`eagle3 probe --recipe` against real vLLM: the toy's recipe agrees with its server; a tokenizer
+    whose template adds a system turn the server never rendered is caught in the prompt."""
+    import shutil
+
+    from eagle3_core.config import PipelineConfig
+    from eagle3_core.errors import EndpointError
+    from eagle3_core.reconstruct.preflight import preflight
+    from tests.fixtures.toy import toy_recipe
+
+    recipe = PipelineConfig.model_validate(toy_recipe())
+    gen = recipe.generate.model_copy(update={"model": toy_vllm.model})
+    target = recipe.target.model_copy(update={"path": str(toy_vllm.path)})
+    assert "token ids equal the reconstruction of its own text" in preflight(target, gen, toy_vllm.base_url).line()
+    other = tmp_path / "tokenizer"
+    shutil.copytree(toy_vllm.path, other, ignore=shutil.ignore_patterns("*.safetensors", "*.jsonl"))
+    template = other / "chat_template.jinja"
+    template.write_text("<|im_system|>system<|im_middle|>Be brief.<|im_end|>" + template.read_text())
+    with pytest.raises(EndpointError, match=r"\(in the prompt\)"):
+        preflight(target.model_copy(update={"path": str(other)}), gen, toy_vllm.base_url)

@@ -35,3 +35,21 @@ def test_a_missing_or_broken_file_is_a_config_error(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(ConfigError, match="not valid JSON"):
         deepspeed_config(TrainConfig(deepspeed_config=str(tmp_path / "bad.json")), 10, False)
+
+
+def test_the_embedding_ships_on_request_or_when_served_with_pipeline_parallelism():
+    from eagle3_core.train.config import TrainConfig
+
+    assert not TrainConfig().ships_embedding
+    assert TrainConfig(export_embedding=True).ships_embedding
+    assert TrainConfig(serve_pipeline_parallel_size=2).ships_embedding
+    assert not TrainConfig(serve_pipeline_parallel_size=2, export_embedding=False).ships_embedding
+
+
+def test_grad_accum_sets_deepspeeds_accumulation_and_counts_in_the_step_total():
+    from eagle3_core.train.config import TrainConfig
+    from eagle3_core.train.loop import total_steps
+
+    cfg = TrainConfig(grad_accum=2, epochs=1.0)
+    assert deepspeed_config(cfg, 10, bf16=False)["gradient_accumulation_steps"] == 2
+    assert total_steps(cfg, batches_per_epoch=12, world=3) == 2          # 12 micro-batches / (3 ranks x 2)
