@@ -10,8 +10,9 @@ Two sides of one folder (``eagle3_core.extract.spool``):
 
 Hybrid: when the states of every sample still to be read fit the budget, each sample is computed
 once (a unit holds the samples a batch reads first) and kept, so later epochs reuse them;
-otherwise every batch is a unit of its own, deleted once read, and each epoch recomputes its
-states. ``SpoolPlan.describe`` states which, and the recompute cost, in the log and manifest.
+otherwise the samples that fit beside room for the streamed batches are kept, and each batch's
+others form a unit of their own, deleted once read, recomputed every epoch.
+``SpoolPlan.describe`` states which, and the recompute cost, in the log and manifest.
 
 Determinism: the batches are the trainer's ``BatchPlan`` over the samples in sample-id order,
 the plan the offline reader gets too, so a seed gives the same batches in the same order from
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from pathlib import Path
 import torch
 
 from eagle3_core.errors import ConfigError, StageError
-from eagle3_core.extract.spool import POLL_S, Requests, Spool, StatusFile, Stopped, Unit, produce, unit_bytes
+from eagle3_core.extract.spool import HEADER_SLACK, POLL_S, Requests, Spool, StatusFile, Stopped, Unit, produce, unit_bytes
 from eagle3_core.train.data import Sample, collate, plan_batches
 
 NAMES = {"input_ids": "input_ids", "aux": "aux_hidden_states", "final": "final_hidden_states", "loss_mask": "loss_mask"}
@@ -61,20 +62,30 @@ class SpoolPlan:
         if self.reuse:
             return head + f"each sample is computed once and reused by later epochs ({self.unique_tokens:,} tokens)"
         extra = self.computed_tokens - self.unique_tokens
-        return head + (f"epochs recompute their states: the engine computes {self.computed_tokens:,} tokens for "
+        return head + (f"the samples that fit are kept and reused ({self.kept_tokens:,} tokens), the others "
+                       f"recomputed each epoch: the engine computes {self.computed_tokens:,} tokens for "
                        f"{self.unique_tokens:,} distinct ones ({extra:,} recomputed, "
                        f"{self.computed_tokens / max(self.unique_tokens, 1):.2f}x); "
                        f"spool_gb >= {self.states_bytes / gib:.2f} would compute each once")
 
+    @property
+    def kept_tokens(self) -> int:
+        return sum(sum(u.tokens) for u in self.units if u.pinned)
+
     def figures(self) -> dict:
         return {"units": len(self.units), "reuse": self.reuse, "unique_tokens": self.unique_tokens,
                 "computed_tokens": self.computed_tokens, "recomputed_tokens": self.computed_tokens - self.unique_tokens,
-                "states_bytes": self.states_bytes, "budget_bytes": self.budget_bytes}
+                "kept_tokens": self.kept_tokens, "states_bytes": self.states_bytes, "budget_bytes": self.budget_bytes}
 
 
 def plan_units(batches: list[list[Sample]], heldout: list[Sample], budget: int, seed: int, hidden_size: int,
-               budget_bytes: int, pack: bool = False) -> SpoolPlan:
-    """Held-out batches (pinned; as ``loop.evaluate`` groups them), then the train batches to read."""
+               budget_bytes: int, pack: bool = False, consumers: int = 1) -> SpoolPlan:
+    """Held-out batches (pinned; as ``loop.evaluate`` groups them), then the train batches to read.
+
+    All kept when everything fits. Otherwise samples read again later are kept, in the order they
+    are first read, while the budget holds beside room for ``consumers`` + 1 streamed batches;
+    each batch's other samples form a unit of their own, deleted once read.
+    """
     held = [unit_of([heldout[i] for i in idx], budget, True)
             for idx in plan_batches([s.length for s in heldout], budget, seed, 0, pack)]
     seen: set[str] = set()
@@ -89,8 +100,32 @@ def plan_units(batches: list[list[Sample]], heldout: list[Sample], budget: int, 
     unique = sum(sum(u.tokens) for u in kept)
     if states <= budget_bytes:
         return SpoolPlan(kept, True, unique, unique, states, budget_bytes)
-    streamed = held + [unit_of(batch, budget, False) for batch in batches]
-    return SpoolPlan(streamed, False, unique, sum(sum(u.tokens) for u in streamed), states, budget_bytes)
+    largest = max((unit_bytes(sum(min(s.length, budget) for s in b), hidden_size) for b in batches), default=0)
+    room = budget_bytes - sum(unit_bytes(sum(u.tokens), hidden_size) for u in held) - (consumers + 1) * largest
+    units = held + _partly_kept(batches, budget, hidden_size, room)
+    return SpoolPlan(units, False, unique, sum(sum(u.tokens) for u in units), states, budget_bytes)
+
+
+def _partly_kept(batches: list[list[Sample]], budget: int, hidden_size: int, room: int) -> list[Unit]:
+    """Per batch: a kept unit of its first-read samples that fit ``room`` bytes and are read again,
+    then a streamed unit of the rest of the batch."""
+    reads = Counter(s.sample_id for b in batches for s in b)
+    kept: set[str] = set()
+    units: list[Unit] = []
+    for batch in batches:
+        keep = []
+        for s in batch:
+            cost = unit_bytes(min(s.length, budget), hidden_size) - (HEADER_SLACK if keep else 0)
+            if s.sample_id not in kept and reads[s.sample_id] > 1 and cost <= room:
+                keep.append(s)
+                kept.add(s.sample_id)
+                room -= cost
+        if keep:
+            units.append(unit_of(keep, budget, True))
+        rest = [s for s in batch if s.sample_id not in kept]
+        if rest:
+            units.append(unit_of(rest, budget, False))
+    return units
 
 
 class SpoolReader:
@@ -132,18 +167,20 @@ class SpoolReader:
                 self._queued.setdefault(tuple(unit.sample_ids), deque()).append(index)
 
     def _pieces(self, batch: list[Sample]) -> list[tuple[int, int, int]]:
-        queue = self._queued.get(tuple(s.sample_id for s in batch))
-        if queue:
-            index, offset, pieces = queue.popleft(), 0, []
-            for tokens in self.plan.units[index].tokens:
-                pieces.append((index, offset, tokens))
+        """(unit, offset, tokens) of each sample: kept ones where they are kept, the others from the
+        batch's next streamed unit."""
+        rest = tuple(s.sample_id for s in batch if s.sample_id not in self._kept)
+        streamed: dict[str, tuple[int, int, int]] = {}
+        if rest:
+            queue = self._queued.get(rest)
+            if not queue:
+                raise StageError(f"the trainer asked for a batch the spool plan does not hold ({rest[0]})",
+                                 fix="a bug: the batch plan changed after the requests were written")
+            index, offset = queue.popleft(), 0
+            for sample_id, tokens in zip(self.plan.units[index].sample_ids, self.plan.units[index].tokens):
+                streamed[sample_id] = (index, offset, tokens)
                 offset += tokens
-            return pieces
-        missing = [s.sample_id for s in batch if s.sample_id not in self._kept]
-        if missing:
-            raise StageError(f"the trainer asked for a batch the spool plan does not hold ({missing[0]})",
-                             fix="a bug: the batch plan changed after the requests were written")
-        return [self._kept[s.sample_id] for s in batch]
+        return [self._kept.get(s.sample_id) or streamed[s.sample_id] for s in batch]
 
     def load(self, batch: list[Sample], budget: int, dtype: torch.dtype, device,
              pack: bool = False) -> dict[str, torch.Tensor]:
@@ -221,7 +258,7 @@ def requests_for(reader: SpoolReader, cfg, inputs, batches: list[list[Sample]], 
     """The run's requests: its train batches still to read and the held-out set, under the budget."""
     budget_bytes = int(cfg.online_vllm.spool_gb * 2**30)
     plan = plan_units(batches, heldout, cfg.micro_batch_tokens, cfg.seed, inputs.hidden_size, budget_bytes,
-                      cfg.packing)
+                      cfg.packing, consumers=world)
     requests = Requests(run_id=reader.run_id, sequences_dir=str(reader.sequences_dir), target_path=inputs.target_path,
                         layers=inputs.aux_layer_ids, num_hidden_layers=int(inputs.target_config["num_hidden_layers"]),
                         hidden_size=inputs.hidden_size, budget_bytes=budget_bytes, consumers=world, units=plan.units)

@@ -48,19 +48,24 @@ def test_the_same_seed_gives_the_same_batches_from_disk_or_from_the_engine(tiny_
     assert [[s.sample_id for s in b] for b in from_disk] == [[s.sample_id for s in b] for b in online]
 
 
-def test_a_set_that_fits_is_computed_once_and_one_that_does_not_states_its_recompute_cost(tiny_run, tmp_path):
+def test_a_set_that_fits_is_computed_once_and_one_that_does_not_keeps_what_fits_and_states_the_rest(tiny_run, tmp_path):
     batches, heldout = batches_of(SpoolReader(tiny_run.sequences, tmp_path, "r", 1).samples(), 3)
     tokens = sum(s.length for s in {s.sample_id: s for b in batches for s in b}.values()) + sum(s.length for s in heldout)
+    held = sum(s.length for s in heldout)
     fits = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=1 << 30)
     assert fits.reuse and fits.computed_tokens == fits.unique_tokens == tokens
     assert all(u.pinned for u in fits.units) and "computed once and reused" in fits.describe()
 
-    tight = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=fits.states_bytes - 1)
-    assert not tight.reuse and tight.unique_tokens == tokens
-    held = sum(s.length for s in heldout)
-    assert tight.computed_tokens - held == 3 * (tokens - held)         # every epoch recomputes the train set
-    assert f"{tight.computed_tokens - tight.unique_tokens:,} recomputed" in tight.describe()
-    assert tight.figures()["recomputed_tokens"] == 2 * (tokens - held)
+    streamed = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=0)     # no room to keep any
+    assert not streamed.reuse and streamed.kept_tokens == held
+    assert streamed.computed_tokens - held == 3 * (tokens - held)     # every epoch recomputes the train set
+
+    half = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=fits.states_bytes // 2 + 3 * 20_000)
+    assert not half.reuse and held < half.kept_tokens < tokens
+    assert half.computed_tokens == 3 * (tokens - held) + held - 2 * (half.kept_tokens - held)
+    assert sum(unit_bytes(sum(u.tokens), HIDDEN) for u in half.units if u.pinned) <= half.budget_bytes
+    assert f"{half.computed_tokens - half.unique_tokens:,} recomputed" in half.describe()
+    assert half.figures()["recomputed_tokens"] == half.computed_tokens - tokens
 
 
 def test_a_budget_that_cannot_hold_two_micro_batches_is_refused_with_the_size_to_set(tiny_run, tmp_path):
