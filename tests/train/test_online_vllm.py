@@ -180,3 +180,13 @@ def test_the_pipeline_settles_mode_auto_before_extract_and_leaves_extract_out_wh
     assert tight.train.mode == "online-vllm" and "extract" not in tight.stages and "do not fit" in why
     assert BY_NAME["train"].reads(tight) == ("reconstruct", "vocab")
     assert settle(PipelineConfig(out=str(tmp_path / "empty"), train=TrainConfig(mode="auto")))[0].train.mode == "auto"
+
+
+def test_the_pipeline_deployments_form_selects_the_train_mode_and_names_an_endpoint():
+    """The deployments' parameter is the pipeline config: its form offers every mode and the engine's settings."""
+    from flows.pipeline import pipeline
+
+    schema = pipeline.parameters.model_dump()
+    found = schema.get("definitions") or schema["$defs"]
+    assert found["TrainConfig"]["properties"]["mode"]["enum"] == ["offline", "online", "online-vllm", "auto"]
+    assert {"endpoint", "spool_gb", "engine_devices", "train_devices"} <= set(found["OnlineVllmConfig"]["properties"])
