@@ -74,7 +74,7 @@ def test_a_run_writes_metrics_checkpoints_and_an_export_vllm_can_load(tiny_run, 
 
     again = Recorder()
     assert train(tiny_run, out, config(), again).counts == manifest.counts
-    assert again.steps == [] and any("reused" in line for line in again.lines)
+    assert again.steps == [] and any("skipped" in line for line in again.lines)
 
     changed = Recorder()                                 # another config never resumes these checkpoints
     retrained = train(tiny_run, out, config(lr=1e-3, max_steps=2), changed)
@@ -113,8 +113,9 @@ def test_a_trainer_failure_raises_the_trainers_own_error(tiny_run, tmp_path):
 
 def test_online_mode_runs_the_target_inside_the_trainer_and_stores_no_states(tiny_run, tmp_path):
     out = tmp_path / "drafter"
-    manifest = run_train(config(mode="online", max_steps=2), TargetConfig(path=str(tiny_run.target)), None,
-                         tiny_run.vocab, out, sequences_dir=tiny_run.sequences)
+    # a 4-layer target: its defaults (2, 2, 1) repeat a layer, which every entry point refuses
+    manifest = run_train(config(mode="online", max_steps=2), TargetConfig(path=str(tiny_run.target), aux_layer_ids=[1, 2, 3]),
+                         None, tiny_run.vocab, out, sequences_dir=tiny_run.sequences)
     assert manifest.status == "complete" and manifest.counts["steps"] == 2
     assert (out / "export" / "model.safetensors").exists()
     assert not list(out.rglob("shard-*.safetensors"))
