@@ -4,5 +4,7 @@ One file per concern: ``config`` (TrainConfig), ``inputs`` (checks before any st
 (split, batch plan, readers), ``loss`` (training-time test), ``ds_config`` (the DeepSpeed
 JSON), ``build`` (drafter, target head, reader), ``loop`` (the trainer), ``checkpoint``,
 ``metrics``, ``export``, ``main`` (the trainer process), ``launcher`` (starts and streams it),
-``stage`` (``run_train``, the entry point).
+``stage`` (``run_train``, the entry point). Mode online-vllm: ``online_vllm`` (what the trainer
+requests from the engine's spool, and its reader), ``online_engine`` (the engine serving it),
+``online_run`` (the stage's side: spool, engine for the run, figures), ``mode`` (mode auto).
 """

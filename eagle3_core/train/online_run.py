@@ -49,7 +49,7 @@ def prepare(cfg: TrainConfig, inputs: TrainInputs, out: Path, reporter: Reporter
                               fix="lower train.online_vllm.spool_gb, or set train.online_vllm.spool_dir on a larger disk")
     elif not where.is_dir():
         raise ConfigError(f"no engine spool at {where}", path=str(where),
-                          fix="start one with `python -m eagle3_core.train.online_vllm serve --spool DIR ...`, "
+                          fix="start one with `python -m eagle3_core.train.online_engine serve --spool DIR ...`, "
                               "or leave train.online_vllm.endpoint unset to let the stage start the engine")
     inputs.spool = {"dir": str(where), "run_id": uuid.uuid4().hex, "timeout_s": online.wait_timeout_s}
     states = unit_bytes(inputs.tokens, inputs.hidden_size)
@@ -64,7 +64,7 @@ def engine_for_run(cfg: TrainConfig, target: TargetConfig, inputs: TrainInputs, 
                    reporter: Reporter) -> Iterator[dict]:
     """The engine for one trainer run: started (``yield`` gives its live figures) and stopped after,
     or nothing to start when the recipe names an endpoint."""
-    from eagle3_core.train.online_vllm import EngineProducer, build_engine
+    from eagle3_core.train.online_engine import EngineProducer, build_engine
 
     figures: dict = {}
     if cfg.online_vllm.endpoint is not None:

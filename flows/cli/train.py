@@ -15,7 +15,7 @@ import click
 @click.option("--deepspeed-config", type=click.Path(dir_okay=False), default=None, help="Your DeepSpeed JSON config (\"auto\" values are filled in); default: ZeRO-2, AdamW, cosine.")
 @click.option("--mode", type=click.Choice(["offline", "online", "online-vllm"]), default="offline", show_default=True, help="offline reads hidden/; online runs the target inside the trainer over sequences/; online-vllm streams states from a vLLM engine over sequences/ through a bounded spool.")
 @click.option("--spool-gb", type=click.FloatRange(min=0, min_open=True), default=16.0, show_default=True, help="online-vllm: the spool's byte budget (GiB); later epochs reuse the states it can keep, recompute the rest.")
-@click.option("--endpoint", type=click.Path(file_okay=False), default=None, help="online-vllm: the spool folder of an engine already serving (python -m eagle3_core.train.online_vllm serve); default: start one.")
+@click.option("--endpoint", type=click.Path(file_okay=False), default=None, help="online-vllm: the spool folder of an engine already serving (python -m eagle3_core.train.online_engine serve); default: start one.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Stop after this many optimizer steps (default: --epochs).")
 @click.option("--epochs", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True, help="Passes over the data.")
 @click.option("--ttt-steps", type=click.IntRange(min=1), default=7, show_default=True, help="Training-time-test unroll length.")

@@ -17,7 +17,8 @@ from eagle3_core.extract.spool import Spool, unit_bytes
 from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
 from eagle3_core.train.data import BatchPlan, OfflineReader, split_heldout
-from eagle3_core.train.online_vllm import EngineProducer, SpoolReader, build_engine, plan_units, requests_for
+from eagle3_core.train.online_engine import EngineProducer, build_engine
+from eagle3_core.train.online_vllm import SpoolReader, plan_units, requests_for
 from tests.train.builders import HIDDEN, LAYERS, one_thread
 
 BUDGET = 256  # micro-batch tokens
@@ -127,7 +128,7 @@ def test_an_engine_that_fails_to_start_fails_the_trainer_at_once_with_its_error(
 
 
 def test_an_endpoint_serves_one_run_after_another_and_refuses_another_target(tiny_run, tmp_path):
-    from eagle3_core.train.online_vllm import serve
+    from eagle3_core.train.online_engine import serve
 
     cfg = OnlineVllmConfig(engine="transformers", device="cpu")
     spool, stop = Spool(tmp_path), threading.Event()
