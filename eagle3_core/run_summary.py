@@ -60,7 +60,16 @@ def headline(layout: RunLayout) -> dict[str, Any]:
         "training loss": _training_loss(layout),
         "acceptance length (vLLM)": _pick(report, "online.with_drafter.acceptance_length"),
         "acceptance length (offline)": _pick(report, "offline.acceptance_length"),
+        "hidden-state engine": _engine(_figures(read_manifest(layout.drafter))),
     }
+
+
+def _engine(drafter: dict[str, Any]) -> str | None:
+    """Where online-vllm training got its states: the standing engine's URL or folder, or the one it started."""
+    online = _pick(drafter, "online")
+    if not isinstance(online, dict):
+        return None
+    return f"standing engine at {online['endpoint']}" if online.get("endpoint") else f"{online.get('engine')} engine started by the stage"
 
 
 def _percent(rate: float | None) -> str | None:

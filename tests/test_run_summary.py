@@ -26,8 +26,20 @@ def test_headline_reads_each_figure_from_its_stages_files(tmp_path):
 
     assert figures == {"samples accepted": 98, "samples rejected": 2, "reasoning present": "98 of 98 (98 in `reasoning`)",
                        "token-exact reconstruction": "100.0% of samples match the server's token ids", "training loss": 2.25,
-                       "acceptance length (vLLM)": 2.4, "acceptance length (offline)": 2.5}
+                       "acceptance length (vLLM)": 2.4, "acceptance length (offline)": 2.5,
+                       "hidden-state engine": None}  # offline training: no engine
 
 
 def test_figures_of_stages_that_did_not_run_are_absent_not_guessed(tmp_path):
     assert set(headline(RunLayout(root=tmp_path)).values()) == {None}
+
+
+def test_the_summary_names_the_engine_online_training_read_its_states_from(tmp_path):
+    layout = RunLayout(root=tmp_path)
+    online = {"engine": "vllm", "endpoint": "http://10.0.0.7:8790", "engine_tokens": 1200}
+    write_manifest(layout.drafter, StageManifest(stage="train", status="complete", config_hash="h",
+                                                 details={"online": online}))
+    assert headline(layout)["hidden-state engine"] == "standing engine at http://10.0.0.7:8790"
+    write_manifest(layout.drafter, StageManifest(stage="train", status="complete", config_hash="h",
+                                                 details={"online": {**online, "endpoint": None}}))
+    assert headline(layout)["hidden-state engine"] == "vllm engine started by the stage"

@@ -13,8 +13,8 @@ class OnlineVllmConfig(StrictModel):
     """Where train.mode online-vllm gets its states: an extraction engine writing into a bounded spool."""
 
     engine: Literal["vllm", "transformers"] = Field("vllm", description="vllm: the extract stage's vLLM engine (a target only a serving engine holds); transformers: the target in-process on `device` (small targets, tests).")
-    endpoint: str | None = Field(None, description="Spool folder of an engine already running (`python -m eagle3_core.train.online_engine serve --spool DIR ...`); None = the stage starts the engine and stops it with the run.")
-    spool_dir: str | None = Field(None, description="Spool folder of an engine the stage starts; None = drafter/spool. Put it on a fast local disk.")
+    endpoint: str | None = Field(None, description="An engine already running: its spool folder (`python -m eagle3_core.train.online_engine serve --spool DIR ...`), or its URL `http://HOST:PORT` (the same command with `--http HOST:PORT`; units are copied into spool_dir); None = the stage starts the engine and stops it with the run.")
+    spool_dir: str | None = Field(None, description="Spool folder of an engine the stage starts, or the local copy of a URL endpoint's units; None = drafter/spool. Put it on a fast local disk.")
     spool_gb: float = Field(16.0, gt=0, description="Byte budget of the spool in GiB: the engine waits when it is full. Epochs after the first reuse the states it can keep (all when the whole dataset fits) and recompute the others.")
     engine_devices: str | None = Field(None, description="CUDA_VISIBLE_DEVICES of the engine, e.g. `0,1,2,3` (kept apart from train_devices); None = inherited.")
     train_devices: str | None = Field(None, description="CUDA_VISIBLE_DEVICES of the DeepSpeed trainer, e.g. `4,5,6,7`; None = inherited.")

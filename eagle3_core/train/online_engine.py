@@ -8,6 +8,9 @@ when a newer run replaces the one in progress. A standing engine behind an endpo
 
     python -m eagle3_core.train.online_engine serve --spool DIR --target PATH --layers a,b,c --max-tokens N
 
+With ``--http HOST:PORT`` the same engine is also reachable by URL (``eagle3_core.extract.spool_http``):
+the trainer names ``http://HOST:PORT`` as its endpoint and copies the units into a spool of its own.
+
 The trainer side (what is requested, and reading it) is ``eagle3_core.train.online_vllm``.
 """
 
@@ -70,7 +73,7 @@ def serve(spool: Spool, engine_factory: Callable[[], object], stop: threading.Ev
             served = requests.run_id
             status.update(run_id=served, units=0, tokens=0, peak_bytes=0, forward_s=0.0, room_wait_s=0.0, error=None)
             try:
-                _refuse_other_target(requests, target_path, layers)
+                refuse_other_target(requests, target_path, layers)
                 with _run_watch(spool, served, stop) as run_stop:
                     produce(spool, requests, engine, status, run_stop)
             except Stopped:
@@ -104,7 +107,7 @@ def _next_requests(spool: Spool, served: str, stop: threading.Event) -> Requests
     return None
 
 
-def _refuse_other_target(requests: Requests, target_path: str | None, layers: list[int] | None) -> None:
+def refuse_other_target(requests: Requests, target_path: str | None, layers: list[int] | None) -> None:
     if target_path is not None and Path(requests.target_path).resolve() != Path(target_path).resolve():
         raise ConfigError(f"this engine serves {target_path}, the trainer asks for {requests.target_path}",
                           fix="point train.online_vllm.endpoint at an engine started for the same target")
@@ -182,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", required=True)
     parser.add_argument("--layers", required=True, type=lambda s: [int(x) for x in s.split(",")])
     parser.add_argument("--max-tokens", type=int, required=True, help="Longest sample (train.micro_batch_tokens).")
+    parser.add_argument("--http", default=None, metavar="HOST:PORT",
+                        help="Also serve the spool over HTTP (train.online_vllm.endpoint: http://HOST:PORT).")
     parser.add_argument("--config", default="{}", help="OnlineVllmConfig fields as JSON (engine, devices, vLLM sizing).")
     args = parser.parse_args(argv)
     cfg = OnlineVllmConfig.model_validate(json.loads(args.config))
@@ -189,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     spool = Spool(args.spool)
     spool.root.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
+    if args.http:
+        from eagle3_core.extract.spool_http import serve_http
+
+        server = serve_http(spool, args.http, args.target, args.layers)
+        print(f"eagle3 engine: spool {spool.root} at http://{args.http.rpartition(':')[0] or '127.0.0.1'}:"
+              f"{server.server_address[1]}", flush=True)
     try:
         serve(spool, lambda: build_engine(cfg, TargetConfig(path=args.target), args.layers, n_layers, args.max_tokens), stop, runs=None,
               target_path=args.target, layers=args.layers)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from eagle3_core.errors import ConfigError
 from eagle3_core.extract.spool import Spool, unit_bytes
+from eagle3_core.extract.spool_http import is_url
 from eagle3_core.extract.storage import free_bytes, human
 from eagle3_core.progress import Reporter
 from eagle3_core.target import TargetConfig
@@ -26,8 +27,15 @@ SPOOL = "spool"
 
 
 def spool_dir(cfg: TrainConfig, out: Path) -> Path:
+    """The folder the trainer reads: an endpoint folder, else its own (a URL's units are copied there)."""
     online = cfg.online_vllm
-    return Path(online.endpoint or online.spool_dir or out / SPOOL)
+    return Path(folder_endpoint(cfg) or online.spool_dir or out / SPOOL)
+
+
+def folder_endpoint(cfg: TrainConfig) -> str | None:
+    """The endpoint when it names a spool folder (not a URL)."""
+    endpoint = cfg.online_vllm.endpoint
+    return None if is_url(endpoint) else endpoint
 
 
 def longest_sample(sequences_dir: str) -> int:
@@ -41,7 +49,9 @@ def prepare(cfg: TrainConfig, inputs: TrainInputs, out: Path, reporter: Reporter
     """Check the spool's disk, give the trainer its spool, and state the cost before any step."""
     online, where = cfg.online_vllm, spool_dir(cfg, out)
     budget = int(online.spool_gb * 2**30)
-    if online.endpoint is None:
+    if is_url(online.endpoint):
+        check_url_engine(online.endpoint, inputs)
+    if folder_endpoint(cfg) is None:
         free = free_bytes(where) + (Spool(where).used_bytes() if where.exists() else 0)
         if budget > free:
             raise ConfigError(f"train.online_vllm.spool_gb is {online.spool_gb} GiB but only {human(free)} is free "
@@ -55,8 +65,20 @@ def prepare(cfg: TrainConfig, inputs: TrainInputs, out: Path, reporter: Reporter
     states = unit_bytes(inputs.tokens, inputs.hidden_size)
     verdict = ("the whole set fits: epochs after the first reuse it" if states <= budget else
                f"it does not fit: each of {cfg.epochs:g} epochs recomputes its states")
-    reporter.log(f"train: online-vllm via {'endpoint ' + str(where) if online.endpoint else online.engine + ' engine'}; "
+    via = f"endpoint {online.endpoint}" if online.endpoint else f"{online.engine} engine"
+    reporter.log(f"train: online-vllm via {via}; "
                  f"the set's states take {human(states)}, spool budget {human(budget)} at {where}: {verdict}")
+
+
+def check_url_engine(url: str, inputs: TrainInputs) -> None:
+    """Before any step: the engine at ``url`` answers and serves this target and these layers."""
+    from eagle3_core.extract.spool import Requests
+    from eagle3_core.extract.spool_http import engine_status
+    from eagle3_core.train.online_engine import refuse_other_target
+
+    engine = engine_status(url)
+    asked = Requests.model_construct(target_path=inputs.target_path, layers=list(inputs.aux_layer_ids))
+    refuse_other_target(asked, engine.get("target"), engine.get("layers"))
 
 
 @contextlib.contextmanager
@@ -67,6 +89,10 @@ def engine_for_run(cfg: TrainConfig, target: TargetConfig, inputs: TrainInputs, 
     from eagle3_core.train.online_engine import EngineProducer, build_engine
 
     figures: dict = {}
+    if is_url(cfg.online_vllm.endpoint):
+        with url_fetcher(cfg, inputs, out, figures):
+            yield figures
+        return
     if cfg.online_vllm.endpoint is not None:
         yield figures
         figures.update(Spool(spool_dir(cfg, out)).status())
@@ -85,6 +111,20 @@ def engine_for_run(cfg: TrainConfig, target: TargetConfig, inputs: TrainInputs, 
     figures["engine_error"] = None if producer.error is None else str(producer.error)
 
 
+@contextlib.contextmanager
+def url_fetcher(cfg: TrainConfig, inputs: TrainInputs, out: Path, figures: dict) -> Iterator[None]:
+    """A standing engine named by URL: its units are copied into the trainer's own spool."""
+    from eagle3_core.extract.spool_http import UnitFetcher, engine_status
+
+    url = cfg.online_vllm.endpoint
+    fetcher = UnitFetcher(url, spool_dir(cfg, out), inputs.spool["run_id"], cfg.online_vllm.wait_timeout_s)
+    with fetcher:
+        yield
+    with contextlib.suppress(Exception):  # the engine's figures are a nicety once the run is over
+        figures.update(engine_status(url))
+    figures["engine_error"] = None if fetcher.error is None else str(fetcher.error)
+
+
 def details(summary: dict, engine: dict, cfg: TrainConfig) -> dict:
     """The run's online figures for the manifest: engine throughput and peak, trainer waits, reuse."""
     spool = summary.get("spool") or {}
@@ -98,8 +138,8 @@ def details(summary: dict, engine: dict, cfg: TrainConfig) -> dict:
 
 def clean(cfg: TrainConfig, out: Path) -> None:
     """After a complete run: the stage's own spool goes; in an endpoint's folder only this run's
-    units and requests go (the engine's status stays its own)."""
-    where = spool_dir(cfg, out)
-    Spool(where).clear(status=cfg.online_vllm.endpoint is None)
-    if cfg.online_vllm.endpoint is None and where == out / SPOOL:
+    units and requests go (the engine's status stays its own). A URL's local copies are the stage's own."""
+    where, own = spool_dir(cfg, out), folder_endpoint(cfg) is None
+    Spool(where).clear(status=own)
+    if own and where == out / SPOOL:
         shutil.rmtree(where, ignore_errors=True)
