@@ -97,9 +97,15 @@ def _show(value: Any) -> str:
 
 
 def outputs(layout: RunLayout) -> dict[str, Path]:
-    return {"generations": layout.generations, "sequences": layout.sequences, "vocab": layout.vocab,
-            "hidden states": layout.hidden, "drafter checkpoints": layout.drafter / "checkpoints",
-            "drafter export": layout.export, "evaluation": layout.eval}
+    return {
+        "generations": layout.generations,
+        "sequences": layout.sequences,
+        "vocab": layout.vocab,
+        "hidden states": layout.hidden,
+        "drafter checkpoints": layout.drafter / "checkpoints",
+        "drafter export": layout.export,
+        "evaluation": layout.eval,
+    }
 
 
 def summary_lines(config: PipelineConfig, outcomes: dict[str, Any]) -> list[str]:
@@ -109,8 +115,10 @@ def summary_lines(config: PipelineConfig, outcomes: dict[str, Any]) -> list[str]
         o = o if isinstance(o, dict) else vars(o)
         lines.append(f"{name:<13} {o['status']:<14} {o['seconds']:>7.1f}  {o['reason'] or o['out_dir']}")
     lines += ["", "outputs:"]
-    lines += [f"  {name:<20} {path}{'' if path.exists() else '  (not written)'}"
-              for name, path in outputs(config.layout).items()]
+    lines += [
+        f"  {name:<20} {path}{'' if path.exists() else '  (not written)'}"
+        for name, path in outputs(config.layout).items()
+    ]
     lines += ["", "headline:"]
     lines += [f"  {name:<27} {_show(value)}" for name, value in headline(config.layout).items()]
     return lines

@@ -20,12 +20,14 @@ class SpecServer(FakeServer):
     async def _handle(self, method, path, body, writer, reader=None):
         if method == "GET" and path.endswith("/metrics"):
             c = self.chats + 100  # earlier traffic the measurement must not count
-            text = (f'vllm:spec_decode_num_drafts_total{{engine="0"}} {2.0 * c}\n'
-                    f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {6.0 * c}\n'
-                    f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {3.0 * c}\n'
-                    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="0"}} {2.0 * c}\n'
-                    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="1"}} {1.0 * c}\n'
-                    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="2"}} 0.0\n')
+            text = (
+                f'vllm:spec_decode_num_drafts_total{{engine="0"}} {2.0 * c}\n'
+                f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {6.0 * c}\n'
+                f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {3.0 * c}\n'
+                f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="0"}} {2.0 * c}\n'
+                f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="1"}} {1.0 * c}\n'
+                f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="2"}} 0.0\n'
+            )
             return _respond_bytes(writer, 200, text.encode())
         if method == "POST":
             self.chats += 1
@@ -44,7 +46,7 @@ PROMPTS = [[{"role": "user", "content": f"What is {i} + 1?"}] for i in range(5)]
 
 def test_counters_cover_the_first_timed_pass_only(spec_server):
     m = measure(spec_server.url, PROMPTS, client_config(0.0, 16, 2, 30), repeats=2)
-    assert spec_server.chats == 15                                  # warm-up pass + two timed passes of five
+    assert spec_server.chats == 15  # warm-up pass + two timed passes of five
     assert len(m.rates) == 2 and all(r > 0 for r in m.rates)
     assert (m.counters.drafts, m.counters.accepted) == (10, 15)
     assert m.counters.acceptance_length == 2.5
@@ -74,7 +76,9 @@ def test_identical_share_ignores_failed_requests():
 
 
 def measured(rates: list[float], acceptance: float | None = None) -> Measurement:
-    counters = SpecCounters(drafts=10.0, draft_tokens=30.0, accepted=10.0 * (acceptance - 1)) if acceptance else SpecCounters()
+    counters = (
+        SpecCounters(drafts=10.0, draft_tokens=30.0, accepted=10.0 * (acceptance - 1)) if acceptance else SpecCounters()
+    )
     return Measurement(counters=counters, wall_s=1.0, completion_tokens=100, rates=rates)
 
 
