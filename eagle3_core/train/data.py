@@ -113,6 +113,17 @@ def collate(rows: dict[str, list[torch.Tensor]], pack: bool) -> dict[str, torch.
     return {**{k: pad_stack(v, T) for k, v in rows.items()}, "segments": pad_stack(numbers, T)}
 
 
+def on_device(batch: dict[str, torch.Tensor], device, dtype) -> dict[str, torch.Tensor]:
+    """A collated batch in the trainer's types: ids long, states in the compute dtype, mask bool."""
+    return {
+        "input_ids": batch["input_ids"].long().to(device),
+        "aux": batch["aux"].to(device, dtype),
+        "final": batch["final"].to(device, dtype),
+        "loss_mask": batch["loss_mask"].bool().to(device),
+        "segments": batch["segments"].to(device),
+    }
+
+
 def pack_padded(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A padded batch (segments 1 = sample, 0 = padding) as one packed row."""
     real = batch["segments"] > 0  # (B, T)
@@ -192,14 +203,7 @@ class OfflineReader:
             for key, name in names.items():
                 rows[key].append(shard.get_slice(name)[s.offset : end])
         refuse_non_finite(rows["aux"], rows["final"], batch, self.hidden_dir, redo_fix("extract"))
-        out = collate(rows, pack)
-        return {
-            "input_ids": out["input_ids"].long().to(device),
-            "aux": out["aux"].to(device, dtype),
-            "final": out["final"].to(device, dtype),
-            "loss_mask": out["loss_mask"].bool().to(device),
-            "segments": out["segments"].to(device),
-        }
+        return on_device(collate(rows, pack), device, dtype)
 
 
 class OnlineReader:

@@ -31,7 +31,7 @@ import torch
 
 from eagle3_core.errors import StageError
 from eagle3_core.extract.spool import HEADER_SLACK, POLL_S, Requests, Spool, Unit, unit_bytes
-from eagle3_core.train.data import Sample, collate, plan_batches
+from eagle3_core.train.data import Sample, collate, on_device, plan_batches
 
 NAMES = {"input_ids": "input_ids", "aux": "aux_hidden_states", "final": "final_hidden_states", "loss_mask": "loss_mask"}
 STATUS_EVERY_S = 1.0
@@ -225,14 +225,7 @@ class SpoolReader:
             if not self.plan.units[index].pinned:
                 self._open.pop(index, None)  # close the mapping before the file goes
                 self.spool.unit_path(index).unlink(missing_ok=True)
-        out = collate(rows, pack)
-        return {
-            "input_ids": out["input_ids"].long().to(device),
-            "aux": out["aux"].to(device, dtype),
-            "final": out["final"].to(device, dtype),
-            "loss_mask": out["loss_mask"].bool().to(device),
-            "segments": out["segments"].to(device),
-        }
+        return on_device(collate(rows, pack), device, dtype)
 
     def _handle(self, index: int):
         from safetensors import safe_open
