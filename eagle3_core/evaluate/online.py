@@ -24,6 +24,7 @@ from pathlib import Path
 from eagle3_core.errors import EndpointError
 from eagle3_core.evaluate.metrics import SpecCounters
 from eagle3_core.generate.config import GenerateConfig
+from eagle3_core.target import ChatSettings
 
 
 @dataclass
@@ -52,9 +53,13 @@ def speculative_config(export_dir: str | Path, k: int) -> dict:
     return {"method": "eagle3", "model": str(Path(export_dir).resolve()), "num_speculative_tokens": k}
 
 
-def client_config(temperature: float, max_tokens: int, concurrency: int, timeout: float) -> GenerateConfig:
-    """The generate stage's config for evaluation requests: greedy by default, token ids, no top_k."""
+def client_config(
+    temperature: float, max_tokens: int, concurrency: int, timeout: float, chat: ChatSettings | None = None
+) -> GenerateConfig:
+    """The generate stage's config for evaluation requests: greedy by default, token ids, no top_k,
+    and the target's chat settings, so held-out prompts render as the training prompts did."""
     return GenerateConfig(
+        chat=chat or ChatSettings(),
         temperature=temperature,
         max_tokens=max_tokens,
         concurrency=concurrency,

@@ -193,7 +193,7 @@ def _online(
     from eagle3_core.evaluate.serving import aux_layers_logged, check_temperature, measure_or_explain, serve_target
 
     check_temperature(cfg.temperature, serve)
-    gen = client_config(cfg.temperature, cfg.max_tokens, cfg.concurrency, cfg.request_timeout)
+    gen = client_config(cfg.temperature, cfg.max_tokens, cfg.concurrency, cfg.request_timeout, target.chat)
     k = cfg.num_speculative_tokens
     with serve_target(target, serve, speculative_config(export_dir, k)) as server:
         reporter.log(f"evaluate: vLLM with the drafter (k={k}) up in {server.startup_seconds} s at {server.base_url}")

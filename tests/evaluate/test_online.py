@@ -7,6 +7,7 @@ import pytest
 
 from eagle3_core.evaluate.metrics import SpecCounters
 from eagle3_core.evaluate.online import Measurement, client_config, identical_share, measure, online_summary
+from eagle3_core.target import ChatSettings
 from tests.fixtures.fake_server import FakeServer, _respond_bytes
 
 
@@ -59,6 +60,15 @@ def test_requests_are_greedy_with_token_ids_and_never_carry_top_k(spec_server):
     for body in spec_server.requests:
         assert body["temperature"] == 0.0 and body["return_token_ids"] is True
         assert "top_k" not in body and "top_k" not in body.get("extra_body", {})
+
+
+def test_requests_carry_the_targets_chat_settings(spec_server):
+    chat = ChatSettings(chat_template_kwargs={"thinking": True}, spaces_between_special_tokens=False)
+    measure(spec_server.url, PROMPTS[:2], client_config(0.0, 16, 2, 30, chat))
+    assert spec_server.requests, "no request reached the server"
+    for body in spec_server.requests:
+        assert body["chat_template_kwargs"]["thinking"] is True
+        assert body["spaces_between_special_tokens"] is False
 
 
 def test_the_summary_sets_speed_and_agreement_side_by_side(spec_server):
