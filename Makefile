@@ -33,9 +33,8 @@ test: setup lint
 test-fast: $(VENV)/.installed
 	$(VENV)/bin/pytest -m "not slow"
 
-# `ruff format --check .` joins this target once the tree has been formatted (one `ruff format .`
-# after the open branches land: formatting earlier would hand each of them conflicts).
 lint: $(VENV)/.installed
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 
 clean:

@@ -23,10 +23,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PRESETS = {
-    "tiny": dict(hidden_size=256, num_hidden_layers=8, intermediate_size=688, num_attention_heads=4,
-                 num_key_value_heads=2, vocab_size=8192),
-    "llama-8b": dict(hidden_size=4096, num_hidden_layers=32, intermediate_size=14336, num_attention_heads=32,
-                     num_key_value_heads=8, vocab_size=128256),
+    "tiny": dict(
+        hidden_size=256,
+        num_hidden_layers=8,
+        intermediate_size=688,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=8192,
+    ),
+    "llama-8b": dict(
+        hidden_size=4096,
+        num_hidden_layers=32,
+        intermediate_size=14336,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        vocab_size=128256,
+    ),
 }
 
 
@@ -42,8 +54,9 @@ def build(preset: str, device: str, dtype):
     torch.manual_seed(0)
     with torch.device(device):
         target = LlamaForCausalLM(config).to(dtype).eval()
-        dcfg = DrafterConfig.from_target(config.to_dict(), min(32000, config.vocab_size),
-                                         default_aux_layer_ids(config.num_hidden_layers))
+        dcfg = DrafterConfig.from_target(
+            config.to_dict(), min(32000, config.vocab_size), default_aux_layer_ids(config.num_hidden_layers)
+        )
         drafter = Eagle3Drafter(dcfg).to(dtype).eval()
     drafter.embed_tokens.weight.data = target.get_input_embeddings().weight.data
     return target, drafter
@@ -93,19 +106,30 @@ def main() -> None:
 
     dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
     target, drafter = build(args.preset, args.device, dtype)
-    decoder = ChainDecoder(target, drafter, eos_ids=set())            # no stop token: every prompt runs full length
+    decoder = ChainDecoder(target, drafter, eos_ids=set())  # no stop token: every prompt runs full length
     g = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(0, target.config.vocab_size, (args.prompt_len,), generator=g).tolist()
-               for _ in range(args.prompts)]
-    plain_greedy(target, prompts[0], 4)                                   # warm-up (kernels, allocator)
+    prompts = [
+        torch.randint(0, target.config.vocab_size, (args.prompt_len,), generator=g).tolist()
+        for _ in range(args.prompts)
+    ]
+    plain_greedy(target, prompts[0], 4)  # warm-up (kernels, allocator)
     counters = SpecCounters()
     greedy_s = timed(lambda: [plain_greedy(target, p, args.max_tokens) for p in prompts], args.device)
     chain_s = timed(lambda: [decoder.decode(p, args.k, args.max_tokens, counters) for p in prompts], args.device)
     tokens = args.prompts * args.max_tokens
-    result = {"preset": args.preset, "device": args.device, "dtype": str(dtype).replace("torch.", ""),
-              "prompts": args.prompts, "prompt_len": args.prompt_len, "max_tokens": args.max_tokens, "k": args.k,
-              "greedy_tokens_per_s": tokens / greedy_s, "chain_tokens_per_s": tokens / chain_s,
-              "chain_overhead": greedy_s / chain_s, "acceptance_length": counters.acceptance_length}
+    result = {
+        "preset": args.preset,
+        "device": args.device,
+        "dtype": str(dtype).replace("torch.", ""),
+        "prompts": args.prompts,
+        "prompt_len": args.prompt_len,
+        "max_tokens": args.max_tokens,
+        "k": args.k,
+        "greedy_tokens_per_s": tokens / greedy_s,
+        "chain_tokens_per_s": tokens / chain_s,
+        "chain_overhead": greedy_s / chain_s,
+        "acceptance_length": counters.acceptance_length,
+    }
     print(json.dumps(result, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")

@@ -38,10 +38,16 @@ def build_target(directory: Path, shape: dict, dtype, device: str):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=shape["vocab"], hidden_size=shape["hidden"], intermediate_size=shape["intermediate"],
-                         num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
-                         num_key_value_heads=shape["kv_heads"], max_position_embeddings=16384,
-                         tie_word_embeddings=False)
+    config = LlamaConfig(
+        vocab_size=shape["vocab"],
+        hidden_size=shape["hidden"],
+        intermediate_size=shape["intermediate"],
+        num_hidden_layers=shape["layers"],
+        num_attention_heads=shape["heads"],
+        num_key_value_heads=shape["kv_heads"],
+        max_position_embeddings=16384,
+        tie_word_embeddings=False,
+    )
     torch.manual_seed(0)
     with torch.device(device):
         model = LlamaForCausalLM(config).to(dtype).eval()
@@ -56,8 +62,9 @@ def write_sequences(directory: Path, samples: int, mean_len: int, vocab: int, se
     from tests.extract.helpers import write_sequences as write
 
     rng = random.Random(seed)
-    lengths = [max(8, min(4 * mean_len, int(rng.lognormvariate(math.log(mean_len) - 0.18, 0.6))))
-               for _ in range(samples)]
+    lengths = [
+        max(8, min(4 * mean_len, int(rng.lognormvariate(math.log(mean_len) - 0.18, 0.6)))) for _ in range(samples)
+    ]
     write(directory, [lengths], vocab=vocab, seed=seed)
     return sum(lengths)
 
@@ -126,12 +133,23 @@ def bench_transformers(args, work: Path, shape: dict) -> dict:
         extract = min(extract, extract_pass(engine, plan, work / "hidden"))
     written = sum(p.stat().st_size for p in (work / "hidden").glob("shard-*.safetensors"))
     batches = [b for s in plan.shards for b in engine.plan([len(r[1]) for r in load_shard_rows(plan.sequences_dir, s)])]
-    return {"engine": "transformers", "device": device, "dtype": str(dtype).removeprefix("torch."), "shape": shape,
-            "layers": plan.layers, "samples": args.samples, "tokens": tokens, "shards": len(plan.shards),
-            "bare_tokens_per_s": round(tokens / bare), "extract_tokens_per_s": round(tokens / extract),
-            "ratio": round(bare / extract, 3), "padding_share": round(padding_share(batches), 4),
-            "bytes_per_token": round(written / tokens, 1), "state_bytes_per_token": bytes_per_token(shape["hidden"]),
-            "overhead": round(written / tokens / bytes_per_token(shape["hidden"]) - 1, 4)}
+    return {
+        "engine": "transformers",
+        "device": device,
+        "dtype": str(dtype).removeprefix("torch."),
+        "shape": shape,
+        "layers": plan.layers,
+        "samples": args.samples,
+        "tokens": tokens,
+        "shards": len(plan.shards),
+        "bare_tokens_per_s": round(tokens / bare),
+        "extract_tokens_per_s": round(tokens / extract),
+        "ratio": round(bare / extract, 3),
+        "padding_share": round(padding_share(batches), 4),
+        "bytes_per_token": round(written / tokens, 1),
+        "state_bytes_per_token": bytes_per_token(shape["hidden"]),
+        "overhead": round(written / tokens / bytes_per_token(shape["hidden"]) - 1, 4),
+    }
 
 
 def bench_vllm(args, work: Path, shape: dict, figures: dict) -> dict:
@@ -145,12 +163,21 @@ def bench_vllm(args, work: Path, shape: dict, figures: dict) -> dict:
 
     target = work / "target"
     build_target(target, shape, torch.float32, "cpu").save_pretrained(target)  # vLLM loads from disk
-    cfg = ExtractConfig(engine="vllm", shard_tokens=args.shard_tokens, vllm_python=args.vllm_python,
-                        vllm_kv_cache_bytes=args.vllm_kv_cache_bytes)
+    cfg = ExtractConfig(
+        engine="vllm",
+        shard_tokens=args.shard_tokens,
+        vllm_python=args.vllm_python,
+        vllm_kv_cache_bytes=args.vllm_kv_cache_bytes,
+    )
     plan = plan_extract(cfg, TargetConfig(path=str(target)), work / "seq", work / "hidden-vllm")
     started = time.perf_counter()
-    engine = VllmEngine(cfg, TargetConfig(path=str(target)), plan.layers, plan.num_hidden_layers,
-                        max_model_len=max(s.longest for s in plan.shards) + 1)
+    engine = VllmEngine(
+        cfg,
+        TargetConfig(path=str(target)),
+        plan.layers,
+        plan.num_hidden_layers,
+        max_model_len=max(s.longest for s in plan.shards) + 1,
+    )
     try:
         startup = time.perf_counter() - started
         seconds = min(extract_pass(engine, plan, work / "hidden-vllm") for _ in range(args.repeats))
@@ -158,16 +185,24 @@ def bench_vllm(args, work: Path, shape: dict, figures: dict) -> dict:
         engine.close()
     written = sum(p.stat().st_size for p in (work / "hidden-vllm").glob("shard-*.safetensors"))
     tokens = figures["tokens"]
-    return {"engine": "vllm", "startup_s": round(startup, 1), "extract_tokens_per_s": round(tokens / seconds),
-            "vs_transformers_extract": round(tokens / seconds / figures["extract_tokens_per_s"], 3),
-            "bytes_per_token": round(written / tokens, 1)}
+    return {
+        "engine": "vllm",
+        "startup_s": round(startup, 1),
+        "extract_tokens_per_s": round(tokens / seconds),
+        "vs_transformers_extract": round(tokens / seconds / figures["extract_tokens_per_s"], 3),
+        "bytes_per_token": round(written / tokens, 1),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
-    parser.add_argument("--engine", choices=["transformers", "both"], default="transformers",
-                        help="both: also the vLLM engine on the same shards (CPU: hold /tmp/eagle3-vllm.lock)")
+    parser.add_argument(
+        "--engine",
+        choices=["transformers", "both"],
+        default="transformers",
+        help="both: also the vLLM engine on the same shards (CPU: hold /tmp/eagle3-vllm.lock)",
+    )
     parser.add_argument("--vllm-kv-cache-bytes", type=int, default=256 << 20)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--samples", type=int, default=256)

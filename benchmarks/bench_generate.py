@@ -76,8 +76,16 @@ async def bare_loop(urls: list[str], n: int, concurrency: int, timeout: float, m
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    clients = [AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0, timeout=timeout,
-                           http_client=DefaultAsyncHttpxClient(limits=limits, timeout=timeout)) for url in urls]
+    clients = [
+        AsyncOpenAI(
+            base_url=url,
+            api_key="EMPTY",
+            max_retries=0,
+            timeout=timeout,
+            http_client=DefaultAsyncHttpxClient(limits=limits, timeout=timeout),
+        )
+        for url in urls
+    ]
     gates = [asyncio.Semaphore(concurrency) for _ in urls]
 
     async def one(i: int) -> None:
@@ -86,8 +94,11 @@ async def bare_loop(urls: list[str], n: int, concurrency: int, timeout: float, m
             async with gate:
                 try:
                     reply = await client.chat.completions.create(
-                        model="fake-model", messages=[{"role": "user", "content": f"bare {i}"}], max_tokens=64,
-                        extra_body={"return_token_ids": True})
+                        model="fake-model",
+                        messages=[{"role": "user", "content": f"bare {i}"}],
+                        max_tokens=64,
+                        extra_body={"return_token_ids": True},
+                    )
                 except Exception:
                     continue
             if getattr(reply.choices[0].message, "reasoning", None):
@@ -107,8 +118,14 @@ def stage_round(urls: list[str], n: int, concurrency: int, timeout: float, max_r
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "prompts.jsonl"
         src.write_text("".join(json.dumps({"prompt": f"stage {i}"}) + "\n" for i in range(n)))
-        cfg = GenerateConfig(prompts=PromptSource(input=str(src)), base_urls=urls, concurrency=concurrency,
-                             max_tokens=64, request_timeout=timeout, max_retries=max_retries)
+        cfg = GenerateConfig(
+            prompts=PromptSource(input=str(src)),
+            base_urls=urls,
+            concurrency=concurrency,
+            max_tokens=64,
+            request_timeout=timeout,
+            max_retries=max_retries,
+        )
         if via == "flow":
             from flows.generate import generate_flow
 
@@ -117,8 +134,12 @@ def stage_round(urls: list[str], n: int, concurrency: int, timeout: float, max_r
             manifest = run_generate(cfg, Path(tmp) / "out").model_dump(mode="json")
     c, details = manifest["counts"], manifest["details"]
     assert c["accepted"] + c["rejected"] + c["skipped"] == c["input"] == n, c
-    return {"accepted": c["accepted"], "rejected": details["reject_reasons"],
-            "client_latency_s": details["latency_s"], "retries": details["retries_by_reason"]}
+    return {
+        "accepted": c["accepted"],
+        "rejected": details["reject_reasons"],
+        "client_latency_s": details["latency_s"],
+        "retries": details["retries_by_reason"],
+    }
 
 
 def figures(log: list, concurrency: int, prefix: str) -> dict:
@@ -137,10 +158,18 @@ def figures(log: list, concurrency: int, prefix: str) -> dict:
     wall = max(e for _, _, e in mine) - starts[0]
     held = sum(max(0.0, min(e, hi) - max(s, lo)) for _, s, e in mine)  # request-seconds inside the window
     ideal = n * mean / concurrency + longest
-    return {"requests": n, "steady_req_s": round(steady, 2), "mean_latency_s": round(mean, 4),
-            "capacity_req_s": round(concurrency / mean, 2), "steady_over_capacity": round(steady * mean / concurrency, 4),
-            "wall_s": round(wall, 2), "ideal_wall_s": round(ideal, 2), "wall_over_ideal": round(wall / ideal, 4),
-            "longest_chain_s": round(longest, 2), "steady_mean_in_flight": round(held / (hi - lo), 2)}
+    return {
+        "requests": n,
+        "steady_req_s": round(steady, 2),
+        "mean_latency_s": round(mean, 4),
+        "capacity_req_s": round(concurrency / mean, 2),
+        "steady_over_capacity": round(steady * mean / concurrency, 4),
+        "wall_s": round(wall, 2),
+        "ideal_wall_s": round(ideal, 2),
+        "wall_over_ideal": round(wall / ideal, 4),
+        "longest_chain_s": round(longest, 2),
+        "steady_mean_in_flight": round(held / (hi - lo), 2),
+    }
 
 
 def measure(fn) -> tuple[object, float]:
@@ -158,9 +187,13 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.5, help="mean latency of a good answer (s)")
     parser.add_argument("--timeout", type=float, default=None, help="request deadline (s); default: the scenario's")
     parser.add_argument("--max-retries", type=int, default=5)
-    parser.add_argument("--via", choices=["flow", "core"], default="flow",
-                        help="flow: `eagle3 generate`'s Prefect flow (an ephemeral API in a fresh PREFECT_HOME "
-                             "unless PREFECT_API_URL is set); core: run_generate alone")
+    parser.add_argument(
+        "--via",
+        choices=["flow", "core"],
+        default="flow",
+        help="flow: `eagle3 generate`'s Prefect flow (an ephemeral API in a fresh PREFECT_HOME "
+        "unless PREFECT_API_URL is set); core: run_generate alone",
+    )
     args = parser.parse_args()
     if args.via == "flow" and "PREFECT_API_URL" not in os.environ:
         os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="bench-prefect-")
@@ -173,8 +206,10 @@ def main() -> None:
 
     def logs() -> dict:
         answers = [server_log(url) for url in urls]
-        return {"log": [entry for a in answers for entry in a["log"]],
-                "in_flight_peak": [a["in_flight_peak"] for a in answers]}
+        return {
+            "log": [entry for a in answers for entry in a["log"]],
+            "in_flight_peak": [a["in_flight_peak"] for a in answers],
+        }
 
     try:
         for url in urls:
@@ -192,12 +227,27 @@ def main() -> None:
             server.wait()
     bare["cpu_ms_per_req"] = round(1000 * bare_cpu / bare["requests"], 3)
     stage["cpu_ms_per_req"] = round(1000 * stage_cpu / stage["requests"], 3)
-    print(json.dumps({"scenario": args.scenario, "via": args.via, "mix": mix, "prompts": n, "endpoints": len(urls),
-                      "concurrency_per_endpoint": c, "delay_s": args.delay, "timeout_s": timeout,
-                      "cpu_count": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2), "bare": bare,
-                      "stage": stage | outcome,
-                      "stage_over_bare_steady": round(stage["steady_req_s"] / bare["steady_req_s"], 4),
-                      "server_in_flight_peak": answer["in_flight_peak"]}, indent=1))
+    print(
+        json.dumps(
+            {
+                "scenario": args.scenario,
+                "via": args.via,
+                "mix": mix,
+                "prompts": n,
+                "endpoints": len(urls),
+                "concurrency_per_endpoint": c,
+                "delay_s": args.delay,
+                "timeout_s": timeout,
+                "cpu_count": os.cpu_count(),
+                "load_avg_1m": round(os.getloadavg()[0], 2),
+                "bare": bare,
+                "stage": stage | outcome,
+                "stage_over_bare_steady": round(stage["steady_req_s"] / bare["steady_req_s"], 4),
+                "server_in_flight_peak": answer["in_flight_peak"],
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

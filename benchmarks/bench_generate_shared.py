@@ -34,13 +34,23 @@ def start_prefect(home: Path) -> tuple[subprocess.Popen, dict]:
     import httpx
 
     api = f"http://127.0.0.1:{free_port()}/api"
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": api, "PREFECT_UI_ENABLED": "false",
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": "2",
-           "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false"}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_API_URL": api,
+        "PREFECT_UI_ENABLED": "false",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": "2",
+        "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
+    }
     port = api.split(":")[2].split("/")[0]
-    proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", port],
-                            env=env, stdout=(home / "server.log").open("wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", port],
+        env=env,
+        stdout=(home / "server.log").open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         try:
@@ -68,16 +78,33 @@ def main() -> None:
         from tasks.generate import endpoint_limit_name
 
         with get_client(sync_client=True) as client:
-            client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=endpoint_limit_name(url),
-                                                                                limit=args.limit))
+            client.create_global_concurrency_limit(
+                GlobalConcurrencyLimitCreate(name=endpoint_limit_name(url), limit=args.limit)
+            )
         runs = []
         for name in "AB":
             src = tmp / f"{name}.jsonl"
             src.write_text("".join(json.dumps({"prompt": f"{name} {i}"}) + "\n" for i in range(args.requests)))
-            runs.append(subprocess.Popen(
-                [str(BIN / "eagle3"), "generate", "--input", str(src), "--base-url", url, "--out", str(tmp / name),
-                 "--concurrency", str(args.limit), "--no-progress"], env=env, stdout=subprocess.DEVNULL,
-                stderr=(tmp / f"{name}.log").open("wb")))
+            runs.append(
+                subprocess.Popen(
+                    [
+                        str(BIN / "eagle3"),
+                        "generate",
+                        "--input",
+                        str(src),
+                        "--base-url",
+                        url,
+                        "--out",
+                        str(tmp / name),
+                        "--concurrency",
+                        str(args.limit),
+                        "--no-progress",
+                    ],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=(tmp / f"{name}.log").open("wb"),
+                )
+            )
         for run in runs:
             assert run.wait(timeout=1200) == 0, (tmp / "A.log").read_text()[-2000:]
         log = [(p, s, e) for p, s, e in server_log(url)["log"] if p[:2] in ("A ", "B ")]
@@ -91,13 +118,24 @@ def main() -> None:
     hi = min(starts["A"][-1], starts["B"][-1])
     both = [p[0] for p, s, _ in log if lo <= s <= hi]
     mean = sum(e - s for _, s, e in log) / len(log)
-    print(json.dumps({"requests_per_run": args.requests, "limit": args.limit, "delay_s": args.delay,
-                      "peak_in_flight_together": max(itertools.accumulate(d for _, d in events)),
-                      "capacity_req_s": round(args.limit / mean, 2), "both_window_s": round(hi - lo, 2),
-                      "together_req_s": round(len(both) / (hi - lo), 2),
-                      "together_over_capacity": round(len(both) / (hi - lo) * mean / args.limit, 4),
-                      "share_a": round(both.count("A") / len(both), 4), "cpu_count": os.cpu_count(),
-                      "load_avg_1m": round(os.getloadavg()[0], 2)}, indent=1))
+    print(
+        json.dumps(
+            {
+                "requests_per_run": args.requests,
+                "limit": args.limit,
+                "delay_s": args.delay,
+                "peak_in_flight_together": max(itertools.accumulate(d for _, d in events)),
+                "capacity_req_s": round(args.limit / mean, 2),
+                "both_window_s": round(hi - lo, 2),
+                "together_req_s": round(len(both) / (hi - lo), 2),
+                "together_over_capacity": round(len(both) / (hi - lo) * mean / args.limit, 4),
+                "share_a": round(both.count("A") / len(both), 4),
+                "cpu_count": os.cpu_count(),
+                "load_avg_1m": round(os.getloadavg()[0], 2),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

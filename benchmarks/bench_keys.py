@@ -62,7 +62,8 @@ def main() -> None:
     _, report["resume_dict_str"] = traced(lambda: {s: "accepted" for s in ids})
     _, report["resume_dict_int"] = traced(lambda: {int(s[:16], 16): "accepted" for s in ids})
     _, report["resume_persisted_keys"] = traced(
-        lambda: PersistedKeys(np.empty(0, np.int64), np.fromiter((key64(s) for s in ids), np.int64, count=n)))
+        lambda: PersistedKeys(np.empty(0, np.int64), np.fromiter((key64(s) for s in ids), np.int64, count=n))
+    )
     print(json.dumps(report, indent=1))
 
 

@@ -28,21 +28,24 @@ def parse() -> argparse.Namespace:
     p.add_argument("--samples", type=int, default=96)
     p.add_argument("--epochs", type=float, default=2.0)
     p.add_argument("--micro-batch-tokens", type=int, default=1024)
-    p.add_argument("--spool-mb", type=float, default=3.5,
-                   help="the streamed run's spool budget (96 toy samples take 7 MB: 3.5 MB makes epochs recompute)")
+    p.add_argument(
+        "--spool-mb",
+        type=float,
+        default=3.5,
+        help="the streamed run's spool budget (96 toy samples take 7 MB: 3.5 MB makes epochs recompute)",
+    )
     p.add_argument("--paths", default="offline,online-reuse,online-stream")
     return p.parse_args()
 
 
 def inputs(args, root: Path):
-    from tests.fixtures.toy import toy_recipe
-    from tests.train.toy_data import write_toy_sequences
-
     from eagle3_core.target import TargetConfig
     from eagle3_core.toy.build import build_toy_target
     from eagle3_core.toy.config import ToyTargetConfig
     from eagle3_core.vocab.config import VocabConfig
     from eagle3_core.vocab.stage import run_vocab
+    from tests.fixtures.toy import toy_recipe
+    from tests.train.toy_data import write_toy_sequences
 
     recipe = toy_recipe()
     toy = build_toy_target(ToyTargetConfig.model_validate(recipe["toy"]))
@@ -57,9 +60,17 @@ def inputs(args, root: Path):
 def train_cfg(args, mode: str, spool_gb: float = 1.0):
     from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
 
-    return TrainConfig(mode=mode, epochs=args.epochs, micro_batch_tokens=args.micro_batch_tokens, lr=3e-3,
-                       warmup_steps=5, ttt_steps=3, heldout_fraction=0.1, checkpoint_every=10**6,
-                       online_vllm=OnlineVllmConfig(engine="vllm", vllm_kv_cache_bytes=64 << 20, spool_gb=spool_gb))
+    return TrainConfig(
+        mode=mode,
+        epochs=args.epochs,
+        micro_batch_tokens=args.micro_batch_tokens,
+        lr=3e-3,
+        warmup_steps=5,
+        ttt_steps=3,
+        heldout_fraction=0.1,
+        checkpoint_every=10**6,
+        online_vllm=OnlineVllmConfig(engine="vllm", vllm_kv_cache_bytes=64 << 20, spool_gb=spool_gb),
+    )
 
 
 def offline(args, root, target, sequences, vocab) -> dict:
@@ -72,25 +83,42 @@ def offline(args, root, target, sequences, vocab) -> dict:
     extracted = time.monotonic()
     trained = run_train(train_cfg(args, "offline"), target, root / "hidden", vocab, root / "drafter-offline")
     done = time.monotonic()
-    return {"path": "offline", "extract_s": round(extracted - started, 1), "train_s": round(done - extracted, 1),
-            "total_s": round(done - started, 1), "disk_bytes": hidden.counts["bytes"],
-            "tokens": hidden.counts["tokens"], "steps": trained.counts["steps"],
-            "sim_al_final": trained.details["sim_acceptance_length_final"]}
+    return {
+        "path": "offline",
+        "extract_s": round(extracted - started, 1),
+        "train_s": round(done - extracted, 1),
+        "total_s": round(done - started, 1),
+        "disk_bytes": hidden.counts["bytes"],
+        "tokens": hidden.counts["tokens"],
+        "steps": trained.counts["steps"],
+        "sim_al_final": trained.details["sim_acceptance_length_final"],
+    }
 
 
 def online(args, root, target, sequences, vocab, name: str, spool_gb: float) -> dict:
     from eagle3_core.train.stage import run_train
 
     started = time.monotonic()
-    trained = run_train(train_cfg(args, "online-vllm", spool_gb), target, None, vocab, root / f"drafter-{name}",
-                        sequences_dir=sequences)
+    trained = run_train(
+        train_cfg(args, "online-vllm", spool_gb), target, None, vocab, root / f"drafter-{name}", sequences_dir=sequences
+    )
     f = trained.details["online"]
-    return {"path": name, "total_s": round(time.monotonic() - started, 1), "steps": trained.counts["steps"],
-            "busy_share": f["busy_share"], "first_wait_s": f["first_wait_s"], "wait_s": f["wait_s"],
-            "engine_startup_s": f["engine_startup_s"], "engine_tokens": f["engine_tokens"],
-            "engine_tokens_per_s": f["engine_tokens_per_s"], "spool_peak_bytes": f["spool_peak_bytes"],
-            "budget_bytes": f["budget_bytes"], "reuse": f["reuse"], "recomputed_tokens": f["recomputed_tokens"],
-            "sim_al_final": trained.details["sim_acceptance_length_final"]}
+    return {
+        "path": name,
+        "total_s": round(time.monotonic() - started, 1),
+        "steps": trained.counts["steps"],
+        "busy_share": f["busy_share"],
+        "first_wait_s": f["first_wait_s"],
+        "wait_s": f["wait_s"],
+        "engine_startup_s": f["engine_startup_s"],
+        "engine_tokens": f["engine_tokens"],
+        "engine_tokens_per_s": f["engine_tokens_per_s"],
+        "spool_peak_bytes": f["spool_peak_bytes"],
+        "budget_bytes": f["budget_bytes"],
+        "reuse": f["reuse"],
+        "recomputed_tokens": f["recomputed_tokens"],
+        "sim_al_final": trained.details["sim_acceptance_length_final"],
+    }
 
 
 def main() -> None:
@@ -99,7 +127,7 @@ def main() -> None:
 
     root = Path(args.out)
     root.mkdir(parents=True, exist_ok=True)
-    for old in [root / "hidden", *root.glob("drafter-*")]:      # every path computes; sequences are kept
+    for old in [root / "hidden", *root.glob("drafter-*")]:  # every path computes; sequences are kept
         shutil.rmtree(old, ignore_errors=True)
     target, sequences, vocab = inputs(args, root)
     for path in args.paths.split(","):

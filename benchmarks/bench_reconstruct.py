@@ -30,10 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.reconstruct.families import FAMILIES, KIMI_TEMPLATE  # noqa: E402
 from tests.reconstruct.records import record, write_generations  # noqa: E402
 
-WORDS = ("the of and to in is that it for as with was on be by this are from at or an which first then "
-         "number sum add carry digit result answer check so we get because next step value equals total "
-         "consider problem means let us compute again verify multiply divide plus minus times half double "
-         "question user asks wants simple careful think therefore clearly").split()
+WORDS = (
+    "the of and to in is that it for as with was on be by this are from at or an which first then "
+    "number sum add carry digit result answer check so we get because next step value equals total "
+    "consider problem means let us compute again verify multiply divide plus minus times half double "
+    "question user asks wants simple careful think therefore clearly"
+).split()
 
 
 def sentence(rng: random.Random, words: int) -> str:
@@ -51,10 +53,15 @@ def make_records(n: int, seed: int = 0) -> list[dict]:
     for i in range(n):
         messages = [{"role": "user", "content": paragraph(rng, 30)}]
         if rng.random() < 0.2:
-            messages += [{"role": "assistant", "content": " " + paragraph(rng, 40)},
-                         {"role": "user", "content": paragraph(rng, 20)}]
-        out.append(record(f"bench-{i}", messages, paragraph(rng, rng.randint(150, 350)),
-                          " " + paragraph(rng, rng.randint(30, 90))))
+            messages += [
+                {"role": "assistant", "content": " " + paragraph(rng, 40)},
+                {"role": "user", "content": paragraph(rng, 20)},
+            ]
+        out.append(
+            record(
+                f"bench-{i}", messages, paragraph(rng, rng.randint(150, 350)), " " + paragraph(rng, rng.randint(30, 90))
+            )
+        )
     return out
 
 
@@ -71,15 +78,22 @@ def build_tokenizer(records: list[dict], out_dir: Path) -> Path:
     trainer = trainers.BpeTrainer(vocab_size=8000, initial_alphabet=ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator((r["reasoning"] + r["content"] for r in records[:2000]), trainer)
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in family.specials])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=family.bos, eos_token=family.eos,
-                                   chat_template=KIMI_TEMPLATE)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=family.bos, eos_token=family.eos, chat_template=KIMI_TEMPLATE
+    )
     fast.save_pretrained(str(out_dir))
     return out_dir
 
 
 def full_texts(tokenizer, records: list[dict]) -> list[str]:
-    return [tokenizer.apply_chat_template(r["messages"], tokenize=False, add_generation_prompt=True)
-            + r["reasoning"] + "</think>" + r["content"] + "<|im_end|>" for r in records]
+    return [
+        tokenizer.apply_chat_template(r["messages"], tokenize=False, add_generation_prompt=True)
+        + r["reasoning"]
+        + "</think>"
+        + r["content"]
+        + "<|im_end|>"
+        for r in records
+    ]
 
 
 def main() -> None:
@@ -107,25 +121,32 @@ def main() -> None:
         print(f"{args.samples} samples, {tokens} tokens ({tokens / args.samples:.0f}/sample)")
         print("| what | workers | seconds | samples/s | tokens/s | vs encode |")
         print("|---|---|---|---|---|---|")
-        print(f"| tokenizer batched encode (limit) | - | {encode_s:.2f} | {args.samples / encode_s:,.0f} | "
-              f"{tokens / encode_s:,.0f} | 1.00 |")
+        print(
+            f"| tokenizer batched encode (limit) | - | {encode_s:.2f} | {args.samples / encode_s:,.0f} | "
+            f"{tokens / encode_s:,.0f} | 1.00 |"
+        )
         backend = tokenizer.backend_tokenizer
         started = time.perf_counter()
         backend.encode_batch_fast(texts, add_special_tokens=False)
         raw_s = time.perf_counter() - started
-        print(f"| Rust `encode_batch_fast` (no Python lists) | - | {raw_s:.2f} | {args.samples / raw_s:,.0f} | "
-              f"{tokens / raw_s:,.0f} | {encode_s / raw_s:.2f} |")
+        print(
+            f"| Rust `encode_batch_fast` (no Python lists) | - | {raw_s:.2f} | {args.samples / raw_s:,.0f} | "
+            f"{tokens / raw_s:,.0f} | {encode_s / raw_s:.2f} |"
+        )
         target = TargetConfig(path=str(tok_dir), family="kimi_k2_5", end_of_turn="<|im_end|>")
         for workers in args.workers:
             out = root / f"seq-{workers}"
             started = time.perf_counter()
-            manifest = run_reconstruct(ReconstructConfig(workers=workers, shard_rows=1000, max_length=100_000),
-                                       target, gen, out)
+            manifest = run_reconstruct(
+                ReconstructConfig(workers=workers, shard_rows=1000, max_length=100_000), target, gen, out
+            )
             seconds = time.perf_counter() - started
             assert manifest.counts["sequences"] == args.samples, manifest.counts
             assert manifest.counts["tokens"] == tokens, (manifest.counts["tokens"], tokens)
-            print(f"| reconstruct (end to end) | {workers} | {seconds:.2f} | {args.samples / seconds:,.0f} | "
-                  f"{tokens / seconds:,.0f} | {encode_s / seconds:.2f} |")
+            print(
+                f"| reconstruct (end to end) | {workers} | {seconds:.2f} | {args.samples / seconds:,.0f} | "
+                f"{tokens / seconds:,.0f} | {encode_s / seconds:.2f} |"
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

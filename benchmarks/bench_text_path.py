@@ -49,9 +49,14 @@ def main() -> None:
             print(f"vLLM up in {server.startup_seconds:.0f} s at {server.base_url}")
             gens = {}
             for t in args.temperatures:
-                gen = recipe.generate.model_copy(update={
-                    "base_urls": [server.base_url], "temperature": t, "seed": 0,
-                    "prompts": PromptSource(input=str(toy / "prompts_train.jsonl"), max_samples=args.prompts)})
+                gen = recipe.generate.model_copy(
+                    update={
+                        "base_urls": [server.base_url],
+                        "temperature": t,
+                        "seed": 0,
+                        "prompts": PromptSource(input=str(toy / "prompts_train.jsonl"), max_samples=args.prompts),
+                    }
+                )
                 gens[t] = generate(gen, work / f"gen-{t}")
             preflight_line(target, gen, server.base_url)
     for t, gen_dir in gens.items():
@@ -63,8 +68,10 @@ def generate(gen, out: Path) -> Path:
 
     started = time.monotonic()
     manifest = run_generate(gen, out)
-    print(f"T={gen.temperature}: {manifest.counts['accepted']} answers in {time.monotonic() - started:.0f} s "
-          f"({manifest.details['probe']})")
+    print(
+        f"T={gen.temperature}: {manifest.counts['accepted']} answers in {time.monotonic() - started:.0f} s "
+        f"({manifest.details['probe']})"
+    )
     return out
 
 
@@ -90,14 +97,22 @@ def report(t: float, target, recipe, gen_dir: Path, seq_dir: Path) -> None:
         where[m["where"]] = where.get(m["where"], 0) + 1
     gens = pl.concat([pl.read_parquet(f) for f in sorted((gen_dir / "accepted").glob("part-*.parquet"))])
     seqs = pl.concat([pl.read_parquet(f) for f in sorted(seq_dir.glob("part-*.parquet"))])
-    server = {r["sample_id"]: list(r["prompt_token_ids"]) + list(r["completion_token_ids"])
-              for r in gens.iter_rows(named=True) if r["completion_token_ids"] is not None}
-    trained_on_ids = sum(1 for r in seqs.iter_rows(named=True)
-                         if r["source"] == "server" and list(r["input_ids"]) == server.get(r["sample_id"]))
-    print(f"T={t}: text path matched the server's ids in {check['matched']} of {check['checked']} "
-          f"({check['match_rate']:.1%}); first differences by place (first 100): {where or 'none'}; "
-          f"rejects {manifest.details['reject_reasons'] or 'none'}; sequences on the server's ids: "
-          f"{trained_on_ids} of {len(seqs)} (records with ids: {len(server)})")
+    server = {
+        r["sample_id"]: list(r["prompt_token_ids"]) + list(r["completion_token_ids"])
+        for r in gens.iter_rows(named=True)
+        if r["completion_token_ids"] is not None
+    }
+    trained_on_ids = sum(
+        1
+        for r in seqs.iter_rows(named=True)
+        if r["source"] == "server" and list(r["input_ids"]) == server.get(r["sample_id"])
+    )
+    print(
+        f"T={t}: text path matched the server's ids in {check['matched']} of {check['checked']} "
+        f"({check['match_rate']:.1%}); first differences by place (first 100): {where or 'none'}; "
+        f"rejects {manifest.details['reject_reasons'] or 'none'}; sequences on the server's ids: "
+        f"{trained_on_ids} of {len(seqs)} (records with ids: {len(server)})"
+    )
     from eagle3_core.reconstruct.tokenizer import load_tokenizer
 
     tok = load_tokenizer(target.path)

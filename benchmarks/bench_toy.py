@@ -39,20 +39,34 @@ def build(reuse: bool) -> tuple[Path, dict]:
     started = time.monotonic()
     path = build_toy_target(cfg)
     report = read_report(path)
-    return path, {"wall_seconds": round(time.monotonic() - started, 1), "reused": reuse,
-                  "train_seconds": report["training"]["train_seconds"],
-                  "train_tokens_per_second": report["training"]["tokens_per_second"],
-                  "heldout_accuracy": report["heldout"]["answer_accuracy"], "heldout_per_op": report["heldout"]["per_op"],
-                  "heldout_exact_completion": report["heldout"]["exact_completion"],
-                  "heldout_accuracy_bf16": report["heldout_bf16"]["answer_accuracy"],
-                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}, recipe
+    return (
+        path,
+        {
+            "wall_seconds": round(time.monotonic() - started, 1),
+            "reused": reuse,
+            "train_seconds": report["training"]["train_seconds"],
+            "train_tokens_per_second": report["training"]["tokens_per_second"],
+            "heldout_accuracy": report["heldout"]["answer_accuracy"],
+            "heldout_per_op": report["heldout"]["per_op"],
+            "heldout_exact_completion": report["heldout"]["exact_completion"],
+            "heldout_accuracy_bf16": report["heldout_bf16"]["answer_accuracy"],
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        },
+        recipe,
+    )
 
 
 def chat(base_url: str, content: str) -> dict:
-    body = {"model": "toy", "messages": [{"role": "user", "content": content}], "max_tokens": 128,
-            "temperature": 0.0, "return_token_ids": True}
-    req = urllib.request.Request(base_url + "/chat/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    body = {
+        "model": "toy",
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": 128,
+        "temperature": 0.0,
+        "return_token_ids": True,
+    }
+    req = urllib.request.Request(
+        base_url + "/chat/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=300) as resp:
         return json.load(resp)
 
@@ -72,10 +86,18 @@ def serve(path: Path, recipe: dict, prompts: int, concurrency: int) -> dict:
             answers = list(pool.map(lambda q: chat(server.base_url, q), heldout))
         seconds = time.monotonic() - t0
     tokens = sum(a["usage"]["completion_tokens"] for a in answers)
-    right = sum(parse_answer(a["choices"][0]["message"]["content"] or "") == _truth(q) for q, a in zip(heldout, answers))
-    return {"startup_seconds": server.startup_seconds, "first_request_seconds": round(first, 2),
-            "prompts": len(heldout), "concurrency": concurrency, "requests_per_second": round(len(heldout) / seconds, 1),
-            "completion_tokens_per_second": round(tokens / seconds), "accuracy_through_vllm": round(right / len(heldout), 4)}
+    right = sum(
+        parse_answer(a["choices"][0]["message"]["content"] or "") == _truth(q) for q, a in zip(heldout, answers)
+    )
+    return {
+        "startup_seconds": server.startup_seconds,
+        "first_request_seconds": round(first, 2),
+        "prompts": len(heldout),
+        "concurrency": concurrency,
+        "requests_per_second": round(len(heldout) / seconds, 1),
+        "completion_tokens_per_second": round(tokens / seconds),
+        "accuracy_through_vllm": round(right / len(heldout), 4),
+    }
 
 
 def _truth(question: str) -> int:

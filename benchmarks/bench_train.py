@@ -43,9 +43,17 @@ def build(args, torch):
     from eagle3_core.train.loss import TargetHead
 
     H = args.hidden
-    c = DrafterConfig(hidden_size=H, intermediate_size=4 * H, num_attention_heads=args.heads,
-                      num_key_value_heads=max(1, args.heads // 2), head_dim=H // args.heads, vocab_size=args.vocab,
-                      draft_vocab_size=args.vocab // 2, target_hidden_size=H, aux_layer_ids=[2, 4, 6])
+    c = DrafterConfig(
+        hidden_size=H,
+        intermediate_size=4 * H,
+        num_attention_heads=args.heads,
+        num_key_value_heads=max(1, args.heads // 2),
+        head_dim=H // args.heads,
+        vocab_size=args.vocab,
+        draft_vocab_size=args.vocab // 2,
+        target_hidden_size=H,
+        aux_layer_ids=[2, 4, 6],
+    )
     torch.manual_seed(0)
     model = Eagle3Drafter(c)
     head = TargetHead(torch.randn(args.vocab, H) * 0.05, model.d2t.clone(), model.t2d.clone())
@@ -57,15 +65,19 @@ def batches(args, torch, n: int, dtype, device):
     B, T, H = max(1, args.tokens // args.seq), args.seq, args.hidden
     out = []
     for _ in range(n):
-        out.append({"input_ids": torch.randint(0, args.vocab, (B, T), generator=g).to(device),
-                    "aux": torch.randn(B, T, 3, H, generator=g).to(device, dtype),
-                    "final": torch.randn(B, T, H, generator=g).to(device, dtype),
-                    "loss_mask": torch.ones(B, T, dtype=torch.bool, device=device)})
+        out.append(
+            {
+                "input_ids": torch.randint(0, args.vocab, (B, T), generator=g).to(device),
+                "aux": torch.randn(B, T, 3, H, generator=g).to(device, dtype),
+                "final": torch.randn(B, T, H, generator=g).to(device, dtype),
+                "loss_mask": torch.ones(B, T, dtype=torch.bool, device=device),
+            }
+        )
     return out
 
 
 def timed(step, data, sync) -> float:
-    step(data[0])                                   # warm-up step outside the clock
+    step(data[0])  # warm-up step outside the clock
     sync()
     start = time.perf_counter()
     for b in data:
@@ -79,8 +91,13 @@ def main() -> None:
 
     args = parse()
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if args.device.startswith("cuda") else "cpu")
-    for k, v in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"),
-                 ("MASTER_PORT", str(free_port()))):
+    for k, v in (
+        ("RANK", "0"),
+        ("LOCAL_RANK", "0"),
+        ("WORLD_SIZE", "1"),
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("MASTER_PORT", str(free_port())),
+    ):
         os.environ.setdefault(k, v)
     import deepspeed
     import torch
@@ -97,12 +114,16 @@ def main() -> None:
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     ds_model, head = build(args, torch)
-    engine, _, _, _ = deepspeed.initialize(model=ds_model.to(device), config=deepspeed_config(cfg, 10**6, bf16),
-                                           model_parameters=[p for p in ds_model.parameters() if p.requires_grad])
+    engine, _, _, _ = deepspeed.initialize(
+        model=ds_model.to(device),
+        config=deepspeed_config(cfg, 10**6, bf16),
+        model_parameters=[p for p in ds_model.parameters() if p.requires_grad],
+    )
     bare, _ = build(args, torch)
     bare = bare.to(device, dtype)
-    head = type(head)(head.weight.to(device), head.draft_ids.new_zeros(len(head.draft_ids)).to(device),
-                      head.t2d.to(device))
+    head = type(head)(
+        head.weight.to(device), head.draft_ids.new_zeros(len(head.draft_ids)).to(device), head.t2d.to(device)
+    )
     opt = torch.optim.AdamW([p for p in bare.parameters() if p.requires_grad], lr=cfg.lr, betas=(0.9, 0.95))
 
     def ds_step(b):
@@ -121,16 +142,31 @@ def main() -> None:
     tokens = sum(int(b["loss_mask"].sum()) for b in data)
     results = {"deepspeed": [], "bare": []}
     for r in range(args.rounds):
-        for name, step in (("deepspeed", ds_step), ("bare", bare_step)) if r % 2 == 0 else \
-                (("bare", bare_step), ("deepspeed", ds_step)):
+        for name, step in (
+            (("deepspeed", ds_step), ("bare", bare_step))
+            if r % 2 == 0
+            else (("bare", bare_step), ("deepspeed", ds_step))
+        ):
             rate = tokens / timed(step, data, sync)
             results[name].append(rate)
             print(json.dumps({"round": r, "loop": name, "tokens_per_s": round(rate, 1)}), flush=True)
     ds, bare_rate = statistics.median(results["deepspeed"]), statistics.median(results["bare"])
-    print(json.dumps({"summary": True, "device": str(device), "threads": torch.get_num_threads(),
-                      "hidden": args.hidden, "tokens_per_batch": tokens // len(data), "ttt": args.ttt,
-                      "zero_stage": args.zero, "deepspeed_tokens_per_s": round(ds, 1),
-                      "bare_tokens_per_s": round(bare_rate, 1), "overhead": round(1 - ds / bare_rate, 4)}))
+    print(
+        json.dumps(
+            {
+                "summary": True,
+                "device": str(device),
+                "threads": torch.get_num_threads(),
+                "hidden": args.hidden,
+                "tokens_per_batch": tokens // len(data),
+                "ttt": args.ttt,
+                "zero_stage": args.zero,
+                "deepspeed_tokens_per_s": round(ds, 1),
+                "bare_tokens_per_s": round(bare_rate, 1),
+                "overhead": round(1 - ds / bare_rate, 4),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

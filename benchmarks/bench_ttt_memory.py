@@ -32,10 +32,12 @@ sys.path.insert(0, str(ROOT))
 # Drafter shapes: the toy recipe's, and the real targets' (configs/*.yaml, train.drafter).
 PRESETS = {
     "toy": dict(hidden=128, intermediate=512, heads=4, kv_heads=2, head_dim=32, vocab=384, draft_vocab=40),
-    "llama-8b": dict(hidden=4096, intermediate=14336, heads=32, kv_heads=8, head_dim=128, vocab=128256,
-                     draft_vocab=32000),
-    "kimi-k2.5": dict(hidden=7168, intermediate=18432, heads=64, kv_heads=8, head_dim=128, vocab=163840,
-                      draft_vocab=32000),
+    "llama-8b": dict(
+        hidden=4096, intermediate=14336, heads=32, kv_heads=8, head_dim=128, vocab=128256, draft_vocab=32000
+    ),
+    "kimi-k2.5": dict(
+        hidden=7168, intermediate=18432, heads=64, kv_heads=8, head_dim=128, vocab=163840, draft_vocab=32000
+    ),
 }
 
 
@@ -46,7 +48,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--tokens", type=int, nargs="+", default=[2048, 8192, 16384, 32768])
     p.add_argument("--ttt", type=int, default=7)
     p.add_argument("--impl", default="linear", choices=["linear", "dense"], help="dense = the test reference")
-    p.add_argument("--recompute", action="store_true", help="train.recompute_ttt_steps: recompute each step in backward")
+    p.add_argument(
+        "--recompute", action="store_true", help="train.recompute_ttt_steps: recompute each step in backward"
+    )
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--account", default=None, choices=sorted(PRESETS))
     p.add_argument("--json", type=Path, default=None, help="write the rows here too")
@@ -60,9 +64,17 @@ def build(preset: str, device, dtype):
     from eagle3_core.train.loss import TargetHead
 
     s = PRESETS[preset]
-    c = DrafterConfig(hidden_size=s["hidden"], intermediate_size=s["intermediate"], num_attention_heads=s["heads"],
-                      num_key_value_heads=s["kv_heads"], head_dim=s["head_dim"], vocab_size=s["vocab"],
-                      draft_vocab_size=s["draft_vocab"], target_hidden_size=s["hidden"], aux_layer_ids=[2, 16, 29])
+    c = DrafterConfig(
+        hidden_size=s["hidden"],
+        intermediate_size=s["intermediate"],
+        num_attention_heads=s["heads"],
+        num_key_value_heads=s["kv_heads"],
+        head_dim=s["head_dim"],
+        vocab_size=s["vocab"],
+        draft_vocab_size=s["draft_vocab"],
+        target_hidden_size=s["hidden"],
+        aux_layer_ids=[2, 16, 29],
+    )
     torch.manual_seed(0)
     with torch.device(device):
         model = Eagle3Drafter(c).to(dtype)
@@ -75,14 +87,16 @@ def batch(preset: str, T: int, device, dtype) -> dict:
 
     s = PRESETS[preset]
     g = torch.Generator().manual_seed(1)
-    return {"input_ids": torch.randint(0, s["vocab"], (1, T), generator=g).to(device),
-            "aux": torch.randn(1, T, 3, s["hidden"], generator=g).to(device, dtype),
-            "final": torch.randn(1, T, s["hidden"], generator=g).to(device, dtype),
-            "loss_mask": torch.ones(1, T, dtype=torch.bool, device=device)}
+    return {
+        "input_ids": torch.randint(0, s["vocab"], (1, T), generator=g).to(device),
+        "aux": torch.randn(1, T, 3, s["hidden"], generator=g).to(device, dtype),
+        "final": torch.randn(1, T, s["hidden"], generator=g).to(device, dtype),
+        "loss_mask": torch.ones(1, T, dtype=torch.bool, device=device),
+    }
 
 
 def rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024        # Linux: KiB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 def child(args) -> dict:
@@ -95,6 +109,7 @@ def child(args) -> dict:
     if args.impl == "dense":
         sys.path.insert(0, str(ROOT / "tests" / "drafter"))
         from dense_reference import dense_ttt_attention
+
         model_module.ttt_attention = dense_ttt_attention
     device = torch.device(args.device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -115,9 +130,20 @@ def child(args) -> dict:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else rss_mib()
-    return {"T": args.child, "impl": args.impl, "recompute": args.recompute, "preset": args.preset, "device": str(device), "ttt": args.ttt,
-            "threads": torch.get_num_threads(), "step_s": round(seconds, 2), "base_mib": round(base),
-            "peak_mib": round(peak), "step_mib": round(peak - base), "loss": round(float(loss), 4)}
+    return {
+        "T": args.child,
+        "impl": args.impl,
+        "recompute": args.recompute,
+        "preset": args.preset,
+        "device": str(device),
+        "ttt": args.ttt,
+        "threads": torch.get_num_threads(),
+        "step_s": round(seconds, 2),
+        "base_mib": round(base),
+        "peak_mib": round(peak),
+        "step_mib": round(peak - base),
+        "loss": round(float(loss), 4),
+    }
 
 
 def saved_bytes(preset: str, T: int, steps: int, recompute: bool) -> int:
@@ -136,8 +162,12 @@ def saved_bytes(preset: str, T: int, steps: int, recompute: bool) -> int:
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
-        loss, _ = forward_batch(model, head, batch(preset, T, "cpu", torch.bfloat16),
-                                TrainConfig(ttt_steps=steps, recompute_ttt_steps=recompute))
+        loss, _ = forward_batch(
+            model,
+            head,
+            batch(preset, T, "cpu", torch.bfloat16),
+            TrainConfig(ttt_steps=steps, recompute_ttt_steps=recompute),
+        )
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     del loss
     return sum(n for ptr, n in seen.items() if ptr not in params)
@@ -146,9 +176,14 @@ def saved_bytes(preset: str, T: int, steps: int, recompute: bool) -> int:
 def account(args) -> dict:
     a, b = (saved_bytes(args.account, T, args.ttt, args.recompute) for T in (16, 48))
     per_token = (b - a) / 32
-    return {"preset": args.account, "ttt": args.ttt, "recompute": args.recompute,
-            "saved_bytes_per_token": round(per_token),
-            "saved_bytes_per_token_per_step": round(per_token / args.ttt), "constant_bytes": round(a - 16 * per_token)}
+    return {
+        "preset": args.account,
+        "ttt": args.ttt,
+        "recompute": args.recompute,
+        "saved_bytes_per_token": round(per_token),
+        "saved_bytes_per_token_per_step": round(per_token / args.ttt),
+        "constant_bytes": round(a - 16 * per_token),
+    }
 
 
 def main() -> None:
@@ -161,8 +196,20 @@ def main() -> None:
         return
     rows = []
     for T in args.tokens:
-        cmd = [sys.executable, __file__, "--child", str(T), "--device", args.device, "--preset", args.preset,
-               "--ttt", str(args.ttt), "--impl", args.impl] + (["--recompute"] if args.recompute else [])
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            str(T),
+            "--device",
+            args.device,
+            "--preset",
+            args.preset,
+            "--ttt",
+            str(args.ttt),
+            "--impl",
+            args.impl,
+        ] + (["--recompute"] if args.recompute else [])
         # A fixed mmap threshold: freed blocks go back to the OS, so peak RSS is the step's real peak
         # (glibc's dynamic threshold otherwise keeps freed 16 MiB score blocks in the heap).
         env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}

@@ -29,15 +29,21 @@ def build(root: Path, shards: int, tokens: int, hidden: int) -> int:
     for s in range(shards):
         name = f"shard-{s:05d}.safetensors"
         writer = ShardWriter(root / name, tokens, hidden, {"shard_key": str(s)})
-        writer.write(0, torch.randn(tokens, 3, hidden), torch.randn(tokens, hidden),
-                     torch.zeros(tokens, dtype=torch.int32), torch.ones(tokens, dtype=torch.uint8))
+        writer.write(
+            0,
+            torch.randn(tokens, 3, hidden),
+            torch.randn(tokens, hidden),
+            torch.zeros(tokens, dtype=torch.int32),
+            torch.ones(tokens, dtype=torch.uint8),
+        )
         writer.close()
         index["sample_id"].append(f"s{s}"), index["shard"].append(name)
         index["offset"].append(0), index["length"].append(tokens)
     pq.write_table(pa.table(index), root / "index.parquet")
     files = sorted(root.glob("shard-*.safetensors")) + [root / "index.parquet"]
-    write_manifest(root, StageManifest(stage="extract", status="complete", config_hash="bench",
-                                       shards=shard_records(root, files)))
+    write_manifest(
+        root, StageManifest(stage="extract", status="complete", config_hash="bench", shards=shard_records(root, files))
+    )
     return sum(f.stat().st_size for f in files)
 
 

@@ -61,12 +61,22 @@ def build_deployments(recipe_path: Path, out: str) -> list:
     for d in defined_deployments():
         limit = d.get("concurrency_limit")
         path, name = d["entrypoint"].split(":")  # flows/pipeline.py:pipeline -> flows.pipeline:pipeline
-        built.append(load(f"{path.removesuffix('.py').replace('/', '.')}:{name}").to_deployment(
-            d["name"], parameters=repoint(d["parameters"], toy, recipe, out), description=d["description"],
-            tags=d.get("tags", []),
-            schedules=[Cron(s["cron"], timezone=s["timezone"], active=s.get("active", True)) for s in d.get("schedules", [])],
-            concurrency_limit=limit and ConcurrencyLimitConfig(
-                limit=limit["limit"], collision_strategy=ConcurrencyLimitStrategy[limit["collision_strategy"]])))
+        built.append(
+            load(f"{path.removesuffix('.py').replace('/', '.')}:{name}").to_deployment(
+                d["name"],
+                parameters=repoint(d["parameters"], toy, recipe, out),
+                description=d["description"],
+                tags=d.get("tags", []),
+                schedules=[
+                    Cron(s["cron"], timezone=s["timezone"], active=s.get("active", True))
+                    for s in d.get("schedules", [])
+                ],
+                concurrency_limit=limit
+                and ConcurrencyLimitConfig(
+                    limit=limit["limit"], collision_strategy=ConcurrencyLimitStrategy[limit["collision_strategy"]]
+                ),
+            )
+        )
     return built
 
 

@@ -98,8 +98,11 @@ def shard_records(stage_dir: str | os.PathLike[str], files: Iterable[Path]) -> d
         if entry is None:
             records[name] = ShardRecord(bytes=stat.st_size, blake2b=file_digest(file))
         elif (entry["bytes"], entry["mtime_ns"]) != (stat.st_size, stat.st_mtime_ns):
-            raise ShardError(f"shard {name} changed after it was written ({stat.st_size} bytes, written as "
-                             f"{entry['bytes']})", path=str(file), fix=REDO_FIX)
+            raise ShardError(
+                f"shard {name} changed after it was written ({stat.st_size} bytes, written as {entry['bytes']})",
+                path=str(file),
+                fix=REDO_FIX,
+            )
         else:
             records[name] = ShardRecord(bytes=entry["bytes"], blake2b=entry["blake2b"])
     return records
@@ -113,11 +116,13 @@ def verify_shard(stage_dir: str | os.PathLike[str], name: str, record: ShardReco
         return False
     size = path.stat().st_size
     if size != record.bytes:
-        raise ShardError(f"shard {name} is {size} bytes; the manifest recorded {record.bytes}",
-                         path=str(path), fix=REDO_FIX)
+        raise ShardError(
+            f"shard {name} is {size} bytes; the manifest recorded {record.bytes}", path=str(path), fix=REDO_FIX
+        )
     if verify and file_digest(path) != record.blake2b:
-        raise ShardError(f"shard {name} does not match its checksum in the manifest (blake2b)",
-                         path=str(path), fix=REDO_FIX)
+        raise ShardError(
+            f"shard {name} does not match its checksum in the manifest (blake2b)", path=str(path), fix=REDO_FIX
+        )
     return True
 
 

@@ -33,10 +33,17 @@ class PipelineConfig(StrictModel):
     """Everything one run needs, from prompts to an evaluated drafter."""
 
     out: str = Field("runs/default", description="Run directory; each stage writes its own folder under it.")
-    stages: list[StageName] = Field(default_factory=lambda: list(STAGE_NAMES), description="Stages to run, in DAG order.")
+    stages: list[StageName] = Field(
+        default_factory=lambda: list(STAGE_NAMES), description="Stages to run, in DAG order."
+    )
     target: TargetConfig = Field(default_factory=TargetConfig, description="The target model.")
-    toy: ToyTargetConfig | None = Field(None, description="Build (or load cached) the toy target and use it as target.path.")
-    serve: ServeConfig | None = Field(None, description="Start vLLM locally for the target (generation) and for evaluation; None = use generate.base_urls.")
+    toy: ToyTargetConfig | None = Field(
+        None, description="Build (or load cached) the toy target and use it as target.path."
+    )
+    serve: ServeConfig | None = Field(
+        None,
+        description="Start vLLM locally for the target (generation) and for evaluation; None = use generate.base_urls.",
+    )
     generate: GenerateConfig = Field(default_factory=GenerateConfig)
     reconstruct: ReconstructConfig = Field(default_factory=ReconstructConfig)
     vocab: VocabConfig = Field(default_factory=VocabConfig)
@@ -48,17 +55,23 @@ class PipelineConfig(StrictModel):
         """Refuse, before anything starts, a run whose selected generate stage has no prompts
         (the toy fills them itself); the fix names the recipe field, not a CLI flag."""
         if "generate" in self.stages and self.generate.prompts is None and self.toy is None:
-            raise ConfigError("generate.prompts is not set, and the generate stage needs prompts", path=recipe,
-                              fix="set generate.prompts.input in the recipe (a .jsonl/.parquet file, a folder "
-                                  "or a dataset name), or leave generate out of `stages`")
+            raise ConfigError(
+                "generate.prompts is not set, and the generate stage needs prompts",
+                path=recipe,
+                fix="set generate.prompts.input in the recipe (a .jsonl/.parquet file, a folder "
+                "or a dataset name), or leave generate out of `stages`",
+            )
+
     @model_validator(mode="after")
     def _generate_sends_the_targets_chat_settings(self) -> "PipelineConfig":
         """``target.chat`` is the one source: generate gets a copy, never its own values."""
         if self.generate.chat != self.target.chat:
             if "chat" in self.generate.model_fields_set:
-                raise ValueError(f"generate.chat {self.generate.chat.model_dump()} differs from target.chat "
-                                 f"{self.target.chat.model_dump()}: set template variables and detokenizer "
-                                 "settings once, in target.chat")
+                raise ValueError(
+                    f"generate.chat {self.generate.chat.model_dump()} differs from target.chat "
+                    f"{self.target.chat.model_dump()}: set template variables and detokenizer "
+                    "settings once, in target.chat"
+                )
             self.generate = self.generate.model_copy(update={"chat": self.target.chat})
         return self
 
@@ -86,14 +99,23 @@ def read_yaml(path: Path) -> dict:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise ConfigError(f"YAML syntax error at {where}: {exc.problem or exc.context}", path=str(path),
-                          fix="fix the recipe's YAML at that line (indentation, a missing ':' or quote)") from None
+        raise ConfigError(
+            f"YAML syntax error at {where}: {exc.problem or exc.context}",
+            path=str(path),
+            fix="fix the recipe's YAML at that line (indentation, a missing ':' or quote)",
+        ) from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the recipe as YAML: {exc}", path=str(path),
-                          fix="a recipe is a UTF-8 YAML mapping, e.g. configs/toy.yaml") from None
+        raise ConfigError(
+            f"cannot read the recipe as YAML: {exc}",
+            path=str(path),
+            fix="a recipe is a UTF-8 YAML mapping, e.g. configs/toy.yaml",
+        ) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"the recipe is a YAML {type(data).__name__}, not a mapping of config fields",
-                          path=str(path), fix="start from configs/toy.yaml")
+        raise ConfigError(
+            f"the recipe is a YAML {type(data).__name__}, not a mapping of config fields",
+            path=str(path),
+            fix="start from configs/toy.yaml",
+        )
     return data
 
 

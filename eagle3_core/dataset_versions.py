@@ -38,10 +38,10 @@ KINDS = ("accepted", "rejected")
 class Reuse:
     """What a new version took over from the previous one."""
 
-    linked: int = 0     # shards reused unchanged (hard links)
-    filtered: int = 0   # shards rewritten with only the rows still current
-    dropped: int = 0    # shards with no current row
-    rows: int = 0       # rows carried over
+    linked: int = 0  # shards reused unchanged (hard links)
+    filtered: int = 0  # shards rewritten with only the rows still current
+    dropped: int = 0  # shards with no current row
+    rows: int = 0  # rows carried over
 
 
 def versions_dir(root: str | Path) -> Path:

@@ -9,8 +9,9 @@ from __future__ import annotations
 class Eagle3Error(Exception):
     """Base of every error a user can cause and fix."""
 
-    def __init__(self, message: str, *, fix: str | None = None, sample_id: str | None = None,
-                 path: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, fix: str | None = None, sample_id: str | None = None, path: str | None = None
+    ) -> None:
         self.message, self.fix, self.sample_id, self.path = message, fix, sample_id, path
         super().__init__(self.__str__())
 

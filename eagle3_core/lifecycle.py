@@ -55,9 +55,18 @@ __all__ = ["StageLifecycle", "run_stage", "check_folder", "folder_state", "Shard
 class StageLifecycle:
     """One run of one stage into ``out_dir``; see the module docstring for the order of calls."""
 
-    def __init__(self, stage: str, out_dir: str | Path, config_hash: str, inputs: dict[str, str], *,
-                 shards: Iterable[str] = (), versions: Iterable[str] = (), reporter: Reporter | None = None,
-                 verify: bool | None = None) -> None:
+    def __init__(
+        self,
+        stage: str,
+        out_dir: str | Path,
+        config_hash: str,
+        inputs: dict[str, str],
+        *,
+        shards: Iterable[str] = (),
+        versions: Iterable[str] = (),
+        reporter: Reporter | None = None,
+        verify: bool | None = None,
+    ) -> None:
         self.stage, self.out_dir = stage, Path(out_dir)
         self.config_hash, self.inputs = config_hash, dict(inputs)
         self.shard_globs, self.packages = tuple(shards), tuple(versions)
@@ -96,8 +105,9 @@ class StageLifecycle:
         missing = check_shards(self.out_dir, previous.shards, self.verify)
         if missing:
             if log:
-                self.reporter.log(f"{self.stage}: {len(missing)} shard(s) missing ({', '.join(missing[:3])}): "
-                                  "redoing them")
+                self.reporter.log(
+                    f"{self.stage}: {len(missing)} shard(s) missing ({', '.join(missing[:3])}): redoing them"
+                )
             return None
         if log:
             self.reporter.log(f"{self.stage}: complete in {self.out_dir} for these inputs and config; skipped")
@@ -106,13 +116,19 @@ class StageLifecycle:
     @property
     def keys_changed(self) -> bool:
         """True when an earlier run here used another config or other inputs (its outputs must go)."""
-        return self.previous is not None and (self.previous.config_hash != self.config_hash
-                                              or self.previous.inputs != self.inputs)
+        return self.previous is not None and (
+            self.previous.config_hash != self.config_hash or self.previous.inputs != self.inputs
+        )
 
     def begin(self) -> StageManifest:
         """Write the manifest ``running`` (the lock is held since ``open``)."""
-        self.manifest = StageManifest(stage=self.stage, status="running", config_hash=self.config_hash,
-                                      inputs=self.inputs, versions=runtime_versions(*self.packages))
+        self.manifest = StageManifest(
+            stage=self.stage,
+            status="running",
+            config_hash=self.config_hash,
+            inputs=self.inputs,
+            versions=runtime_versions(*self.packages),
+        )
         write_manifest(self.out_dir, self.manifest)
         return self.manifest
 
@@ -164,8 +180,12 @@ class StageLifecycle:
             lock.release(self.out_dir)
 
     def shard_files(self) -> list[Path]:
-        found = {p for pattern in self.shard_globs for p in self.out_dir.glob(pattern)
-                 if p.is_file() and not p.name.startswith(".") and not p.name.endswith(".tmp")}
+        found = {
+            p
+            for pattern in self.shard_globs
+            for p in self.out_dir.glob(pattern)
+            if p.is_file() and not p.name.startswith(".") and not p.name.endswith(".tmp")
+        }
         return sorted(found)
 
 
@@ -205,10 +225,14 @@ def check_folder(stage_dir: str | Path, verify: bool | None = None) -> StageMani
     """
     manifest = read_manifest(stage_dir)
     if manifest is None or manifest.status != "complete":
-        raise InputError(f"{stage_dir} holds no complete stage output", path=str(stage_dir),
-                         fix="run the stage that writes it first")
+        raise InputError(
+            f"{stage_dir} holds no complete stage output", path=str(stage_dir), fix="run the stage that writes it first"
+        )
     verify = verify_requested() if verify is None else verify
     for name in check_shards(stage_dir, manifest.shards, verify):
-        raise ShardError(f"shard {name} is missing", path=str(Path(stage_dir) / name),
-                         fix="rerun the stage that wrote it: it redoes that shard")
+        raise ShardError(
+            f"shard {name} is missing",
+            path=str(Path(stage_dir) / name),
+            fix="rerun the stage that wrote it: it redoes that shard",
+        )
     return manifest

@@ -44,8 +44,11 @@ def acquire(folder: str | os.PathLike[str]) -> None:
         except BlockingIOError:
             holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
             os.close(fd)
-            raise FolderBusyError(f"another run is writing {folder} ({holder})",
-                                  fix="wait for it to finish, or pass another --out", path=str(folder)) from None
+            raise FolderBusyError(
+                f"another run is writing {folder} ({holder})",
+                fix="wait for it to finish, or pass another --out",
+                path=str(folder),
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode(), 0)
         _held[folder] = [fd, 1]

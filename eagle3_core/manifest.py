@@ -29,21 +29,33 @@ class StageManifest(StrictModel):
     """The on-disk record of one stage run."""
 
     stage: str = Field(description="Stage name: generate, reconstruct, vocab, extract, train, evaluate.")
-    status: Literal["running", "complete", "failed"] = Field(description="`complete` only once every output is durable.")
+    status: Literal["running", "complete", "failed"] = Field(
+        description="`complete` only once every output is durable."
+    )
     config_hash: str = Field(description="Hash of the stage config that produced the outputs.")
-    inputs: dict[str, str] = Field(default_factory=dict, description="Input name -> fingerprint (an upstream manifest's fingerprint, or a path).")
-    counts: dict[str, int] = Field(default_factory=dict, description="Outcome counts (rows accepted, rejected, tokens, ...).")
+    inputs: dict[str, str] = Field(
+        default_factory=dict, description="Input name -> fingerprint (an upstream manifest's fingerprint, or a path)."
+    )
+    counts: dict[str, int] = Field(
+        default_factory=dict, description="Outcome counts (rows accepted, rejected, tokens, ...)."
+    )
     timings: dict[str, float] = Field(default_factory=dict, description="Wall seconds per phase.")
     versions: dict[str, str] = Field(default_factory=dict, description="Versions of eagle3, Python and key libraries.")
-    details: dict[str, Any] = Field(default_factory=dict, description="Stage-specific figures (reject reasons, match rate, coverage, ...).")
-    shards: dict[str, ShardRecord] = Field(default_factory=dict, description="Every output shard (path under the stage folder) with its size and blake2b, recorded when it was written.")
+    details: dict[str, Any] = Field(
+        default_factory=dict, description="Stage-specific figures (reject reasons, match rate, coverage, ...)."
+    )
+    shards: dict[str, ShardRecord] = Field(
+        default_factory=dict,
+        description="Every output shard (path under the stage folder) with its size and blake2b, recorded when it was written.",
+    )
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
 
     def fingerprint(self) -> str:
         """What a downstream stage records as its input: changes whenever these outputs could."""
-        return stable_hash({"stage": self.stage, "config": self.config_hash, "inputs": self.inputs,
-                            "counts": self.counts})
+        return stable_hash(
+            {"stage": self.stage, "config": self.config_hash, "inputs": self.inputs, "counts": self.counts}
+        )
 
     def is_complete_for(self, config_hash: str, inputs: dict[str, str]) -> bool:
         return self.status == "complete" and self.config_hash == config_hash and self.inputs == inputs

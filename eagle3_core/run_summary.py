@@ -69,7 +69,11 @@ def _engine(drafter: dict[str, Any]) -> str | None:
     online = _pick(drafter, "online")
     if not isinstance(online, dict):
         return None
-    return f"standing engine at {online['endpoint']}" if online.get("endpoint") else f"{online.get('engine')} engine started by the stage"
+    return (
+        f"standing engine at {online['endpoint']}"
+        if online.get("endpoint")
+        else f"{online.get('engine')} engine started by the stage"
+    )
 
 
 def _percent(rate: float | None) -> str | None:
@@ -106,9 +110,15 @@ def _show(value: Any) -> str:
 
 
 def outputs(layout: RunLayout) -> dict[str, Path]:
-    return {"generations": layout.generations, "sequences": layout.sequences, "vocab": layout.vocab,
-            "hidden states": layout.hidden, "drafter checkpoints": layout.drafter / "checkpoints",
-            "drafter export": layout.export, "evaluation": layout.eval}
+    return {
+        "generations": layout.generations,
+        "sequences": layout.sequences,
+        "vocab": layout.vocab,
+        "hidden states": layout.hidden,
+        "drafter checkpoints": layout.drafter / "checkpoints",
+        "drafter export": layout.export,
+        "evaluation": layout.eval,
+    }
 
 
 def summary_lines(config: PipelineConfig, outcomes: dict[str, Any]) -> list[str]:
@@ -118,8 +128,10 @@ def summary_lines(config: PipelineConfig, outcomes: dict[str, Any]) -> list[str]
         o = o if isinstance(o, dict) else vars(o)
         lines.append(f"{name:<13} {o['status']:<14} {o['seconds']:>7.1f}  {o['reason'] or o['out_dir']}")
     lines += ["", "outputs:"]
-    lines += [f"  {name:<20} {path}{'' if path.exists() else '  (not written)'}"
-              for name, path in outputs(config.layout).items()]
+    lines += [
+        f"  {name:<20} {path}{'' if path.exists() else '  (not written)'}"
+        for name, path in outputs(config.layout).items()
+    ]
     lines += ["", "headline:"]
     lines += [f"  {name:<27} {_show(value)}" for name, value in headline(config.layout).items()]
     return lines

@@ -82,30 +82,73 @@ def _settle_train_mode(c: PipelineConfig) -> tuple[PipelineConfig, str | None]:
 
 
 STAGES: tuple[StageSpec, ...] = (
-    StageSpec("generate", "generations", lambda c: (),
-              lambda c: dict(cfg=c.generate, out=str(c.layout.generations), progress_bar=sys.stderr.isatty()),
-              flow="flows.generate:generate_flow", served=True, is_done=_generate_is_done),
-    StageSpec("reconstruct", "sequences", lambda c: ("generate",),
-              lambda c: dict(cfg=c.reconstruct, target=c.target, generations_dir=str(c.layout.generations),
-                             out_dir=str(c.layout.sequences)),
-              flow="flows.reconstruct:reconstruct_flow"),
-    StageSpec("vocab", "vocab", lambda c: ("reconstruct",),
-              lambda c: dict(cfg=c.vocab, target=c.target, sequences_dir=str(c.layout.sequences),
-                             out_dir=str(c.layout.vocab))),
-    StageSpec("extract", "hidden", lambda c: ("reconstruct",),
-              lambda c: dict(cfg=c.extract, target=c.target, sequences_dir=str(c.layout.sequences),
-                             out_dir=str(c.layout.hidden)),
-              flow="flows.extract:extract_flow", settle=_settle_train_mode),
-    StageSpec("train", "drafter", _train_reads,
-              lambda c: dict(cfg=c.train, target=c.target,
-                             hidden_dir=str(c.layout.hidden) if c.train.mode in ("offline", "auto") else None,
-                             vocab_dir=str(c.layout.vocab), out_dir=str(c.layout.drafter),
-                             sequences_dir=str(c.layout.sequences)),
-              flow="flows.train:train_flow"),
-    StageSpec("evaluate", "eval", lambda c: ("train",),
-              lambda c: dict(cfg=c.evaluate, target=c.target, export_dir=str(c.layout.export),
-                             out_dir=str(c.layout.eval), serve=c.serve, generations_dir=str(c.layout.generations)),
-              flow="flows.evaluate:evaluate_flow"),
+    StageSpec(
+        "generate",
+        "generations",
+        lambda c: (),
+        lambda c: dict(cfg=c.generate, out=str(c.layout.generations), progress_bar=sys.stderr.isatty()),
+        flow="flows.generate:generate_flow",
+        served=True,
+        is_done=_generate_is_done,
+    ),
+    StageSpec(
+        "reconstruct",
+        "sequences",
+        lambda c: ("generate",),
+        lambda c: dict(
+            cfg=c.reconstruct,
+            target=c.target,
+            generations_dir=str(c.layout.generations),
+            out_dir=str(c.layout.sequences),
+        ),
+        flow="flows.reconstruct:reconstruct_flow",
+    ),
+    StageSpec(
+        "vocab",
+        "vocab",
+        lambda c: ("reconstruct",),
+        lambda c: dict(
+            cfg=c.vocab, target=c.target, sequences_dir=str(c.layout.sequences), out_dir=str(c.layout.vocab)
+        ),
+    ),
+    StageSpec(
+        "extract",
+        "hidden",
+        lambda c: ("reconstruct",),
+        lambda c: dict(
+            cfg=c.extract, target=c.target, sequences_dir=str(c.layout.sequences), out_dir=str(c.layout.hidden)
+        ),
+        flow="flows.extract:extract_flow",
+        settle=_settle_train_mode,
+    ),
+    StageSpec(
+        "train",
+        "drafter",
+        _train_reads,
+        lambda c: dict(
+            cfg=c.train,
+            target=c.target,
+            hidden_dir=str(c.layout.hidden) if c.train.mode in ("offline", "auto") else None,
+            vocab_dir=str(c.layout.vocab),
+            out_dir=str(c.layout.drafter),
+            sequences_dir=str(c.layout.sequences),
+        ),
+        flow="flows.train:train_flow",
+    ),
+    StageSpec(
+        "evaluate",
+        "eval",
+        lambda c: ("train",),
+        lambda c: dict(
+            cfg=c.evaluate,
+            target=c.target,
+            export_dir=str(c.layout.export),
+            out_dir=str(c.layout.eval),
+            serve=c.serve,
+            generations_dir=str(c.layout.generations),
+        ),
+        flow="flows.evaluate:evaluate_flow",
+    ),
 )
 
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)

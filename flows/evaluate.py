@@ -12,8 +12,15 @@ from tasks.evaluate import evaluate_task
 
 
 @flow(name="evaluate", log_prints=True)
-def evaluate_flow(cfg: EvaluateConfig, target: TargetConfig, export_dir: str, out_dir: str,
-                  serve: ServeConfig | None = None, generations_dir: str | None = None) -> StageManifest:
+def evaluate_flow(
+    cfg: EvaluateConfig,
+    target: TargetConfig,
+    export_dir: str,
+    out_dir: str,
+    serve: ServeConfig | None = None,
+    generations_dir: str | None = None,
+) -> StageManifest:
     """The drafter's acceptance length in real vLLM, offline, and as the training metrics predict."""
-    return evaluate_task(cfg, target, str(export_dir), str(out_dir), serve,
-                         str(generations_dir) if generations_dir else None)
+    return evaluate_task(
+        cfg, target, str(export_dir), str(out_dir), serve, str(generations_dir) if generations_dir else None
+    )

@@ -36,6 +36,10 @@ def extract_flow(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str, o
 
 def _row(name: str, figures: dict[str, float]) -> dict:
     padded = figures["computed_tokens"] or 1
-    return {"shard": name, "tokens": int(figures["tokens"]), "reused": bool(figures["skipped"]),
-            "padding_share": round(1 - figures["tokens"] / padded, 4),
-            "tokens_per_s": None if figures["skipped"] else round(figures["tokens"] / max(figures["seconds"], 1e-9))}
+    return {
+        "shard": name,
+        "tokens": int(figures["tokens"]),
+        "reused": bool(figures["skipped"]),
+        "padding_share": round(1 - figures["tokens"] / padded, 4),
+        "tokens_per_s": None if figures["skipped"] else round(figures["tokens"] / max(figures["seconds"], 1e-9)),
+    }

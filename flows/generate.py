@@ -22,8 +22,10 @@ def generate_flow(cfg: GenerateConfig, out: str, progress_bar: bool = False) -> 
     finished = open_run(run)
     if finished is not None:
         return finished.model_dump(mode="json")
-    ensure_limits(sorted({endpoint_limit_name(url) for url in cfg.base_urls}),
-                  cfg.max_concurrency if cfg.concurrency == "auto" else cfg.concurrency)
+    ensure_limits(
+        sorted({endpoint_limit_name(url) for url in cfg.base_urls}),
+        cfg.max_concurrency if cfg.concurrency == "auto" else cfg.concurrency,
+    )
     try:
         stream_all(run, PrefectLimits(cfg.base_urls))
     except BaseException as exc:

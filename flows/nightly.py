@@ -21,8 +21,8 @@ import shutil
 import time
 from pathlib import Path
 
-from pydantic import Field
 from prefect import flow, get_run_logger
+from pydantic import Field
 
 from eagle3_core import dataset_versions as dv
 from eagle3_core.base import StrictModel
@@ -42,8 +42,13 @@ class NightlyConfig(StrictModel):
     """Where the dataset versions live, the recipe to generate (and train) with, and what to keep."""
 
     root: str = Field("runs/nightly", description="Dataset root: versions/<date>/ and drafters/<date>/ live under it.")
-    recipe: PipelineConfig = Field(default_factory=PipelineConfig, description="The pipeline recipe: its generate section (prompts, endpoints, sampling) and, for training, target and stage sections.")
-    keep_versions: int = Field(7, ge=1, description="Complete versions to keep; older ones are deleted unless a drafter was trained on them.")
+    recipe: PipelineConfig = Field(
+        default_factory=PipelineConfig,
+        description="The pipeline recipe: its generate section (prompts, endpoints, sampling) and, for training, target and stage sections.",
+    )
+    keep_versions: int = Field(
+        7, ge=1, description="Complete versions to keep; older ones are deleted unless a drafter was trained on them."
+    )
     train: bool = Field(False, description="Continue into reconstruct, vocab, extract and train on the new version.")
 
 
@@ -66,9 +71,11 @@ def nightly(config: NightlyConfig) -> dict:
 def require_endpoints(recipe: PipelineConfig) -> None:
     """A config mistake fails at once, before any retry or server start."""
     if recipe.generate.prompts is None or not (recipe.generate.base_urls or recipe.serve):
-        raise ConfigError("the nightly needs recipe.generate.prompts and endpoints (recipe.generate.base_urls, "
-                          "or recipe.serve to start vLLM for the target)",
-                          fix="set them in the recipe the nightly deployment passes")
+        raise ConfigError(
+            "the nightly needs recipe.generate.prompts and endpoints (recipe.generate.base_urls, "
+            "or recipe.serve to start vLLM for the target)",
+            fix="set them in the recipe the nightly deployment passes",
+        )
 
 
 def generate_into(cfg: GenerateConfig, version_dir: Path) -> None:
@@ -80,10 +87,17 @@ def finish_version(version_dir: Path, cfg: GenerateConfig, reuse: dv.Reuse) -> N
     from eagle3_core.manifest import read_manifest
 
     manifest = read_manifest(version_dir / "generations")
-    dv.mark_complete(version_dir, {
-        "version": version_dir.name, "created_at": time.time(), "model": cfg.model,
-        "sampling": cfg.sampling_key(), "reuse": vars(reuse),
-        "counts": dict(manifest.counts) if manifest else {}})
+    dv.mark_complete(
+        version_dir,
+        {
+            "version": version_dir.name,
+            "created_at": time.time(),
+            "model": cfg.model,
+            "sampling": cfg.sampling_key(),
+            "reuse": vars(reuse),
+            "counts": dict(manifest.counts) if manifest else {},
+        },
+    )
 
 
 def train_on(config: NightlyConfig, version_dir: Path) -> None:

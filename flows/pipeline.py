@@ -86,10 +86,15 @@ def with_toy_paths(config: PipelineConfig, path: str) -> PipelineConfig:
         given = given or PromptSource(input=f"{TOY_DIR}/{default}")
         return given.model_copy(update={"input": given.input.replace(TOY_DIR, path)})
 
-    return config.model_copy(update={
-        "target": config.target.model_copy(update={"path": path}),
-        "generate": config.generate.model_copy(update={"prompts": prompts(config.generate.prompts, TRAIN_PROMPTS)}),
-        "evaluate": config.evaluate.model_copy(update={"prompts": prompts(config.evaluate.prompts, HELDOUT_PROMPTS)})})
+    return config.model_copy(
+        update={
+            "target": config.target.model_copy(update={"path": path}),
+            "generate": config.generate.model_copy(update={"prompts": prompts(config.generate.prompts, TRAIN_PROMPTS)}),
+            "evaluate": config.evaluate.model_copy(
+                update={"prompts": prompts(config.evaluate.prompts, HELDOUT_PROMPTS)}
+            ),
+        }
+    )
 
 
 def settled(spec: StageSpec, config: PipelineConfig) -> PipelineConfig:
@@ -112,8 +117,9 @@ def missing_inputs(spec: StageSpec, config: PipelineConfig) -> list[str]:
     return missing
 
 
-def run_stage(name: str, config: PipelineConfig, outcomes: dict[str, Outcome],
-              results: dict[str, Any] | None = None) -> Outcome:
+def run_stage(
+    name: str, config: PipelineConfig, outcomes: dict[str, Outcome], results: dict[str, Any] | None = None
+) -> Outcome:
     """Run one stage's flow (a subflow of the caller) unless it is unselected or blocked.
 
     The subflow waits for the results of the stages it reads that ran in this flow run
@@ -126,7 +132,9 @@ def run_stage(name: str, config: PipelineConfig, outcomes: dict[str, Outcome],
         return outcome
     if missing := missing_inputs(spec, config):
         outcome.status = "blocked"
-        outcome.reason = "needs " + ", ".join(f"{m} ({outcomes[m].status if m in outcomes else 'not run'})" for m in missing)
+        outcome.reason = "needs " + ", ".join(
+            f"{m} ({outcomes[m].status if m in outcomes else 'not run'})" for m in missing
+        )
         logger.warning("%s: blocked, %s", name, outcome.reason)
         return outcome
     if spec.is_done is not None and spec.is_done(config):
@@ -158,16 +166,21 @@ def served_for(spec: StageSpec, config: PipelineConfig, outcomes: dict[str, Outc
     """Yield the config with vLLM serving the target for a stage that reads from it (``served``)
     while that stage runs, and stop vLLM afterwards, error or not. Not started when the recipe
     names its own endpoints (``serve`` unset), the stage is not selected, or it has nothing to do."""
-    if (not spec.served or config.serve is None or spec.name not in config.stages
-            or (spec.is_done is not None and spec.is_done(config))):
+    if (
+        not spec.served
+        or config.serve is None
+        or spec.name not in config.stages
+        or (spec.is_done is not None and spec.is_done(config))
+    ):
         yield config
         return
     from eagle3_core.serve.vllm_server import VLLMServer
 
     logger, started = get_run_logger(), time.time()
     logger.info("starting vLLM for %s (about 30 s on CPU)", config.target.path)
-    with VLLMServer(config.target.require_path(), config.serve,
-                    reasoning_parser=config.target.reasoning_parser) as server:
+    with VLLMServer(
+        config.target.require_path(), config.serve, reasoning_parser=config.target.reasoning_parser
+    ) as server:
         outcomes["serve"] = Outcome("serve", "ran", server.base_url, time.time() - started, started)
         logger.info("vLLM serves %s at %s (pid %s)", server.model, server.base_url, server.pid)
         generate = config.generate.model_copy(update={"base_urls": [server.base_url]})
@@ -178,5 +191,6 @@ def served_for(spec: StageSpec, config: PipelineConfig, outcomes: dict[str, Outc
 def publish_summary(config: PipelineConfig, outcomes: dict[str, Outcome]) -> None:
     from prefect.artifacts import create_markdown_artifact
 
-    create_markdown_artifact(summary_markdown(config, outcomes), key="pipeline-summary",
-                             description=f"eagle3 pipeline into {config.out}")
+    create_markdown_artifact(
+        summary_markdown(config, outcomes), key="pipeline-summary", description=f"eagle3 pipeline into {config.out}"
+    )

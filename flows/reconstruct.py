@@ -11,7 +11,6 @@ from tasks.reconstruct import reconstruct_task
 
 
 @flow(name="reconstruct", log_prints=True)
-def reconstruct_flow(cfg: ReconstructConfig, target: TargetConfig, generations_dir: str,
-                     out_dir: str) -> StageManifest:
+def reconstruct_flow(cfg: ReconstructConfig, target: TargetConfig, generations_dir: str, out_dir: str) -> StageManifest:
     """Token ids (think tokens in place) and loss masks for every accepted generation."""
     return reconstruct_task(cfg, target, str(generations_dir), str(out_dir))

@@ -27,8 +27,11 @@ def stage_flow(name: str) -> Flow:
 
 def _flow_from_body(name: str, body) -> Flow:
     hints = typing.get_type_hints(body)
-    parameters = [p.replace(annotation=hints.get(p.name, p.annotation))
-                  for p in inspect.signature(body).parameters.values() if p.name != "reporter"]
+    parameters = [
+        p.replace(annotation=hints.get(p.name, p.annotation))
+        for p in inspect.signature(body).parameters.values()
+        if p.name != "reporter"
+    ]
     signature = inspect.Signature(parameters, return_annotation=hints.get("return"))
 
     def run_stage_flow(*args, **kwargs):

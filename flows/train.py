@@ -11,8 +11,20 @@ from tasks.train import train_task
 
 
 @flow(name="train", log_prints=True)
-def train_flow(cfg: TrainConfig, target: TargetConfig, hidden_dir: str | None, vocab_dir: str, out_dir: str,
-               sequences_dir: str | None = None) -> StageManifest:
+def train_flow(
+    cfg: TrainConfig,
+    target: TargetConfig,
+    hidden_dir: str | None,
+    vocab_dir: str,
+    out_dir: str,
+    sequences_dir: str | None = None,
+) -> StageManifest:
     """The EAGLE-3 drafter, trained with DeepSpeed, exported for vLLM and SGLang."""
-    return train_task(cfg, target, None if hidden_dir is None else str(hidden_dir), str(vocab_dir), str(out_dir),
-                      sequences_dir=None if sequences_dir is None else str(sequences_dir))
+    return train_task(
+        cfg,
+        target,
+        None if hidden_dir is None else str(hidden_dir),
+        str(vocab_dir),
+        str(out_dir),
+        sequences_dir=None if sequences_dir is None else str(sequences_dir),
+    )

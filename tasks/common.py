@@ -52,7 +52,8 @@ class PrefectReporter:
         description = ", ".join(f"{k}={v}" for k, v in figures.items()) or None
         if self._artifact_id is None:
             self._artifact_id = create_progress_artifact(
-                percent, key=artifact_key(stage, "progress"), description=description)
+                percent, key=artifact_key(stage, "progress"), description=description
+            )
         else:
             update_progress_artifact(self._artifact_id, percent, description=description)
 
@@ -62,8 +63,7 @@ class PrefectReporter:
 
 def publish_manifest(manifest: StageManifest, title: str | None = None) -> None:
     """A markdown summary artifact of a stage manifest: counts, timings, details."""
-    lines = [f"# {title or manifest.stage}", "", f"status: **{manifest.status}**", "",
-             "| count | value |", "|---|---|"]
+    lines = [f"# {title or manifest.stage}", "", f"status: **{manifest.status}**", "", "| count | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in manifest.counts.items()]
     if manifest.timings:
         lines += ["", "| phase | seconds |", "|---|---|"]
@@ -74,8 +74,9 @@ def publish_manifest(manifest: StageManifest, title: str | None = None) -> None:
             lines += [f"| {k} | {v} |" for k, v in value.items()]
         elif not isinstance(value, (dict, list)):
             lines += ["", f"**{key}**: {value}"]
-    create_markdown_artifact("\n".join(lines), key=artifact_key(manifest.stage, "summary"),
-                             description=f"{manifest.stage} summary")
+    create_markdown_artifact(
+        "\n".join(lines), key=artifact_key(manifest.stage, "summary"), description=f"{manifest.stage} summary"
+    )
 
 
 def publish_table(rows: list[dict[str, Any]], key: str, description: str) -> None:
@@ -85,8 +86,9 @@ def publish_table(rows: list[dict[str, Any]], key: str, description: str) -> Non
 def publish_image(path: str | Path, key: str, description: str) -> None:
     """An image as a markdown artifact (inline data URI), so it shows without an object store."""
     data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-    create_markdown_artifact(f"![{description}](data:image/png;base64,{data})",
-                             key=artifact_key(key), description=description)
+    create_markdown_artifact(
+        f"![{description}](data:image/png;base64,{data})", key=artifact_key(key), description=description
+    )
 
 
 def stage_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:

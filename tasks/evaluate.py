@@ -20,11 +20,18 @@ from tasks.common import PrefectReporter, artifact_key, publish_image, publish_m
 
 
 @task(name="evaluate")
-def evaluate_task(cfg: EvaluateConfig, target: TargetConfig, export_dir: str, out_dir: str,
-                  serve: ServeConfig | None = None, generations_dir: str | None = None) -> StageManifest:
+def evaluate_task(
+    cfg: EvaluateConfig,
+    target: TargetConfig,
+    export_dir: str,
+    out_dir: str,
+    serve: ServeConfig | None = None,
+    generations_dir: str | None = None,
+) -> StageManifest:
     """Measure the drafter in vLLM and offline; publish report.md and the plots."""
-    manifest = run_evaluate(cfg, target, export_dir, out_dir, serve, generations_dir,
-                            reporter=PrefectReporter("evaluate"))
+    manifest = run_evaluate(
+        cfg, target, export_dir, out_dir, serve, generations_dir, reporter=PrefectReporter("evaluate")
+    )
     publish_report(Path(out_dir))
     publish_manifest(manifest, title="evaluate")
     return manifest
@@ -36,7 +43,10 @@ def publish_report(out_dir: Path) -> None:
 
     report = out_dir / "report.md"
     if report.exists():
-        create_markdown_artifact(report.read_text(encoding="utf-8"), key=artifact_key("evaluate", "report"),
-                                 description="drafter evaluation: acceptance length online and offline")
+        create_markdown_artifact(
+            report.read_text(encoding="utf-8"),
+            key=artifact_key("evaluate", "report"),
+            description="drafter evaluation: acceptance length online and offline",
+        )
     for image in sorted(out_dir.glob("*.png")):
         publish_image(image, key=f"evaluate-{image.stem}", description=image.stem.replace("_", " "))

@@ -49,8 +49,9 @@ def plan_task(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str, out_
 
 
 @task(name="extract-shard", cache_policy=NO_CACHE, task_run_name="extract-shard-{index:05d}")
-def shard_task(plan: ExtractPlan, cfg: ExtractConfig, target: TargetConfig, index: int,
-               limit_name: str) -> dict[str, float]:
+def shard_task(
+    plan: ExtractPlan, cfg: ExtractConfig, target: TargetConfig, index: int, limit_name: str
+) -> dict[str, float]:
     """One shard (skipped when an earlier run finished it), holding the host's GPU slot."""
     with concurrency(limit_name, occupy=1, strict=True):
         return extract_shard(plan, cfg, target, index, reporter=PrefectReporter("extract"))

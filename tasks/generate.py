@@ -67,7 +67,9 @@ class PrefectLimits:
         return self._client_call(lambda c: c.read_global_concurrency_limit_by_name(self.names[url]).limit)
 
     def runs(self, url: str) -> int:
-        return self._client_call(lambda c: c.read_global_concurrency_limit_by_name(f"{self.names[url]}:runs").active_slots)
+        return self._client_call(
+            lambda c: c.read_global_concurrency_limit_by_name(f"{self.names[url]}:runs").active_slots
+        )
 
     def take(self, url: str, slots: int, lease_seconds: float) -> Hashable | None:
         return self._lease(self.names[url], slots, lease_seconds)
@@ -93,9 +95,11 @@ class PrefectLimits:
 
     def starved(self, url: str, seconds: float) -> str:
         name = self.names[url]
-        return (f"generate: no slot of {name} free for {seconds:.0f} s: other runs hold all of them, or a killed "
-                f"run left them leased under an ephemeral Prefect API (it sweeps no lease); fix: once no other run "
-                f"uses {url}, `prefect gcl update {name} --active-slots 0`")
+        return (
+            f"generate: no slot of {name} free for {seconds:.0f} s: other runs hold all of them, or a killed "
+            f"run left them leased under an ephemeral Prefect API (it sweeps no lease); fix: once no other run "
+            f"uses {url}, `prefect gcl update {name} --active-slots 0`"
+        )
 
     def close(self) -> None:
         if self._client is not None:
@@ -106,8 +110,11 @@ class PrefectLimits:
         import httpx
 
         try:
-            response = self._client_call(lambda c: c.increment_concurrency_slots_with_lease(
-                [name], slots, "concurrency", lease_seconds, self.holder))
+            response = self._client_call(
+                lambda c: c.increment_concurrency_slots_with_lease(
+                    [name], slots, "concurrency", lease_seconds, self.holder
+                )
+            )
         except httpx.HTTPStatusError as exc:
             if exc.response.status_code == 423:  # locked: fewer than ``slots`` free
                 return None

@@ -30,10 +30,19 @@ def start_version(root: str, cfg: GenerateConfig) -> tuple[Path, dv.Reuse]:
     previous = [v for v in dv.complete_versions(root_dir) if v != name]
     reuse = dv.Reuse()
     if previous:
-        reuse = dv.seed_from(dv.versions_dir(root_dir) / previous[-1] / "generations",
-                             version_dir / "generations", dv.current_sample_ids(cfg))
-    get_run_logger().info("version %s: %d shards reused as is, %d filtered, %d dropped (%d rows carried over)",
-                          name, reuse.linked, reuse.filtered, reuse.dropped, reuse.rows)
+        reuse = dv.seed_from(
+            dv.versions_dir(root_dir) / previous[-1] / "generations",
+            version_dir / "generations",
+            dv.current_sample_ids(cfg),
+        )
+    get_run_logger().info(
+        "version %s: %d shards reused as is, %d filtered, %d dropped (%d rows carried over)",
+        name,
+        reuse.linked,
+        reuse.filtered,
+        reuse.dropped,
+        reuse.rows,
+    )
     return version_dir, reuse
 
 

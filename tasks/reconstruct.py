@@ -18,10 +18,8 @@ from eagle3_core.target import TargetConfig
 from tasks.common import PrefectReporter, publish_manifest, publish_table, stage_cache_key
 
 
-@task(name="reconstruct", cache_key_fn=stage_cache_key, cache_expiration=timedelta(days=30),
-      persist_result=True)
-def reconstruct_task(cfg: ReconstructConfig, target: TargetConfig, generations_dir: str,
-                     out_dir: str) -> StageManifest:
+@task(name="reconstruct", cache_key_fn=stage_cache_key, cache_expiration=timedelta(days=30), persist_result=True)
+def reconstruct_task(cfg: ReconstructConfig, target: TargetConfig, generations_dir: str, out_dir: str) -> StageManifest:
     """Rebuild token ids + loss mask for every accepted generation (resumes by shard)."""
     manifest = run_reconstruct(cfg, target, generations_dir, out_dir, reporter=PrefectReporter("reconstruct"))
     publish_manifest(manifest, title="reconstruct")
@@ -32,11 +30,28 @@ def reconstruct_task(cfg: ReconstructConfig, target: TargetConfig, generations_d
 def publish_server_check(manifest: StageManifest) -> None:
     """A table artifact: the match rate, then one row per mismatch (first 100)."""
     check = manifest.details.get("server_check", {})
-    rows = [{"sample_id": "(all)", "first_diff": None, "where": None,
-             "match_rate": check.get("match_rate"), "checked": check.get("checked"),
-             "matched": check.get("matched")}]
-    rows += [{"sample_id": m["sample_id"], "first_diff": m["first_diff"], "where": m["where"],
-              "rebuilt_near": str(m["rebuilt_near"]), "server_near": str(m["server_near"])}
-             for m in manifest.details.get("mismatches", [])]
-    publish_table(rows, key="reconstruct-server-check",
-                  description=f"rebuilt vs server token ids: match rate {check.get('match_rate')}")
+    rows = [
+        {
+            "sample_id": "(all)",
+            "first_diff": None,
+            "where": None,
+            "match_rate": check.get("match_rate"),
+            "checked": check.get("checked"),
+            "matched": check.get("matched"),
+        }
+    ]
+    rows += [
+        {
+            "sample_id": m["sample_id"],
+            "first_diff": m["first_diff"],
+            "where": m["where"],
+            "rebuilt_near": str(m["rebuilt_near"]),
+            "server_near": str(m["server_near"]),
+        }
+        for m in manifest.details.get("mismatches", [])
+    ]
+    publish_table(
+        rows,
+        key="reconstruct-server-check",
+        description=f"rebuilt vs server token ids: match rate {check.get('match_rate')}",
+    )

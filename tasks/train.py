@@ -25,11 +25,18 @@ from tasks.common import PrefectReporter, publish_image, publish_manifest, publi
 
 
 @task(name="train", cache_policy=NO_CACHE)
-def train_task(cfg: TrainConfig, target: TargetConfig, hidden_dir: str | None, vocab_dir: str, out_dir: str,
-               sequences_dir: str | None = None) -> StageManifest:
+def train_task(
+    cfg: TrainConfig,
+    target: TargetConfig,
+    hidden_dir: str | None,
+    vocab_dir: str,
+    out_dir: str,
+    sequences_dir: str | None = None,
+) -> StageManifest:
     """Train (resume, or reuse) the drafter with DeepSpeed and export it for vLLM."""
-    manifest = run_train(cfg, target, hidden_dir, vocab_dir, out_dir, sequences_dir=sequences_dir,
-                         reporter=PrefectReporter("train"))
+    manifest = run_train(
+        cfg, target, hidden_dir, vocab_dir, out_dir, sequences_dir=sequences_dir, reporter=PrefectReporter("train")
+    )
     publish_manifest(manifest, title="train")
     publish_training_artifacts(manifest, Path(out_dir))
     publish_engine(manifest)
@@ -42,11 +49,28 @@ def publish_engine(manifest: StageManifest) -> None:
     online = manifest.details.get("online")
     if not online:
         return
-    source = f"endpoint {online['endpoint']}" if online.get("endpoint") else f"{online['engine']} engine started with the run"
+    source = (
+        f"endpoint {online['endpoint']}"
+        if online.get("endpoint")
+        else f"{online['engine']} engine started with the run"
+    )
     rows = [{"figure": "source", "value": source}] + [
-        {"figure": key, "value": online.get(key)} for key in (
-            "engine_startup_s", "engine_tokens", "engine_tokens_per_s", "spool_peak_bytes", "budget_bytes", "reuse",
-            "unique_tokens", "computed_tokens", "recomputed_tokens", "busy_share", "wait_s", "first_wait_s")]
+        {"figure": key, "value": online.get(key)}
+        for key in (
+            "engine_startup_s",
+            "engine_tokens",
+            "engine_tokens_per_s",
+            "spool_peak_bytes",
+            "budget_bytes",
+            "reuse",
+            "unique_tokens",
+            "computed_tokens",
+            "recomputed_tokens",
+            "busy_share",
+            "wait_s",
+            "first_wait_s",
+        )
+    ]
     publish_table(rows, key="train-engine", description=f"train: hidden states from the {source}")
 
 
@@ -62,9 +86,17 @@ def publish_training_artifacts(manifest: StageManifest, out_dir: Path) -> None:
     for name in ("heldout_initial", "heldout_final"):
         record = manifest.details.get(name)
         if record:
-            rows.append({"when": name.removeprefix("heldout_"), "step": record.get("step"),
-                         "sim_acceptance_length": record["sim_acceptance_length"],
-                         "acc_k": ", ".join(f"{a:.3f}" for a in record["acc_k"])})
+            rows.append(
+                {
+                    "when": name.removeprefix("heldout_"),
+                    "step": record.get("step"),
+                    "sim_acceptance_length": record["sim_acceptance_length"],
+                    "acc_k": ", ".join(f"{a:.3f}" for a in record["acc_k"]),
+                }
+            )
     if rows:
-        publish_table(rows, key="train-heldout-acceptance",
-                      description="train: held-out simulated acceptance length, untrained vs trained")
+        publish_table(
+            rows,
+            key="train-heldout-acceptance",
+            description="train: held-out simulated acceptance length, untrained vs trained",
+        )

@@ -12,7 +12,7 @@ def cli_error(argv: list[str], capsys) -> str:
 
     with prefect_console_to_current_stderr(), pytest.MonkeyPatch.context() as mp:
         mp.setattr("sys.argv", ["eagle3", *argv])
-        mp.delenv("EAGLE3_VERIFY", raising=False)   # `--verify` sets it for one command, not the session
+        mp.delenv("EAGLE3_VERIFY", raising=False)  # `--verify` sets it for one command, not the session
         with pytest.raises(SystemExit) as exit_info:
             main()
     err = capsys.readouterr().err
@@ -40,7 +40,7 @@ def error_line(stderr: str) -> str:
     lines = stderr.splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith("error: ")]
     assert len(starts) == 1, stderr
-    assert all(line.startswith("  ") for line in lines[starts[0] + 1:]), stderr
+    assert all(line.startswith("  ") for line in lines[starts[0] + 1 :]), stderr
     return lines[starts[0]]
 
 
@@ -69,10 +69,11 @@ def _console_handlers() -> list:
     import logging
 
     loggers = [logging.getLogger(), *(logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict))]
-    return [h for logger in loggers for h in getattr(logger, "handlers", [])
-            if type(h).__name__ == "PrefectConsoleHandler"]
+    return [
+        h for logger in loggers for h in getattr(logger, "handlers", []) if type(h).__name__ == "PrefectConsoleHandler"
+    ]
 
 
 def _point(handler, stream) -> None:
-    handler.stream = stream          # not setStream: it would flush the old, maybe closed, stream
+    handler.stream = stream  # not setStream: it would flush the old, maybe closed, stream
     handler.console.file = stream

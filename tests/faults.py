@@ -25,15 +25,18 @@ def snapshot(folder: Path) -> dict[str, str]:
     """sha256 of every output file under ``folder`` by relative path ({} when there is none)."""
     if not folder.exists():
         return {}
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != LOCK}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != LOCK
+    }
 
 
 def flip(path: Path, count: int = 64) -> None:
     """Invert ``count`` bytes in the middle of ``path``: same size, other content (bit rot)."""
     data = bytearray(path.read_bytes())
     middle = len(data) // 2
-    data[middle:middle + count] = bytes(255 - b for b in data[middle:middle + count])
+    data[middle : middle + count] = bytes(255 - b for b in data[middle : middle + count])
     path.write_bytes(bytes(data))
 
 
@@ -53,9 +56,19 @@ def list_shards(folder: Path, stage: str, *patterns: str) -> None:
 def held(folder: Path) -> Iterator[int]:
     """Another process holds ``folder``'s lock (a concurrent run) while the block runs; its pid."""
     root = Path(__file__).resolve().parents[1]
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from eagle3_core.lock import acquire; "
-                               "acquire(sys.argv[1]); print('held', flush=True); time.sleep(300)", str(folder)],
-                              cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from eagle3_core.lock import acquire; "
+            "acquire(sys.argv[1]); print('held', flush=True); time.sleep(300)",
+            str(folder),
+        ],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         yield holder.pid

@@ -36,8 +36,10 @@ def test_a_recipe_with_unsorted_ids_fails_with_the_dotted_field(tmp_path):
 def test_the_cli_refuses_unsorted_layers_in_one_line(stage, tmp_path):
     from flows.cli import cli
 
-    (tmp_path / "part-00000.parquet").write_bytes(b"")      # extract looks at its --input folder first
-    result = CliRunner().invoke(cli, [stage, "--input", str(tmp_path), "--target", str(tmp_path),
-                                      "--out", str(tmp_path / "o"), "--layers", "3,2,1"])
+    (tmp_path / "part-00000.parquet").write_bytes(b"")  # extract looks at its --input folder first
+    result = CliRunner().invoke(
+        cli,
+        [stage, "--input", str(tmp_path), "--target", str(tmp_path), "--out", str(tmp_path / "o"), "--layers", "3,2,1"],
+    )
     assert result.exit_code == 2 and "must be increasing" in result.output
     assert "Traceback" not in result.output

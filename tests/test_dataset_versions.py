@@ -5,15 +5,28 @@ import os
 
 import polars as pl
 
-from eagle3_core.generate.shards import ShardWriter, read_persisted
 from eagle3_core import dataset_versions as dv
+from eagle3_core.generate.shards import ShardWriter, read_persisted
 
 
 def accepted_row(sample_id):
-    return {"sample_id": sample_id, "messages": [{"role": "user", "content": sample_id}], "reasoning": "r",
-            "content": "c", "reasoning_source": "reasoning", "finish_reason": "stop", "prompt_token_ids": [1],
-            "completion_token_ids": [2], "model": "m", "endpoint": "e", "prompt_tokens": 1,
-            "completion_tokens": 1, "attempts": 1, "latency_s": 0.1, "created_at": 0.0}
+    return {
+        "sample_id": sample_id,
+        "messages": [{"role": "user", "content": sample_id}],
+        "reasoning": "r",
+        "content": "c",
+        "reasoning_source": "reasoning",
+        "finish_reason": "stop",
+        "prompt_token_ids": [1],
+        "completion_token_ids": [2],
+        "model": "m",
+        "endpoint": "e",
+        "prompt_tokens": 1,
+        "completion_tokens": 1,
+        "attempts": 1,
+        "latency_s": 0.1,
+        "created_at": 0.0,
+    }
 
 
 def write_version(root, name, shards, rejected=(), complete=True):

@@ -50,9 +50,14 @@ STAGE_SCRIPT = textwrap.dedent("""
 
 
 def start_stage(out: Path, go: Path) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, "-c", STAGE_SCRIPT, str(out), str(go)], cwd=ROOT,
-                               env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-c", STAGE_SCRIPT, str(out), str(go)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert process.stdout.readline().strip() == "writing", process.stderr.read()
     return process
 
@@ -61,14 +66,21 @@ def test_a_second_process_into_the_same_folder_refuses_at_once_naming_the_holder
     out, go = tmp_path / "out", tmp_path / "go"
     first = start_stage(out, go)
     try:
-        second = subprocess.run([sys.executable, "-c", STAGE_SCRIPT, str(out), str(go)], cwd=ROOT,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True, capture_output=True,
-                                timeout=120)
+        second = subprocess.run(
+            [sys.executable, "-c", STAGE_SCRIPT, str(out), str(go)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            text=True,
+            capture_output=True,
+            timeout=120,
+        )
     finally:
         go.touch()
     assert second.returncode == 2, second.stderr
     first_line = second.stderr.splitlines()[0]
-    assert first_line == f"error: another run is writing {out.resolve()} (pid {first.pid} on host {socket.gethostname()})"
+    assert (
+        first_line == f"error: another run is writing {out.resolve()} (pid {first.pid} on host {socket.gethostname()})"
+    )
     assert "fix: wait for it to finish, or pass another --out" in second.stderr
     assert second.stdout == ""  # it wrote nothing
     assert first.wait(timeout=120) == 0, first.stderr.read()
@@ -84,8 +96,14 @@ def test_the_lock_of_a_killed_holder_is_free_at_once(tmp_path):
     first.wait()
     go.touch()
 
-    again = subprocess.run([sys.executable, "-c", STAGE_SCRIPT, str(out), str(go)], cwd=ROOT,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True, capture_output=True, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-c", STAGE_SCRIPT, str(out), str(go)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
 
     assert again.returncode == 0, again.stderr
     assert read_manifest(out).status == "complete"
@@ -94,9 +112,14 @@ def test_the_lock_of_a_killed_holder_is_free_at_once(tmp_path):
 def test_the_lock_is_reentrant_within_one_process_and_free_after(tmp_path):
     with folder_lock(tmp_path), folder_lock(tmp_path):
         pass
-    probe = subprocess.run([sys.executable, "-c", "import sys; from eagle3_core.lock import acquire; acquire(sys.argv[1])",
-                            str(tmp_path)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys; from eagle3_core.lock import acquire; acquire(sys.argv[1])", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert probe.returncode == 0, probe.stderr
 
 
@@ -111,6 +134,7 @@ def make_stage(out: Path, calls: list, verify: bool | None = None) -> tuple[Stag
         write_shard(out, "part-00000.bin", b"a" * 100)
         write_shard(out, "part-00001.bin", b"b" * 100)
         manifest.counts = {"rows": 2}
+
     return StageLifecycle("demo", out, "cfg", {"in": "x"}, shards=("part-*.bin",), verify=verify), work
 
 
@@ -194,9 +218,14 @@ def test_a_failed_run_is_recorded_failed_and_lets_the_folder_go(tmp_path):
 
     manifest = read_manifest(tmp_path)
     assert manifest.status == "failed" and manifest.details["error"] == "ValueError: boom"
-    probe = subprocess.run([sys.executable, "-c", "import sys; from eagle3_core.lock import acquire; acquire(sys.argv[1])",
-                            str(tmp_path)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys; from eagle3_core.lock import acquire; acquire(sys.argv[1])", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert probe.returncode == 0, probe.stderr
 
 
@@ -233,15 +262,36 @@ def test_a_busy_folder_is_one_clear_error_line_from_the_cli(prefect_api, tmp_pat
     from flows.cli import main
     from tests.vocab.test_vocab import write_sequences
 
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from eagle3_core.lock import acquire; "
-                               "acquire(sys.argv[1]); print('held', flush=True); time.sleep(120)", str(tmp_path / "vocab")],
-                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from eagle3_core.lock import acquire; "
+            "acquire(sys.argv[1]); print('held', flush=True); time.sleep(120)",
+            str(tmp_path / "vocab"),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         write_sequences(tmp_path / "seq", [([1, 2], [1, 1])])
         tokenizer = ROOT / "tests" / "golden"  # any directory: the lock is met before the tokenizer is read
-        monkeypatch.setattr("sys.argv", ["eagle3", "vocab", "--input", str(tmp_path / "seq"), "--tokenizer",
-                                         str(tokenizer), "--out", str(tmp_path / "vocab")])
+        monkeypatch.setattr(
+            "sys.argv",
+            [
+                "eagle3",
+                "vocab",
+                "--input",
+                str(tmp_path / "seq"),
+                "--tokenizer",
+                str(tokenizer),
+                "--out",
+                str(tmp_path / "vocab"),
+            ],
+        )
         with pytest.raises(SystemExit) as exit_info:
             main()
     finally:
@@ -271,7 +321,12 @@ def test_an_interrupted_run_stays_running_like_a_killed_one_and_lets_the_folder_
         run_stage(StageLifecycle("demo", tmp_path, "cfg", {}), work)
 
     assert read_manifest(tmp_path).status == "running"
-    probe = subprocess.run([sys.executable, "-c", "import sys; from eagle3_core.lock import acquire; acquire(sys.argv[1])",
-                            str(tmp_path)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys; from eagle3_core.lock import acquire; acquire(sys.argv[1])", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert probe.returncode == 0, probe.stderr

@@ -28,7 +28,9 @@ def no_vllm(tmp_path, monkeypatch):
 @pytest.fixture
 def no_deepspeed(monkeypatch):
     real = requirements.importlib.util.find_spec
-    monkeypatch.setattr(requirements.importlib.util, "find_spec", lambda name: None if name == "deepspeed" else real(name))
+    monkeypatch.setattr(
+        requirements.importlib.util, "find_spec", lambda name: None if name == "deepspeed" else real(name)
+    )
 
 
 @pytest.mark.parametrize("flag", [{"EAGLE3_REQUIRE_SERVICES": "1"}, {"CI": "true"}])
@@ -62,15 +64,25 @@ def test_ci_sets_the_strict_flag():
 def test_tests_that_start_a_prefect_server_or_build_the_toy_are_not_fast():
     """Markers follow from the fixtures: `-m "not slow"` selects none of these modules' tests."""
     modules = ["tests/toy/test_toy_target.py", "tests/flows/test_nightly.py"]
-    fast = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "not slow", *modules],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
-    slow = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "slow", *modules],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    fast = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "not slow", *modules],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    slow = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "slow", *modules],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "::" not in fast.stdout and "deselected" in fast.stdout, fast.stdout + fast.stderr
     assert all(any(line.startswith(m) for line in slow.stdout.splitlines()) for m in modules), slow.stdout
 
 
-FLOW_PROBE = '''
+FLOW_PROBE = """
 import sys
 import pytest
 
@@ -92,7 +104,7 @@ class RunAFlow:
 
 sys.exit(pytest.main(["--collect-only", "-q", "-m", "not slow", "-p", "no:cacheprovider", "tests/test_config.py"],
                      plugins=[RunAFlow()]))
-'''
+"""
 
 
 def test_under_not_slow_a_flow_run_cannot_start_a_prefect_server(tmp_path):

@@ -9,25 +9,46 @@ from eagle3_core.run_summary import headline
 
 def test_headline_reads_each_figure_from_its_stages_files(tmp_path):
     layout = RunLayout(root=tmp_path)
-    write_manifest(layout.generations, StageManifest(
-        stage="generate", status="complete", config_hash="h", counts={"accepted": 98, "rejected": 2},
-        details={"reasoning_sources": {"reasoning": 98}}))
-    write_manifest(layout.sequences, StageManifest(
-        stage="reconstruct", status="complete", config_hash="h",
-        details={"server_check": {"checked": 98, "matched": 98, "match_rate": 1.0}}))
+    write_manifest(
+        layout.generations,
+        StageManifest(
+            stage="generate",
+            status="complete",
+            config_hash="h",
+            counts={"accepted": 98, "rejected": 2},
+            details={"reasoning_sources": {"reasoning": 98}},
+        ),
+    )
+    write_manifest(
+        layout.sequences,
+        StageManifest(
+            stage="reconstruct",
+            status="complete",
+            config_hash="h",
+            details={"server_check": {"checked": 98, "matched": 98, "match_rate": 1.0}},
+        ),
+    )
     layout.drafter.mkdir(parents=True)
     (layout.drafter / "metrics.jsonl").write_text(
-        '{"step": 1, "loss": 3.5}\n{"step": 2, "loss": 2.25}\n{"step": 2, "split": "heldout", "loss": 2.9}\n')
+        '{"step": 1, "loss": 3.5}\n{"step": 2, "loss": 2.25}\n{"step": 2, "split": "heldout", "loss": 2.9}\n'
+    )
     layout.eval.mkdir(parents=True)
-    (layout.eval / "report.json").write_text(json.dumps(
-        {"online": {"with_drafter": {"acceptance_length": 2.4}}, "offline": {"acceptance_length": 2.5}}))
+    (layout.eval / "report.json").write_text(
+        json.dumps({"online": {"with_drafter": {"acceptance_length": 2.4}}, "offline": {"acceptance_length": 2.5}})
+    )
 
     figures = headline(layout)
 
-    assert figures == {"samples accepted": 98, "samples rejected": 2, "reasoning present": "98 of 98 (98 in `reasoning`)",
-                       "token-exact reconstruction": "100.0% of samples match the server's token ids", "training loss": 2.25,
-                       "acceptance length (vLLM)": 2.4, "acceptance length (offline)": 2.5,
-                       "hidden-state engine": None}  # offline training: no engine
+    assert figures == {
+        "samples accepted": 98,
+        "samples rejected": 2,
+        "reasoning present": "98 of 98 (98 in `reasoning`)",
+        "token-exact reconstruction": "100.0% of samples match the server's token ids",
+        "training loss": 2.25,
+        "acceptance length (vLLM)": 2.4,
+        "acceptance length (offline)": 2.5,
+        "hidden-state engine": None,
+    }  # offline training: no engine
 
 
 def test_figures_of_stages_that_did_not_run_are_absent_not_guessed(tmp_path):
@@ -37,9 +58,14 @@ def test_figures_of_stages_that_did_not_run_are_absent_not_guessed(tmp_path):
 def test_the_summary_names_the_engine_online_training_read_its_states_from(tmp_path):
     layout = RunLayout(root=tmp_path)
     online = {"engine": "vllm", "endpoint": "http://10.0.0.7:8790", "engine_tokens": 1200}
-    write_manifest(layout.drafter, StageManifest(stage="train", status="complete", config_hash="h",
-                                                 details={"online": online}))
+    write_manifest(
+        layout.drafter, StageManifest(stage="train", status="complete", config_hash="h", details={"online": online})
+    )
     assert headline(layout)["hidden-state engine"] == "standing engine at http://10.0.0.7:8790"
-    write_manifest(layout.drafter, StageManifest(stage="train", status="complete", config_hash="h",
-                                                 details={"online": {**online, "endpoint": None}}))
+    write_manifest(
+        layout.drafter,
+        StageManifest(
+            stage="train", status="complete", config_hash="h", details={"online": {**online, "endpoint": None}}
+        ),
+    )
     assert headline(layout)["hidden-state engine"] == "vllm engine started by the stage"

@@ -75,11 +75,11 @@ def _block(q, k, v, seg_q, seg_k, first_query: int, first_key: int, scale: float
     kv = k.shape[1]
     qpos = torch.arange(bq, device=q.device)[:, None] + first_query
     kpos = torch.arange(k.shape[2], device=q.device)[None, :] + first_key
-    allowed = (kpos <= qpos) & (seg_q[:, :, None] == seg_k[:, None, :])          # (B, bq, S)
-    s = (by_kv_head(q, kv) @ k[:, :, None].transpose(-1, -2)).to(acc) * scale     # (B, kv, g, bq, S)
+    allowed = (kpos <= qpos) & (seg_q[:, :, None] == seg_k[:, None, :])  # (B, bq, S)
+    s = (by_kv_head(q, kv) @ k[:, :, None].transpose(-1, -2)).to(acc) * scale  # (B, kv, g, bq, S)
     s = s.masked_fill(~allowed[:, None, None], float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)                                              # (B, kv, g, bq)
-    out = torch.exp(s - lse[..., None]) @ v[:, :, None].to(acc)                   # (B, kv, g, bq, d)
+    lse = torch.logsumexp(s, dim=-1)  # (B, kv, g, bq)
+    out = torch.exp(s - lse[..., None]) @ v[:, :, None].to(acc)  # (B, kv, g, bq, d)
     return out.reshape(B, h, bq, d), lse.reshape(B, h, bq)
 
 
@@ -87,8 +87,9 @@ def block_rows(heads_x_batch: int, keys: int) -> int:
     return min(MAX_BLOCK, max(MIN_BLOCK, BLOCK_SCORES // max(1, heads_x_batch * keys)))
 
 
-def causal_attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, segments: torch.Tensor,
-                         block: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def causal_attention_lse(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, segments: torch.Tensor, block: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Causal attention within samples, and its log-sum-exp: (B, h, T, d), (B, h, T), in fp32 (fp64 for fp64).
 
     q (B, h, T, d), k/v (B, h_kv, T, d), segments (B, T). ``block`` forces the query block size
@@ -97,7 +98,7 @@ def causal_attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, segm
     B, h, T, d = q.shape
     block = block or block_rows(B * h, T)
     scale = 1.0 / math.sqrt(d)
-    firsts = segment_starts(segments)[:, ::block].min(dim=0).values.tolist()     # first key per block
+    firsts = segment_starts(segments)[:, ::block].min(dim=0).values.tolist()  # first key per block
     outs, lses = [], []
     for n, lo in enumerate(firsts):
         s, e = n * block, min(T, (n + 1) * block)
@@ -108,8 +109,9 @@ def causal_attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, segm
     return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
 
 
-def merge_diagonal(out0: torch.Tensor, lse0: torch.Tensor, q: torch.Tensor, ks: list[torch.Tensor],
-                   vs: list[torch.Tensor]) -> torch.Tensor:
+def merge_diagonal(
+    out0: torch.Tensor, lse0: torch.Tensor, q: torch.Tensor, ks: list[torch.Tensor], vs: list[torch.Tensor]
+) -> torch.Tensor:
     """Softmax over [step-0 keys; the diagonal keys ks[j] at i], from step 0's output and lse.
 
     out = e^(lse0 - L) out0 + Σ_j e^(s_j - L) v_j  with  L = logsumexp(lse0, s_1, ..., s_k).
@@ -118,18 +120,19 @@ def merge_diagonal(out0: torch.Tensor, lse0: torch.Tensor, q: torch.Tensor, ks: 
     if not ks:
         return out0.to(q.dtype)
     kv, acc = ks[0].shape[1], acc_dtype(q)
-    qg = by_kv_head(q, kv).to(acc)                                                # (B, kv, g, T, d)
-    diag = [(qg * k[:, :, None].to(acc)).sum(-1) / math.sqrt(d) for k in ks]      # (B, kv, g, T) each
+    qg = by_kv_head(q, kv).to(acc)  # (B, kv, g, T, d)
+    diag = [(qg * k[:, :, None].to(acc)).sum(-1) / math.sqrt(d) for k in ks]  # (B, kv, g, T) each
     lse0 = by_kv_head(lse0, kv)
-    total = torch.logsumexp(torch.stack([lse0, *diag]), dim=0)                    # (B, kv, g, T)
-    y = torch.exp(lse0 - total)[..., None] * by_kv_head(out0, kv)                 # (B, kv, g, T, d)
+    total = torch.logsumexp(torch.stack([lse0, *diag]), dim=0)  # (B, kv, g, T)
+    y = torch.exp(lse0 - total)[..., None] * by_kv_head(out0, kv)  # (B, kv, g, T, d)
     for score, v in zip(diag, vs):
         y = y + torch.exp(score - total)[..., None] * v[:, :, None].to(acc)
     return y.reshape(B, h, T, d).to(q.dtype)
 
 
-def ttt_attention(q: torch.Tensor, ks: list[torch.Tensor], vs: list[torch.Tensor],
-                  segments: torch.Tensor, block: int | None = None) -> torch.Tensor:
+def ttt_attention(
+    q: torch.Tensor, ks: list[torch.Tensor], vs: list[torch.Tensor], segments: torch.Tensor, block: int | None = None
+) -> torch.Tensor:
     """Step len(ks)-1 of the unroll: q (B, h, T, d); ks/vs one (B, h_kv, T, d) per step so far."""
     out0, lse0 = causal_attention_lse(q, ks[0], vs[0], segments, block)
     return merge_diagonal(out0, lse0, q, ks[1:], vs[1:])

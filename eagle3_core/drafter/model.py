@@ -54,12 +54,12 @@ EXPORT_CONFIG = "config.json"
 
 @dataclass
 class DrafterConfig:
-    hidden_size: int                      # H: the target's hidden size (embeddings are shared)
+    hidden_size: int  # H: the target's hidden size (embeddings are shared)
     intermediate_size: int
     num_attention_heads: int
     num_key_value_heads: int
     head_dim: int
-    vocab_size: int                       # the target's vocabulary
+    vocab_size: int  # the target's vocabulary
     draft_vocab_size: int
     target_hidden_size: int
     aux_layer_ids: list[int] = field(default_factory=lambda: [2, 16, 29])
@@ -70,30 +70,42 @@ class DrafterConfig:
     eos_token_id: int | list[int] | None = None
 
     @classmethod
-    def from_target(cls, target: dict, draft_vocab_size: int, aux_layer_ids: list[int],
-                    shape: dict | None = None) -> "DrafterConfig":
+    def from_target(
+        cls, target: dict, draft_vocab_size: int, aux_layer_ids: list[int], shape: dict | None = None
+    ) -> "DrafterConfig":
         """The drafter for a target's ``config.json`` (dict): same widths, heads and rope, except
         what ``shape`` sets (``num_attention_heads``, ``num_key_value_heads``, ``head_dim``,
         ``intermediate_size``; None values copy the target)."""
         shape = {k: v for k, v in (shape or {}).items() if v is not None}
         heads = shape.get("num_attention_heads", target["num_attention_heads"])
         return cls(
-            hidden_size=target["hidden_size"], intermediate_size=shape.get("intermediate_size", target["intermediate_size"]),
+            hidden_size=target["hidden_size"],
+            intermediate_size=shape.get("intermediate_size", target["intermediate_size"]),
             num_attention_heads=heads,
             num_key_value_heads=shape.get("num_key_value_heads", target.get("num_key_value_heads") or heads),
             head_dim=shape.get("head_dim", target.get("head_dim") or target["hidden_size"] // heads),
-            vocab_size=target["vocab_size"], draft_vocab_size=draft_vocab_size,
-            target_hidden_size=target["hidden_size"], aux_layer_ids=list(aux_layer_ids),
-            rms_norm_eps=target.get("rms_norm_eps", 1e-6), rope_theta=_rope_theta(target),
+            vocab_size=target["vocab_size"],
+            draft_vocab_size=draft_vocab_size,
+            target_hidden_size=target["hidden_size"],
+            aux_layer_ids=list(aux_layer_ids),
+            rms_norm_eps=target.get("rms_norm_eps", 1e-6),
+            rope_theta=_rope_theta(target),
             max_position_embeddings=target.get("max_position_embeddings", 8192),
-            bos_token_id=target.get("bos_token_id"), eos_token_id=target.get("eos_token_id"))
+            bos_token_id=target.get("bos_token_id"),
+            eos_token_id=target.get("eos_token_id"),
+        )
 
     def trainable_parameters(self) -> int:
         """Weights the trainer updates and the export ships (the frozen embedding excluded)."""
         H, q, kv = self.hidden_size, self.num_attention_heads * self.head_dim, self.num_key_value_heads * self.head_dim
         attention = 2 * H * (q + 2 * kv) + q * H
-        return (3 * self.target_hidden_size * H + attention + 3 * H * self.intermediate_size
-                + self.draft_vocab_size * H + 4 * H)
+        return (
+            3 * self.target_hidden_size * H
+            + attention
+            + 3 * H * self.intermediate_size
+            + self.draft_vocab_size * H
+            + 4 * H
+        )
 
     def to_hf(self) -> dict:
         """The export ``config.json`` that vLLM and SGLang read for ``LlamaForCausalLMEagle3``.
@@ -103,20 +115,32 @@ class DrafterConfig:
         each id (``set_eagle3_layers_to_capture``), so it gets k - 1 there.
         """
         return {
-            "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
-            "hidden_size": self.hidden_size, "intermediate_size": self.intermediate_size,
+            "architectures": ["LlamaForCausalLMEagle3"],
+            "model_type": "llama",
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
             "num_attention_heads": self.num_attention_heads,
-            "num_key_value_heads": self.num_key_value_heads, "head_dim": self.head_dim,
-            "num_hidden_layers": 1, "hidden_act": "silu", "rms_norm_eps": self.rms_norm_eps,
-            "rope_theta": self.rope_theta, "rope_scaling": None,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim,
+            "num_hidden_layers": 1,
+            "hidden_act": "silu",
+            "rms_norm_eps": self.rms_norm_eps,
+            "rope_theta": self.rope_theta,
+            "rope_scaling": None,
             "max_position_embeddings": self.max_position_embeddings,
-            "vocab_size": self.vocab_size, "draft_vocab_size": self.draft_vocab_size,
+            "vocab_size": self.vocab_size,
+            "draft_vocab_size": self.draft_vocab_size,
             "target_hidden_size": self.target_hidden_size,
             "eagle_aux_hidden_state_layer_ids": list(self.aux_layer_ids),
-            "eagle_config": {"eagle_aux_hidden_state_layer_ids": [k - 1 for k in self.aux_layer_ids],
-                             "use_aux_hidden_state": True},
-            "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False,
-            "bos_token_id": self.bos_token_id, "eos_token_id": self.eos_token_id,
+            "eagle_config": {
+                "eagle_aux_hidden_state_layer_ids": [k - 1 for k in self.aux_layer_ids],
+                "use_aux_hidden_state": True,
+            },
+            "attention_bias": False,
+            "mlp_bias": False,
+            "tie_word_embeddings": False,
+            "bos_token_id": self.bos_token_id,
+            "eos_token_id": self.eos_token_id,
             "torch_dtype": "bfloat16",
         }
 
@@ -154,7 +178,7 @@ def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor
     """Llama rotary embedding (rotate-half): x (B, h, T, d), positions (B, T)."""
     d = x.shape[-1]
     inv_freq = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
-    angles = positions.float()[:, None, :, None] * inv_freq              # (B, 1, T, d/2)
+    angles = positions.float()[:, None, :, None] * inv_freq  # (B, 1, T, d/2)
     cos, sin = torch.cat([angles, angles], -1).cos(), torch.cat([angles, angles], -1).sin()
     x1, x2 = x.float().chunk(2, dim=-1)
     rotated = torch.cat([-x2, x1], dim=-1)
@@ -193,22 +217,22 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(c.num_attention_heads * c.head_dim, c.hidden_size, bias=False)
 
     def qkv(self, u: torch.Tensor, positions: torch.Tensor):
-        B, T, _ = u.shape                                                 # u: (B, T, 2H)
+        B, T, _ = u.shape  # u: (B, T, 2H)
         q = self.q_proj(u).view(B, T, -1, self.c.head_dim).transpose(1, 2)  # (B, h, T, d)
         k = self.k_proj(u).view(B, T, -1, self.c.head_dim).transpose(1, 2)  # (B, h_kv, T, d)
         v = self.v_proj(u).view(B, T, -1, self.c.head_dim).transpose(1, 2)  # (B, h_kv, T, d)
         return rope(q, positions, self.c.rope_theta), rope(k, positions, self.c.rope_theta), v
 
     def out(self, y: torch.Tensor) -> torch.Tensor:
-        B, _, T, _ = y.shape                                              # y: (B, h, T, d)
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, -1))           # (B, T, H)
+        B, _, T, _ = y.shape  # y: (B, h, T, d)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, -1))  # (B, T, H)
 
     def forward(self, u: torch.Tensor, positions: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
         """Causal attention over the cache (if any) plus these T positions."""
         q, k, v = self.qkv(u, positions)
         past = len(cache) if cache is not None else 0
         if cache is not None:
-            k, v = cache.append(k, v)                                     # (B, h_kv, S, d)
+            k, v = cache.append(k, v)  # (B, h_kv, S, d)
         T, S = q.shape[2], k.shape[2]
         mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=past)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
@@ -241,8 +265,8 @@ class DecoderLayer(nn.Module):
         return torch.cat([self.input_layernorm(e), self.hidden_norm(g)], dim=-1)  # (B, T, 2H)
 
     def finish(self, g: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
-        r = g + a                                                          # (B, T, H)
-        return r + self.mlp(self.post_attention_layernorm(r))              # (B, T, H) pre-norm
+        r = g + a  # (B, T, H)
+        return r + self.mlp(self.post_attention_layernorm(r))  # (B, T, H) pre-norm
 
     def forward(self, e, g, positions, cache: KVCache | None = None) -> torch.Tensor:
         return self.finish(g, self.self_attn(self.inputs(e, g), positions, cache))
@@ -250,8 +274,8 @@ class DecoderLayer(nn.Module):
 
 @dataclass
 class DraftOutput:
-    logits: torch.Tensor   # (B, T, V_d) draft-vocab logits
-    hidden: torch.Tensor   # (B, T, H) pre-norm stream: the next step's hidden input
+    logits: torch.Tensor  # (B, T, V_d) draft-vocab logits
+    hidden: torch.Tensor  # (B, T, H) pre-norm stream: the next step's hidden input
 
 
 # ---------------------------------------------------------------------------- the drafter
@@ -261,7 +285,7 @@ class Eagle3Drafter(nn.Module):
     def __init__(self, c: DrafterConfig) -> None:
         super().__init__()
         self.config = c
-        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)      # the target's, frozen
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)  # the target's, frozen
         self.embed_tokens.weight.requires_grad_(False)
         self.fc = nn.Linear(3 * c.target_hidden_size, c.hidden_size, bias=False)
         self.midlayer = DecoderLayer(c)
@@ -276,12 +300,18 @@ class Eagle3Drafter(nn.Module):
         return self.fc(aux.flatten(-2) if aux.dim() == 4 else aux)
 
     def forward(self, input_ids, hidden, positions, cache: KVCache | None = None) -> DraftOutput:
-        e = self.embed_tokens(input_ids).to(hidden.dtype)                 # (B, T, H)
-        r = self.midlayer(e, hidden, positions, cache)                     # (B, T, H)
+        e = self.embed_tokens(input_ids).to(hidden.dtype)  # (B, T, H)
+        r = self.midlayer(e, hidden, positions, cache)  # (B, T, H)
         return DraftOutput(self.logits(r), r)
 
-    def unroll(self, input_ids: torch.Tensor, aux: torch.Tensor, steps: int,
-               segments: torch.Tensor | None = None, recompute: bool = False) -> list[torch.Tensor]:
+    def unroll(
+        self,
+        input_ids: torch.Tensor,
+        aux: torch.Tensor,
+        steps: int,
+        segments: torch.Tensor | None = None,
+        recompute: bool = False,
+    ) -> list[torch.Tensor]:
         """Training-time test: K steps' outputs, each (B, T, H); step k's ``logits`` predict i+2+k.
 
         The outputs are the pre-norm streams (what ``logits`` turns into (B, T, V_d) draft logits):
@@ -295,19 +325,22 @@ class Eagle3Drafter(nn.Module):
         """
         if segments is None:
             segments = torch.zeros_like(input_ids)
-        positions = segment_positions(segments)                            # (B, T)
-        g, ks, vs, outputs = self.combine(aux), [], [], []                 # g: (B, T, H)
+        positions = segment_positions(segments)  # (B, T)
+        g, ks, vs, outputs = self.combine(aux), [], [], []  # g: (B, T, H)
         for k in range(steps):
             args = (g, F.pad(input_ids[:, k:], (0, k)), positions + k, segments, *ks, *vs)  # token i+1+k
-            g, kk, vv = checkpoint(self._ttt_step, *args, use_reentrant=False) \
-                if recompute and torch.is_grad_enabled() else self._ttt_step(*args)
-            ks.append(kk), vs.append(vv), outputs.append(g)                # g: (B, T, H) fed back
+            g, kk, vv = (
+                checkpoint(self._ttt_step, *args, use_reentrant=False)
+                if recompute and torch.is_grad_enabled()
+                else self._ttt_step(*args)
+            )
+            ks.append(kk), vs.append(vv), outputs.append(g)  # g: (B, T, H) fed back
         return outputs
 
     def _ttt_step(self, g, ids, positions, segments, *past):
         """One unroll step over the same positions: (next hidden, its keys, its values)."""
-        ks, vs = list(past[: len(past) // 2]), list(past[len(past) // 2:])
-        e = self.embed_tokens(ids).to(g.dtype)                             # (B, T, H)
+        ks, vs = list(past[: len(past) // 2]), list(past[len(past) // 2 :])
+        e = self.embed_tokens(ids).to(g.dtype)  # (B, T, H)
         q, k, v = self.midlayer.self_attn.qkv(self.midlayer.inputs(e, g), positions)
         a = self.midlayer.self_attn.out(ttt_attention(q, [*ks, k], [*vs, v], segments))  # (B, T, H)
         return self.midlayer.finish(g, a), k, v
@@ -336,12 +369,11 @@ class Eagle3Drafter(nn.Module):
         only on request: vLLM shares the target's at pipeline-parallel size 1.
         """
         skip = ("d2t", "t2d") if with_embedding else ("embed_tokens.weight", "d2t", "t2d")
-        state = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in self.state_dict().items()
-                 if k not in skip}
+        state = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in self.state_dict().items() if k not in skip}
         if self.full_vocab():
             order = torch.empty_like(self.d2t)
             order[self.to_target_ids(torch.arange(len(self.d2t)))] = torch.arange(len(self.d2t))
-            state["lm_head.weight"] = state["lm_head.weight"][order].contiguous()   # row t = target id t
+            state["lm_head.weight"] = state["lm_head.weight"][order].contiguous()  # row t = target id t
             return state
         state["d2t"], state["t2d"] = self.d2t.long().contiguous(), self.t2d.bool().contiguous()
         return state
@@ -355,8 +387,9 @@ class Eagle3Drafter(nn.Module):
         (out / EXPORT_CONFIG).write_text(json.dumps(self.config.to_hf(), indent=2) + "\n")
 
     @classmethod
-    def from_export(cls, export_dir: str | Path, target_path: str | Path | None = None,
-                    embed_tokens: torch.Tensor | None = None) -> "Eagle3Drafter":
+    def from_export(
+        cls, export_dir: str | Path, target_path: str | Path | None = None, embed_tokens: torch.Tensor | None = None
+    ) -> "Eagle3Drafter":
         """Load an export; the embedding comes from ``embed_tokens`` or the target directory."""
         from safetensors.torch import load_file
 
@@ -368,17 +401,23 @@ class Eagle3Drafter(nn.Module):
             embed_tokens = load_target_tensor(target_path, "embed_tokens.weight")
         if embed_tokens is not None:
             state["embed_tokens.weight"] = embed_tokens
-        missing, unexpected = model.load_state_dict({k: v.float() if v.is_floating_point() else v
-                                                     for k, v in state.items()}, strict=False)
-        optional = ("embed_tokens.weight", "d2t", "t2d") if config.draft_vocab_size == config.vocab_size \
+        missing, unexpected = model.load_state_dict(
+            {k: v.float() if v.is_floating_point() else v for k, v in state.items()}, strict=False
+        )
+        optional = (
+            ("embed_tokens.weight", "d2t", "t2d")
+            if config.draft_vocab_size == config.vocab_size
             else ("embed_tokens.weight",)
+        )
         missing = [k for k in missing if k not in optional]
         if missing or unexpected:
             from eagle3_core.errors import InputError
 
-            raise InputError(f"not an EAGLE-3 export of this shape: missing {missing[:4]}, unexpected "
-                             f"{unexpected[:4]}", path=str(export_dir / EXPORT_WEIGHTS),
-                             fix="pass a drafter/export/ folder written by `eagle3 train`")
+            raise InputError(
+                f"not an EAGLE-3 export of this shape: missing {missing[:4]}, unexpected {unexpected[:4]}",
+                path=str(export_dir / EXPORT_WEIGHTS),
+                fix="pass a drafter/export/ folder written by `eagle3 train`",
+            )
         return model.eval()
 
 
@@ -393,6 +432,8 @@ def load_target_tensor(target_path: str | Path, suffix: str) -> torch.Tensor:
                     return fh.get_tensor(key)
     from eagle3_core.errors import InputError
 
-    raise InputError(f"the target has no tensor named {suffix!r} in its safetensors files",
-                     path=f"{target_path}/*.safetensors",
-                     fix="point target.path at a Hugging Face directory whose weights are *.safetensors")
+    raise InputError(
+        f"the target has no tensor named {suffix!r} in its safetensors files",
+        path=f"{target_path}/*.safetensors",
+        fix="point target.path at a Hugging Face directory whose weights are *.safetensors",
+    )

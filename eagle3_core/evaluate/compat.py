@@ -40,8 +40,9 @@ def text_config(config: dict) -> dict:
 def read_config(model_dir: str | Path, what: str) -> dict:
     path = Path(model_dir) / "config.json"
     if not path.exists():
-        raise InputError(f"{what} has no config.json", path=str(path),
-                         fix=f"point at a Hugging Face model directory for the {what}")
+        raise InputError(
+            f"{what} has no config.json", path=str(path), fix=f"point at a Hugging Face model directory for the {what}"
+        )
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -58,15 +59,19 @@ def check_drafter(export_dir: str | Path, target_dir: str | Path) -> DrafterInfo
     export_dir = Path(export_dir)
     drafter, target = read_config(export_dir, "drafter export"), text_config(read_config(target_dir, "target"))
     if ARCHITECTURE not in (drafter.get("architectures") or []):
-        raise InputError(f"drafter config.json does not declare {ARCHITECTURE} "
-                         f"(architectures: {drafter.get('architectures')})",
-                         path=str(export_dir / "config.json"), fix="pass the drafter's export/ folder (drafter/export)")
+        raise InputError(
+            f"drafter config.json does not declare {ARCHITECTURE} (architectures: {drafter.get('architectures')})",
+            path=str(export_dir / "config.json"),
+            fix="pass the drafter's export/ folder (drafter/export)",
+        )
     info = DrafterInfo(
-        export_dir=export_dir, hidden_size=int(drafter["hidden_size"]),
+        export_dir=export_dir,
+        hidden_size=int(drafter["hidden_size"]),
         target_hidden_size=int(drafter.get("target_hidden_size") or drafter["hidden_size"]),
         vocab_size=int(drafter["vocab_size"]),
         draft_vocab_size=int(drafter.get("draft_vocab_size") or drafter["vocab_size"]),
-        aux_layer_ids=list(drafter.get("eagle_aux_hidden_state_layer_ids") or []))
+        aux_layer_ids=list(drafter.get("eagle_aux_hidden_state_layer_ids") or []),
+    )
     _compare(info, target, target_dir)
     _check_tensors(info)
     return info
@@ -75,26 +80,36 @@ def check_drafter(export_dir: str | Path, target_dir: str | Path) -> DrafterInfo
 def _mismatch(what: str, drafter_value: object, target_value: object, target_dir: str | Path) -> InputError:
     return InputError(
         f"drafter was trained for a different target: {what} is {drafter_value} in the drafter "
-        f"but {target_value} in the target", path=str(target_dir),
-        fix="evaluate the drafter against the target it was trained on, or retrain it for this target")
+        f"but {target_value} in the target",
+        path=str(target_dir),
+        fix="evaluate the drafter against the target it was trained on, or retrain it for this target",
+    )
 
 
 def _compare(info: DrafterInfo, target: dict, target_dir: str | Path) -> None:
     if info.target_hidden_size != target["hidden_size"]:
         raise _mismatch("hidden size", info.target_hidden_size, target["hidden_size"], target_dir)
     if info.hidden_size != target["hidden_size"]:  # vLLM feeds the target's embeddings to the drafter
-        raise _mismatch("drafter hidden size (shared embedding width)", info.hidden_size, target["hidden_size"], target_dir)
+        raise _mismatch(
+            "drafter hidden size (shared embedding width)", info.hidden_size, target["hidden_size"], target_dir
+        )
     if info.vocab_size != target["vocab_size"]:
         raise _mismatch("vocab size", info.vocab_size, target["vocab_size"], target_dir)
     if len(info.aux_layer_ids) != 3:
-        raise InputError(f"drafter config.json names {len(info.aux_layer_ids)} auxiliary layers "
-                         f"({info.aux_layer_ids}), expected 3 in eagle_aux_hidden_state_layer_ids",
-                         path=str(info.export_dir / "config.json"),
-                         fix="re-export the drafter: without the ids vLLM picks its own layers and acceptance collapses")
+        raise InputError(
+            f"drafter config.json names {len(info.aux_layer_ids)} auxiliary layers "
+            f"({info.aux_layer_ids}), expected 3 in eagle_aux_hidden_state_layer_ids",
+            path=str(info.export_dir / "config.json"),
+            fix="re-export the drafter: without the ids vLLM picks its own layers and acceptance collapses",
+        )
     layers = int(target["num_hidden_layers"])
     if any(not 0 <= i <= layers for i in info.aux_layer_ids):
-        raise _mismatch(f"auxiliary layer ids (the target has {layers} layers)", info.aux_layer_ids,
-                        f"ids within 0..{layers}", target_dir)
+        raise _mismatch(
+            f"auxiliary layer ids (the target has {layers} layers)",
+            info.aux_layer_ids,
+            f"ids within 0..{layers}",
+            target_dir,
+        )
 
 
 def _check_tensors(info: DrafterInfo) -> None:
@@ -105,9 +120,15 @@ def _check_tensors(info: DrafterInfo) -> None:
     missing = [name for name in REQUIRED_TENSORS if name not in shapes]
     if missing:
         raise InputError(f"drafter weights lack {missing}", path=str(path), fix="re-export the drafter")
-    expected = {"fc.weight": [info.hidden_size, 3 * info.target_hidden_size],
-                "lm_head.weight": [info.draft_vocab_size, info.hidden_size], "d2t": [info.draft_vocab_size]}
+    expected = {
+        "fc.weight": [info.hidden_size, 3 * info.target_hidden_size],
+        "lm_head.weight": [info.draft_vocab_size, info.hidden_size],
+        "d2t": [info.draft_vocab_size],
+    }
     for name, shape in expected.items():
         if list(shapes[name]) != shape:
-            raise InputError(f"drafter tensor {name} has shape {shapes[name]}, its config.json implies {shape}",
-                             path=str(path), fix="re-export the drafter")
+            raise InputError(
+                f"drafter tensor {name} has shape {shapes[name]}, its config.json implies {shape}",
+                path=str(path),
+                fix="re-export the drafter",
+            )

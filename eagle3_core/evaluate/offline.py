@@ -84,15 +84,19 @@ class _Decoding:
 
         self.d, self.seq = d, list(prompt_ids)
         self.target_cache, self.drafter_cache = DynamicCache(), KVCache()
-        self.aux = []                                                        # (1, 3H) per verified position
+        self.aux = []  # (1, 3H) per verified position
 
     def _target(self, ids: list[int]) -> list[int]:
         """Greedy choices after each of ``ids`` (appended to the cache); their aux states appended."""
         import torch
 
-        out = self.d.target(torch.tensor([ids], device=self.d.device), use_cache=True, output_hidden_states=True,
-                            **{self.d.cache_arg: self.target_cache})
-        aux = torch.cat([out.hidden_states[i][0] for i in self.d.aux_ids], dim=-1)   # (T, 3H)
+        out = self.d.target(
+            torch.tensor([ids], device=self.d.device),
+            use_cache=True,
+            output_hidden_states=True,
+            **{self.d.cache_arg: self.target_cache},
+        )
+        aux = torch.cat([out.hidden_states[i][0] for i in self.d.aux_ids], dim=-1)  # (T, 3H)
         self.aux.extend(aux.split(1))
         return out.logits[0].argmax(-1).tolist()
 
@@ -102,17 +106,21 @@ class _Decoding:
 
         n, done = len(self.seq), len(self.drafter_cache)
         dev = self.d.device
-        ids = torch.tensor([self.seq[done + 1:]], device=dev)                 # token i+1 at position i
-        hidden = self.d.drafter.combine(torch.cat(self.aux[done: n - 1])[None])   # (1, T, H)
+        ids = torch.tensor([self.seq[done + 1 :]], device=dev)  # token i+1 at position i
+        hidden = self.d.drafter.combine(torch.cat(self.aux[done : n - 1])[None])  # (1, T, H)
         out = self.d.drafter(ids, hidden, torch.arange(done, n - 1, device=dev)[None], cache=self.drafter_cache)
         drafts = []
         for step in range(k):
             token = int(self.d.drafter.to_target_ids(out.logits[0, -1].argmax()))
             drafts.append(token)
             if step + 1 < k:
-                out = self.d.drafter(torch.tensor([[token]], device=dev), out.hidden[:, -1:],
-                                     torch.tensor([[n - 1 + step]], device=dev), cache=self.drafter_cache)
-        self.drafter_cache.crop(n - 1)                                        # chain entries never persist
+                out = self.d.drafter(
+                    torch.tensor([[token]], device=dev),
+                    out.hidden[:, -1:],
+                    torch.tensor([[n - 1 + step]], device=dev),
+                    cache=self.drafter_cache,
+                )
+        self.drafter_cache.crop(n - 1)  # chain entries never persist
         return drafts
 
     def run(self, k: int, max_tokens: int, counters: SpecCounters) -> list[int]:
@@ -122,10 +130,10 @@ class _Decoding:
         while len(completion) < max_tokens and completion[-1] not in self.d.eos_ids:
             n = len(self.seq)
             drafts = self._propose(k)
-            verdicts = self._target([self.seq[-1]] + drafts)                  # target's choice after seq, d1..dk
+            verdicts = self._target([self.seq[-1]] + drafts)  # target's choice after seq, d1..dk
             accepted = next((i for i, (d, t) in enumerate(zip(drafts, verdicts)) if d != t), k)
             counters.record_step(k, accepted)
-            self._keep(n + accepted)                                          # verified: seq + d1..da
+            self._keep(n + accepted)  # verified: seq + d1..da
             new = _until_stop(drafts[:accepted] + [verdicts[accepted]], self.d.eos_ids, max_tokens - len(completion))
             self.seq += new
             completion += new
@@ -135,7 +143,7 @@ class _Decoding:
         """Drop the target's cache entries and aux states of rejected drafts."""
         remove = self.target_cache.get_seq_length() - length
         if remove > 0:
-            self.target_cache.crop(-remove)                                   # negative: tokens to remove
+            self.target_cache.crop(-remove)  # negative: tokens to remove
         del self.aux[length:]
 
 
@@ -166,12 +174,15 @@ def prompt_token_ids(target_path: str | Path, prompts: list[list[dict]]) -> list
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(target_path))
-    return [list(tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
-            for m in prompts]
+    return [
+        list(tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
+        for m in prompts
+    ]
 
 
-def run_offline(decoder: ChainDecoder, prompt_ids: list[list[int]], k: int, max_tokens: int,
-                reporter: Reporter | None = None) -> OfflineResult:
+def run_offline(
+    decoder: ChainDecoder, prompt_ids: list[list[int]], k: int, max_tokens: int, reporter: Reporter | None = None
+) -> OfflineResult:
     """All prompts at one k."""
     import time
 

@@ -24,17 +24,19 @@ from pathlib import Path
 from eagle3_core.errors import EndpointError
 from eagle3_core.evaluate.metrics import SpecCounters
 from eagle3_core.generate.config import GenerateConfig
+from eagle3_core.target import ChatSettings
+
 
 @dataclass
 class Measurement:
     """The same batch of prompts through one server, timed ``len(rates)`` times after a warm-up."""
 
     counters: SpecCounters
-    wall_s: float                        # the first timed pass
-    completion_tokens: int               # the first timed pass
+    wall_s: float  # the first timed pass
+    completion_tokens: int  # the first timed pass
     outputs: list[list[int] | str | None] = field(default_factory=list)  # token ids (text when none)
     failures: list[str] = field(default_factory=list)
-    rates: list[float] = field(default_factory=list)   # output tokens/s of each timed pass
+    rates: list[float] = field(default_factory=list)  # output tokens/s of each timed pass
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -51,11 +53,22 @@ def speculative_config(export_dir: str | Path, k: int) -> dict:
     return {"method": "eagle3", "model": str(Path(export_dir).resolve()), "num_speculative_tokens": k}
 
 
-def client_config(temperature: float, max_tokens: int, concurrency: int, timeout: float) -> GenerateConfig:
-    """The generate stage's config for evaluation requests: greedy by default, token ids, no top_k."""
-    return GenerateConfig(temperature=temperature, max_tokens=max_tokens, concurrency=concurrency,
-                          max_concurrency=concurrency, request_timeout=timeout, max_retries=2,
-                          require_reasoning=False, return_token_ids=True)
+def client_config(
+    temperature: float, max_tokens: int, concurrency: int, timeout: float, chat: ChatSettings | None = None
+) -> GenerateConfig:
+    """The generate stage's config for evaluation requests: greedy by default, token ids, no top_k,
+    and the target's chat settings, so held-out prompts render as the training prompts did."""
+    return GenerateConfig(
+        chat=chat or ChatSettings(),
+        temperature=temperature,
+        max_tokens=max_tokens,
+        concurrency=concurrency,
+        max_concurrency=concurrency,
+        request_timeout=timeout,
+        max_retries=2,
+        require_reasoning=False,
+        return_token_ids=True,
+    )
 
 
 def read_counters(root_url: str) -> SpecCounters:
@@ -66,8 +79,10 @@ def read_counters(root_url: str) -> SpecCounters:
         response = httpx.get(f"{root_url.rstrip('/')}/metrics", timeout=30)
         response.raise_for_status()
     except httpx.HTTPError as exc:
-        raise EndpointError(f"vLLM stopped answering /metrics during the evaluation ({exc})",
-                            fix="read the vLLM log below: its engine probably died") from None
+        raise EndpointError(
+            f"vLLM stopped answering /metrics during the evaluation ({exc})",
+            fix="read the vLLM log below: its engine probably died",
+        ) from None
     return SpecCounters.from_prometheus(response.text)
 
 
@@ -88,22 +103,27 @@ def timed_pass(base_url: str, model: str, prompts: list[list[dict]], gen: Genera
 
 
 def completion_tokens(answers: list) -> int:
-    return sum(a.completion.completion_tokens or len(a.completion.completion_token_ids or [])
-               for a in answers if not isinstance(a, BaseException))
+    return sum(
+        a.completion.completion_tokens or len(a.completion.completion_token_ids or [])
+        for a in answers
+        if not isinstance(a, BaseException)
+    )
 
 
 def measure(base_url: str, prompts: list[list[dict]], gen: GenerateConfig, repeats: int = 1) -> Measurement:
     """Warm up on the whole batch, then ``repeats`` timed passes; counters around the first."""
     root = base_url.rstrip("/").removesuffix("/v1")
     model = served_model(base_url)
-    timed_pass(base_url, model, prompts, gen)                                     # warm-up, untimed
+    timed_pass(base_url, model, prompts, gen)  # warm-up, untimed
     before = read_counters(root)
     answers, wall = timed_pass(base_url, model, prompts, gen)
     counters = read_counters(root) - before
     measurement = Measurement(counters=counters, wall_s=wall, completion_tokens=0)
     if answers and all(isinstance(a, BaseException) for a in answers):
-        raise EndpointError(f"every one of {len(answers)} evaluation requests failed; first: {answers[0]}",
-                            fix="read the vLLM log below")
+        raise EndpointError(
+            f"every one of {len(answers)} evaluation requests failed; first: {answers[0]}",
+            fix="read the vLLM log below",
+        )
     for answer in answers:
         if isinstance(answer, BaseException):
             measurement.failures.append(f"{type(answer).__name__}: {answer}")
@@ -111,8 +131,9 @@ def measure(base_url: str, prompts: list[list[dict]], gen: GenerateConfig, repea
             continue
         c = answer.completion
         measurement.completion_tokens += c.completion_tokens or len(c.completion_token_ids or [])
-        measurement.outputs.append(c.completion_token_ids if c.completion_token_ids is not None
-                                   else c.reasoning + c.content)
+        measurement.outputs.append(
+            c.completion_token_ids if c.completion_token_ids is not None else c.reasoning + c.content
+        )
     measurement.rates = [measurement.completion_tokens / wall]
     for _ in range(repeats - 1):
         again, seconds = timed_pass(base_url, model, prompts, gen)
@@ -135,18 +156,29 @@ def identical_share(a: list, b: list) -> float | None:
 
 def online_summary(with_drafter: Measurement, without: Measurement | None, k: int) -> dict:
     """The ``online`` block of report.json."""
-    block = {"with_drafter": {**with_drafter.counters.summary(k), "wall_s": with_drafter.wall_s,
-                              "output_tokens": with_drafter.completion_tokens,
-                              "output_tokens_per_s": with_drafter.tokens_per_s,
-                              "output_tokens_per_s_repeats": with_drafter.rates,
-                              "failed_requests": len(with_drafter.failures)},
-             "without_drafter": None, "speedup": None, "speedup_spread": None, "speedup_error": None,
-             "identical_outputs_share": None}
+    block = {
+        "with_drafter": {
+            **with_drafter.counters.summary(k),
+            "wall_s": with_drafter.wall_s,
+            "output_tokens": with_drafter.completion_tokens,
+            "output_tokens_per_s": with_drafter.tokens_per_s,
+            "output_tokens_per_s_repeats": with_drafter.rates,
+            "failed_requests": len(with_drafter.failures),
+        },
+        "without_drafter": None,
+        "speedup": None,
+        "speedup_spread": None,
+        "speedup_error": None,
+        "identical_outputs_share": None,
+    }
     if without is not None:
-        block["without_drafter"] = {"wall_s": without.wall_s, "output_tokens": without.completion_tokens,
-                                    "output_tokens_per_s": without.tokens_per_s,
-                                    "output_tokens_per_s_repeats": without.rates,
-                                    "failed_requests": len(without.failures)}
+        block["without_drafter"] = {
+            "wall_s": without.wall_s,
+            "output_tokens": without.completion_tokens,
+            "output_tokens_per_s": without.tokens_per_s,
+            "output_tokens_per_s_repeats": without.rates,
+            "failed_requests": len(without.failures),
+        }
         block.update(speedup_figures(with_drafter, without, with_drafter.counters.acceptance_length))
         block["identical_outputs_share"] = identical_share(with_drafter.outputs, without.outputs)
     return block
@@ -163,10 +195,15 @@ def speedup_figures(with_drafter: Measurement, without: Measurement, acceptance_
     if not fast or not slow:
         return {}
     speedup = fast / slow
-    spread = [min(with_drafter.rates or [fast]) / max(without.rates or [slow]),
-              max(with_drafter.rates or [fast]) / min(without.rates or [slow])]
+    spread = [
+        min(with_drafter.rates or [fast]) / max(without.rates or [slow]),
+        max(with_drafter.rates or [fast]) / min(without.rates or [slow]),
+    ]
     if acceptance_length is not None and speedup > acceptance_length:
-        return {"speedup": None, "speedup_spread": spread,
-                "speedup_error": f"measured {speedup:.2f}x exceeds the acceptance length {acceptance_length:.2f}, "
-                                 "which bounds the speed-up: a measurement error, not a result"}
+        return {
+            "speedup": None,
+            "speedup_spread": spread,
+            "speedup_error": f"measured {speedup:.2f}x exceeds the acceptance length {acceptance_length:.2f}, "
+            "which bounds the speed-up: a measurement error, not a result",
+        }
     return {"speedup": speedup, "speedup_spread": spread}

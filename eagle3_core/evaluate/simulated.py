@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+
 def step_accuracies(record: dict) -> list[float] | None:
     """Per-step accuracies of one metrics record (its ``acc_k`` list, in step order), or None."""
     found = record.get("acc_k")
@@ -48,7 +49,13 @@ def simulated_acceptance(metrics_path: str | Path, k: int) -> dict | None:
     if split is None:
         return None
     accuracies, step = latest[split]
-    return {"acceptance_length": simulated_length(accuracies, k), "k": k, "split": split,
-            "step_accuracies": accuracies, "training_step": step,
-            "note": "k exceeds the trained unroll; later positions count as never accepted"
-                    if k > len(accuracies) else None}
+    return {
+        "acceptance_length": simulated_length(accuracies, k),
+        "k": k,
+        "split": split,
+        "step_accuracies": accuracies,
+        "training_step": step,
+        "note": "k exceeds the trained unroll; later positions count as never accepted"
+        if k > len(accuracies)
+        else None,
+    }

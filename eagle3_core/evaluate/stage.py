@@ -33,27 +33,51 @@ from eagle3_core.target import TargetConfig
 TOY_HELDOUT = "prompts_heldout.jsonl"  # written by the toy builder beside the model
 
 
-def run_evaluate(cfg: EvaluateConfig, target: TargetConfig, export_dir: str | Path, out_dir: str | Path,
-                 serve: ServeConfig | None, generations_dir: str | Path | None = None,
-                 reporter: Reporter | None = None) -> StageManifest:
+def run_evaluate(
+    cfg: EvaluateConfig,
+    target: TargetConfig,
+    export_dir: str | Path,
+    out_dir: str | Path,
+    serve: ServeConfig | None,
+    generations_dir: str | Path | None = None,
+    reporter: Reporter | None = None,
+) -> StageManifest:
     """Evaluate the exported drafter; ``serve`` None = a default local vLLM (``ServeConfig()``)."""
     reporter, out_dir, export_dir = reporter or NullReporter(), Path(out_dir), Path(export_dir)
     if not target.path:
-        raise ConfigError("evaluate needs the target model (target.path / --target)",
-                          fix="point it at the local model directory the drafter was trained for")
+        raise ConfigError(
+            "evaluate needs the target model (target.path / --target)",
+            fix="point it at the local model directory the drafter was trained for",
+        )
     target_path = target.path
     cfg = cfg.model_copy(update={"prompts": resolve_prompts(cfg, target_path)})
-    config_hash = stable_hash({"evaluate": cfg.model_dump(mode="json"), "target": target.model_dump(mode="json"),
-                               "serve": (serve or ServeConfig()).model_dump(mode="json", exclude={"port", "log_dir"})})
+    config_hash = stable_hash(
+        {
+            "evaluate": cfg.model_dump(mode="json"),
+            "target": target.model_dump(mode="json"),
+            "serve": (serve or ServeConfig()).model_dump(mode="json", exclude={"port", "log_dir"}),
+        }
+    )
     inputs = evaluation_inputs(cfg.prompts, target_path, export_dir, generations_dir)
-    life = StageLifecycle("evaluate", out_dir, config_hash, inputs, versions=("torch", "transformers"),
-                          reporter=reporter)
-    return run_stage(life, lambda manifest: evaluate_into(cfg, target, export_dir, out_dir, serve, generations_dir,
-                                                          reporter, manifest))
+    life = StageLifecycle(
+        "evaluate", out_dir, config_hash, inputs, versions=("torch", "transformers"), reporter=reporter
+    )
+    return run_stage(
+        life,
+        lambda manifest: evaluate_into(cfg, target, export_dir, out_dir, serve, generations_dir, reporter, manifest),
+    )
 
 
-def evaluate_into(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, out_dir: Path,
-                  serve: ServeConfig | None, generations_dir, reporter: Reporter, manifest: StageManifest) -> None:
+def evaluate_into(
+    cfg: EvaluateConfig,
+    target: TargetConfig,
+    export_dir: Path,
+    out_dir: Path,
+    serve: ServeConfig | None,
+    generations_dir,
+    reporter: Reporter,
+    manifest: StageManifest,
+) -> None:
     """The stage's work: measure, write the report, put the headline into ``manifest``."""
     report = _evaluate(cfg, target, export_dir, serve, generations_dir, reporter, manifest.timings)
     write_report(out_dir, report)
@@ -68,12 +92,15 @@ def resolve_prompts(cfg: EvaluateConfig, target_path: str) -> PromptSource:
     toy = Path(target_path) / TOY_HELDOUT
     if toy.exists():
         return PromptSource(input=str(toy))
-    raise ConfigError("evaluate needs held-out prompts (evaluate.prompts / --input)",
-                      fix="pass --input with prompts the drafter was not trained on")
+    raise ConfigError(
+        "evaluate needs held-out prompts (evaluate.prompts / --input)",
+        fix="pass --input with prompts the drafter was not trained on",
+    )
 
 
-def evaluation_inputs(prompts: PromptSource, target_path: str, export_dir: Path,
-                      generations_dir: str | Path | None) -> dict[str, str]:
+def evaluation_inputs(
+    prompts: PromptSource, target_path: str, export_dir: Path, generations_dir: str | Path | None
+) -> dict[str, str]:
     """Fingerprints of what the figures depend on, in a fixed order."""
     from eagle3_core.generate.inputs import fingerprint
 
@@ -85,12 +112,21 @@ def evaluation_inputs(prompts: PromptSource, target_path: str, export_dir: Path,
     return inputs
 
 
-def _evaluate(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: ServeConfig | None,
-              generations_dir, reporter: Reporter, timings: dict[str, float]) -> dict:
+def _evaluate(
+    cfg: EvaluateConfig,
+    target: TargetConfig,
+    export_dir: Path,
+    serve: ServeConfig | None,
+    generations_dir,
+    reporter: Reporter,
+    timings: dict[str, float],
+) -> dict:
     target_path = target.path
     info = check_drafter(export_dir, target_path)
-    reporter.log(f"evaluate: drafter fits the target (hidden {info.hidden_size}, vocab {info.vocab_size}, "
-                 f"draft vocab {info.draft_vocab_size}, aux layers {info.aux_layer_ids})")
+    reporter.log(
+        f"evaluate: drafter fits the target (hidden {info.hidden_size}, vocab {info.vocab_size}, "
+        f"draft vocab {info.draft_vocab_size}, aux layers {info.aux_layer_ids})"
+    )
     prompts, skipped = load_heldout(cfg.prompts)
     compared = None
     if generations_dir is not None and (Path(generations_dir) / "accepted").is_dir():
@@ -98,10 +134,19 @@ def _evaluate(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve
         reporter.log(f"evaluate: {len(prompts)} held-out prompts, none among {compared} training prompts")
     else:
         reporter.log("evaluate: no generations/ given: held-out/training overlap not checked")
-    report = {"settings": settings(cfg, serve), "drafter": drafter_block(info),
-              "heldout": {"source": cfg.prompts.input, "prompts": len(prompts), "skipped_rows": skipped,
-                          "training_prompts_compared": compared},
-              "online": None, "offline": None, "simulated": None}
+    report = {
+        "settings": settings(cfg, serve),
+        "drafter": drafter_block(info),
+        "heldout": {
+            "source": cfg.prompts.input,
+            "prompts": len(prompts),
+            "skipped_rows": skipped,
+            "training_prompts_compared": compared,
+        },
+        "online": None,
+        "offline": None,
+        "simulated": None,
+    }
     if cfg.online:
         t0 = time.monotonic()
         report["online"] = _online(cfg, target, export_dir, serve or ServeConfig(), prompts, reporter)
@@ -117,33 +162,47 @@ def _evaluate(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve
 
 
 def settings(cfg: EvaluateConfig, serve: ServeConfig | None) -> dict:
-    return {"num_speculative_tokens": cfg.num_speculative_tokens, "temperature": cfg.temperature,
-            "offline_temperature": 0.0, "concurrency": cfg.concurrency, "offline_batch": 1,
-            "max_tokens": cfg.max_tokens, "k_sweep": cfg.k_sweep,
-            "dtype_online": (serve or ServeConfig()).dtype, "dtype_offline": "float32"}
+    return {
+        "num_speculative_tokens": cfg.num_speculative_tokens,
+        "temperature": cfg.temperature,
+        "offline_temperature": 0.0,
+        "concurrency": cfg.concurrency,
+        "offline_batch": 1,
+        "max_tokens": cfg.max_tokens,
+        "k_sweep": cfg.k_sweep,
+        "dtype_online": (serve or ServeConfig()).dtype,
+        "dtype_offline": "float32",
+    }
 
 
 def drafter_block(info: DrafterInfo) -> dict:
-    return {"export_dir": str(info.export_dir), "aux_layer_ids": info.aux_layer_ids,
-            "hidden_size": info.hidden_size, "vocab_size": info.vocab_size,
-            "draft_vocab_size": info.draft_vocab_size}
+    return {
+        "export_dir": str(info.export_dir),
+        "aux_layer_ids": info.aux_layer_ids,
+        "hidden_size": info.hidden_size,
+        "vocab_size": info.vocab_size,
+        "draft_vocab_size": info.draft_vocab_size,
+    }
 
 
-def _online(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: ServeConfig,
-            prompts: list, reporter: Reporter) -> dict:
+def _online(
+    cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: ServeConfig, prompts: list, reporter: Reporter
+) -> dict:
     """vLLM with the drafter, then (``baseline``) without it: one server at a time."""
     from eagle3_core.evaluate.online import client_config, online_summary, speculative_config
     from eagle3_core.evaluate.serving import aux_layers_logged, check_temperature, measure_or_explain, serve_target
 
     check_temperature(cfg.temperature, serve)
-    gen = client_config(cfg.temperature, cfg.max_tokens, cfg.concurrency, cfg.request_timeout)
+    gen = client_config(cfg.temperature, cfg.max_tokens, cfg.concurrency, cfg.request_timeout, target.chat)
     k = cfg.num_speculative_tokens
     with serve_target(target, serve, speculative_config(export_dir, k)) as server:
         reporter.log(f"evaluate: vLLM with the drafter (k={k}) up in {server.startup_seconds} s at {server.base_url}")
         with_drafter = measure_or_explain(server, prompts, gen, cfg.speed_repeats)
         aux_used = aux_layers_logged(server.log_path)
-    reporter.log(f"evaluate: vLLM acceptance length {with_drafter.counters.acceptance_length} "
-                 f"(k={k}, {with_drafter.counters.drafts:.0f} drafts); aux layers used: {aux_used}")
+    reporter.log(
+        f"evaluate: vLLM acceptance length {with_drafter.counters.acceptance_length} "
+        f"(k={k}, {with_drafter.counters.drafts:.0f} drafts); aux layers used: {aux_used}"
+    )
     without = None
     if cfg.baseline:
         with serve_target(target, serve, None) as server:
@@ -162,20 +221,27 @@ def _offline(cfg: EvaluateConfig, target_path: str, export_dir: Path, prompts: l
         results[kk] = run_offline(decoder, ids, kk, cfg.max_tokens, reporter)
         reporter.log(f"evaluate: offline k={kk}: acceptance length {results[kk].counters.acceptance_length}")
     main = results[k]
-    return {**main.counters.summary(k), "prompts": len(ids), "wall_s": main.wall_s,
-            "output_tokens": sum(len(c) for c in main.completions),
-            "k_sweep": [{"k": kk, **results[kk].counters.summary(kk)} for kk in sorted(set(cfg.k_sweep))]}
+    return {
+        **main.counters.summary(k),
+        "prompts": len(ids),
+        "wall_s": main.wall_s,
+        "output_tokens": sum(len(c) for c in main.completions),
+        "k_sweep": [{"k": kk, **results[kk].counters.summary(kk)} for kk in sorted(set(cfg.k_sweep))],
+    }
 
 
 def headline(report: dict) -> dict:
     """The manifest's details: the few numbers a reader looks for first."""
     online = (report.get("online") or {}).get("with_drafter") or {}
     offline = report.get("offline") or {}
-    return {"k": report["settings"]["num_speculative_tokens"], "temperature": report["settings"]["temperature"],
-            "online_acceptance_length": online.get("acceptance_length"),
-            "online_acceptance_per_position": online.get("acceptance_per_position"),
-            "offline_acceptance_length": offline.get("acceptance_length"),
-            "speedup": (report.get("online") or {}).get("speedup"),
-            "speedup_spread": (report.get("online") or {}).get("speedup_spread"),
-            "speedup_error": (report.get("online") or {}).get("speedup_error"),
-            "simulated_acceptance_length": (report.get("simulated") or {}).get("acceptance_length")}
+    return {
+        "k": report["settings"]["num_speculative_tokens"],
+        "temperature": report["settings"]["temperature"],
+        "online_acceptance_length": online.get("acceptance_length"),
+        "online_acceptance_per_position": online.get("acceptance_per_position"),
+        "offline_acceptance_length": offline.get("acceptance_length"),
+        "speedup": (report.get("online") or {}).get("speedup"),
+        "speedup_spread": (report.get("online") or {}).get("speedup_spread"),
+        "speedup_error": (report.get("online") or {}).get("speedup_error"),
+        "simulated_acceptance_length": (report.get("simulated") or {}).get("acceptance_length"),
+    }

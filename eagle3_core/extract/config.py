@@ -12,17 +12,42 @@ from eagle3_core.base import StrictModel
 class ExtractConfig(StrictModel):
     """Capture the target's auxiliary and final hidden states for every training token."""
 
-    engine: Literal["transformers", "vllm"] = Field("transformers", description="transformers for targets that fit; vllm for targets only a serving engine holds.")
-    layers: list[int] | None = Field(None, description="Auxiliary layer ids (vLLM counting); None = target.aux_layer_ids or (2, N//2, N-3).")
+    engine: Literal["transformers", "vllm"] = Field(
+        "transformers", description="transformers for targets that fit; vllm for targets only a serving engine holds."
+    )
+    layers: list[int] | None = Field(
+        None, description="Auxiliary layer ids (vLLM counting); None = target.aux_layer_ids or (2, N//2, N-3)."
+    )
     device: str = Field("auto", description="`auto` (cuda when present, else cpu), `cpu`, `cuda`, or `cuda:N`.")
-    max_tokens_per_batch: int = Field(16384, ge=1, description="Token budget per forward batch, padding included (batches are bucketed by length).")
-    shard_tokens: int = Field(65536, ge=1, description="Tokens per safetensors shard (a shard holds whole samples; 65536 tokens = 2 GiB at H = 4096). It is the unit of resume.")
-    mode: Literal["offline", "online"] = Field("offline", description="offline stores hidden/; online leaves it to training.")
-    disk_headroom: float = Field(1.05, ge=1.0, description="Refuse to start unless free space >= headroom x the bytes still to write.")
-    vllm_python: str | None = Field(None, description="Python of the vLLM environment (engine=vllm); None = $EAGLE3_VLLM_PYTHON, then the repo's .venv-vllm/bin/python, then ./.venv-vllm/bin/python, then this Python if it has vllm.")
-    vllm_kv_cache_bytes: int | None = Field(None, ge=1 << 20, description="KV-cache bytes for vLLM (engine=vllm); None = vLLM's GPU memory share on a GPU, 256 MiB on CPU.")
+    max_tokens_per_batch: int = Field(
+        16384, ge=1, description="Token budget per forward batch, padding included (batches are bucketed by length)."
+    )
+    shard_tokens: int = Field(
+        65536,
+        ge=1,
+        description="Tokens per safetensors shard (a shard holds whole samples; 65536 tokens = 2 GiB at H = 4096). It is the unit of resume.",
+    )
+    mode: Literal["offline", "online"] = Field(
+        "offline", description="offline stores hidden/; online leaves it to training."
+    )
+    disk_headroom: float = Field(
+        1.05, ge=1.0, description="Refuse to start unless free space >= headroom x the bytes still to write."
+    )
+    vllm_python: str | None = Field(
+        None,
+        description="Python of the vLLM environment (engine=vllm); None = $EAGLE3_VLLM_PYTHON, then the repo's .venv-vllm/bin/python, then ./.venv-vllm/bin/python, then this Python if it has vllm.",
+    )
+    vllm_kv_cache_bytes: int | None = Field(
+        None,
+        ge=1 << 20,
+        description="KV-cache bytes for vLLM (engine=vllm); None = vLLM's GPU memory share on a GPU, 256 MiB on CPU.",
+    )
     vllm_tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor parallel size (engine=vllm).")
-    vllm_max_model_len: int | None = Field(None, ge=16, description="vLLM max model length (engine=vllm); None = the longest sequence + 1 (keeps vLLM's activation reserve small).")
+    vllm_max_model_len: int | None = Field(
+        None,
+        ge=16,
+        description="vLLM max model length (engine=vllm); None = the longest sequence + 1 (keeps vLLM's activation reserve small).",
+    )
 
     @model_validator(mode="after")
     def _three_layers(self) -> "ExtractConfig":
@@ -41,5 +66,12 @@ class ExtractConfig(StrictModel):
         """
         from eagle3_core.base import stable_hash
 
-        return stable_hash({"engine": self.engine, "layers": layers, "shard_tokens": self.shard_tokens,
-                            "mode": self.mode, "target": target_path})
+        return stable_hash(
+            {
+                "engine": self.engine,
+                "layers": layers,
+                "shard_tokens": self.shard_tokens,
+                "mode": self.mode,
+                "target": target_path,
+            }
+        )

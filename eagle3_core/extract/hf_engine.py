@@ -31,7 +31,9 @@ def resolve_device(device: str) -> str:
 
 
 def _weights_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.glob("*.safetensors")) or sum(f.stat().st_size for f in path.glob("*.bin"))
+    return sum(f.stat().st_size for f in path.glob("*.safetensors")) or sum(
+        f.stat().st_size for f in path.glob("*.bin")
+    )
 
 
 def load_target(path: str, device: str, trust_remote_code: bool = False):
@@ -95,8 +97,10 @@ class TransformersEngine:
         stack = contextlib.ExitStack()
         decoder = self.model.model.layers
         for k in self.layers:
+
             def grab(module, args, kwargs, k=k):
                 caught[k] = args[0] if args else kwargs["hidden_states"]
+
             stack.callback(decoder[k].register_forward_pre_hook(grab, with_kwargs=True).remove)
         return stack
 

@@ -34,10 +34,14 @@ def write_index(sequences_dir: str | Path, out_dir: str | Path, shards: list[Sha
             columns["offset"].append(offset)
             columns["length"].append(lengths[i])
             offset += lengths[i]
-    table = pa.table({"sample_id": pa.array(columns["sample_id"], pa.string()),
-                      "shard": pa.array(columns["shard"], pa.string()),
-                      "offset": pa.array(columns["offset"], pa.int64()),
-                      "length": pa.array(columns["length"], pa.int64())})
+    table = pa.table(
+        {
+            "sample_id": pa.array(columns["sample_id"], pa.string()),
+            "shard": pa.array(columns["shard"], pa.string()),
+            "offset": pa.array(columns["offset"], pa.int64()),
+            "length": pa.array(columns["length"], pa.int64()),
+        }
+    )
     with atomic_path(Path(out_dir) / INDEX_NAME, record=True) as tmp:
         pq.write_table(table, tmp)
     return table.num_rows

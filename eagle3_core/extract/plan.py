@@ -56,10 +56,20 @@ def plan_shards(sequences_dir: str | Path, shard_tokens: int, output_hash: str) 
         ids, lengths = read_lengths(part)
         order = sorted(range(len(ids)), key=lambda i: (lengths[i], i))
         for rows in _cut(order, lengths, shard_tokens):
-            key = stable_hash({"ids": [ids[i] for i in rows], "lengths": [lengths[i] for i in rows], "out": output_hash})
-            shards.append(ShardSpec(index=len(shards), part=part.name, rows=rows, samples=len(rows),
-                                    tokens=sum(lengths[i] for i in rows), longest=max(lengths[i] for i in rows),
-                                    key=key))
+            key = stable_hash(
+                {"ids": [ids[i] for i in rows], "lengths": [lengths[i] for i in rows], "out": output_hash}
+            )
+            shards.append(
+                ShardSpec(
+                    index=len(shards),
+                    part=part.name,
+                    rows=rows,
+                    samples=len(rows),
+                    tokens=sum(lengths[i] for i in rows),
+                    longest=max(lengths[i] for i in rows),
+                    key=key,
+                )
+            )
     return shards
 
 
@@ -87,12 +97,15 @@ def _read_part(path: str, mtime_ns: int):
 def load_shard_rows(sequences_dir: str | Path, shard: ShardSpec) -> list[tuple[str, list[int], list[int]]]:
     """(sample_id, input_ids, loss_mask) of the shard's rows, checked against the contract."""
     path = Path(sequences_dir) / shard.part
-    mtime = path.stat().st_mtime_ns if path.exists() else 0      # a deleted part: the reader names it
+    mtime = path.stat().st_mtime_ns if path.exists() else 0  # a deleted part: the reader names it
     table = _read_part(str(path), mtime).take(shard.rows)
-    rows = list(zip(table["sample_id"].to_pylist(), table["input_ids"].to_pylist(),
-                    table["loss_mask"].to_pylist()))
+    rows = list(zip(table["sample_id"].to_pylist(), table["input_ids"].to_pylist(), table["loss_mask"].to_pylist()))
     for (sample_id, ids, mask), declared in zip(rows, table["num_tokens"].to_pylist()):
         if not len(ids) == len(mask) == declared:
-            raise InputError(f"input_ids has {len(ids)} tokens, loss_mask {len(mask)}, num_tokens says {declared}",
-                             sample_id=sample_id, path=str(path), fix="re-run `eagle3 reconstruct`")
+            raise InputError(
+                f"input_ids has {len(ids)} tokens, loss_mask {len(mask)}, num_tokens says {declared}",
+                sample_id=sample_id,
+                path=str(path),
+                fix="re-run `eagle3 reconstruct`",
+            )
     return rows

@@ -36,8 +36,9 @@ def shard_figures(out_dir: str | Path, shard: ShardSpec) -> dict[str, int]:
     return {k: int(float(meta.get(k, 0))) for k in ("tokens", "computed_tokens", "supervised_tokens")}
 
 
-def write_shard(engine, sequences_dir: str | Path, out_dir: str | Path, shard: ShardSpec,
-                hidden_size: int, layers: list[int]) -> dict[str, Any]:
+def write_shard(
+    engine, sequences_dir: str | Path, out_dir: str | Path, shard: ShardSpec, hidden_size: int, layers: list[int]
+) -> dict[str, Any]:
     """Compute and write one shard; returns its figures."""
     import torch
 
@@ -45,17 +46,26 @@ def write_shard(engine, sequences_dir: str | Path, out_dir: str | Path, shard: S
     rows = load_shard_rows(sequences_dir, shard)
     offsets = _cumsum([len(ids) for _, ids, _ in rows])
     batches = engine.plan([len(ids) for _, ids, _ in rows])
-    figures = {"tokens": shard.tokens, "computed_tokens": sum(b.padded_tokens for b in batches),
-               "supervised_tokens": sum(int(sum(mask)) for _, _, mask in rows)}
-    meta = {"shard_key": shard.key, **{k: str(v) for k, v in figures.items()}, "engine": engine.name,
-            "layers": ",".join(map(str, layers)), "format": "eagle3-hidden-v1"}
+    figures = {
+        "tokens": shard.tokens,
+        "computed_tokens": sum(b.padded_tokens for b in batches),
+        "supervised_tokens": sum(int(sum(mask)) for _, _, mask in rows),
+    }
+    meta = {
+        "shard_key": shard.key,
+        **{k: str(v) for k, v in figures.items()},
+        "engine": engine.name,
+        "layers": ",".join(map(str, layers)),
+        "format": "eagle3-hidden-v1",
+    }
 
     def store(members: tuple[int, ...], states: list) -> None:
         for i, (aux, final) in zip(members, states):
             sample_id, ids, mask = rows[i]
             refuse_non_finite(aux, final, sample_id, shard.name)
-            writer.write(offsets[i], aux, final, torch.tensor(ids, dtype=torch.int32),
-                         torch.tensor(mask, dtype=torch.uint8))
+            writer.write(
+                offsets[i], aux, final, torch.tensor(ids, dtype=torch.int32), torch.tensor(mask, dtype=torch.uint8)
+            )
 
     with atomic_path(Path(out_dir) / shard.name, record=True) as tmp:
         writer = ShardWriter(tmp, shard.tokens, hidden_size, meta)
@@ -91,7 +101,9 @@ def refuse_non_finite(aux, final, sample_id: str, file_name: str) -> None:
     import torch
 
     if not (torch.isfinite(aux).all() and torch.isfinite(final).all()):
-        raise StageError(f"the target produced NaN or Inf hidden states ({file_name})",
-                         sample_id=sample_id,
-                         fix="check the target's weights and dtype (fp16 overflows; use bf16 or fp32), "
-                             "or drop this sample from sequences/")
+        raise StageError(
+            f"the target produced NaN or Inf hidden states ({file_name})",
+            sample_id=sample_id,
+            fix="check the target's weights and dtype (fp16 overflows; use bf16 or fp32), "
+            "or drop this sample from sequences/",
+        )

@@ -31,10 +31,12 @@ HEADER_LIMIT = 100_000_000  # safetensors refuses larger headers too
 
 def tensor_layout(tokens: int, hidden: int) -> list[tuple[str, str, list[int], int]]:
     """(name, dtype, shape, bytes per token) in file order."""
-    return [("aux_hidden_states", "BF16", [tokens, 3, hidden], 3 * hidden * 2),
-            ("final_hidden_states", "BF16", [tokens, hidden], hidden * 2),
-            ("input_ids", "I32", [tokens], 4),
-            ("loss_mask", "U8", [tokens], 1)]
+    return [
+        ("aux_hidden_states", "BF16", [tokens, 3, hidden], 3 * hidden * 2),
+        ("final_hidden_states", "BF16", [tokens, hidden], hidden * 2),
+        ("input_ids", "I32", [tokens], 4),
+        ("loss_mask", "U8", [tokens], 1),
+    ]
 
 
 def build_header(tokens: int, hidden: int, metadata: dict[str, str]) -> bytes:
@@ -65,18 +67,26 @@ class ShardWriter:
         os.pwrite(self._fd, header, 0)
         os.ftruncate(self._fd, self.size)
 
-    def write(self, offset: int, aux: "torch.Tensor", final: "torch.Tensor", input_ids: "torch.Tensor",
-              loss_mask: "torch.Tensor") -> None:
+    def write(
+        self,
+        offset: int,
+        aux: "torch.Tensor",
+        final: "torch.Tensor",
+        input_ids: "torch.Tensor",
+        loss_mask: "torch.Tensor",
+    ) -> None:
         """One sample (or run of samples) at token ``offset``: aux [n,3,H], final [n,H], ids [n], mask [n]."""
         import torch
 
         n = aux.shape[0]
         assert aux.shape == (n, 3, self.hidden) and final.shape == (n, self.hidden), (aux.shape, final.shape)
         assert 0 <= offset and offset + n <= self.tokens
-        for name, tensor, dtype in (("aux_hidden_states", aux, torch.bfloat16),
-                                    ("final_hidden_states", final, torch.bfloat16),
-                                    ("input_ids", input_ids, torch.int32),
-                                    ("loss_mask", loss_mask, torch.uint8)):
+        for name, tensor, dtype in (
+            ("aux_hidden_states", aux, torch.bfloat16),
+            ("final_hidden_states", final, torch.bfloat16),
+            ("input_ids", input_ids, torch.int32),
+            ("loss_mask", loss_mask, torch.uint8),
+        ):
             start, per_token = self._starts[name]
             data = tensor.to(device="cpu", dtype=dtype).contiguous().view(torch.uint8).numpy()
             os.pwrite(self._fd, memoryview(data).cast("B"), start + offset * per_token)

@@ -56,7 +56,9 @@ class Unit(StrictModel):
     parts: list[str] = Field(description="Sequences file of each sample (inside sequences_dir).")
     rows: list[int] = Field(description="Row of each sample in its file.")
     tokens: list[int] = Field(description="Tokens kept of each sample (cut to the trainer's budget).")
-    pinned: bool = Field(False, description="Kept for the whole run (held-out set, or every unit when the dataset fits).")
+    pinned: bool = Field(
+        False, description="Kept for the whole run (held-out set, or every unit when the dataset fits)."
+    )
 
 
 class Requests(StrictModel):
@@ -81,11 +83,13 @@ class Requests(StrictModel):
         largest = max((self.unit_size(i) for i, u in enumerate(self.units) if not u.pinned), default=0)
         need = pinned + (self.consumers + 1) * largest
         if need > self.budget_bytes:
-            raise ConfigError(f"the spool budget ({self.budget_bytes / 2**30:.2f} GiB) cannot hold the held-out "
-                              f"states ({pinned / 2**30:.2f} GiB) plus {self.consumers + 1} micro-batches "
-                              f"({largest / 2**30:.2f} GiB each)",
-                              fix=f"raise train.online_vllm.spool_gb to at least {need / 2**30:.2f}, "
-                                  "or lower train.micro_batch_tokens / train.heldout_fraction")
+            raise ConfigError(
+                f"the spool budget ({self.budget_bytes / 2**30:.2f} GiB) cannot hold the held-out "
+                f"states ({pinned / 2**30:.2f} GiB) plus {self.consumers + 1} micro-batches "
+                f"({largest / 2**30:.2f} GiB each)",
+                fix=f"raise train.online_vllm.spool_gb to at least {need / 2**30:.2f}, "
+                "or lower train.micro_batch_tokens / train.heldout_fraction",
+            )
 
 
 class Spool:
@@ -122,7 +126,7 @@ class Spool:
                 if entry.name.startswith("unit-"):
                     try:
                         total += entry.stat().st_size
-                    except FileNotFoundError:   # deleted by the consumer meanwhile
+                    except FileNotFoundError:  # deleted by the consumer meanwhile
                         continue
         return total
 
@@ -130,7 +134,7 @@ class Spool:
         path = self.root / STATUS
         try:
             return read_json(path) if path.exists() else {}
-        except (OSError, ValueError):       # replaced while read: ask again next poll
+        except (OSError, ValueError):  # replaced while read: ask again next poll
             return {}
 
 
@@ -155,8 +159,13 @@ class UnitWriter:
                 offset = 0
                 for sample_id, sample_ids, mask, (aux, final) in zip(unit.sample_ids, ids, masks, states, strict=True):
                     refuse_non_finite(aux, final, sample_id, path.name)
-                    writer.write(offset, aux, final, torch.tensor(sample_ids, dtype=torch.int32),
-                                 torch.tensor(mask, dtype=torch.uint8))
+                    writer.write(
+                        offset,
+                        aux,
+                        final,
+                        torch.tensor(sample_ids, dtype=torch.int32),
+                        torch.tensor(mask, dtype=torch.uint8),
+                    )
                     offset += len(sample_ids)
             finally:
                 writer.close()
@@ -170,8 +179,17 @@ class StatusFile:
 
     def __init__(self, spool: Spool, run_id: str) -> None:
         self.spool, self._lock = spool, threading.Lock()
-        self.record: dict = {"run_id": run_id, "state": "starting", "units": 0, "tokens": 0, "peak_bytes": 0,
-                             "forward_s": 0.0, "room_wait_s": 0.0, "startup_s": None, "error": None}
+        self.record: dict = {
+            "run_id": run_id,
+            "state": "starting",
+            "units": 0,
+            "tokens": 0,
+            "peak_bytes": 0,
+            "forward_s": 0.0,
+            "room_wait_s": 0.0,
+            "startup_s": None,
+            "error": None,
+        }
 
     def update(self, **fields) -> None:
         with self._lock:
@@ -180,9 +198,11 @@ class StatusFile:
 
     def beat_until(self, stop: threading.Event) -> threading.Thread:
         """A daemon thread that rewrites the heartbeat while the engine loads or computes."""
+
         def beat() -> None:
             while not stop.wait(self.HEARTBEAT_S):
                 self.update()
+
         thread = threading.Thread(target=beat, name="eagle3-spool-heartbeat", daemon=True)
         thread.start()
         return thread
@@ -232,8 +252,12 @@ class RowSource:
         for sample_id, part, row, keep in zip(unit.sample_ids, unit.parts, unit.rows, unit.tokens, strict=True):
             found = self._table(part).slice(row, 1).to_pydict()
             if found["sample_id"][0] != sample_id:
-                raise StageError(f"sequences/ changed under the run: row {row} of {part} is {found['sample_id'][0]}",
-                                 sample_id=sample_id, path=str(self.root / part), fix="restart the train stage")
+                raise StageError(
+                    f"sequences/ changed under the run: row {row} of {part} is {found['sample_id'][0]}",
+                    sample_id=sample_id,
+                    path=str(self.root / part),
+                    fix="restart the train stage",
+                )
             ids.append(found["input_ids"][0][:keep])
             masks.append(found["loss_mask"][0][:keep])
         return ids, masks
@@ -248,7 +272,7 @@ def produce(spool: Spool, requests: Requests, engine, status: StatusFile, stop: 
             raise Stopped()
         need = requests.unit_size(index)
         if spool.used_bytes() + need > requests.budget_bytes:
-            status.update(state="full")         # waiting for the trainer to read and delete units
+            status.update(state="full")  # waiting for the trainer to read and delete units
         waited, used = wait_for_room(spool, need, requests.budget_bytes, stop)
         ids, masks = source.rows(unit)
         started = time.monotonic()
@@ -256,10 +280,14 @@ def produce(spool: Spool, requests: Requests, engine, status: StatusFile, stop: 
         seconds = time.monotonic() - started
         size = UnitWriter(spool, requests, index).write(ids, masks, states)
         record = status.record
-        status.update(state="running", units=index + 1, tokens=record["tokens"] + sum(len(x) for x in ids),
-                      forward_s=round(record["forward_s"] + seconds, 3),
-                      room_wait_s=round(record["room_wait_s"] + waited, 3),
-                      peak_bytes=max(record["peak_bytes"], used + size))
+        status.update(
+            state="running",
+            units=index + 1,
+            tokens=record["tokens"] + sum(len(x) for x in ids),
+            forward_s=round(record["forward_s"] + seconds, 3),
+            room_wait_s=round(record["room_wait_s"] + waited, 3),
+            peak_bytes=max(record["peak_bytes"], used + size),
+        )
     status.update(state="done")
 
 

@@ -140,9 +140,11 @@ def engine_status(url: str, timeout_s: float = 10.0) -> dict:
         response.raise_for_status()
         return response.json()
     except (httpx.HTTPError, ValueError) as exc:
-        raise EndpointError(f"no hidden-state engine answers at {url} ({type(exc).__name__})",
-                            fix=f"start one there with `{START} --http HOST:PORT`, or leave "
-                                "train.online_vllm.endpoint unset to let the stage start the engine") from None
+        raise EndpointError(
+            f"no hidden-state engine answers at {url} ({type(exc).__name__})",
+            fix=f"start one there with `{START} --http HOST:PORT`, or leave "
+            "train.online_vllm.endpoint unset to let the stage start the engine",
+        ) from None
 
 
 class UnitFetcher:
@@ -212,9 +214,10 @@ class UnitFetcher:
                 response = send()
             except httpx.TransportError as exc:
                 if time.monotonic() - self.answered > self.timeout_s:
-                    raise EndpointError(f"the hidden-state engine at {self.url} is unreachable "
-                                        f"({type(exc).__name__})",
-                                        fix=f"restart it with `{START} --http HOST:PORT`") from None
+                    raise EndpointError(
+                        f"the hidden-state engine at {self.url} is unreachable ({type(exc).__name__})",
+                        fix=f"restart it with `{START} --http HOST:PORT`",
+                    ) from None
                 self.stop.wait(1.0)
                 continue
             self.answered = time.monotonic()
@@ -223,8 +226,9 @@ class UnitFetcher:
 
     def _fetch(self, client, index: int) -> bool:
         """Copy unit ``index`` into the local spool; False while the engine has not written it yet."""
-        response = self._call(lambda: client.send(client.build_request("GET", f"{self.url}/units/{self.run_id}/{index}"),
-                                                   stream=True))
+        response = self._call(
+            lambda: client.send(client.build_request("GET", f"{self.url}/units/{self.run_id}/{index}"), stream=True)
+        )
         try:
             if response.status_code == 202:
                 self.engine = json.loads(response.read())
@@ -232,8 +236,9 @@ class UnitFetcher:
                     raise EndpointError(f"{self.engine.get('error')}")
                 return False
             if response.status_code != 200:
-                raise EndpointError(f"the engine at {self.url} refused unit {index}: "
-                                    f"{json.loads(response.read()).get('error')}")
+                raise EndpointError(
+                    f"the engine at {self.url} refused unit {index}: {json.loads(response.read()).get('error')}"
+                )
             with atomic_path(self.spool.root / unit_name(index)) as tmp, open(tmp, "wb") as fh:
                 for chunk in response.iter_bytes(CHUNK):
                     fh.write(chunk)

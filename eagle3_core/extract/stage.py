@@ -51,23 +51,38 @@ class ExtractPlan(StrictModel):
     started_at: float = Field(default_factory=time.time, description="When planning began.")
 
 
-def plan_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | Path, out_dir: str | Path,
-                 reporter: Reporter | None = None) -> ExtractPlan:
+def plan_extract(
+    cfg: ExtractConfig,
+    target: TargetConfig,
+    sequences_dir: str | Path,
+    out_dir: str | Path,
+    reporter: Reporter | None = None,
+) -> ExtractPlan:
     """Plan the run, print the storage cost, refuse when it cannot fit; manifest -> running."""
     reporter = reporter or NullReporter()
     if cfg.mode == "online":
-        raise ConfigError("extract.mode is online: hidden states are computed inside training, not stored",
-                          fix="skip the extract stage, or set extract.mode: offline")
-    sequences.parts(sequences_dir)      # the input folder first: a wrong --input is not a layer error
+        raise ConfigError(
+            "extract.mode is online: hidden states are computed inside training, not stored",
+            fix="skip the extract stage, or set extract.mode: offline",
+        )
+    sequences.parts(sequences_dir)  # the input folder first: a wrong --input is not a layer error
     path = target.require_path()
     facts = read_target_facts(path)
     layers = resolve_layers(cfg.layers, target, facts.num_hidden_layers)
     config_hash = cfg.output_hash(str(Path(path).resolve()), layers)
     inputs = {"sequences": input_fingerprint(sequences_dir), "target": f"path:{Path(path).resolve()}"}
-    plan = ExtractPlan(sequences_dir=str(sequences_dir), out_dir=str(out_dir), engine=cfg.engine, layers=layers,
-                       hidden_size=facts.hidden_size, num_hidden_layers=facts.num_hidden_layers,
-                       vocab_size=facts.vocab_size, config_hash=config_hash, inputs=inputs,
-                       shards=plan_shards(sequences_dir, cfg.shard_tokens, config_hash))
+    plan = ExtractPlan(
+        sequences_dir=str(sequences_dir),
+        out_dir=str(out_dir),
+        engine=cfg.engine,
+        layers=layers,
+        hidden_size=facts.hidden_size,
+        num_hidden_layers=facts.num_hidden_layers,
+        vocab_size=facts.vocab_size,
+        config_hash=config_hash,
+        inputs=inputs,
+        shards=plan_shards(sequences_dir, cfg.shard_tokens, config_hash),
+    )
     life = lifecycle(plan, reporter)
     plan.complete = life.open()
     if plan.complete is not None:
@@ -81,9 +96,15 @@ def plan_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | 
 def lifecycle(plan: ExtractPlan, reporter: Reporter | None = None) -> StageLifecycle:
     """The stage's lifecycle for ``plan``: the same keys and shards in the plan, shard and finish steps
     (the folder's lock, taken when planning, is per process and per folder, so finish can let it go)."""
-    return StageLifecycle(STAGE, plan.out_dir, plan.config_hash, plan.inputs,
-                          shards=("shard-*.safetensors", "index.parquet"),
-                          versions=("torch", "transformers", "safetensors"), reporter=reporter)
+    return StageLifecycle(
+        STAGE,
+        plan.out_dir,
+        plan.config_hash,
+        plan.inputs,
+        shards=("shard-*.safetensors", "index.parquet"),
+        versions=("torch", "transformers", "safetensors"),
+        reporter=reporter,
+    )
 
 
 def guard_extract(plan: ExtractPlan):
@@ -98,12 +119,12 @@ def _check_storage(plan: ExtractPlan, cfg: ExtractConfig, target_path: str, repo
     left = sum(s.tokens for s in plan.shards if not shard_is_done(plan.out_dir, s))
     line, need, free = storage_line(left, plan.hidden_size, plan.out_dir)
     reporter.log(f"extract: {len(plan.shards)} shards, layers {plan.layers}, engine {plan.engine}; {line}")
-    check_fits(need, free, cfg.disk_headroom, plan.out_dir,
-               online_command(plan.sequences_dir, target_path, free, need))
+    check_fits(need, free, cfg.disk_headroom, plan.out_dir, online_command(plan.sequences_dir, target_path, free, need))
 
 
-def extract_shard(plan: ExtractPlan, cfg: ExtractConfig, target: TargetConfig, index: int,
-                  reporter: Reporter | None = None) -> dict[str, float]:
+def extract_shard(
+    plan: ExtractPlan, cfg: ExtractConfig, target: TargetConfig, index: int, reporter: Reporter | None = None
+) -> dict[str, float]:
     """Compute one shard unless it is already finished; returns its figures (``skipped`` 0/1)."""
     from eagle3_core.extract.engines import get_engine
     from eagle3_core.extract.shard import shard_figures, shard_is_done, write_shard
@@ -113,8 +134,10 @@ def extract_shard(plan: ExtractPlan, cfg: ExtractConfig, target: TargetConfig, i
         return {**shard_figures(plan.out_dir, shard), "skipped": 1, "seconds": 0.0}
     engine = get_engine(cfg, target, plan.layers, plan.num_hidden_layers, max(s.longest for s in plan.shards))
     figures = write_shard(engine, plan.sequences_dir, plan.out_dir, shard, plan.hidden_size, plan.layers)
-    (reporter or NullReporter()).log(f"extract: {shard.name} {shard.tokens:,} tokens in {figures['seconds']:.1f} s "
-                                     f"({shard.tokens / max(figures['seconds'], 1e-9):,.0f} tokens/s)")
+    (reporter or NullReporter()).log(
+        f"extract: {shard.name} {shard.tokens:,} tokens in {figures['seconds']:.1f} s "
+        f"({shard.tokens / max(figures['seconds'], 1e-9):,.0f} tokens/s)"
+    )
     return {**figures, "skipped": 0}
 
 
@@ -136,24 +159,48 @@ def finish_extract(plan: ExtractPlan, reporter: Reporter | None = None, reused: 
     written = sum((Path(plan.out_dir) / s.name).stat().st_size for s in plan.shards)
     life = lifecycle(plan, reporter)
     manifest = StageManifest(
-        stage=STAGE, status="running", config_hash=plan.config_hash, inputs=plan.inputs,
-        counts={"samples": samples, "tokens": tokens, "supervised_tokens": sum(f["supervised_tokens"] for f in figures),
-                "shards": len(plan.shards), "computed_tokens": computed, "bytes": written},
+        stage=STAGE,
+        status="running",
+        config_hash=plan.config_hash,
+        inputs=plan.inputs,
+        counts={
+            "samples": samples,
+            "tokens": tokens,
+            "supervised_tokens": sum(f["supervised_tokens"] for f in figures),
+            "shards": len(plan.shards),
+            "computed_tokens": computed,
+            "bytes": written,
+        },
         timings={"extract": time.time() - plan.started_at},
         versions=runtime_versions("torch", "transformers", "safetensors"),
-        details={"layers": plan.layers, "hidden_size": plan.hidden_size, "num_hidden_layers": plan.num_hidden_layers,
-                 "vocab_size": plan.vocab_size, "engine": plan.engine, "dtype": "bfloat16",
-                 "padding_share": round(1 - tokens / computed, 4) if computed else 0.0,
-                 "bytes_per_token": round(written / tokens, 1) if tokens else 0.0,
-                 "state_bytes_per_token": bytes_per_token(plan.hidden_size), "shards_reused": reused})
+        details={
+            "layers": plan.layers,
+            "hidden_size": plan.hidden_size,
+            "num_hidden_layers": plan.num_hidden_layers,
+            "vocab_size": plan.vocab_size,
+            "engine": plan.engine,
+            "dtype": "bfloat16",
+            "padding_share": round(1 - tokens / computed, 4) if computed else 0.0,
+            "bytes_per_token": round(written / tokens, 1) if tokens else 0.0,
+            "state_bytes_per_token": bytes_per_token(plan.hidden_size),
+            "shards_reused": reused,
+        },
+    )
     manifest = life.complete(manifest)
-    (reporter or NullReporter()).log(f"extract: {samples:,} samples, {tokens:,} tokens in {len(plan.shards)} shards, "
-                                     f"padding {manifest.details['padding_share']:.1%}")
+    (reporter or NullReporter()).log(
+        f"extract: {samples:,} samples, {tokens:,} tokens in {len(plan.shards)} shards, "
+        f"padding {manifest.details['padding_share']:.1%}"
+    )
     return manifest
 
 
-def run_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | Path, out_dir: str | Path,
-                reporter: Reporter | None = None) -> StageManifest:
+def run_extract(
+    cfg: ExtractConfig,
+    target: TargetConfig,
+    sequences_dir: str | Path,
+    out_dir: str | Path,
+    reporter: Reporter | None = None,
+) -> StageManifest:
     """sequences/ -> hidden/, resuming from finished shards; see the module docstring."""
     from eagle3_core.extract.engines import release_engines
 
@@ -171,4 +218,3 @@ def run_extract(cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | P
     finally:
         release_engines()
     return finish_extract(plan, reporter, reused)
-

@@ -38,8 +38,10 @@ def storage_line(tokens_left: int, hidden_size: int, out_dir: str | Path) -> tup
     per_token = bytes_per_token(hidden_size)
     need = tokens_left * (per_token + 5)
     free = free_bytes(out_dir)
-    line = (f"hidden states: {tokens_left:,} tokens x {human(per_token)} (4 x H={hidden_size} x bf16) "
-            f"= {human(need)} to write; {human(free)} free at {Path(out_dir).resolve()}")
+    line = (
+        f"hidden states: {tokens_left:,} tokens x {human(per_token)} (4 x H={hidden_size} x bf16) "
+        f"= {human(need)} to write; {human(free)} free at {Path(out_dir).resolve()}"
+    )
     return line, need, free
 
 
@@ -47,8 +49,10 @@ def online_command(sequences_dir: str | Path, target_path: str, free: int, need:
     """The command that trains without writing hidden/: states streamed from vLLM through a spool
     of at most half the free space (or the whole set, when that is smaller)."""
     spool_gb = max(0.1, round(min(free / 2, need) / 2**30, 1))
-    return (f"eagle3 train --mode online-vllm --input {sequences_dir} --target {target_path} "
-            f"--vocab VOCAB_DIR --out DRAFTER_DIR --spool-gb {spool_gb:g}")
+    return (
+        f"eagle3 train --mode online-vllm --input {sequences_dir} --target {target_path} "
+        f"--vocab VOCAB_DIR --out DRAFTER_DIR --spool-gb {spool_gb:g}"
+    )
 
 
 def check_fits(need: int, free: int, headroom: float, out_dir: str | Path, online: str | None = None) -> None:
@@ -58,4 +62,5 @@ def check_fits(need: int, free: int, headroom: float, out_dir: str | Path, onlin
             f"hidden states need {human(need)} (x{headroom} headroom) but only {human(free)} is free",
             path=str(out_dir),
             fix="free disk space, write to a larger volume (--out), extract fewer samples, or train without "
-                f"storing them (the recipe's train.mode: auto does it by itself): {online or 'eagle3 train --mode online-vllm'}")
+            f"storing them (the recipe's train.mode: auto does it by itself): {online or 'eagle3 train --mode online-vllm'}",
+        )

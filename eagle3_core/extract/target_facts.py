@@ -28,8 +28,11 @@ class TargetFacts:
 def read_target_facts(path: str | Path) -> TargetFacts:
     config_file = Path(path) / "config.json"
     if not config_file.exists():
-        raise InputError("the target has no config.json", path=str(config_file),
-                         fix="--target must be a local Hugging Face model directory")
+        raise InputError(
+            "the target has no config.json",
+            path=str(config_file),
+            fix="--target must be a local Hugging Face model directory",
+        )
     config = json.loads(config_file.read_text(encoding="utf-8"))
     config = config.get("text_config", config)
     try:
@@ -43,11 +46,15 @@ def resolve_layers(requested: list[int] | None, target: TargetConfig, num_hidden
     layers = list(requested or target.aux_layer_ids or default_aux_layer_ids(num_hidden_layers))
     bad = [k for k in layers if not 0 <= k < num_hidden_layers]
     if bad:
-        raise ConfigError(f"layer ids {bad} are outside 0..{num_hidden_layers - 1} for a {num_hidden_layers}-layer target",
-                          fix="pass --layers low,mid,high with ids below the number of decoder layers")
+        raise ConfigError(
+            f"layer ids {bad} are outside 0..{num_hidden_layers - 1} for a {num_hidden_layers}-layer target",
+            fix="pass --layers low,mid,high with ids below the number of decoder layers",
+        )
     if len(set(layers)) != 3:
-        raise ConfigError(f"the three auxiliary layers must differ, got {layers}",
-                          fix="the defaults (2, N//2, N-3) differ only from 7 decoder layers on: pass --layers low,mid,high explicitly")
+        raise ConfigError(
+            f"the three auxiliary layers must differ, got {layers}",
+            fix="the defaults (2, N//2, N-3) differ only from 7 decoder layers on: pass --layers low,mid,high explicitly",
+        )
     problem = aux_layer_problem(layers, num_hidden_layers)
     if problem:
         raise ConfigError(f"auxiliary layers {problem}", fix="pass --layers low,mid,high, increasing")

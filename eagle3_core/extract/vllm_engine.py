@@ -20,8 +20,8 @@ import contextlib
 import fcntl
 import json
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -47,16 +47,21 @@ def final_norm(target_path: str):
     config = json.loads((root / "config.json").read_text(encoding="utf-8"))
     config = config.get("text_config", config)
     if config.get("model_type") in NON_RMS_FAMILIES:
-        raise ConfigError(f"the vLLM engine applies a Llama-style final RMSNorm; {config['model_type']} differs",
-                          fix="use --engine transformers for this target")
+        raise ConfigError(
+            f"the vLLM engine applies a Llama-style final RMSNorm; {config['model_type']} differs",
+            fix="use --engine transformers for this target",
+        )
     eps = float(config.get("rms_norm_eps", 1e-6))
     for name in ("model.norm.weight", "model.language_model.norm.weight", "language_model.model.norm.weight"):
         for file in sorted(root.glob("*.safetensors")):
             with safe_open(file, "pt") as f:
                 if name in f.keys():
                     return f.get_tensor(name).to(torch.float32), eps
-    raise ConfigError("the target's final norm weight (model.norm.weight) was not found in its safetensors files",
-                      path=str(root), fix="use --engine transformers for this target")
+    raise ConfigError(
+        "the target's final norm weight (model.norm.weight) was not found in its safetensors files",
+        path=str(root),
+        fix="use --engine transformers for this target",
+    )
 
 
 def apply_rms_norm(x: "torch.Tensor", weight: "torch.Tensor", eps: float) -> "torch.Tensor":
@@ -72,8 +77,9 @@ class VllmEngine:
 
     name = "vllm"
 
-    def __init__(self, cfg, target, layers: list[int], num_hidden_layers: int, max_model_len: int,
-                 devices: str | None = None) -> None:
+    def __init__(
+        self, cfg, target, layers: list[int], num_hidden_layers: int, max_model_len: int, devices: str | None = None
+    ) -> None:
         self.layers, self.num_hidden_layers = list(layers), num_hidden_layers
         self.max_model_len = cfg.vllm_max_model_len or max(max_model_len, 16)
         self.norm_weight, self.eps = final_norm(target.require_path())
@@ -86,21 +92,44 @@ class VllmEngine:
     def _start(self, cfg, target) -> subprocess.Popen:
         python = vllm_python(cfg.vllm_python)
         max_len = self.max_model_len
-        command = [str(python), str(SIDE / "eagle3_extract_worker.py"), "--model", target.require_path(),
-                   "--layers", ",".join(map(str, [*self.layers, self.num_hidden_layers])),
-                   "--states-dir", str(self.workdir / "states"), "--max-model-len", str(max_len),
-                   "--tensor-parallel-size", str(cfg.vllm_tensor_parallel_size)]
+        command = [
+            str(python),
+            str(SIDE / "eagle3_extract_worker.py"),
+            "--model",
+            target.require_path(),
+            "--layers",
+            ",".join(map(str, [*self.layers, self.num_hidden_layers])),
+            "--states-dir",
+            str(self.workdir / "states"),
+            "--max-model-len",
+            str(max_len),
+            "--tensor-parallel-size",
+            str(cfg.vllm_tensor_parallel_size),
+        ]
         if cfg.vllm_kv_cache_bytes:
             command += ["--kv-cache-bytes", str(cfg.vllm_kv_cache_bytes)]
         if target.trust_remote_code:
             command.append("--trust-remote-code")
-        env = {**os.environ, "PYTHONPATH": str(SIDE), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-               "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(SIDE),
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
         if self.devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.devices
         log = open(self.log_path, "wb")
-        return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
-                                text=True, start_new_session=True)
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=env,
+            text=True,
+            start_new_session=True,
+        )
 
     def _await_ready(self) -> float:
         reply = self._read()
@@ -110,8 +139,10 @@ class VllmEngine:
         line = self.proc.stdout.readline()
         if not line:
             self.proc.wait(timeout=30)
-            raise StageError(f"the vLLM worker stopped (exit {self.proc.returncode}):\n{self._log_tail()}",
-                             fix="read the vLLM log above; on CPU check VLLM_CPU.md (KV cache size, head size >= 32)")
+            raise StageError(
+                f"the vLLM worker stopped (exit {self.proc.returncode}):\n{self._log_tail()}",
+                fix="read the vLLM log above; on CPU check VLLM_CPU.md (KV cache size, head size >= 32)",
+            )
         return json.loads(line)
 
     def _log_tail(self, lines: int = 30) -> str:
@@ -150,8 +181,10 @@ class VllmEngine:
             Path(leftover).unlink(missing_ok=True)
         states, token_ids = data["hidden_states"], data["token_ids"]
         if token_ids.tolist() != ids or states.shape[:2] != (len(ids), len(self.layers) + 1):
-            raise StageError(f"vLLM dumped {tuple(states.shape)} states for ids that differ from the prompt",
-                             fix="prefix caching and chunked prefill must be off (the worker sets both)")
+            raise StageError(
+                f"vLLM dumped {tuple(states.shape)} states for ids that differ from the prompt",
+                fix="prefix caching and chunked prefill must be off (the worker sets both)",
+            )
         final = apply_rms_norm(states[:, -1], self.norm_weight, self.eps)
         return states[:, :-1].to(torch.bfloat16), final.to(torch.bfloat16)
 

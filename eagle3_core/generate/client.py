@@ -78,10 +78,16 @@ def build_clients(url: str, cfg: GenerateConfig, max_connections: int) -> list:
     limits = http.Limits(max_connections=per_client, max_keepalive_connections=per_client)
     ssl_context = http.create_ssl_context()  # one for all: loading CA certificates costs ~50 ms each
     key = os.environ.get(cfg.api_key_env) or "EMPTY"
-    return [AsyncOpenAI(base_url=url, api_key=key, timeout=cfg.request_timeout, max_retries=0,
-                        http_client=DefaultAsyncHttpxClient(limits=limits, timeout=cfg.request_timeout,
-                                                            verify=ssl_context))
-            for _ in range(-(-max_connections // per_client))]
+    return [
+        AsyncOpenAI(
+            base_url=url,
+            api_key=key,
+            timeout=cfg.request_timeout,
+            max_retries=0,
+            http_client=DefaultAsyncHttpxClient(limits=limits, timeout=cfg.request_timeout, verify=ssl_context),
+        )
+        for _ in range(-(-max_connections // per_client))
+    ]
 
 
 def _http_module():
@@ -93,12 +99,22 @@ def _http_module():
     return http
 
 
-def request_body(cfg: GenerateConfig, model: str, messages: list[dict], max_tokens: int | None = None,
-                 tools: list[dict] | None = None) -> dict:
+def request_body(
+    cfg: GenerateConfig,
+    model: str,
+    messages: list[dict],
+    max_tokens: int | None = None,
+    tools: list[dict] | None = None,
+) -> dict:
     """The JSON payload of one chat request: sampling settings from the config, the target's
     chat settings (``target.chat``), the row's tools, then extra_body."""
-    payload = {"model": model, "messages": messages, "max_tokens": max_tokens or cfg.max_tokens,
-               "temperature": cfg.temperature, **cfg.chat.request_fields()}
+    payload = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens or cfg.max_tokens,
+        "temperature": cfg.temperature,
+        **cfg.chat.request_fields(),
+    }
     if tools:
         payload["tools"] = tools
     if cfg.top_p is not None:
@@ -118,8 +134,9 @@ async def post_chat(endpoint: Endpoint, payload: bytes) -> dict:
     index = min(range(len(endpoint.clients)), key=endpoint.client_load.__getitem__)
     endpoint.client_load[index] += 1
     try:
-        response = await endpoint.clients[index].post("/chat/completions", content=payload, cast_to=_http_module().Response,
-                                                      options={"headers": JSON_HEADERS})
+        response = await endpoint.clients[index].post(
+            "/chat/completions", content=payload, cast_to=_http_module().Response, options={"headers": JSON_HEADERS}
+        )
     except openai.APITimeoutError as exc:
         raise Transient("timeout", f"no answer within the request timeout ({exc})") from None
     except openai.APIConnectionError as exc:
@@ -171,21 +188,32 @@ class Requester:
     lets a new prompt take the waiting one's place in its window.
     """
 
-    def __init__(self, cfg: GenerateConfig, model: str, pool: EndpointPool, on_retry=None,
-                 backoff: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        cfg: GenerateConfig,
+        model: str,
+        pool: EndpointPool,
+        on_retry=None,
+        backoff: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.cfg, self.model, self.pool = cfg, model, pool
         self.on_retry = on_retry or (lambda reason: None)
         self.backoff = backoff
 
     async def answer(self, messages: list[dict], tools: list[dict] | None = None) -> Answer:
         # serialised once here, not once per attempt by the client (which deep-copies a dict body)
-        payload = json.dumps(request_body(self.cfg, self.model, messages, tools=tools), ensure_ascii=False).encode("utf-8")
+        payload = json.dumps(request_body(self.cfg, self.model, messages, tools=tools), ensure_ascii=False).encode(
+            "utf-8"
+        )
         # tenacity sleeps through self.backoff, which the engine replaces after construction
-        retrying = AsyncRetrying(retry=retry_if_exception_type(Transient), reraise=True,
-                                 stop=stop_after_attempt(self.cfg.max_retries + 1),
-                                 wait=lambda state: self.wait_before(state.attempt_number + 1),
-                                 sleep=lambda seconds: self.backoff(seconds),
-                                 before_sleep=lambda state: self.on_retry(state.outcome.exception().reason))
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(Transient),
+            reraise=True,
+            stop=stop_after_attempt(self.cfg.max_retries + 1),
+            wait=lambda state: self.wait_before(state.attempt_number + 1),
+            sleep=lambda seconds: self.backoff(seconds),
+            before_sleep=lambda state: self.on_retry(state.outcome.exception().reason),
+        )
         attempts = 0
         try:
             async for attempt in retrying:
@@ -211,7 +239,9 @@ class Requester:
                 body = await post_chat(endpoint, payload)
         except TimeoutError:
             endpoint.controller.on_timeout()
-            raise Transient("timeout", f"no whole answer within the request timeout ({self.cfg.request_timeout:g} s)") from None
+            raise Transient(
+                "timeout", f"no whole answer within the request timeout ({self.cfg.request_timeout:g} s)"
+            ) from None
         except Transient as exc:
             if exc.reason == "timeout":
                 endpoint.controller.on_timeout()
@@ -225,8 +255,9 @@ class Requester:
         except MalformedBody as exc:
             raise Transient("malformed_body", str(exc)) from None
         if self.cfg.require_reasoning and not completion.reasoning and not completion.tool_calls:
-            raise Transient("empty_reasoning", "the answer has no reasoning (none of reasoning, "
-                            "reasoning_content, <think> tags)")
+            raise Transient(
+                "empty_reasoning", "the answer has no reasoning (none of reasoning, reasoning_content, <think> tags)"
+            )
         return Answer(completion, endpoint.url, attempts, latency)
 
 

@@ -10,14 +10,23 @@ from eagle3_core.base import StrictModel
 from eagle3_core.target import ChatSettings
 
 # Request fields that belong to `target.chat` (one source of truth) or to generate itself.
-RESERVED_EXTRA = ("chat_template_kwargs", "skip_special_tokens", "spaces_between_special_tokens",
-                  "return_token_ids", "tools", "messages", "model")
+RESERVED_EXTRA = (
+    "chat_template_kwargs",
+    "skip_special_tokens",
+    "spaces_between_special_tokens",
+    "return_token_ids",
+    "tools",
+    "messages",
+    "model",
+)
 
 
 class PromptSource(StrictModel):
     """Where prompts come from: a local jsonl/parquet file or a Hugging Face dataset."""
 
-    input: str = Field(description="Local .jsonl/.json/.parquet path, a directory of them, or a Hugging Face dataset name (e.g. mlabonne/open-perfectblend).")
+    input: str = Field(
+        description="Local .jsonl/.json/.parquet path, a directory of them, or a Hugging Face dataset name (e.g. mlabonne/open-perfectblend)."
+    )
     split: str = Field("train", description="Dataset split, for Hugging Face datasets.")
     max_samples: int | None = Field(None, ge=1, description="Take at most this many input rows (in input order).")
 
@@ -26,29 +35,67 @@ class GenerateConfig(StrictModel):
     """Send prompts to OpenAI-compatible endpoints and keep every answer with its reasoning."""
 
     prompts: PromptSource | None = Field(None, description="The prompts. Required for a generate run.")
-    base_urls: list[str] = Field(default_factory=list, description="OpenAI-compatible endpoints (`http://host:port/v1`); several are balanced by load. Filled in by `eagle3 demo`.")
+    base_urls: list[str] = Field(
+        default_factory=list,
+        description="OpenAI-compatible endpoints (`http://host:port/v1`); several are balanced by load. Filled in by `eagle3 demo`.",
+    )
     model: str | None = Field(None, description="Served model name; None = the one the first endpoint lists.")
-    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable (or Prefect Secret block name) holding the API key; never logged.")
-    concurrency: int | Literal["auto"] = Field(128, description="In-flight requests per endpoint, or `auto` (AIMD between 1 and max_concurrency).")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        description="Environment variable (or Prefect Secret block name) holding the API key; never logged.",
+    )
+    concurrency: int | Literal["auto"] = Field(
+        128, description="In-flight requests per endpoint, or `auto` (AIMD between 1 and max_concurrency)."
+    )
     max_concurrency: int = Field(128, ge=1, description="Upper bound for `auto` concurrency.")
-    request_timeout: float = Field(600.0, gt=0, description="Deadline in seconds for one request, whole answer included; past it the request is abandoned and retried as a `timeout` (never kept cut short). 600 fits a 10K-token reasoning answer at 30 tokens/s (333 s) with room for queueing.")
-    max_retries: int = Field(5, ge=0, description="Retries of a transient failure (timeout, connection, 408/409/425/429, 5xx, malformed body, empty reasoning).")
+    request_timeout: float = Field(
+        600.0,
+        gt=0,
+        description="Deadline in seconds for one request, whole answer included; past it the request is abandoned and retried as a `timeout` (never kept cut short). 600 fits a 10K-token reasoning answer at 30 tokens/s (333 s) with room for queueing.",
+    )
+    max_retries: int = Field(
+        5,
+        ge=0,
+        description="Retries of a transient failure (timeout, connection, 408/409/425/429, 5xx, malformed body, empty reasoning).",
+    )
     max_tokens: int = Field(4096, ge=1, description="Completion token limit per request.")
     temperature: float = Field(0.6, ge=0, description="Sampling temperature.")
     top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling; None = server default.")
     seed: int | None = Field(None, description="Sampling seed sent with each request, when set.")
-    allow_empty: bool = Field(False, description="Accept an input that yields no rows (a complete, empty run); otherwise that is an error.")
+    allow_empty: bool = Field(
+        False, description="Accept an input that yields no rows (a complete, empty run); otherwise that is an error."
+    )
     require_reasoning: bool = Field(True, description="Reject (after retries) answers with empty reasoning.")
-    return_token_ids: bool = Field(True, description="Ask vLLM for prompt and completion token ids (`return_token_ids`).")
-    extra_body: dict = Field(default_factory=dict, description="Extra JSON merged into each request body (e.g. a server's own sampling option). Template variables and detokenizer settings go in `target.chat`.")
-    chat: ChatSettings = Field(default_factory=ChatSettings, description="Copied from `target.chat` by the pipeline (or `--recipe` on the CLI): sent with every request and recorded in the manifest. Set it in `target.chat`, not here.")
-    shard_rows: int = Field(1000, ge=1, description="Flush accepted/rejected rows to a new Parquet shard every this many rows ...")
+    return_token_ids: bool = Field(
+        True, description="Ask vLLM for prompt and completion token ids (`return_token_ids`)."
+    )
+    extra_body: dict = Field(
+        default_factory=dict,
+        description="Extra JSON merged into each request body (e.g. a server's own sampling option). Template variables and detokenizer settings go in `target.chat`.",
+    )
+    chat: ChatSettings = Field(
+        default_factory=ChatSettings,
+        description="Copied from `target.chat` by the pipeline (or `--recipe` on the CLI): sent with every request and recorded in the manifest. Set it in `target.chat`, not here.",
+    )
+    shard_rows: int = Field(
+        1000, ge=1, description="Flush accepted/rejected rows to a new Parquet shard every this many rows ..."
+    )
     flush_seconds: float = Field(30.0, gt=0, description="... or every this many seconds, whichever comes first.")
-    retry_initial_wait: float = Field(1.0, ge=0, description="First retry backoff in seconds; doubles per attempt, with full jitter.")
+    retry_initial_wait: float = Field(
+        1.0, ge=0, description="First retry backoff in seconds; doubles per attempt, with full jitter."
+    )
     retry_max_wait: float = Field(60.0, ge=0, description="Upper bound of one retry backoff, in seconds.")
     probe_max_tokens: int = Field(64, ge=1, description="Completion token limit of the one probe request per endpoint.")
-    limit_lease_seconds: float = Field(60.0, ge=60, description="Lease of the slots a run holds of an endpoint's shared limit (Prefect flow; Prefect's minimum is 60; renewed every half lease): a killed run's slots return to the other runs this long (plus the server's sweep) after it dies.")
-    aimd_latency_factor: float = Field(2.0, gt=1, description="`auto` concurrency halves when a request's latency exceeds this multiple of the best recent latency.")
+    limit_lease_seconds: float = Field(
+        60.0,
+        ge=60,
+        description="Lease of the slots a run holds of an endpoint's shared limit (Prefect flow; Prefect's minimum is 60; renewed every half lease): a killed run's slots return to the other runs this long (plus the server's sweep) after it dies.",
+    )
+    aimd_latency_factor: float = Field(
+        2.0,
+        gt=1,
+        description="`auto` concurrency halves when a request's latency exceeds this multiple of the best recent latency.",
+    )
 
     @model_validator(mode="after")
     def _concurrency_in_range(self) -> "GenerateConfig":
@@ -56,12 +103,20 @@ class GenerateConfig(StrictModel):
             raise ValueError("generate.concurrency must be >= 1 or 'auto'")
         reserved = sorted(set(RESERVED_EXTRA) & set(self.extra_body))
         if reserved:
-            raise ValueError(f"generate.extra_body sets {', '.join(reserved)}: template variables and detokenizer "
-                             "settings belong in target.chat (generate sends them from there); the rest are set by generate")
+            raise ValueError(
+                f"generate.extra_body sets {', '.join(reserved)}: template variables and detokenizer "
+                "settings belong in target.chat (generate sends them from there); the rest are set by generate"
+            )
         return self
 
     def sampling_key(self) -> dict:
         """The sampling settings that make two answers to one prompt different samples."""
-        return {"model": self.model, "max_tokens": self.max_tokens, "temperature": self.temperature,
-                "top_p": self.top_p, "seed": self.seed, "extra_body": self.extra_body,
-                "chat": self.chat.model_dump(mode="json")}
+        return {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "extra_body": self.extra_body,
+            "chat": self.chat.model_dump(mode="json"),
+        }

@@ -66,9 +66,17 @@ class Window:
 
 
 class Engine:
-    def __init__(self, requester: Requester, pool: EndpointPool, accepted: ShardWriter, rejected: ShardWriter,
-                 stats: RunStats, model: str, on_progress: Callable[[], None],
-                 on_shard: Callable[[str, str, int], None] = lambda kind, name, rows: None) -> None:
+    def __init__(
+        self,
+        requester: Requester,
+        pool: EndpointPool,
+        accepted: ShardWriter,
+        rejected: ShardWriter,
+        stats: RunStats,
+        model: str,
+        on_progress: Callable[[], None],
+        on_shard: Callable[[str, str, int], None] = lambda kind, name, rows: None,
+    ) -> None:
         self.requester, self.pool, self.stats, self.model = requester, pool, stats, model
         self.accepted, self.rejected, self.on_progress, self.on_shard = accepted, rejected, on_progress, on_shard
         self.unstarted = True  # the planner has prompts left
@@ -122,8 +130,9 @@ class Engine:
         except RequestFailed as failure:
             self.stats.requests += failure.attempts
             self.stats.reject(failure.reason)
-            await self._store(self.rejected, rejected_record(item.sample_id, item.row_index, item.row,
-                                                             failure.reason, failure.detail))
+            await self._store(
+                self.rejected, rejected_record(item.sample_id, item.row_index, item.row, failure.reason, failure.detail)
+            )
         else:
             self.stats.requests += answer.attempts
             record = accepted_record(item, answer, self.model)
@@ -158,13 +167,25 @@ class Engine:
 
 def accepted_record(item: WorkItem, answer: Answer, model: str) -> dict[str, Any]:
     c = answer.completion
-    return {"sample_id": item.sample_id, "messages": item.messages, "reasoning": c.reasoning,
-            "content": c.content, "reasoning_source": c.reasoning_source, "finish_reason": c.finish_reason,
-            "prompt_token_ids": c.prompt_token_ids, "completion_token_ids": c.completion_token_ids,
-            "model": model, "endpoint": answer.endpoint, "prompt_tokens": c.prompt_tokens,
-            "completion_tokens": c.completion_tokens, "attempts": answer.attempts,
-            "latency_s": round(answer.latency_s, 6), "created_at": time.time(),
-            "tools": _json_or_none(item.tools), "tool_calls": _json_or_none(c.tool_calls)}
+    return {
+        "sample_id": item.sample_id,
+        "messages": item.messages,
+        "reasoning": c.reasoning,
+        "content": c.content,
+        "reasoning_source": c.reasoning_source,
+        "finish_reason": c.finish_reason,
+        "prompt_token_ids": c.prompt_token_ids,
+        "completion_token_ids": c.completion_token_ids,
+        "model": model,
+        "endpoint": answer.endpoint,
+        "prompt_tokens": c.prompt_tokens,
+        "completion_tokens": c.completion_tokens,
+        "attempts": answer.attempts,
+        "latency_s": round(answer.latency_s, 6),
+        "created_at": time.time(),
+        "tools": _json_or_none(item.tools),
+        "tool_calls": _json_or_none(c.tool_calls),
+    }
 
 
 def _json_or_none(value: Any) -> str | None:
@@ -173,8 +194,7 @@ def _json_or_none(value: Any) -> str | None:
 
 
 def rejected_record(sample_id: str | None, row_index: int, row: Any, reason: str, detail: str) -> dict[str, Any]:
-    return {"sample_id": sample_id, "row_index": row_index, "input": row_json(row), "reason": reason,
-            "detail": detail}
+    return {"sample_id": sample_id, "row_index": row_index, "input": row_json(row), "reason": reason, "detail": detail}
 
 
 def run_coroutine(coro: Coroutine) -> Any:

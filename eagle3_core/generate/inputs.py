@@ -67,8 +67,10 @@ def _all_rows(source: PromptSource) -> Iterator[dict[str, Any]]:
         for file in _local_files(path):
             yield from _read_file(file)
     elif _looks_like_path(source.input):
-        raise InputError(f"input not found: {source.input}",
-                         fix="pass an existing .jsonl/.json/.parquet file or directory, or a Hugging Face dataset name")
+        raise InputError(
+            f"input not found: {source.input}",
+            fix="pass an existing .jsonl/.json/.parquet file or directory, or a Hugging Face dataset name",
+        )
     else:
         yield from _read_hf(source)
 
@@ -80,13 +82,17 @@ def _looks_like_path(text: str) -> bool:
 def _local_files(path: Path) -> list[Path]:
     if path.is_file():
         if path.suffix not in LOCAL_SUFFIXES:
-            raise InputError(f"unsupported input file type: {path.name}", path=str(path),
-                             fix="use .jsonl, .json or .parquet")
+            raise InputError(
+                f"unsupported input file type: {path.name}", path=str(path), fix="use .jsonl, .json or .parquet"
+            )
         return [path]
     files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in LOCAL_SUFFIXES)
     if not files:
-        raise InputError("no .jsonl/.json/.parquet files in the input directory", path=str(path),
-                         fix="point --input at a file or a directory of prompt files")
+        raise InputError(
+            "no .jsonl/.json/.parquet files in the input directory",
+            path=str(path),
+            fix="point --input at a file or a directory of prompt files",
+        )
     return files
 
 
@@ -109,18 +115,25 @@ def _read_jsonl(file: Path) -> Iterator[dict[str, Any]]:
 
 def _parse_line(file: Path, number: int, raw: bytes) -> dict[str, Any]:
     try:
-        line = raw.decode("utf-8-sig" if number == 1 else "utf-8")   # a leading BOM is not content
+        line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a leading BOM is not content
     except UnicodeDecodeError as exc:
-        return bad_line(file, number, "undecodable", f"byte {exc.start} is not UTF-8 ({exc.reason})",
-                        raw.decode("utf-8", errors="replace").rstrip("\n"))
+        return bad_line(
+            file,
+            number,
+            "undecodable",
+            f"byte {exc.start} is not UTF-8 ({exc.reason})",
+            raw.decode("utf-8", errors="replace").rstrip("\n"),
+        )
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
-        return bad_line(file, number, "invalid_json", f"not valid JSON ({exc.msg} at column {exc.colno})",
-                        line.rstrip("\n"))
+        return bad_line(
+            file, number, "invalid_json", f"not valid JSON ({exc.msg} at column {exc.colno})", line.rstrip("\n")
+        )
     if not isinstance(row, dict):
-        return bad_line(file, number, "unknown_shape", f"a row must be a JSON object, got {type(row).__name__}",
-                        line.rstrip("\n"))
+        return bad_line(
+            file, number, "unknown_shape", f"a row must be a JSON object, got {type(row).__name__}", line.rstrip("\n")
+        )
     return LocatedRow(row, f"{file.name} line {number}")
 
 
@@ -139,11 +152,17 @@ def _read_json(file: Path) -> Iterator[dict[str, Any]]:
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text: byte {exc.start} cannot be decoded", path=str(file),
-                         fix="save the file as UTF-8, or convert it to .jsonl (a bad line there is one reject)") from None
+        raise InputError(
+            f"not UTF-8 text: byte {exc.start} cannot be decoded",
+            path=str(file),
+            fix="save the file as UTF-8, or convert it to .jsonl (a bad line there is one reject)",
+        ) from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc}", path=str(file),
-                         fix="a .json input holds one array of rows; use .jsonl for one row per line") from None
+        raise InputError(
+            f"not valid JSON: {exc}",
+            path=str(file),
+            fix="a .json input holds one array of rows; use .jsonl for one row per line",
+        ) from None
     yield from (data if isinstance(data, list) else [data])
 
 
@@ -169,9 +188,11 @@ def _parquet_file(file: Path):
 
 
 def _unreadable(file: Path, exc: Exception) -> InputError:
-    return InputError(f"cannot read Parquet file: {(str(exc).splitlines() or [type(exc).__name__])[0][:160]}",
-                      path=str(file), fix="repair or replace this prompts file (or convert it to .jsonl, where a bad "
-                                          "line costs one counted reject)")
+    return InputError(
+        f"cannot read Parquet file: {(str(exc).splitlines() or [type(exc).__name__])[0][:160]}",
+        path=str(file),
+        fix="repair or replace this prompts file (or convert it to .jsonl, where a bad line costs one counted reject)",
+    )
 
 
 def _read_hf(source: PromptSource) -> Iterator[dict[str, Any]]:
@@ -181,8 +202,9 @@ def _read_hf(source: PromptSource) -> Iterator[dict[str, Any]]:
         datasets.logging.set_verbosity_error()
         dataset = datasets.load_dataset(source.input, split=source.split, streaming=True)
     except Exception as exc:  # hub errors come as many types (offline, not found, gated)
-        raise InputError(f"cannot load dataset {source.input!r} (split {source.split!r}): "
-                         f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                         fix="check the name and split, your network or HF_HUB_OFFLINE, "
-                             "or pass a local .jsonl/.parquet file") from None
+        raise InputError(
+            f"cannot load dataset {source.input!r} (split {source.split!r}): "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            fix="check the name and split, your network or HF_HUB_OFFLINE, or pass a local .jsonl/.parquet file",
+        ) from None
     yield from dataset

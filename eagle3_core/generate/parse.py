@@ -55,11 +55,18 @@ def parse_completion(body: Any) -> Completion:
     usage = body.get("usage") or {}
     prompt_ids, completion_ids, layout = token_ids(body, choice)
     calls = message.get("tool_calls")
-    return Completion(reasoning=reasoning, content=content, reasoning_source=source,
-                      finish_reason=choice.get("finish_reason"),
-                      prompt_token_ids=prompt_ids, completion_token_ids=completion_ids,
-                      prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
-                      id_layout=layout, tool_calls=calls if isinstance(calls, list) and calls else None)
+    return Completion(
+        reasoning=reasoning,
+        content=content,
+        reasoning_source=source,
+        finish_reason=choice.get("finish_reason"),
+        prompt_token_ids=prompt_ids,
+        completion_token_ids=completion_ids,
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        id_layout=layout,
+        tool_calls=calls if isinstance(calls, list) and calls else None,
+    )
 
 
 def token_ids(body: dict, choice: dict) -> tuple[list[int] | None, list[int] | None, str]:
@@ -92,8 +99,7 @@ def split_reasoning(message: dict) -> tuple[str, str, str | None]:
 
 def reasoning_layout(message: dict) -> str:
     """Which field carries the reasoning: reasoning, reasoning_content, both, think_tags or none."""
-    present = [f for f in ("reasoning", "reasoning_content")
-               if isinstance(message.get(f), str) and message.get(f)]
+    present = [f for f in ("reasoning", "reasoning_content") if isinstance(message.get(f), str) and message.get(f)]
     if len(present) == 2:
         return "both"
     if present:

@@ -19,18 +19,25 @@ from eagle3_core.generate.parse import parse_completion, reasoning_layout
 
 PROBE_MESSAGES = [{"role": "user", "content": "What is 2 + 3? Think briefly, then answer."}]
 PROBE_TRIES = 3  # a 503 while the server warms up should not stop the run
-LAYOUT_WORDS = {"reasoning": "`reasoning`", "reasoning_content": "`reasoning_content`",
-                "both": "both `reasoning` and `reasoning_content` (same text; reading `reasoning`)",
-                "think_tags": "inline <think> tags in `content`", "none": "no field (no reasoning found)"}
-ID_LAYOUT_WORDS = {"vllm": "vLLM layout", "sglang": "SGLang layout",
-                   "completion_only": "completion ids only, no prompt ids"}
+LAYOUT_WORDS = {
+    "reasoning": "`reasoning`",
+    "reasoning_content": "`reasoning_content`",
+    "both": "both `reasoning` and `reasoning_content` (same text; reading `reasoning`)",
+    "think_tags": "inline <think> tags in `content`",
+    "none": "no field (no reasoning found)",
+}
+ID_LAYOUT_WORDS = {
+    "vllm": "vLLM layout",
+    "sglang": "SGLang layout",
+    "completion_only": "completion ids only, no prompt ids",
+}
 
 
 @dataclass(frozen=True)
 class ProbeReport:
     model: str
-    layouts: dict[str, str]          # endpoint url -> reasoning layout
-    id_layouts: dict[str, str]       # endpoint url -> vllm | sglang | completion_only | none
+    layouts: dict[str, str]  # endpoint url -> reasoning layout
+    id_layouts: dict[str, str]  # endpoint url -> vllm | sglang | completion_only | none
 
     @property
     def token_ids(self) -> dict[str, bool]:
@@ -47,7 +54,9 @@ class ProbeReport:
         if missing:
             ids = "token ids NOT returned by " + ", ".join(missing)
         else:
-            ids = "token ids returned (" + ", ".join(sorted({ID_LAYOUT_WORDS[v] for v in self.id_layouts.values()})) + ")"
+            ids = (
+                "token ids returned (" + ", ".join(sorted({ID_LAYOUT_WORDS[v] for v in self.id_layouts.values()})) + ")"
+            )
         return f"probe: model {self.model} on {len(self.layouts)} endpoint(s): reasoning in {where}; {ids}"
 
 
@@ -65,8 +74,10 @@ def probe_endpoints(cfg: GenerateConfig) -> ProbeReport:
             models = _list_models(http, url)
             model = model or (models[0] if models else None)
             if model not in models:
-                raise EndpointError(f"{url} does not serve model {model!r} (it serves: {', '.join(models) or 'none'})",
-                                    fix="pass --model with one of the served names")
+                raise EndpointError(
+                    f"{url} does not serve model {model!r} (it serves: {', '.join(models) or 'none'})",
+                    fix="pass --model with one of the served names",
+                )
             body = _chat(http, url, request_body(cfg, model, PROBE_MESSAGES, cfg.probe_max_tokens))
             layouts[url] = reasoning_layout(body["choices"][0]["message"])
             id_layouts[url] = parse_completion(body).id_layout
@@ -74,7 +85,8 @@ def probe_endpoints(cfg: GenerateConfig) -> ProbeReport:
                 raise EndpointError(
                     f"{url} answered without reasoning (no `reasoning`, no `reasoning_content`, no <think> tags)",
                     fix="start vLLM with --reasoning-parser (e.g. kimi_k2, qwen3, deepseek_r1) or check that the "
-                        "model thinks; pass --allow-empty-reasoning to keep answers without reasoning")
+                    "model thinks; pass --allow-empty-reasoning to keep answers without reasoning",
+                )
     return ProbeReport(model=model, layouts=layouts, id_layouts=id_layouts)
 
 
@@ -86,7 +98,9 @@ def _list_models(http, url: str) -> list[str]:
 def _chat(http, url: str, payload: dict) -> dict:
     body = _send(http, "POST", f"{url.rstrip('/')}/chat/completions", json=payload)
     if not body.get("choices") or not isinstance(body["choices"][0].get("message"), dict):
-        raise EndpointError(f"{url} answered the probe without choices[0].message", fix="is this an OpenAI-compatible chat endpoint?")
+        raise EndpointError(
+            f"{url} answered the probe without choices[0].message", fix="is this an OpenAI-compatible chat endpoint?"
+        )
     return body
 
 
@@ -106,8 +120,10 @@ def _send(http, method: str, url: str, **kwargs) -> dict:
                 except ValueError:
                     last = f"{url} answered with a body that is not JSON"
             elif response.status_code < 500 and response.status_code not in (408, 409, 425, 429):
-                raise EndpointError(f"{url} answered HTTP {response.status_code}: {response.text[:300]}",
-                                    fix="check --base-url (it ends in /v1) and --model")
+                raise EndpointError(
+                    f"{url} answered HTTP {response.status_code}: {response.text[:300]}",
+                    fix="check --base-url (it ends in /v1) and --model",
+                )
             else:
                 last = f"{url} answered HTTP {response.status_code}"
         time.sleep(0.5 * (attempt + 1))

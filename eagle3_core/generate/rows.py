@@ -19,8 +19,16 @@ from typing import Any
 from eagle3_core.base import stable_hash
 from eagle3_core.generate.inputs import BAD_LINE
 
-SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-                  "system": "system", "chatgpt": "assistant", "bing": "assistant", "bard": "assistant"}
+SHAREGPT_ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "system": "system",
+    "chatgpt": "assistant",
+    "bing": "assistant",
+    "bard": "assistant",
+}
 OPENAI_ROLES = {"system", "user", "assistant", "developer", "tool"}
 
 Messages = list[dict[str, str]]
@@ -28,8 +36,8 @@ Messages = list[dict[str, str]]
 
 @dataclass(frozen=True)
 class RowRejection:
-    reason: str   # short code, counted per code in the manifest
-    detail: str   # one human sentence
+    reason: str  # short code, counted per code in the manifest
+    detail: str  # one human sentence
 
 
 def normalize(row: Any) -> Messages | RowRejection:
@@ -46,7 +54,9 @@ def normalize(row: Any) -> Messages | RowRejection:
         messages = _from_prompt(row["prompt"])
     else:
         keys = ", ".join(sorted(map(str, row))) or "none"
-        return RowRejection("unknown_shape", f"expected a `messages`, `conversations` or `prompt` field; got keys: {keys}")
+        return RowRejection(
+            "unknown_shape", f"expected a `messages`, `conversations` or `prompt` field; got keys: {keys}"
+        )
     return messages if isinstance(messages, RowRejection) else _trim(messages)
 
 
@@ -67,9 +77,13 @@ def _prompt_and_tools(row: Any) -> tuple[Messages, list[dict] | None] | RowRejec
     tools = row.get("tools")
     if tools is None or tools == []:
         return messages, None
-    if not isinstance(tools, list) or not all(isinstance(t, dict) and isinstance(t.get("function"), dict)
-                                              and isinstance(t["function"].get("name"), str) for t in tools):
-        return RowRejection("invalid_tools", "`tools` must be a list of {type: function, function: {name, ...}} objects")
+    if not isinstance(tools, list) or not all(
+        isinstance(t, dict) and isinstance(t.get("function"), dict) and isinstance(t["function"].get("name"), str)
+        for t in tools
+    ):
+        return RowRejection(
+            "invalid_tools", "`tools` must be a list of {type: function, function: {name, ...}} objects"
+        )
     return messages, tools
 
 
@@ -92,7 +106,9 @@ def _from_pairs(turns: Any, role_key: str, text_key: str, roles: dict[str, str] 
             return RowRejection("unknown_role", f"turn {i} has an unknown role {turn[role_key]!r}")
         content = turn[text_key]
         if not isinstance(content, str):
-            return RowRejection("non_string_content", f"turn {i} content must be a string, got {type(content).__name__}")
+            return RowRejection(
+                "non_string_content", f"turn {i} content must be a string, got {type(content).__name__}"
+            )
         messages.append({"role": role, "content": content})
     return messages
 

@@ -28,13 +28,32 @@ def _schemas() -> dict[str, dict]:
 
     message = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
     ids = pl.List(pl.Int64)
-    accepted = {"sample_id": pl.String, "messages": message, "reasoning": pl.String, "content": pl.String,
-                "reasoning_source": pl.String, "finish_reason": pl.String, "prompt_token_ids": ids,
-                "completion_token_ids": ids, "model": pl.String, "endpoint": pl.String,
-                "prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "attempts": pl.Int64,
-                "latency_s": pl.Float64, "created_at": pl.Float64, "tools": pl.String, "tool_calls": pl.String}
-    rejected = {"sample_id": pl.String, "row_index": pl.Int64, "input": pl.String, "reason": pl.String,
-                "detail": pl.String}
+    accepted = {
+        "sample_id": pl.String,
+        "messages": message,
+        "reasoning": pl.String,
+        "content": pl.String,
+        "reasoning_source": pl.String,
+        "finish_reason": pl.String,
+        "prompt_token_ids": ids,
+        "completion_token_ids": ids,
+        "model": pl.String,
+        "endpoint": pl.String,
+        "prompt_tokens": pl.Int64,
+        "completion_tokens": pl.Int64,
+        "attempts": pl.Int64,
+        "latency_s": pl.Float64,
+        "created_at": pl.Float64,
+        "tools": pl.String,
+        "tool_calls": pl.String,
+    }
+    rejected = {
+        "sample_id": pl.String,
+        "row_index": pl.Int64,
+        "input": pl.String,
+        "reason": pl.String,
+        "detail": pl.String,
+    }
     return {ACCEPTED: accepted, REJECTED: rejected}
 
 
@@ -57,8 +76,11 @@ class ShardWriter:
             for stray in stray_temps(directory):
                 stray.unlink()
         except OSError as exc:
-            raise StageError(f"cannot prepare the output directory: {exc.strerror or exc}", path=str(directory),
-                             fix="choose a writable --out") from None
+            raise StageError(
+                f"cannot prepare the output directory: {exc.strerror or exc}",
+                path=str(directory),
+                fix="choose a writable --out",
+            ) from None
         existing = shard_files(directory)
         self._next = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
 
@@ -90,9 +112,11 @@ class ShardWriter:
             with atomic_path(path, record=True) as tmp:
                 frame.write_parquet(tmp, compression="zstd", statistics=False)
         except (OSError, pl.exceptions.PolarsError) as exc:
-            raise StageError(f"cannot write shard {path.name}: {getattr(exc, 'strerror', None) or exc}",
-                             path=str(path), fix="free disk space or choose another --out; finished shards are "
-                             "intact and a rerun resumes from them") from None
+            raise StageError(
+                f"cannot write shard {path.name}: {getattr(exc, 'strerror', None) or exc}",
+                path=str(path),
+                fix="free disk space or choose another --out; finished shards are intact and a rerun resumes from them",
+            ) from None
         self.written += len(rows)
 
     def flush(self) -> None:
@@ -115,8 +139,9 @@ def read_persisted(out_dir: Path) -> tuple[PersistedKeys, set[int]]:
             try:
                 frame = pl.read_parquet(file, columns=columns)
             except Exception as exc:  # a shard is atomic, so this is outside damage: say which file
-                raise damaged(file, f"not a readable Parquet file ({str(exc).splitlines()[0][:160]})",
-                              "generate") from None
+                raise damaged(
+                    file, f"not a readable Parquet file ({str(exc).splitlines()[0][:160]})", "generate"
+                ) from None
             keys[kind].append(key_array(frame["sample_id"]))
             if kind == REJECTED:
                 unkeyed.update(frame.filter(pl.col("sample_id").is_null())["row_index"].to_list())

@@ -82,9 +82,16 @@ class Holding:
 class SlotKeeper:
     """Keeps each endpoint's ``granted`` near this run's fair share of the shared limit."""
 
-    def __init__(self, shared: SharedLimits, pool: EndpointPool, lease_seconds: float,
-                 has_unstarted: Callable[[], bool], on_error: Callable[[str], None] = lambda line: None,
-                 tick: float = 0.5, runs_every: float = 2.0) -> None:
+    def __init__(
+        self,
+        shared: SharedLimits,
+        pool: EndpointPool,
+        lease_seconds: float,
+        has_unstarted: Callable[[], bool],
+        on_error: Callable[[str], None] = lambda line: None,
+        tick: float = 0.5,
+        runs_every: float = 2.0,
+    ) -> None:
         self.shared, self.pool, self.lease_seconds = shared, pool, lease_seconds
         self.has_unstarted, self.on_error = has_unstarted, on_error
         self.tick, self.runs_every = tick, runs_every

@@ -61,14 +61,25 @@ def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
     Endpoint URLs are left out on purpose: the same prompts and sampling served on another port
     (a second demo, a moved server) are the same samples.
     """
-    config_hash = stable_hash({"sampling": cfg.sampling_key(), "prompts": cfg.prompts.model_dump(mode="json"),
-                               "require_reasoning": cfg.require_reasoning})
+    config_hash = stable_hash(
+        {
+            "sampling": cfg.sampling_key(),
+            "prompts": cfg.prompts.model_dump(mode="json"),
+            "require_reasoning": cfg.require_reasoning,
+        }
+    )
     return config_hash, {"prompts": fingerprint(cfg.prompts)}
 
 
 def lifecycle(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageLifecycle:
-    return StageLifecycle(STAGE, out_dir, *stage_keys(cfg), shards=("accepted/part-*.parquet", "rejected/part-*.parquet"),
-                          versions=("openai", "polars", "httpx"), reporter=reporter)
+    return StageLifecycle(
+        STAGE,
+        out_dir,
+        *stage_keys(cfg),
+        shards=("accepted/part-*.parquet", "rejected/part-*.parquet"),
+        versions=("openai", "polars", "httpx"),
+        reporter=reporter,
+    )
 
 
 def is_complete(cfg: GenerateConfig, out_dir: str | Path) -> bool:
@@ -105,9 +116,12 @@ class GenerateRun:
         if not self.cfg.base_urls:
             raise ConfigError("generate needs at least one endpoint", fix="pass --base-url http://host:port/v1")
         if next(iter_rows(self.cfg.prompts), None) is None and not self.cfg.allow_empty:  # before the probe
-            raise InputError(f"the input holds no rows: {self.cfg.prompts.input}", path=self.cfg.prompts.input,
-                             fix="pass a non-empty input, or accept an empty run with --allow-empty "
-                                 "(generate.allow_empty: true in a recipe)")
+            raise InputError(
+                f"the input holds no rows: {self.cfg.prompts.input}",
+                path=self.cfg.prompts.input,
+                fix="pass a non-empty input, or accept an empty run with --allow-empty "
+                "(generate.allow_empty: true in a recipe)",
+            )
         t0 = time.monotonic()
         self.probe: ProbeReport = probe_endpoints(self.cfg)
         self.reporter.log(self.probe.line())
@@ -121,8 +135,16 @@ class GenerateRun:
         if self.persisted or self.unkeyed:
             self.reporter.log(f"generate: resuming; {len(self.persisted) + len(self.unkeyed)} rows already on disk")
         self.total = count_rows(self.cfg.prompts)
-        self.engine = Engine(Requester(self.cfg, self.model, self.pool, self._on_retry), self.pool,
-                             self.accepted, self.rejected, self.stats, self.model, self._report, self._on_shard)
+        self.engine = Engine(
+            Requester(self.cfg, self.model, self.pool, self._on_retry),
+            self.pool,
+            self.accepted,
+            self.rejected,
+            self.stats,
+            self.model,
+            self._report,
+            self._on_shard,
+        )
         self._write_manifest("running")
         self._t_generate = time.monotonic()
 
@@ -130,8 +152,13 @@ class GenerateRun:
         """Every row through one engine; with ``shared``, within this run's share of each limit."""
         keeper = None
         if shared is not None:
-            keeper = SlotKeeper(shared, self.pool, self.cfg.limit_lease_seconds,
-                                has_unstarted=lambda: self.engine.unstarted, on_error=self.reporter.log)
+            keeper = SlotKeeper(
+                shared,
+                self.pool,
+                self.cfg.limit_lease_seconds,
+                has_unstarted=lambda: self.engine.unstarted,
+                on_error=self.reporter.log,
+            )
         run_coroutine(self.engine.process(self._plan(enumerate(iter_rows(self.cfg.prompts))), keeper))
 
     def finish(self) -> StageManifest:
@@ -192,21 +219,37 @@ class GenerateRun:
 
     def _report(self) -> None:
         elapsed = max(time.monotonic() - self.stats.started, 1e-9)
-        self.reporter.progress(STAGE, self.stats.done, self.total, in_flight=self.pool.in_flight,
-                               rejected=self.stats.outcomes["rejected"],
-                               rate=round(self.stats.done / elapsed, 2))
+        self.reporter.progress(
+            STAGE,
+            self.stats.done,
+            self.total,
+            in_flight=self.pool.in_flight,
+            rejected=self.stats.outcomes["rejected"],
+            rate=round(self.stats.done / elapsed, 2),
+        )
 
     def _write_manifest(self, status: str, error: str | None = None) -> StageManifest:
         details = self.stats.details() | {
-            "model": self.model, "probe": self.probe.line(), "reasoning_layouts": self.probe.layouts,
-            "token_id_layouts": self.probe.id_layouts, "chat": self.cfg.chat.model_dump(mode="json"),
+            "model": self.model,
+            "probe": self.probe.line(),
+            "reasoning_layouts": self.probe.layouts,
+            "token_id_layouts": self.probe.id_layouts,
+            "chat": self.cfg.chat.model_dump(mode="json"),
             "concurrency": self.cfg.concurrency,
             "concurrency_timeline": {e.url: e.controller.timeline for e in self.pool.endpoints},
             "requests_per_endpoint": {e.url: e.requests for e in self.pool.endpoints},
-            "rows_per_s": round(self.stats.done / max(time.monotonic() - self.stats.started, 1e-9), 3)}
-        manifest = StageManifest(stage=STAGE, status="running", config_hash=self.life.config_hash,
-                                 inputs=self.life.inputs, counts=self.stats.counts(), timings=dict(self.timings),
-                                 details=details, versions=runtime_versions(*self.life.packages))
+            "rows_per_s": round(self.stats.done / max(time.monotonic() - self.stats.started, 1e-9), 3),
+        }
+        manifest = StageManifest(
+            stage=STAGE,
+            status="running",
+            config_hash=self.life.config_hash,
+            inputs=self.life.inputs,
+            counts=self.stats.counts(),
+            timings=dict(self.timings),
+            details=details,
+            versions=runtime_versions(*self.life.packages),
+        )
         if status == "complete":
             return self.life.complete(manifest)
         if status == "failed":

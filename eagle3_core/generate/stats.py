@@ -72,17 +72,32 @@ class RunStats:
             return {}
         ordered = sorted(self._latencies)
         pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-        return {"p50": round(pick(0.5), 4), "p90": round(pick(0.9), 4), "p99": round(pick(0.99), 4),
-                "max": round(ordered[-1], 4)}
+        return {
+            "p50": round(pick(0.5), 4),
+            "p90": round(pick(0.9), 4),
+            "p99": round(pick(0.99), 4),
+            "max": round(ordered[-1], 4),
+        }
 
     def counts(self) -> dict[str, int]:
-        return {"input": self.input_rows, "accepted": self.outcomes["accepted"],
-                "rejected": self.outcomes["rejected"], "skipped": self.outcomes["skipped"],
-                "resumed": self.resumed, "length": self.finish_reasons["length"],
-                "requests": self.requests, "retries": sum(self.retries.values()),
-                "prompt_tokens": self.tokens["prompt"], "completion_tokens": self.tokens["completion"]}
+        return {
+            "input": self.input_rows,
+            "accepted": self.outcomes["accepted"],
+            "rejected": self.outcomes["rejected"],
+            "skipped": self.outcomes["skipped"],
+            "resumed": self.resumed,
+            "length": self.finish_reasons["length"],
+            "requests": self.requests,
+            "retries": sum(self.retries.values()),
+            "prompt_tokens": self.tokens["prompt"],
+            "completion_tokens": self.tokens["completion"],
+        }
 
     def details(self) -> dict[str, Any]:
-        return {"reject_reasons": self.reject_reasons.as_dict(), "reasoning_sources": dict(self.reasoning_sources),
-                "finish_reasons": dict(self.finish_reasons), "retries_by_reason": dict(self.retries),
-                "latency_s": self.latency_percentiles()}
+        return {
+            "reject_reasons": self.reject_reasons.as_dict(),
+            "reasoning_sources": dict(self.reasoning_sources),
+            "finish_reasons": dict(self.finish_reasons),
+            "retries_by_reason": dict(self.retries),
+            "latency_s": self.latency_percentiles(),
+        }

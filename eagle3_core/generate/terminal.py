@@ -24,8 +24,15 @@ class TerminalProgress:
         if self._bar is None:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, desc=stage, unit="row", file=self.stream, dynamic_ncols=True,
-                             mininterval=0.5, smoothing=0.05)
+            self._bar = tqdm(
+                total=total,
+                desc=stage,
+                unit="row",
+                file=self.stream,
+                dynamic_ncols=True,
+                mininterval=0.5,
+                smoothing=0.05,
+            )
         self._bar.update(done - self._bar.n)
         shown = {k: v for k, v in figures.items() if k in ("in_flight", "rejected")}
         self._bar.set_postfix(shown, refresh=False)

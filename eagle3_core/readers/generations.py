@@ -23,8 +23,11 @@ def accepted_parts(generations_dir: str | Path) -> list[Path]:
     accepted = Path(generations_dir) / ACCEPTED
     found = sorted(accepted.glob("part-*.parquet")) if accepted.is_dir() else []
     if not found:
-        raise InputError(f"no accepted generation shards (accepted/part-*.parquet) in {generations_dir}",
-                         path=str(accepted), fix="run `eagle3 generate --out DIR` first and pass that DIR as --input")
+        raise InputError(
+            f"no accepted generation shards (accepted/part-*.parquet) in {generations_dir}",
+            path=str(accepted),
+            fix="run `eagle3 generate --out DIR` first and pass that DIR as --input",
+        )
     return found
 
 

@@ -24,7 +24,7 @@ def named_damage(path: str | Path, stage: str) -> Iterator[None]:
         yield
     except FileNotFoundError:
         raise damaged(path, "the file is missing", stage) from None
-    except (pa.ArrowException, OSError, ValueError) as exc:   # torn footer, bad page, wrong magic
+    except (pa.ArrowException, OSError, ValueError) as exc:  # torn footer, bad page, wrong magic
         text = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
         raise damaged(path, f"not a readable Parquet file ({text})", stage) from None
 
@@ -41,16 +41,20 @@ def num_rows(path: str | Path, stage: str) -> int:
     return open_part(path, stage).metadata.num_rows
 
 
-def read_table(path: str | Path, stage: str, columns: list[str] | None = None,
-               optional: tuple[str, ...] = ()) -> "pa.Table":
+def read_table(
+    path: str | Path, stage: str, columns: list[str] | None = None, optional: tuple[str, ...] = ()
+) -> "pa.Table":
     """The part (or its ``columns``; those in ``optional`` are left out when the part lacks them)."""
     handle = open_part(path, stage)
     if columns is not None:
         names = handle.schema_arrow.names
         missing = [c for c in columns if c not in names and c not in optional]
         if missing:
-            raise InputError(f"{Path(path).name} lacks columns {missing}", path=str(path),
-                             fix=f"the folder must follow CONTRIBUTING.md: rerun `eagle3 {stage}` into a new --out")
+            raise InputError(
+                f"{Path(path).name} lacks columns {missing}",
+                path=str(path),
+                fix=f"the folder must follow CONTRIBUTING.md: rerun `eagle3 {stage}` into a new --out",
+            )
         columns = [c for c in columns if c in names]
     with named_damage(path, stage):
         return handle.read(columns=columns)

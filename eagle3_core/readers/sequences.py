@@ -22,8 +22,11 @@ def parts(sequences_dir: str | Path) -> list[Path]:
     check_listed(sequences_dir, STAGE)
     found = sorted(Path(sequences_dir).glob(PATTERN)) if Path(sequences_dir).is_dir() else []
     if not found:
-        raise InputError(f"no sequences found (expected {PATTERN}) in {sequences_dir}", path=str(sequences_dir),
-                         fix="run `eagle3 reconstruct --out DIR` first and pass that DIR as --input")
+        raise InputError(
+            f"no sequences found (expected {PATTERN}) in {sequences_dir}",
+            path=str(sequences_dir),
+            fix="run `eagle3 reconstruct --out DIR` first and pass that DIR as --input",
+        )
     return found
 
 

@@ -18,8 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle3_core.reconstruct.config import ReconstructConfig
-from eagle3_core.reconstruct.layout import (Sequence, first_difference, forced_think_position,
-                                            masked, output_ids, think_closed_in_prompt, think_marks)
+from eagle3_core.reconstruct.layout import (
+    Sequence,
+    first_difference,
+    forced_think_position,
+    masked,
+    output_ids,
+    think_closed_in_prompt,
+    think_marks,
+)
 from eagle3_core.reconstruct.tokenizer import TokenFacts, encode_batch
 from eagle3_core.target import ChatSettings
 
@@ -31,8 +38,16 @@ MISMATCH_CONTEXT = 4
 class BatchResult:
     """Columns of the sequences/ shard plus everything counted on the way."""
 
-    rows: dict[str, list] = field(default_factory=lambda: {
-        "sample_id": [], "input_ids": [], "loss_mask": [], "num_tokens": [], "num_supervised": [], "source": []})
+    rows: dict[str, list] = field(
+        default_factory=lambda: {
+            "sample_id": [],
+            "input_ids": [],
+            "loss_mask": [],
+            "num_tokens": [],
+            "num_supervised": [],
+            "source": [],
+        }
+    )
     rejects: list[dict[str, Any]] = field(default_factory=list)
     mismatches: list[dict[str, Any]] = field(default_factory=list)
     counts: Counter = field(default_factory=Counter)
@@ -54,8 +69,9 @@ class Reconstructor:
     """Holds the tokenizer, the verified token facts and the chat settings the server used;
     turns record batches into rows."""
 
-    def __init__(self, tokenizer: Any, facts: TokenFacts, cfg: ReconstructConfig,
-                 chat: ChatSettings | None = None) -> None:
+    def __init__(
+        self, tokenizer: Any, facts: TokenFacts, cfg: ReconstructConfig, chat: ChatSettings | None = None
+    ) -> None:
         self.tokenizer, self.facts, self.cfg = tokenizer, facts, cfg
         self.chat = chat or ChatSettings()
         self._blank: dict[tuple[int, ...], bool] = {}
@@ -79,37 +95,53 @@ class Reconstructor:
             return None
         reasoning, content = record.get("reasoning") or "", record.get("content") or ""
         if reasoning and not self.facts.reasons:
-            result.reject(sid, "reasoning_on_non_reasoning_target",
-                          "the record has reasoning but the target's recipe has no think tokens "
-                          "(target.think_open is null): its template has nowhere to put it")
+            result.reject(
+                sid,
+                "reasoning_on_non_reasoning_target",
+                "the record has reasoning but the target's recipe has no think tokens "
+                "(target.think_open is null): its template has nowhere to put it",
+            )
             return None
         if not reasoning and not content and not record.get("tool_calls"):
             result.reject(sid, "empty_completion", "neither reasoning nor content nor tool calls")
             return None
         if record.get("tool_calls") and record.get("completion_token_ids") is None:
-            result.reject(sid, "tool_calls_without_ids",
-                          "the answer calls tools: each family writes tool calls in its own tokens, which only "
-                          "the server's ids hold; generate with return_token_ids (vLLM or SGLang)")
+            result.reject(
+                sid,
+                "tool_calls_without_ids",
+                "the answer calls tools: each family writes tool calls in its own tokens, which only "
+                "the server's ids hold; generate with return_token_ids (vLLM or SGLang)",
+            )
             return None
         try:
             chat = [{"role": m["role"], "content": m["content"]} for m in messages]
             tools = json.loads(record["tools"]) if record.get("tools") else None
-            prompt = self.tokenizer.apply_chat_template(chat, tools=tools, tokenize=False, add_generation_prompt=True,
-                                                        **self.chat.chat_template_kwargs)
+            prompt = self.tokenizer.apply_chat_template(
+                chat, tools=tools, tokenize=False, add_generation_prompt=True, **self.chat.chat_template_kwargs
+            )
         except Exception as exc:  # a template raises anything from TypeError to its own exceptions
             result.reject(sid, "template_error", f"the chat template failed: {type(exc).__name__}: {exc}")
             return None
         return _Prepared(record, prompt, reasoning, content)
 
-    def _assemble(self, item: _Prepared, prompt_ids: list[int], reasoning_ids: list[int],
-                  content_ids: list[int], result: BatchResult) -> None:
+    def _assemble(
+        self,
+        item: _Prepared,
+        prompt_ids: list[int],
+        reasoning_ids: list[int],
+        content_ids: list[int],
+        result: BatchResult,
+    ) -> None:
         record, sid = item.record, item.record["sample_id"]
         forced = forced_think_position(prompt_ids, self.facts, self._is_blank)
         closed = think_closed_in_prompt(prompt_ids, self.facts, self._is_blank)
         if closed and item.reasoning:
-            result.reject(sid, "reasoning_after_closed_think",
-                          "the rendered prompt closes the think block (thinking switched off) but the record "
-                          "has reasoning: set target.chat.chat_template_kwargs as the server had them")
+            result.reject(
+                sid,
+                "reasoning_after_closed_think",
+                "the rendered prompt closes the think block (thinking switched off) but the record "
+                "has reasoning: set target.chat.chat_template_kwargs as the server had them",
+            )
             return
         server = self._server_sequence(record, prompt_ids)
         if record.get("tool_calls"):  # only the ids hold the tool-call tokens (layout.py)
@@ -118,16 +150,30 @@ class Reconstructor:
             return
         marks = None
         if self.facts.reasons and not closed:
-            marks = think_marks(self.facts, item.reasoning, item.content, think_in_prompt=forced is not None,
-                                server_out=record.get("completion_token_ids"))
+            marks = think_marks(
+                self.facts,
+                item.reasoning,
+                item.content,
+                think_in_prompt=forced is not None,
+                server_out=record.get("completion_token_ids"),
+            )
             if marks is None:
-                result.reject(sid, "think_undecidable",
-                              "the text does not show which think tokens the target wrote (an empty answer: the "
-                              "turn ended inside its reasoning or right after </think>; or no reasoning at all) "
-                              "and the record has no server token ids to tell; generate with return_token_ids")
+                result.reject(
+                    sid,
+                    "think_undecidable",
+                    "the text does not show which think tokens the target wrote (an empty answer: the "
+                    "turn ended inside its reasoning or right after </think>; or no reasoning at all) "
+                    "and the record has no server token ids to tell; generate with return_token_ids",
+                )
                 return
-        out = output_ids(self.facts, reasoning_ids, content_ids, think_closed=closed, marks=marks,
-                         stopped=record.get("finish_reason") != "length")
+        out = output_ids(
+            self.facts,
+            reasoning_ids,
+            content_ids,
+            think_closed=closed,
+            marks=marks,
+            stopped=record.get("finish_reason") != "length",
+        )
         seq, source = masked(prompt_ids, out, forced), "text"
         if server is not None:
             self._compare(sid, seq, server, result)
@@ -141,8 +187,9 @@ class Reconstructor:
         if record.get("completion_token_ids") is None:
             return None
         prompt = list(record.get("prompt_token_ids") or prompt_ids)
-        return masked(prompt, list(record["completion_token_ids"]),
-                      forced_think_position(prompt, self.facts, self._is_blank))
+        return masked(
+            prompt, list(record["completion_token_ids"]), forced_think_position(prompt, self.facts, self._is_blank)
+        )
 
     def _compare(self, sid: str, rebuilt: Sequence, server: Sequence, result: BatchResult) -> None:
         result.counts["server_checked"] += 1
@@ -150,14 +197,20 @@ class Reconstructor:
         if diff is None:
             result.counts["server_matched"] += 1
             return
-        result.mismatches.append({
-            "sample_id": sid, "first_diff": diff,
-            # the prompts differ when their ids do, wherever the first difference falls
-            "where": "prompt" if rebuilt.input_ids[:rebuilt.prompt_len] != server.input_ids[:server.prompt_len]
-            else "completion",
-            "rebuilt_tokens": len(rebuilt.input_ids), "server_tokens": len(server.input_ids),
-            "rebuilt_near": rebuilt.input_ids[diff:diff + MISMATCH_CONTEXT],
-            "server_near": server.input_ids[diff:diff + MISMATCH_CONTEXT]})
+        result.mismatches.append(
+            {
+                "sample_id": sid,
+                "first_diff": diff,
+                # the prompts differ when their ids do, wherever the first difference falls
+                "where": "prompt"
+                if rebuilt.input_ids[: rebuilt.prompt_len] != server.input_ids[: server.prompt_len]
+                else "completion",
+                "rebuilt_tokens": len(rebuilt.input_ids),
+                "server_tokens": len(server.input_ids),
+                "rebuilt_near": rebuilt.input_ids[diff : diff + MISMATCH_CONTEXT],
+                "server_near": server.input_ids[diff : diff + MISMATCH_CONTEXT],
+            }
+        )
 
     def _emit(self, sid: str, seq: Sequence, source: str, result: BatchResult) -> None:
         ids, mask = seq.input_ids, seq.loss_mask
@@ -165,15 +218,24 @@ class Reconstructor:
             if self.cfg.overlong == "drop":
                 result.reject(sid, "overlong", f"{len(ids)} tokens > max_length {self.cfg.max_length}")
                 return
-            ids, mask = ids[:self.cfg.max_length], mask[:self.cfg.max_length]
+            ids, mask = ids[: self.cfg.max_length], mask[: self.cfg.max_length]
             result.counts["truncated"] += 1
         supervised = sum(mask)
         if supervised == 0:
-            result.reject(sid, "no_supervised_tokens",
-                          f"the prompt alone fills max_length {self.cfg.max_length}: nothing the target generated is left")
+            result.reject(
+                sid,
+                "no_supervised_tokens",
+                f"the prompt alone fills max_length {self.cfg.max_length}: nothing the target generated is left",
+            )
             return
-        for name, value in (("sample_id", sid), ("input_ids", ids), ("loss_mask", mask), ("num_tokens", len(ids)),
-                            ("num_supervised", supervised), ("source", source)):
+        for name, value in (
+            ("sample_id", sid),
+            ("input_ids", ids),
+            ("loss_mask", mask),
+            ("num_tokens", len(ids)),
+            ("num_supervised", supervised),
+            ("source", source),
+        ):
             result.rows[name].append(value)
         result.counts["sequences"] += 1
         result.counts["tokens"] += len(ids)

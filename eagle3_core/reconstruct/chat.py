@@ -23,13 +23,13 @@ def recorded_chat(generations_dir: str | Path, target: TargetConfig) -> ChatSett
     if recorded is None:
         return target.chat
     recorded = ChatSettings.model_validate(recorded)
-    differing = [name for name in ChatSettings.model_fields
-                 if getattr(recorded, name) != getattr(target.chat, name)]
+    differing = [name for name in ChatSettings.model_fields if getattr(recorded, name) != getattr(target.chat, name)]
     if differing:
         name = differing[0]
         raise ConfigError(
             f"the generations were made with target.chat.{name} = {getattr(recorded, name)!r}, but this recipe "
             f"says target.chat.{name} = {getattr(target.chat, name)!r}",
             fix="use the recipe the generations were made with, or generate again with this one",
-            path=str(Path(generations_dir) / "manifest.json"))
+            path=str(Path(generations_dir) / "manifest.json"),
+        )
     return recorded

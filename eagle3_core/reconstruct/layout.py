@@ -77,13 +77,15 @@ class ThinkMarks:
     closes: bool
 
 
-def think_marks(facts: TokenFacts, reasoning: str, content: str, *, think_in_prompt: bool,
-                server_out: list[int] | None) -> ThinkMarks | None:
+def think_marks(
+    facts: TokenFacts, reasoning: str, content: str, *, think_in_prompt: bool, server_out: list[int] | None
+) -> ThinkMarks | None:
     """The think tokens of the output: from the server's ids when present, else from the text;
     None when the text cannot tell and there are no ids (see the module docstring)."""
     if server_out is not None:
-        return ThinkMarks(opens=not think_in_prompt and facts.think_open_id in server_out,
-                          closes=facts.think_close_id in server_out)
+        return ThinkMarks(
+            opens=not think_in_prompt and facts.think_open_id in server_out, closes=facts.think_close_id in server_out
+        )
     if think_in_prompt:
         return ThinkMarks(opens=False, closes=True) if content else None
     if reasoning:
@@ -91,8 +93,15 @@ def think_marks(facts: TokenFacts, reasoning: str, content: str, *, think_in_pro
     return None  # no reasoning: a bare answer, or `<think></think>` before it? only ids tell
 
 
-def output_ids(facts: TokenFacts, reasoning_ids: list[int], content_ids: list[int], *,
-               think_closed: bool, marks: ThinkMarks | None, stopped: bool) -> list[int]:
+def output_ids(
+    facts: TokenFacts,
+    reasoning_ids: list[int],
+    content_ids: list[int],
+    *,
+    think_closed: bool,
+    marks: ThinkMarks | None,
+    stopped: bool,
+) -> list[int]:
     """The ids the target generated for one turn (see the module docstring); ``marks`` may be
     None only where no think tokens are written (no reasoning target, thinking switched off)."""
     if not facts.reasons or think_closed:
@@ -109,21 +118,23 @@ def output_ids(facts: TokenFacts, reasoning_ids: list[int], content_ids: list[in
     return out
 
 
-def forced_think_position(prompt_ids: list[int], facts: TokenFacts,
-                          is_blank: Callable[[tuple[int, ...]], bool]) -> int | None:
+def forced_think_position(
+    prompt_ids: list[int], facts: TokenFacts, is_blank: Callable[[tuple[int, ...]], bool]
+) -> int | None:
     """Index of a think-open id the generation prompt ends with (only whitespace after it)."""
     if not facts.reasons:
         return None
     tail_start = max(0, len(prompt_ids) - FORCED_THINK_TAIL)
     for pos in range(len(prompt_ids) - 1, tail_start - 1, -1):
         if prompt_ids[pos] == facts.think_open_id:
-            after = tuple(prompt_ids[pos + 1:])
+            after = tuple(prompt_ids[pos + 1 :])
             return pos if not after or is_blank(after) else None
     return None
 
 
-def think_closed_in_prompt(prompt_ids: list[int], facts: TokenFacts,
-                           is_blank: Callable[[tuple[int, ...]], bool]) -> bool:
+def think_closed_in_prompt(
+    prompt_ids: list[int], facts: TokenFacts, is_blank: Callable[[tuple[int, ...]], bool]
+) -> bool:
     """True when the generation prompt ends with a closed think block (thinking switched off)."""
     if not facts.reasons:
         return False
@@ -131,7 +142,7 @@ def think_closed_in_prompt(prompt_ids: list[int], facts: TokenFacts,
     if facts.think_close_id not in tail:
         return False
     close = len(tail) - 1 - tail[::-1].index(facts.think_close_id)
-    after = tuple(tail[close + 1:])
+    after = tuple(tail[close + 1 :])
     return facts.think_open_id in tail[:close] and (not after or is_blank(after))
 
 

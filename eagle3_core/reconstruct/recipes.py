@@ -14,8 +14,12 @@ from eagle3_core.errors import ConfigError
 from eagle3_core.target import TargetConfig
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-FAMILY_RECIPES = {"kimi_k2_5": "kimi-k2.5.yaml", "qwen3": "qwen3.yaml", "deepseek_r1": "deepseek-r1.yaml",
-                  "llama3": "llama3.yaml"}
+FAMILY_RECIPES = {
+    "kimi_k2_5": "kimi-k2.5.yaml",
+    "qwen3": "qwen3.yaml",
+    "deepseek_r1": "deepseek-r1.yaml",
+    "llama3": "llama3.yaml",
+}
 
 
 def target_from_recipe(recipe: str | Path | None, family: str | None, **overrides) -> TargetConfig:

@@ -23,8 +23,17 @@ from eagle3_core.fsio import atomic_path, read_json, write_json_atomic
 from eagle3_core.readers import generations
 from eagle3_core.reconstruct.build import BatchResult, Reconstructor
 
-INPUT_COLUMNS = ("sample_id", "messages", "reasoning", "content", "finish_reason",
-                 "prompt_token_ids", "completion_token_ids", "tools", "tool_calls")
+INPUT_COLUMNS = (
+    "sample_id",
+    "messages",
+    "reasoning",
+    "content",
+    "finish_reason",
+    "prompt_token_ids",
+    "completion_token_ids",
+    "tools",
+    "tool_calls",
+)
 
 
 @dataclass(frozen=True)
@@ -55,14 +64,16 @@ def plan_inputs(generations_dir: str | Path) -> InputPlan:
     files = generations.accepted_parts(generations_dir)
     plan = InputPlan(tuple(map(str, files)), tuple(generations.num_rows(f) for f in files))
     if plan.total == 0:
-        raise InputError(f"the generation shards in {files[0].parent} hold no rows", path=str(files[0].parent),
-                         fix="run `eagle3 generate --out DIR` first and pass that DIR as --input")
+        raise InputError(
+            f"the generation shards in {files[0].parent} hold no rows",
+            path=str(files[0].parent),
+            fix="run `eagle3 generate --out DIR` first and pass that DIR as --input",
+        )
     return plan
 
 
 def plan_shards(total: int, shard_rows: int) -> list[ShardJob]:
-    return [ShardJob(i, start, min(start + shard_rows, total))
-            for i, start in enumerate(range(0, total, shard_rows))]
+    return [ShardJob(i, start, min(start + shard_rows, total)) for i, start in enumerate(range(0, total, shard_rows))]
 
 
 def read_rows(plan: InputPlan, start: int, stop: int) -> list[dict[str, Any]]:
@@ -96,15 +107,21 @@ def run_shard(job: ShardJob, plan: InputPlan, out_dir: str | Path, reconstructor
     batch = reconstructor.cfg.batch_rows
     total = BatchResult()
     for i in range(0, len(records), batch):
-        part = reconstructor.run(records[i:i + batch])
+        part = reconstructor.run(records[i : i + batch])
         for name, column in part.rows.items():
             total.rows[name] += column
         total.rejects += part.rejects
         total.mismatches += part.mismatches
         total.counts.update(part.counts)
     write_sequences(Path(out_dir) / f"{job.name}.parquet", total.rows)
-    stats = {"shard": job.name, "start": job.start, "stop": job.stop, "counts": dict(total.counts),
-             "rejects": total.rejects, "mismatches": total.mismatches}
+    stats = {
+        "shard": job.name,
+        "start": job.start,
+        "stop": job.stop,
+        "counts": dict(total.counts),
+        "rejects": total.rejects,
+        "mismatches": total.mismatches,
+    }
     write_json_atomic(stats_path(out_dir, job), stats)
     return stats
 
@@ -114,9 +131,16 @@ def write_sequences(path: Path, rows: dict[str, list]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema([("sample_id", pa.string()), ("input_ids", pa.list_(pa.int32())),
-                        ("loss_mask", pa.list_(pa.uint8())), ("num_tokens", pa.int32()),
-                        ("num_supervised", pa.int32()), ("source", pa.string())])
+    schema = pa.schema(
+        [
+            ("sample_id", pa.string()),
+            ("input_ids", pa.list_(pa.int32())),
+            ("loss_mask", pa.list_(pa.uint8())),
+            ("num_tokens", pa.int32()),
+            ("num_supervised", pa.int32()),
+            ("source", pa.string()),
+        ]
+    )
     table = pa.Table.from_pydict(rows, schema=schema)
     with atomic_path(path, record=True) as tmp:
         pq.write_table(table, tmp)

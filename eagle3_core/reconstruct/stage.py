@@ -29,8 +29,15 @@ from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.reconstruct.build import Reconstructor
 from eagle3_core.reconstruct.chat import recorded_chat
 from eagle3_core.reconstruct.config import ReconstructConfig
-from eagle3_core.reconstruct.shards import (InputPlan, ShardJob, load_stats, plan_inputs, plan_shards,
-                                            run_shard, shard_done)
+from eagle3_core.reconstruct.shards import (
+    InputPlan,
+    ShardJob,
+    load_stats,
+    plan_inputs,
+    plan_shards,
+    run_shard,
+    shard_done,
+)
 from eagle3_core.reconstruct.tokenizer import TokenFacts, load_tokenizer, token_facts
 from eagle3_core.rejects import Rejects
 from eagle3_core.target import ChatSettings, TargetConfig
@@ -39,8 +46,13 @@ STAGE = "reconstruct"
 MANIFEST_MISMATCHES = 100  # the manifest shows the first ones; the shard stats keep them all
 
 
-def run_reconstruct(cfg: ReconstructConfig, target: TargetConfig, generations_dir: str | Path,
-                    out_dir: str | Path, reporter: Reporter | None = None) -> StageManifest:
+def run_reconstruct(
+    cfg: ReconstructConfig,
+    target: TargetConfig,
+    generations_dir: str | Path,
+    out_dir: str | Path,
+    reporter: Reporter | None = None,
+) -> StageManifest:
     """Rebuild every accepted generation as ids + loss mask under ``out_dir`` (the sequences/ folder)."""
     reporter = reporter or NullReporter()
     started = time.monotonic()
@@ -51,11 +63,19 @@ def run_reconstruct(cfg: ReconstructConfig, target: TargetConfig, generations_di
     plan = plan_inputs(generations_dir)
     chat = recorded_chat(generations_dir, target)
     inputs = {"generations": input_fingerprint(generations_dir), "tokenizer": facts.fingerprint}
-    config_hash = stable_hash({"reconstruct": cfg.output_hash(), "target": target_tokens(target),
-                               "chat": chat.model_dump(mode="json")})
+    config_hash = stable_hash(
+        {"reconstruct": cfg.output_hash(), "target": target_tokens(target), "chat": chat.model_dump(mode="json")}
+    )
     out_dir = Path(out_dir)
-    life = StageLifecycle(STAGE, out_dir, config_hash, inputs, shards=("part-*.parquet",),
-                          versions=("transformers", "tokenizers", "pyarrow"), reporter=reporter)
+    life = StageLifecycle(
+        STAGE,
+        out_dir,
+        config_hash,
+        inputs,
+        shards=("part-*.parquet",),
+        versions=("transformers", "tokenizers", "pyarrow"),
+        reporter=reporter,
+    )
     previous = life.open()
     if previous is not None:
         return previous
@@ -65,10 +85,13 @@ def run_reconstruct(cfg: ReconstructConfig, target: TargetConfig, generations_di
         manifest = life.begin()
         jobs = plan_shards(plan.total, cfg.shard_rows)
         todo = [job for job in jobs if not shard_done(out_dir, job)]
-        reporter.log(f"reconstruct: {plan.total} generations in {len(jobs)} shards, {len(jobs) - len(todo)} already done")
+        reporter.log(
+            f"reconstruct: {plan.total} generations in {len(jobs)} shards, {len(jobs) - len(todo)} already done"
+        )
         run_jobs(todo, plan, out_dir, Reconstructor(tokenizer, facts, cfg, chat), target, reporter, len(jobs))
-        return finish(life, manifest, [load_stats(out_dir, job) for job in jobs], facts, cfg, target,
-                      time.monotonic() - started)
+        return finish(
+            life, manifest, [load_stats(out_dir, job) for job in jobs], facts, cfg, target, time.monotonic() - started
+        )
 
 
 def target_tokens(target: TargetConfig) -> dict[str, Any]:
@@ -82,8 +105,15 @@ def clear_outputs(out_dir: Path) -> None:
         file.unlink()
 
 
-def run_jobs(todo: list[ShardJob], plan: InputPlan, out_dir: Path, reconstructor: Reconstructor,
-             target: TargetConfig, reporter: Reporter, total_shards: int) -> None:
+def run_jobs(
+    todo: list[ShardJob],
+    plan: InputPlan,
+    out_dir: Path,
+    reconstructor: Reconstructor,
+    target: TargetConfig,
+    reporter: Reporter,
+    total_shards: int,
+) -> None:
     """Run the shards left, in this process or in ``cfg.workers`` processes."""
     done = total_shards - len(todo)
     cfg = reconstructor.cfg
@@ -93,9 +123,12 @@ def run_jobs(todo: list[ShardJob], plan: InputPlan, out_dir: Path, reconstructor
             done += 1
             reporter.progress(STAGE, done, total_shards, unit="shards")
         return
-    with ProcessPoolExecutor(max_workers=min(cfg.workers, len(todo)), mp_context=_worker_context(),
-                             initializer=_init_worker,
-                             initargs=(target, reconstructor.facts, cfg, reconstructor.chat)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=min(cfg.workers, len(todo)),
+        mp_context=_worker_context(),
+        initializer=_init_worker,
+        initargs=(target, reconstructor.facts, cfg, reconstructor.chat),
+    ) as pool:
         for _ in pool.map(_worker_shard, todo, [plan] * len(todo), [out_dir] * len(todo)):
             done += 1
             reporter.progress(STAGE, done, total_shards, unit="shards")
@@ -133,8 +166,15 @@ def _worker_shard(job: ShardJob, plan: InputPlan, out_dir: Path) -> str:
     return job.name
 
 
-def finish(life: StageLifecycle, manifest: StageManifest, stats: list[dict[str, Any]], facts: TokenFacts,
-           cfg: ReconstructConfig, target: TargetConfig, seconds: float) -> StageManifest:
+def finish(
+    life: StageLifecycle,
+    manifest: StageManifest,
+    stats: list[dict[str, Any]],
+    facts: TokenFacts,
+    cfg: ReconstructConfig,
+    target: TargetConfig,
+    seconds: float,
+) -> StageManifest:
     """Sum the shard stats into the manifest; mark it complete (or failed when nothing is left)."""
     counts: Counter = Counter()
     mismatches: list[dict[str, Any]] = []
@@ -148,15 +188,25 @@ def finish(life: StageLifecycle, manifest: StageManifest, stats: list[dict[str, 
     manifest.counts = {k: int(v) for k, v in sorted(counts.items())}
     manifest.timings = {"total": round(seconds, 3)}
     manifest.details = {
-        "server_check": {"checked": checked, "matched": counts.get("server_matched", 0),
-                         "match_rate": round(counts.get("server_matched", 0) / checked, 6) if checked else None},
+        "server_check": {
+            "checked": checked,
+            "matched": counts.get("server_matched", 0),
+            "match_rate": round(counts.get("server_matched", 0) / checked, 6) if checked else None,
+        },
         "mismatches": mismatches[:MANIFEST_MISMATCHES],
-        "token_ids": facts.as_dict(), "family": target.family, "prefer": cfg.prefer,
-        "max_length": cfg.max_length, "overlong": cfg.overlong, "shards": len(stats)}
+        "token_ids": facts.as_dict(),
+        "family": target.family,
+        "prefer": cfg.prefer,
+        "max_length": cfg.max_length,
+        "overlong": cfg.overlong,
+        "shards": len(stats),
+    }
     if counts.get("sequences", 0) == 0:
         top = ", ".join(f"{k}: {v}" for k, v in rejects.as_dict().items()) or "none"
-        raise StageError(f"reconstruct produced no sequences: every generation was rejected ({top})",
-                         fix="read the reasons in the shard stats under sequences/stats/; a recipe that does "
-                             "not match the generations (think tokens, template) rejects them all",
-                         path=str(life.out_dir))
+        raise StageError(
+            f"reconstruct produced no sequences: every generation was rejected ({top})",
+            fix="read the reasons in the shard stats under sequences/stats/; a recipe that does "
+            "not match the generations (think tokens, template) rejects them all",
+            path=str(life.out_dir),
+        )
     return life.complete(manifest, rejects)

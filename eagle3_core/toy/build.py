@@ -112,17 +112,31 @@ def _build_into(cfg: ToyTargetConfig, out: Path, reporter: Reporter) -> None:
     heldout = toy_train.score(model, tokenizer, split.heldout)
     # vLLM serves it in bf16: score that too, so a precision-fragile build shows in the report.
     heldout_bf16 = toy_train.score(copy.deepcopy(model).to(torch.bfloat16), tokenizer, split.heldout)
-    reporter.log(f"toy target: held-out answer accuracy {heldout['answer_accuracy']:.1%} "
-                 f"after {figures['train_seconds']:.0f} s of training")
+    reporter.log(
+        f"toy target: held-out answer accuracy {heldout['answer_accuracy']:.1%} "
+        f"after {figures['train_seconds']:.0f} s of training"
+    )
     model.save_pretrained(str(out))
-    GenerationConfig(eos_token_id=model.config.eos_token_id, pad_token_id=tokenizer.pad_token_id).save_pretrained(str(out))
-    _write_prompts(out / TRAIN_PROMPTS, distinct_training_prompts(split, cfg.train_prompts, random.Random(cfg.seed + 1)))
+    GenerationConfig(eos_token_id=model.config.eos_token_id, pad_token_id=tokenizer.pad_token_id).save_pretrained(
+        str(out)
+    )
+    _write_prompts(
+        out / TRAIN_PROMPTS, distinct_training_prompts(split, cfg.train_prompts, random.Random(cfg.seed + 1))
+    )
     _write_prompts(out / HELDOUT_PROMPTS, split.heldout)
-    report = {"recipe_hash": recipe_hash(cfg), "build_version": BUILD_VERSION,
-              "recipe": cfg.recipe(), "vocab_size": len(tokenizer),
-              "parameters": sum(p.numel() for p in model.parameters()), "heldout": heldout, "heldout_bf16": heldout_bf16,
-              "training": figures, "build_seconds": round(time.monotonic() - started, 1),
-              "torch_threads": torch.get_num_threads(), "versions": runtime_versions("torch", "transformers", "tokenizers")}
+    report = {
+        "recipe_hash": recipe_hash(cfg),
+        "build_version": BUILD_VERSION,
+        "recipe": cfg.recipe(),
+        "vocab_size": len(tokenizer),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "heldout": heldout,
+        "heldout_bf16": heldout_bf16,
+        "training": figures,
+        "build_seconds": round(time.monotonic() - started, 1),
+        "torch_threads": torch.get_num_threads(),
+        "versions": runtime_versions("torch", "transformers", "tokenizers"),
+    }
     write_json_atomic(out / REPORT_NAME, report)
 
 

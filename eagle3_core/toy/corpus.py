@@ -66,7 +66,9 @@ def _sub_steps(a: int, b: int) -> list[str]:
     (a1, a0), (b1, b0) = divmod(a, 10), divmod(b, 10)
     lines = [f"Subtract {b} from {a} digit by digit."]
     if a0 < b0:
-        lines.append(f"{a0} minus {b0} needs a borrow, {a0 + 10} minus {b0} is {a0 + 10 - b0}, write {a0 + 10 - b0} borrow 1.")
+        lines.append(
+            f"{a0} minus {b0} needs a borrow, {a0 + 10} minus {b0} is {a0 + 10 - b0}, write {a0 + 10 - b0} borrow 1."
+        )
         tens = f"{a1} minus 1 is {a1 - 1}, minus {b1} is {a1 - 1 - b1}, write {a1 - 1 - b1}."
     else:
         lines.append(f"{a0} minus {b0} is {a0 - b0}, write {a0 - b0}.")

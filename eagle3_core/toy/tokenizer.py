@@ -47,14 +47,20 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int):
     tok = Tokenizer(models.BPE())
     # One digit a token (with its leading space, as Llama-style vocabularies do): numbers never
     # merge, so the model does arithmetic on digits, not on a lookup table of numbers.
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(r" ?\d"), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(r" ?\d"), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size - 2, min_frequency=2, special_tokens=SPECIALS, show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        vocab_size=vocab_size - 2,
+        min_frequency=2,
+        special_tokens=SPECIALS,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(texts, trainer)
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in (THINK_OPEN, THINK_CLOSE)])
     return tok
@@ -65,6 +71,11 @@ def save_tokenizer(tok, out_dir: Path, model_max_length: int) -> None:
     from transformers import PreTrainedTokenizerFast
 
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token=EOS, pad_token=PAD, clean_up_tokenization_spaces=False,
-        model_max_length=model_max_length, chat_template=CHAT_TEMPLATE)
+        tokenizer_object=tok,
+        eos_token=EOS,
+        pad_token=PAD,
+        clean_up_tokenization_spaces=False,
+        model_max_length=model_max_length,
+        chat_template=CHAT_TEMPLATE,
+    )
     fast.save_pretrained(str(out_dir))

@@ -36,8 +36,9 @@ def completion_text(q: Question) -> str:
 
 
 def prompt_text(tokenizer, q: Question) -> str:
-    return tokenizer.apply_chat_template([{"role": "user", "content": q.text}], tokenize=False,
-                                         add_generation_prompt=True)
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": q.text}], tokenize=False, add_generation_prompt=True
+    )
 
 
 def encode(tokenizer, questions: list[Question]) -> list[Example]:
@@ -45,7 +46,9 @@ def encode(tokenizer, questions: list[Question]) -> list[Example]:
     the question sits between special tokens and ``<think>`` is an added token, all hard
     boundaries, so encoding the pieces apart gives the ids of encoding them together."""
     sentinel = "\x00"
-    before, after = prompt_text(tokenizer, Question("add", 0, 0)).replace(Question("add", 0, 0).text, sentinel).split(sentinel)
+    before, after = (
+        prompt_text(tokenizer, Question("add", 0, 0)).replace(Question("add", 0, 0).text, sentinel).split(sentinel)
+    )
     prompts = tokenizer([before + q.text + after for q in questions], add_special_tokens=False)["input_ids"]
     completions = tokenizer([completion_text(q) for q in questions], add_special_tokens=False)["input_ids"]
     return [Example(p + c, len(p)) for p, c in zip(prompts, completions)]
@@ -58,11 +61,18 @@ def build_model(cfg: ToyTargetConfig, tokenizer):
     torch.manual_seed(cfg.seed)
     eos = [tokenizer.convert_tokens_to_ids(IM_END), tokenizer.eos_token_id]
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=cfg.num_hidden_layers, num_attention_heads=cfg.num_attention_heads,
-        num_key_value_heads=cfg.num_key_value_heads, max_position_embeddings=cfg.max_position_embeddings,
-        bos_token_id=None, eos_token_id=eos, pad_token_id=tokenizer.convert_tokens_to_ids(PAD),
-        tie_word_embeddings=False)
+        vocab_size=len(tokenizer),
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_hidden_layers,
+        num_attention_heads=cfg.num_attention_heads,
+        num_key_value_heads=cfg.num_key_value_heads,
+        max_position_embeddings=cfg.max_position_embeddings,
+        bos_token_id=None,
+        eos_token_id=eos,
+        pad_token_id=tokenizer.convert_tokens_to_ids(PAD),
+        tie_word_embeddings=False,
+    )
     return LlamaForCausalLM(config)
 
 
@@ -114,8 +124,12 @@ def train(model, tokenizer, split: Split, cfg: ToyTargetConfig, reporter: Report
             reporter.progress("toy", step + 1, cfg.train_steps, loss=round(losses[-1], 4))
     seconds = time.monotonic() - start
     tail = losses[-20:]
-    return {"steps": cfg.train_steps, "train_seconds": round(seconds, 1),
-            "tokens_per_second": round(tokens / seconds), "final_loss": round(sum(tail) / len(tail), 4)}
+    return {
+        "steps": cfg.train_steps,
+        "train_seconds": round(seconds, 1),
+        "tokens_per_second": round(tokens / seconds),
+        "final_loss": round(sum(tail) / len(tail), 4),
+    }
 
 
 def greedy_completions(model, tokenizer, questions: list[Question], max_new_tokens: int) -> list[str]:
@@ -145,9 +159,14 @@ def _decode_groups(model, tokenizer, prompts: list[list[int]], out: list[str], m
     with torch.no_grad():
         for length, rows in by_len.items():
             ids = torch.tensor([prompts[i] for i in rows])
-            gen = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                 do_sample=False, eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
-                                 pad_token_id=tokenizer.pad_token_id)
+            gen = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
+                pad_token_id=tokenizer.pad_token_id,
+            )
             for row, seq in zip(rows, gen[:, length:].tolist()):
                 out[row] = tokenizer.decode(seq, skip_special_tokens=True)
 
@@ -160,8 +179,12 @@ def score(model, tokenizer, questions: list[Question]) -> dict:
     right = [parse_answer(t.partition(THINK_CLOSE)[2]) == q.value for q, t in zip(questions, texts)]
     exact = [t == q.reasoning() + THINK_CLOSE + q.answer() for q, t in zip(questions, texts)]
     per_op = {op: _mean([r for r, q in zip(right, questions) if q.op == op]) for op in OPS}
-    return {"questions": len(questions), "answer_accuracy": _mean(right), "per_op": per_op,
-            "exact_completion": _mean(exact)}
+    return {
+        "questions": len(questions),
+        "answer_accuracy": _mean(right),
+        "per_op": per_op,
+        "exact_completion": _mean(exact),
+    }
 
 
 def _mean(flags: list[bool]) -> float:

@@ -22,17 +22,21 @@ def load_vocab(vocab_file: str) -> tuple[torch.Tensor, torch.Tensor]:
     return tensors["d2t"].long(), tensors["t2d"].bool()
 
 
-def build_drafter(inputs: TrainInputs, seed: int, init_from: str | None = None,
-                  shape: dict | None = None) -> Eagle3Drafter:
+def build_drafter(
+    inputs: TrainInputs, seed: int, init_from: str | None = None, shape: dict | None = None
+) -> Eagle3Drafter:
     """A fresh drafter for the target (seeded init), with the target's frozen embedding and the vocab.
 
     ``shape`` (``TrainConfig.drafter`` as a dict) overrides the heads and widths copied from the target.
     """
     config = DrafterConfig.from_target(inputs.target_config, inputs.draft_vocab_size, inputs.aux_layer_ids, shape)
     if config.num_attention_heads % config.num_key_value_heads:
-        raise InputError(f"the drafter's {config.num_key_value_heads} KV heads do not divide its "
-                         f"{config.num_attention_heads} attention heads", path=inputs.target_path,
-                         fix="set both train.drafter.num_attention_heads and train.drafter.num_key_value_heads")
+        raise InputError(
+            f"the drafter's {config.num_key_value_heads} KV heads do not divide its "
+            f"{config.num_attention_heads} attention heads",
+            path=inputs.target_path,
+            fix="set both train.drafter.num_attention_heads and train.drafter.num_key_value_heads",
+        )
     torch.manual_seed(seed)
     drafter = Eagle3Drafter(config)
     with torch.no_grad():
@@ -46,12 +50,18 @@ def build_drafter(inputs: TrainInputs, seed: int, init_from: str | None = None,
 def resolve_init(init_from: str) -> Path:
     """An earlier drafter's export weights from its drafter/, checkpoints/ or export/ folder."""
     path = Path(init_from)
-    for candidate in (path / "model.safetensors", path / "export" / "model.safetensors",
-                      path.parent / "export" / "model.safetensors"):
+    for candidate in (
+        path / "model.safetensors",
+        path / "export" / "model.safetensors",
+        path.parent / "export" / "model.safetensors",
+    ):
         if candidate.exists():
             return candidate
-    raise InputError(f"no drafter weights to start from at {path}", path=str(path),
-                     fix="point train.init_from at a trained drafter/ folder (with export/model.safetensors)")
+    raise InputError(
+        f"no drafter weights to start from at {path}",
+        path=str(path),
+        fix="point train.init_from at a trained drafter/ folder (with export/model.safetensors)",
+    )
 
 
 def load_init_weights(drafter: Eagle3Drafter, init_from: str) -> None:
@@ -62,8 +72,11 @@ def load_init_weights(drafter: Eagle3Drafter, init_from: str) -> None:
     own = drafter.state_dict()
     wrong = [k for k, v in state.items() if k not in own or own[k].shape != v.shape]
     if wrong:
-        raise InputError(f"the earlier drafter does not fit this one: {wrong[:3]} differ", path=str(file),
-                         fix="start from scratch (no init_from) when the target or draft vocab changed")
+        raise InputError(
+            f"the earlier drafter does not fit this one: {wrong[:3]} differ",
+            path=str(file),
+            fix="start from scratch (no init_from) when the target or draft vocab changed",
+        )
     drafter.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
 
 
@@ -72,7 +85,7 @@ def build_target_head(inputs: TrainInputs, drafter: Eagle3Drafter, device) -> Ta
     try:
         weight = load_target_tensor(inputs.target_path, "lm_head.weight")
     except InputError:
-        weight = load_target_tensor(inputs.target_path, "embed_tokens.weight")   # tied embeddings
+        weight = load_target_tensor(inputs.target_path, "embed_tokens.weight")  # tied embeddings
     return TargetHead(weight.to(device), drafter.d2t.to(device), drafter.t2d.to(device))
 
 

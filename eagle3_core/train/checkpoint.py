@@ -27,8 +27,10 @@ from eagle3_core.errors import InputError
 
 TAG_PREFIX = "step-"
 TAG_PATTERN = re.compile(r"step-\d{8}")
-REFUSED_FIX = ("resume only from checkpoints you made: delete drafter/checkpoints/ to train from the start, "
-               "or use --init-from with an exported drafter (safetensors)")
+REFUSED_FIX = (
+    "resume only from checkpoints you made: delete drafter/checkpoints/ to train from the start, "
+    "or use --init-from with an exported drafter (safetensors)"
+)
 
 
 def tag(step: int) -> str:
@@ -42,19 +44,22 @@ def latest_tag(ckpt_dir: str | Path) -> str | None:
         return None
     name = latest.read_text(encoding="utf-8", errors="replace").strip()
     if not TAG_PATTERN.fullmatch(name):
-        raise InputError(f"checkpoints/latest names {name[:60]!r}, not a checkpoint tag (step-NNNNNNNN)",
-                         path=str(latest), fix=REFUSED_FIX)
+        raise InputError(
+            f"checkpoints/latest names {name[:60]!r}, not a checkpoint tag (step-NNNNNNNN)",
+            path=str(latest),
+            fix=REFUSED_FIX,
+        )
     folder = Path(ckpt_dir) / name
     if not folder.is_dir() or folder.resolve().parent != Path(ckpt_dir).resolve():
-        raise InputError(f"checkpoints/latest names {name}, which is not a folder in {ckpt_dir}",
-                         path=str(latest), fix=REFUSED_FIX)
+        raise InputError(
+            f"checkpoints/latest names {name}, which is not a folder in {ckpt_dir}", path=str(latest), fix=REFUSED_FIX
+        )
     return name
 
 
 def save(engine, ckpt_dir: str | Path, step: int, client_state: dict[str, Any], keep: int) -> None:
     """Save a checkpoint for ``step`` on every rank, then drop all but the newest ``keep``."""
-    engine.save_checkpoint(str(ckpt_dir), tag=tag(step), client_state=client_state,
-                           exclude_frozen_parameters=True)
+    engine.save_checkpoint(str(ckpt_dir), tag=tag(step), client_state=client_state, exclude_frozen_parameters=True)
     if engine.global_rank == 0:
         tags = sorted(p for p in Path(ckpt_dir).glob(f"{TAG_PREFIX}*") if p.is_dir())
         for old in tags[:-keep]:
@@ -94,8 +99,11 @@ def load_weights_only(path: str, map_location=None) -> Any:
         except pickle.UnpicklingError as exc:
             found = re.search(r"GLOBAL (\S+)", str(exc))
             what = found.group(1) if found else "an object that is not a tensor or a plain record"
-            raise InputError(f"checkpoint file holds {what}, which eagle3 refuses to unpickle (it could run code)",
-                             path=str(path), fix=REFUSED_FIX) from None
+            raise InputError(
+                f"checkpoint file holds {what}, which eagle3 refuses to unpickle (it could run code)",
+                path=str(path),
+                fix=REFUSED_FIX,
+            ) from None
 
 
 @contextlib.contextmanager

@@ -12,18 +12,42 @@ from eagle3_core.base import StrictModel
 class OnlineVllmConfig(StrictModel):
     """Where train.mode online-vllm gets its states: an extraction engine writing into a bounded spool."""
 
-    engine: Literal["vllm", "transformers"] = Field("vllm", description="vllm: the extract stage's vLLM engine (a target only a serving engine holds); transformers: the target in-process on `device` (small targets, tests).")
-    endpoint: str | None = Field(None, description="An engine already running: its spool folder (`python -m eagle3_core.train.online_engine serve --spool DIR ...`), or its URL `http://HOST:PORT` (the same command with `--http HOST:PORT`; units are copied into spool_dir); None = the stage starts the engine and stops it with the run.")
-    spool_dir: str | None = Field(None, description="Spool folder of an engine the stage starts, or the local copy of a URL endpoint's units; None = drafter/spool. Put it on a fast local disk.")
-    spool_gb: float = Field(16.0, gt=0, description="Byte budget of the spool in GiB: the engine waits when it is full. Epochs after the first reuse the states it can keep (all when the whole dataset fits) and recompute the others.")
-    engine_devices: str | None = Field(None, description="CUDA_VISIBLE_DEVICES of the engine, e.g. `0,1,2,3` (kept apart from train_devices); None = inherited.")
-    train_devices: str | None = Field(None, description="CUDA_VISIBLE_DEVICES of the DeepSpeed trainer, e.g. `4,5,6,7`; None = inherited.")
+    engine: Literal["vllm", "transformers"] = Field(
+        "vllm",
+        description="vllm: the extract stage's vLLM engine (a target only a serving engine holds); transformers: the target in-process on `device` (small targets, tests).",
+    )
+    endpoint: str | None = Field(
+        None,
+        description="An engine already running: its spool folder (`python -m eagle3_core.train.online_engine serve --spool DIR ...`), or its URL `http://HOST:PORT` (the same command with `--http HOST:PORT`; units are copied into spool_dir); None = the stage starts the engine and stops it with the run.",
+    )
+    spool_dir: str | None = Field(
+        None,
+        description="Spool folder of an engine the stage starts, or the local copy of a URL endpoint's units; None = drafter/spool. Put it on a fast local disk.",
+    )
+    spool_gb: float = Field(
+        16.0,
+        gt=0,
+        description="Byte budget of the spool in GiB: the engine waits when it is full. Epochs after the first reuse the states it can keep (all when the whole dataset fits) and recompute the others.",
+    )
+    engine_devices: str | None = Field(
+        None,
+        description="CUDA_VISIBLE_DEVICES of the engine, e.g. `0,1,2,3` (kept apart from train_devices); None = inherited.",
+    )
+    train_devices: str | None = Field(
+        None, description="CUDA_VISIBLE_DEVICES of the DeepSpeed trainer, e.g. `4,5,6,7`; None = inherited."
+    )
     device: str = Field("auto", description="Device of the transformers engine: `auto`, `cpu`, `cuda`, `cuda:N`.")
-    max_tokens_per_batch: int = Field(16384, ge=1, description="Token budget per forward batch of the transformers engine (vLLM batches by itself).")
+    max_tokens_per_batch: int = Field(
+        16384, ge=1, description="Token budget per forward batch of the transformers engine (vLLM batches by itself)."
+    )
     vllm_python: str | None = Field(None, description="Python of the vLLM environment; None = as extract.vllm_python.")
-    vllm_kv_cache_bytes: int | None = Field(None, ge=1 << 20, description="vLLM KV-cache bytes; None = vLLM's GPU memory share on a GPU, 256 MiB on CPU.")
+    vllm_kv_cache_bytes: int | None = Field(
+        None, ge=1 << 20, description="vLLM KV-cache bytes; None = vLLM's GPU memory share on a GPU, 256 MiB on CPU."
+    )
     vllm_tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor parallel size.")
-    wait_timeout_s: float = Field(1800.0, gt=0, description="The trainer fails when the engine shows no sign of life (heartbeat) for this long.")
+    wait_timeout_s: float = Field(
+        1800.0, gt=0, description="The trainer fails when the engine shows no sign of life (heartbeat) for this long."
+    )
 
 
 class DrafterShape(StrictModel):
@@ -36,16 +60,22 @@ class DrafterShape(StrictModel):
     """
 
     num_attention_heads: int | None = Field(None, ge=1, description="Query heads; None = the target's.")
-    num_key_value_heads: int | None = Field(None, ge=1, description="KV heads (GQA); must divide num_attention_heads; None = the target's.")
-    head_dim: int | None = Field(None, ge=8, description="Per-head width (even: rotary); None = the target's (or hidden_size / heads).")
+    num_key_value_heads: int | None = Field(
+        None, ge=1, description="KV heads (GQA); must divide num_attention_heads; None = the target's."
+    )
+    head_dim: int | None = Field(
+        None, ge=8, description="Per-head width (even: rotary); None = the target's (or hidden_size / heads)."
+    )
     intermediate_size: int | None = Field(None, ge=1, description="MLP width; None = the target's intermediate_size.")
 
     @model_validator(mode="after")
     def _heads_group(self) -> "DrafterShape":
         heads, kv = self.num_attention_heads, self.num_key_value_heads
         if heads is not None and kv is not None and heads % kv:
-            raise ValueError(f"train.drafter.num_key_value_heads ({kv}) must divide num_attention_heads ({heads}); "
-                             "pick a KV head count such as 8 that divides it")
+            raise ValueError(
+                f"train.drafter.num_key_value_heads ({kv}) must divide num_attention_heads ({heads}); "
+                "pick a KV head count such as 8 that divides it"
+            )
         if self.head_dim is not None and self.head_dim % 2:
             raise ValueError(f"train.drafter.head_dim must be even (rotary halves), got {self.head_dim}")
         return self
@@ -54,35 +84,84 @@ class DrafterShape(StrictModel):
 class TrainConfig(StrictModel):
     """Train the EAGLE-3 drafter with DeepSpeed."""
 
-    mode: Literal["offline", "online", "online-vllm", "auto"] = Field("offline", description="offline reads hidden/; online runs the frozen target inside the trainer (transformers); online-vllm streams each micro-batch's states from an extraction engine through a bounded spool (train.online_vllm); auto = offline when hidden/ is complete or would fit on disk, else online-vllm (the pipeline then skips extract).")
-    online_vllm: OnlineVllmConfig = Field(default_factory=OnlineVllmConfig, description="Engine and spool of mode online-vllm.")
-    drafter: DrafterShape = Field(default_factory=DrafterShape, description="Drafter heads, KV heads, head_dim and MLP width; unset fields copy the target.")
+    mode: Literal["offline", "online", "online-vllm", "auto"] = Field(
+        "offline",
+        description="offline reads hidden/; online runs the frozen target inside the trainer (transformers); online-vllm streams each micro-batch's states from an extraction engine through a bounded spool (train.online_vllm); auto = offline when hidden/ is complete or would fit on disk, else online-vllm (the pipeline then skips extract).",
+    )
+    online_vllm: OnlineVllmConfig = Field(
+        default_factory=OnlineVllmConfig, description="Engine and spool of mode online-vllm."
+    )
+    drafter: DrafterShape = Field(
+        default_factory=DrafterShape,
+        description="Drafter heads, KV heads, head_dim and MLP width; unset fields copy the target.",
+    )
     ttt_steps: int = Field(7, ge=1, description="Training-time-test unroll length K.")
-    recompute_ttt_steps: bool = Field(False, description="Recompute each unroll step's activations in backward (about 1.3x the compute): what the unroll keeps per token drops from 2.10 MB to 0.24 MB at Llama-8B shape, which 32K-token micro-batches need on an 80 GB GPU (benchmarks/README.md).")
+    recompute_ttt_steps: bool = Field(
+        False,
+        description="Recompute each unroll step's activations in backward (about 1.3x the compute): what the unroll keeps per token drops from 2.10 MB to 0.24 MB at Llama-8B shape, which 32K-token micro-batches need on an 80 GB GPU (benchmarks/README.md).",
+    )
     ttt_decay: float = Field(0.8, gt=0, le=1, description="Loss weight decay per unroll step.")
     epochs: float = Field(1.0, gt=0, description="Passes over the data.")
     max_steps: int | None = Field(None, ge=1, description="Stop after this many optimizer steps (overrides epochs).")
-    micro_batch_tokens: int = Field(16384, ge=1, description="Tokens per micro-batch; a longer sample is cut to it (16K trains whole reasoning traces: benchmarks/README.md, TTT memory).")
-    grad_accum: int = Field(1, ge=1, description="Micro-batches per rank per optimizer step: the global batch is world size x grad_accum micro-batches (1 rank with 2 equals 2 ranks with 1).")
-    packing: bool = Field(True, description="Pack several samples into one micro-batch row, attention blocked at sample boundaries (no padding); false = one padded row per sample.")
+    micro_batch_tokens: int = Field(
+        16384,
+        ge=1,
+        description="Tokens per micro-batch; a longer sample is cut to it (16K trains whole reasoning traces: benchmarks/README.md, TTT memory).",
+    )
+    grad_accum: int = Field(
+        1,
+        ge=1,
+        description="Micro-batches per rank per optimizer step: the global batch is world size x grad_accum micro-batches (1 rank with 2 equals 2 ranks with 1).",
+    )
+    packing: bool = Field(
+        True,
+        description="Pack several samples into one micro-batch row, attention blocked at sample boundaries (no padding); false = one padded row per sample.",
+    )
     lr: float = Field(1e-4, gt=0, description="Peak learning rate (AdamW, cosine).")
     warmup_steps: int = Field(50, ge=0, description="Linear warmup steps.")
     grad_clip: float = Field(0.5, gt=0, description="Gradient clipping norm.")
     zero_stage: int = Field(2, ge=0, le=3, description="DeepSpeed ZeRO stage.")
-    deepspeed_config: str | None = Field(None, description="A DeepSpeed JSON config file that replaces the generated one.")
+    deepspeed_config: str | None = Field(
+        None, description="A DeepSpeed JSON config file that replaces the generated one."
+    )
     checkpoint_every: int = Field(200, ge=1, description="Save a DeepSpeed checkpoint every N steps (and at the end).")
     num_gpus: int | None = Field(None, ge=1, description="GPUs for the deepspeed launcher; None = one process.")
     hostfile: str | None = Field(None, description="DeepSpeed hostfile for multi-node runs.")
     seed: int = Field(0, description="Data order and init seed.")
-    heldout_fraction: float = Field(0.05, ge=0, lt=1, description="Share of samples (by sample id hash) held out to measure the simulated acceptance length; at least one sample when the set has two or more.")
-    eval_every: int | None = Field(None, ge=1, description="Measure the held-out set every N steps (it is always measured before the first step and after the last).")
+    heldout_fraction: float = Field(
+        0.05,
+        ge=0,
+        lt=1,
+        description="Share of samples (by sample id hash) held out to measure the simulated acceptance length; at least one sample when the set has two or more.",
+    )
+    eval_every: int | None = Field(
+        None,
+        ge=1,
+        description="Measure the held-out set every N steps (it is always measured before the first step and after the last).",
+    )
     log_every: int = Field(1, ge=1, description="Write a metrics line every N steps.")
-    keep_checkpoints: int = Field(2, ge=1, description="Newest DeepSpeed checkpoints kept; older ones are deleted after a save succeeds.")
-    precision: Literal["auto", "bf16", "fp32"] = Field("auto", description="auto = bf16 (fp32 master weights) on GPU, fp32 on CPU.")
-    init_from: str | None = Field(None, description="Start from an earlier drafter's weights: its drafter/, checkpoints/ or export/ directory (same target and draft vocab).")
-    export_embedding: bool | None = Field(None, description="Ship the target's embedding (bf16) in export/model.safetensors; None = only when serve_pipeline_parallel_size > 1.")
-    serve_pipeline_parallel_size: int = Field(1, ge=1, description="Pipeline-parallel size the drafter will be served with: vLLM shares the target's embedding with the drafter only at 1, so above 1 the export carries its own.")
-    master_port: int | None = Field(None, ge=1024, le=65535, description="torch.distributed port of a one-process run; None = a free port.")
+    keep_checkpoints: int = Field(
+        2, ge=1, description="Newest DeepSpeed checkpoints kept; older ones are deleted after a save succeeds."
+    )
+    precision: Literal["auto", "bf16", "fp32"] = Field(
+        "auto", description="auto = bf16 (fp32 master weights) on GPU, fp32 on CPU."
+    )
+    init_from: str | None = Field(
+        None,
+        description="Start from an earlier drafter's weights: its drafter/, checkpoints/ or export/ directory (same target and draft vocab).",
+    )
+    export_embedding: bool | None = Field(
+        None,
+        description="Ship the target's embedding (bf16) in export/model.safetensors; None = only when serve_pipeline_parallel_size > 1.",
+    )
+    serve_pipeline_parallel_size: int = Field(
+        1,
+        ge=1,
+        description="Pipeline-parallel size the drafter will be served with: vLLM shares the target's embedding with the drafter only at 1, so above 1 the export carries its own.",
+    )
+    master_port: int | None = Field(
+        None, ge=1024, le=65535, description="torch.distributed port of a one-process run; None = a free port."
+    )
 
     @property
     def ships_embedding(self) -> bool:
@@ -96,8 +175,10 @@ class TrainConfig(StrictModel):
         """
         from eagle3_core.base import stable_hash
 
-        decided = self.model_dump(mode="json", exclude={
-            "log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "master_port", "online_vllm"})
+        decided = self.model_dump(
+            mode="json",
+            exclude={"log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "master_port", "online_vllm"},
+        )
         if self.mode == "online-vllm":
             decided["online_vllm_engine"] = self.online_vllm.engine
         return stable_hash(decided)

@@ -32,8 +32,8 @@ SORT_WINDOW = 64
 class Sample:
     sample_id: str
     length: int
-    where: str          # shard file (offline) or parquet part (online)
-    offset: int         # first token row in the shard (offline) or row in the part (online)
+    where: str  # shard file (offline) or parquet part (online)
+    offset: int  # first token row in the shard (offline) or row in the part (online)
 
 
 def heldout_share(sample_id: str) -> float:
@@ -53,8 +53,7 @@ def plan_batches(lengths: list[int], budget: int, seed: int, epoch: int, pack: b
     """Index lists, each within ``budget`` tokens: padded size (count x longest), or summed lengths if packed."""
     order = list(range(len(lengths)))
     random.Random(f"{seed}:{epoch}").shuffle(order)
-    windows = [sorted(order[i:i + SORT_WINDOW], key=lambda j: lengths[j])
-               for i in range(0, len(order), SORT_WINDOW)]
+    windows = [sorted(order[i : i + SORT_WINDOW], key=lambda j: lengths[j]) for i in range(0, len(order), SORT_WINDOW)]
     batches: list[list[int]] = []
     for window in windows:
         current, longest, used = [], 0, 0
@@ -114,9 +113,20 @@ def collate(rows: dict[str, list[torch.Tensor]], pack: bool) -> dict[str, torch.
     return {**{k: pad_stack(v, T) for k, v in rows.items()}, "segments": pad_stack(numbers, T)}
 
 
+def on_device(batch: dict[str, torch.Tensor], device, dtype) -> dict[str, torch.Tensor]:
+    """A collated batch in the trainer's types: ids long, states in the compute dtype, mask bool."""
+    return {
+        "input_ids": batch["input_ids"].long().to(device),
+        "aux": batch["aux"].to(device, dtype),
+        "final": batch["final"].to(device, dtype),
+        "loss_mask": batch["loss_mask"].bool().to(device),
+        "segments": batch["segments"].to(device),
+    }
+
+
 def pack_padded(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A padded batch (segments 1 = sample, 0 = padding) as one packed row."""
-    real = batch["segments"] > 0                                              # (B, T)
+    real = batch["segments"] > 0  # (B, T)
     rows = {k: [v[b][real[b]] for b in range(v.shape[0])] for k, v in batch.items() if k != "segments"}
     return collate(rows, pack=True)
 
@@ -134,8 +144,9 @@ def pad_stack(rows: list[torch.Tensor], length: int) -> torch.Tensor:
     return out
 
 
-def refuse_non_finite(aux: list[torch.Tensor], final: list[torch.Tensor], samples: list[Sample], folder: Path,
-                      fix: str) -> None:
+def refuse_non_finite(
+    aux: list[torch.Tensor], final: list[torch.Tensor], samples: list[Sample], folder: Path, fix: str
+) -> None:
     """Stop on NaN/Inf input states before any step, naming the sample and its file: DeepSpeed's
     fp16 overflow skip would otherwise be the only trace of a rotten shard. Per sample, before
     packing, so the name is right whatever the batch layout."""
@@ -143,8 +154,12 @@ def refuse_non_finite(aux: list[torch.Tensor], final: list[torch.Tensor], sample
         if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(f).all())):
             from eagle3_core.errors import InputError
 
-            raise InputError(f"NaN or Inf in the hidden states of sample {sample.sample_id} ({sample.where})",
-                             sample_id=sample.sample_id, path=str(folder / sample.where), fix=fix)
+            raise InputError(
+                f"NaN or Inf in the hidden states of sample {sample.sample_id} ({sample.where})",
+                sample_id=sample.sample_id,
+                path=str(folder / sample.where),
+                fix=fix,
+            )
 
 
 class OfflineReader:
@@ -158,32 +173,37 @@ class OfflineReader:
         from eagle3_core.readers import hidden
 
         t = hidden.read_index(self.hidden_dir).to_pydict()
-        return [Sample(i, int(n), s, int(o)) for i, s, o, n in
-                zip(t["sample_id"], t["shard"], t["offset"], t["length"]) if int(n) > 0]
+        return [
+            Sample(i, int(n), s, int(o))
+            for i, s, o, n in zip(t["sample_id"], t["shard"], t["offset"], t["length"])
+            if int(n) > 0
+        ]
 
     def _shard(self, name: str):
         from safetensors import safe_open
 
         if name not in self._open:
-            if len(self._open) >= 4:        # a batch touches a few shards; keep memory bounded
+            if len(self._open) >= 4:  # a batch touches a few shards; keep memory bounded
                 self._open.clear()
             self._open[name] = safe_open(str(self.hidden_dir / name), framework="pt")
         return self._open[name]
 
-    def load(self, batch: list[Sample], budget: int, dtype: torch.dtype, device,
-             pack: bool = False) -> dict[str, torch.Tensor]:
-        names = {"input_ids": "input_ids", "aux": "aux_hidden_states", "final": "final_hidden_states",
-                 "loss_mask": "loss_mask"}
+    def load(
+        self, batch: list[Sample], budget: int, dtype: torch.dtype, device, pack: bool = False
+    ) -> dict[str, torch.Tensor]:
+        names = {
+            "input_ids": "input_ids",
+            "aux": "aux_hidden_states",
+            "final": "final_hidden_states",
+            "loss_mask": "loss_mask",
+        }
         rows: dict[str, list[torch.Tensor]] = {k: [] for k in names}
         for s in batch:
             shard, end = self._shard(s.where), s.offset + min(s.length, budget)
             for key, name in names.items():
-                rows[key].append(shard.get_slice(name)[s.offset:end])
+                rows[key].append(shard.get_slice(name)[s.offset : end])
         refuse_non_finite(rows["aux"], rows["final"], batch, self.hidden_dir, redo_fix("extract"))
-        out = collate(rows, pack)
-        return {"input_ids": out["input_ids"].long().to(device), "aux": out["aux"].to(device, dtype),
-                "final": out["final"].to(device, dtype), "loss_mask": out["loss_mask"].bool().to(device),
-                "segments": out["segments"].to(device)}
+        return on_device(collate(rows, pack), device, dtype)
 
 
 class OnlineReader:
@@ -215,20 +235,30 @@ class OnlineReader:
         return self._model
 
     @torch.no_grad()
-    def load(self, batch: list[Sample], budget: int, dtype: torch.dtype, device,
-             pack: bool = False) -> dict[str, torch.Tensor]:
+    def load(
+        self, batch: list[Sample], budget: int, dtype: torch.dtype, device, pack: bool = False
+    ) -> dict[str, torch.Tensor]:
         T = min(max(s.length for s in batch), budget)
         ids = pad_stack([torch.tensor(self._rows[(s.where, s.offset)][0]) for s in batch], T).long().to(device)
         mask = pad_stack([torch.tensor(self._rows[(s.where, s.offset)][1]) for s in batch], T).bool().to(device)
         attention = pad_stack([torch.ones(min(s.length, T), dtype=torch.long) for s in batch], T).to(device)
-        base = self._target(dtype, device).model           # the decoder stack, without lm_head
+        base = self._target(dtype, device).model  # the decoder stack, without lm_head
         out = base(input_ids=ids, attention_mask=attention, output_hidden_states=True)
         # vLLM's layer id k is the input of decoder layer k = hidden_states[k] (as extract writes it)
-        real = attention[..., None].to(dtype)                                    # (B, T, 1)
-        aux = torch.stack([out.hidden_states[k] for k in self.layers], dim=2)   # (B, T, 3, H)
-        padded = {"input_ids": ids, "aux": aux.to(dtype) * real[..., None],     # padding zeroed as offline
-                  "final": out.last_hidden_state.to(dtype) * real,
-                  "loss_mask": mask & attention.bool(), "segments": attention}
-        refuse_non_finite(list(padded["aux"]), list(padded["final"]), batch, self.sequences_dir,
-                          "the target made them: check its weights and dtype (fp16 overflows; use bf16 or fp32)")
+        real = attention[..., None].to(dtype)  # (B, T, 1)
+        aux = torch.stack([out.hidden_states[k] for k in self.layers], dim=2)  # (B, T, 3, H)
+        padded = {
+            "input_ids": ids,
+            "aux": aux.to(dtype) * real[..., None],  # padding zeroed as offline
+            "final": out.last_hidden_state.to(dtype) * real,
+            "loss_mask": mask & attention.bool(),
+            "segments": attention,
+        }
+        refuse_non_finite(
+            list(padded["aux"]),
+            list(padded["final"]),
+            batch,
+            self.sequences_dir,
+            "the target made them: check its weights and dtype (fp16 overflows; use bf16 or fp32)",
+        )
         return pack_padded(padded) if pack else padded

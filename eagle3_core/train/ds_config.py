@@ -27,11 +27,20 @@ def generated_config(cfg: TrainConfig, total_steps: int, bf16: bool) -> dict[str
         "gradient_clipping": cfg.grad_clip,
         "zero_optimization": {"stage": cfg.zero_stage},
         "bf16": {"enabled": bf16},
-        "optimizer": {"type": "AdamW", "params": {"lr": cfg.lr, "betas": [0.9, 0.95], "eps": 1e-8,
-                                                  "weight_decay": 0.0, "torch_adam": True}},
-        "scheduler": {"type": "WarmupCosineLR", "params": {
-            "total_num_steps": max(total_steps, 1), "warmup_num_steps": warmup, "warmup_type": "linear",
-            "warmup_min_ratio": 0.0, "cos_min_ratio": 0.1}},
+        "optimizer": {
+            "type": "AdamW",
+            "params": {"lr": cfg.lr, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.0, "torch_adam": True},
+        },
+        "scheduler": {
+            "type": "WarmupCosineLR",
+            "params": {
+                "total_num_steps": max(total_steps, 1),
+                "warmup_num_steps": warmup,
+                "warmup_type": "linear",
+                "warmup_min_ratio": 0.0,
+                "cos_min_ratio": 0.1,
+            },
+        },
         "steps_per_print": 10**9,
         "wall_clock_breakdown": False,
     }
@@ -43,8 +52,10 @@ def fill_auto(user: Any, ours: Any) -> Any:
         return {k: fill_auto(v, ours.get(k) if isinstance(ours, dict) else None) for k, v in user.items()}
     if user == "auto":
         if ours is None:
-            raise ConfigError("the DeepSpeed config says \"auto\" where eagle3 has no value to put",
-                              fix="write the value out in your --deepspeed-config file")
+            raise ConfigError(
+                'the DeepSpeed config says "auto" where eagle3 has no value to put',
+                fix="write the value out in your --deepspeed-config file",
+            )
         return ours
     return user
 

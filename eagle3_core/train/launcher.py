@@ -45,9 +45,11 @@ def deepspeed_launcher() -> str:
         return str(beside)
     found = shutil.which("deepspeed")
     if found is None:
-        raise ConfigError(f"no deepspeed launcher beside {sys.executable} nor on PATH (train.num_gpus / "
-                          "train.hostfile need it)", fix="install deepspeed into this environment "
-                          "(pip install deepspeed), or train in one process without --num-gpus/--hostfile")
+        raise ConfigError(
+            f"no deepspeed launcher beside {sys.executable} nor on PATH (train.num_gpus / train.hostfile need it)",
+            fix="install deepspeed into this environment "
+            "(pip install deepspeed), or train in one process without --num-gpus/--hostfile",
+        )
     return found
 
 
@@ -57,7 +59,7 @@ def trainer_command(cfg: TrainConfig, spec_file: Path) -> list[str]:
     command = [deepspeed_launcher()]
     if cfg.hostfile:
         command += ["--hostfile", cfg.hostfile]
-    if train_devices(cfg) and not cfg.hostfile:      # the engine's GPUs stay the engine's
+    if train_devices(cfg) and not cfg.hostfile:  # the engine's GPUs stay the engine's
         command += ["--include", f"localhost:{train_devices(cfg)}"]
     elif cfg.num_gpus:
         command += ["--num_gpus", str(cfg.num_gpus)]
@@ -80,13 +82,21 @@ def trainer_env(cfg: TrainConfig) -> dict[str, str]:
 
 def handle_line(line: str, reporter: Reporter) -> None:
     if line.startswith(PREFIX):
-        record = json.loads(line[len(PREFIX):])
+        record = json.loads(line[len(PREFIX) :])
         if record.get("split") == "heldout":
-            reporter.log(f"held-out ({record['name']}, step {record['step']}): simulated acceptance length "
-                         f"{record['sim_acceptance_length']:.3f}, acc {record['acc_k']}")
+            reporter.log(
+                f"held-out ({record['name']}, step {record['step']}): simulated acceptance length "
+                f"{record['sim_acceptance_length']:.3f}, acc {record['acc_k']}"
+            )
         else:
-            reporter.progress("train", record["step"], record.get("total_steps"), loss=record["loss"],
-                              acc0=record["acc_k"][0], tokens_per_s=record["tokens_per_s"])
+            reporter.progress(
+                "train",
+                record["step"],
+                record.get("total_steps"),
+                loss=record["loss"],
+                acc0=record["acc_k"][0],
+                tokens_per_s=record["tokens_per_s"],
+            )
     elif line.strip() and not any(q in line for q in QUIET):
         reporter.log(line)
 
@@ -95,9 +105,17 @@ def launch(cfg: TrainConfig, spec_file: Path, reporter: Reporter) -> Outcome:
     """Run the trainer to its end; its exit code and last lines."""
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
     log = spec_file.parent / LOG_FILE
-    with open(log, "a", encoding="utf-8") as log_fh, subprocess.Popen(
-            trainer_command(cfg, spec_file), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=trainer_env(cfg), bufsize=1) as proc:
+    with (
+        open(log, "a", encoding="utf-8") as log_fh,
+        subprocess.Popen(
+            trainer_command(cfg, spec_file),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=trainer_env(cfg),
+            bufsize=1,
+        ) as proc,
+    ):
         try:
             for line in proc.stdout:
                 log_fh.write(line)
@@ -105,7 +123,7 @@ def launch(cfg: TrainConfig, spec_file: Path, reporter: Reporter) -> Outcome:
                 tail.append(line)
                 handle_line(line, reporter)
         except BaseException:
-            proc.kill()       # a cancelled caller must not leave a trainer behind
+            proc.kill()  # a cancelled caller must not leave a trainer behind
             raise
         returncode = proc.wait()
     return Outcome(returncode, list(tail))

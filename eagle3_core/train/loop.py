@@ -60,9 +60,13 @@ def total_steps(cfg: TrainConfig, batches_per_epoch: int, world: int) -> int:
 def step_record(counts: StepCounts, loss: float | None = None) -> dict[str, Any]:
     acc = counts.accuracies()
     apd = simulated_acceptance_length(acc) - 1.0
-    record = {"loss_k": [round(x, 5) for x in counts.mean_losses()], "acc_k": [round(a, 4) for a in acc],
-              "accepted_per_draft": round(apd, 4), "sim_acceptance_length": round(apd + 1.0, 4),
-              "positions": counts.count[0] if counts.count else 0}
+    record = {
+        "loss_k": [round(x, 5) for x in counts.mean_losses()],
+        "acc_k": [round(a, 4) for a in acc],
+        "accepted_per_draft": round(apd, 4),
+        "sim_acceptance_length": round(apd + 1.0, 4),
+        "positions": counts.count[0] if counts.count else 0,
+    }
     if loss is not None:
         record = {"loss": round(loss, 5), **record}
     return record
@@ -70,10 +74,11 @@ def step_record(counts: StepCounts, loss: float | None = None) -> dict[str, Any]
 
 def forward_batch(module, head: TargetHead, batch: dict, cfg: TrainConfig):
     """One TTT forward: (loss, counts) for a batch dict from a reader."""
-    probs, in_draft = head.labels(batch["final"])                               # (B, T, V_d), (B, T)
-    segments = batch.get("segments")                                            # (B, T) packed samples
-    outputs = module.unroll(shift(batch["input_ids"], 1), batch["aux"], cfg.ttt_steps, segments,
-                            recompute=cfg.recompute_ttt_steps)
+    probs, in_draft = head.labels(batch["final"])  # (B, T, V_d), (B, T)
+    segments = batch.get("segments")  # (B, T) packed samples
+    outputs = module.unroll(
+        shift(batch["input_ids"], 1), batch["aux"], cfg.ttt_steps, segments, recompute=cfg.recompute_ttt_steps
+    )
     return ttt_loss(outputs, probs, in_draft, batch["loss_mask"], cfg.ttt_decay, segments, module.logits)
 
 
@@ -82,8 +87,9 @@ def evaluate(module, head, reader, heldout: list[Sample], cfg: TrainConfig, dev:
     """Held-out per-step accuracy and simulated acceptance length (every rank sees all of it)."""
     counts = StepCounts()
     for indices in plan_batches([s.length for s in heldout], cfg.micro_batch_tokens, cfg.seed, 0, cfg.packing):
-        batch = reader.load([heldout[i] for i in indices], cfg.micro_batch_tokens, dev.dtype, dev.device,
-                            pack=cfg.packing)
+        batch = reader.load(
+            [heldout[i] for i in indices], cfg.micro_batch_tokens, dev.dtype, dev.device, pack=cfg.packing
+        )
         _, c = forward_batch(module, head, batch, cfg)
         counts.add(c)
     return step_record(counts)
@@ -113,16 +119,19 @@ class Trainer:
         samples = sorted(self.reader.samples(), key=lambda s: s.sample_id)
         train, self.heldout = split_heldout(samples, cfg.heldout_fraction)
         if not train:
-            raise InputError("empty dataset: no training sample with tokens", path=inputs.hidden_dir or inputs.sequences_dir,
-                             fix="extract (or reconstruct) a non-empty set, or lower train.heldout_fraction")
+            raise InputError(
+                "empty dataset: no training sample with tokens",
+                path=inputs.hidden_dir or inputs.sequences_dir,
+                fix="extract (or reconstruct) a non-empty set, or lower train.heldout_fraction",
+            )
         self.plan = BatchPlan(train, cfg.micro_batch_tokens, cfg.seed, pack=cfg.packing)
         self.total = total_steps(cfg, self.plan.per_epoch, self.dev.world)
         drafter = build_drafter(inputs, cfg.seed, cfg.init_from, cfg.drafter.model_dump())
         self.ds_config = deepspeed_config(cfg, self.total, bf16=self.dev.dtype == torch.bfloat16)
         drafter.to(self.dev.device)
         self.engine, _, _, self.scheduler = deepspeed.initialize(
-            model=drafter, model_parameters=[p for p in drafter.parameters() if p.requires_grad],
-            config=self.ds_config)
+            model=drafter, model_parameters=[p for p in drafter.parameters() if p.requires_grad], config=self.ds_config
+        )
         self.head = build_target_head(inputs, drafter, self.dev.device)
         self.metrics = MetricsLog(self.out / "metrics.jsonl", enabled=self.dev.rank == 0)
         self.ckpt_dir = self.out / "checkpoints"
@@ -141,17 +150,22 @@ class Trainer:
         self.metrics.write({"step": self.engine.global_steps, "split": "heldout", "name": name, **record})
 
     def save(self) -> None:
-        checkpoint.save(self.engine, self.ckpt_dir, self.engine.global_steps,
-                        {"step": self.engine.global_steps, "micro_step": self.micro, "evals": self.evals},
-                        keep=self.cfg.keep_checkpoints)
+        checkpoint.save(
+            self.engine,
+            self.ckpt_dir,
+            self.engine.global_steps,
+            {"step": self.engine.global_steps, "micro_step": self.micro, "evals": self.evals},
+            keep=self.cfg.keep_checkpoints,
+        )
 
     def train_step(self) -> tuple[float, StepCounts, int]:
         """One optimizer step: ``grad_accum`` micro-batches on each rank; the loss is their mean over all ranks."""
         losses, counts, tokens = [], StepCounts(), 0
         for _ in range(self.cfg.grad_accum):
             samples = self.plan.batch(self.micro * self.dev.world + self.dev.rank)
-            batch = self.reader.load(samples, self.cfg.micro_batch_tokens, self.dev.dtype, self.dev.device,
-                                     pack=self.cfg.packing)
+            batch = self.reader.load(
+                samples, self.cfg.micro_batch_tokens, self.dev.dtype, self.dev.device, pack=self.cfg.packing
+            )
             self.slots += batch["segments"].numel()
             loss, micro_counts = forward_batch(self.engine.module, self.head, batch, self.cfg)
             self.engine.backward(loss)
@@ -187,10 +201,18 @@ class Trainer:
             step = self.engine.global_steps
             if step % self.cfg.log_every == 0 or step == self.total:
                 elapsed = time.monotonic() - window_start
-                self.metrics.write({"step": step, "split": "train", **step_record(counts, loss),
-                                    "lr": self.scheduler.get_last_lr()[0] if self.scheduler else self.cfg.lr,
-                                    "tokens": window_tokens, "tokens_per_s": round(window_tokens / max(elapsed, 1e-9), 1),
-                                    "total_steps": self.total, "elapsed_s": round(time.monotonic() - started, 2)})
+                self.metrics.write(
+                    {
+                        "step": step,
+                        "split": "train",
+                        **step_record(counts, loss),
+                        "lr": self.scheduler.get_last_lr()[0] if self.scheduler else self.cfg.lr,
+                        "tokens": window_tokens,
+                        "tokens_per_s": round(window_tokens / max(elapsed, 1e-9), 1),
+                        "total_steps": self.total,
+                        "elapsed_s": round(time.monotonic() - started, 2),
+                    }
+                )
                 window_tokens, window_start = 0, time.monotonic()
             if self.cfg.eval_every and step % self.cfg.eval_every == 0 and step < self.total and self.heldout:
                 self.log_eval(f"step-{step}")
@@ -206,13 +228,23 @@ class Trainer:
         state = full_state(self.engine)
         if self.dev.rank == 0:
             drafter = build_drafter(self.inputs, self.cfg.seed, shape=self.cfg.drafter.model_dump())
-            drafter.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()},
-                                    strict=False)
+            drafter.load_state_dict(
+                {k: v.float() if v.is_floating_point() else v for k, v in state.items()}, strict=False
+            )
             export_drafter(drafter, self.out / "export", self.cfg.ships_embedding)
-        return {"steps": self.engine.global_steps, "total_steps": self.total, "resumed_from": self.resumed_from,
-                "train_samples": len(self.plan.samples), "heldout_samples": len(self.heldout),
-                "batches_per_epoch": self.plan.per_epoch, "tokens_this_process": tokens,
-                "train_seconds_this_process": round(seconds, 2), "evals": self.evals,
-                "padding_share_this_process": round(1 - tokens / max(self.slots, 1), 4),
-                "deepspeed_config": self.ds_config, "device": str(self.dev.device), "world_size": self.dev.world,
-                "spool": self.reader.stats() if self.inputs.mode == "online-vllm" else None}
+        return {
+            "steps": self.engine.global_steps,
+            "total_steps": self.total,
+            "resumed_from": self.resumed_from,
+            "train_samples": len(self.plan.samples),
+            "heldout_samples": len(self.heldout),
+            "batches_per_epoch": self.plan.per_epoch,
+            "tokens_this_process": tokens,
+            "train_seconds_this_process": round(seconds, 2),
+            "evals": self.evals,
+            "padding_share_this_process": round(1 - tokens / max(self.slots, 1), 4),
+            "deepspeed_config": self.ds_config,
+            "device": str(self.dev.device),
+            "world_size": self.dev.world,
+            "spool": self.reader.stats() if self.inputs.mode == "online-vllm" else None,
+        }

@@ -34,16 +34,16 @@ class TargetHead:
     """The target's ``lm_head`` and the draft vocabulary, turning final states into labels."""
 
     def __init__(self, weight: torch.Tensor, d2t: torch.Tensor, t2d: torch.Tensor) -> None:
-        self.weight = weight                                                   # (V, H)
-        self.draft_ids = torch.arange(len(d2t), device=d2t.device) + d2t       # (V_d,) target ids
+        self.weight = weight  # (V, H)
+        self.draft_ids = torch.arange(len(d2t), device=d2t.device) + d2t  # (V_d,) target ids
         self.t2d = t2d.bool()
 
     @torch.no_grad()
     def labels(self, final: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(probs (B, T, V_d) over the draft vocab, in_draft (B, T) bool) at each position."""
-        logits = final @ self.weight.to(final.dtype).T                         # (B, T, V)
-        in_draft = self.t2d[logits.argmax(-1)]                                 # (B, T)
-        probs = logits[..., self.draft_ids].float().softmax(-1)                # (B, T, V_d)
+        logits = final @ self.weight.to(final.dtype).T  # (B, T, V)
+        in_draft = self.t2d[logits.argmax(-1)]  # (B, T)
+        probs = logits[..., self.draft_ids].float().softmax(-1)  # (B, T, V_d)
         return probs, in_draft
 
 
@@ -57,7 +57,11 @@ class StepCounts:
 
     def add(self, other: "StepCounts") -> None:
         if not self.count:
-            self.loss, self.count, self.correct = [0.0] * len(other.count), [0] * len(other.count), [0] * len(other.count)
+            self.loss, self.count, self.correct = (
+                [0.0] * len(other.count),
+                [0] * len(other.count),
+                [0] * len(other.count),
+            )
         for k in range(len(other.count)):
             self.loss[k] += other.loss[k] * other.count[k]
             self.count[k] += other.count[k]
@@ -85,17 +89,28 @@ def simulated_acceptance_length(acc: list[float]) -> float:
 LOSS_CHUNK_ELEMENTS = 1 << 26
 
 
-def _chunk_ce(out: torch.Tensor, probs: torch.Tensor, counted: torch.Tensor, target_top: torch.Tensor,
-              logits_fn: Callable[[torch.Tensor], torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def _chunk_ce(
+    out: torch.Tensor,
+    probs: torch.Tensor,
+    counted: torch.Tensor,
+    target_top: torch.Tensor,
+    logits_fn: Callable[[torch.Tensor], torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed soft cross-entropy over the counted positions of one chunk, and its correct top-1s."""
-    logits = logits_fn(out).float()                                             # (B, c, V_d)
-    ce = -(probs * F.log_softmax(logits, dim=-1)).sum(-1)                       # (B, c)
+    logits = logits_fn(out).float()  # (B, c, V_d)
+    ce = -(probs * F.log_softmax(logits, dim=-1)).sum(-1)  # (B, c)
     return (ce * counted).sum(), ((logits.argmax(-1) == target_top) & counted).sum()
 
 
-def ttt_loss(step_outputs: list[torch.Tensor], probs: torch.Tensor, in_draft: torch.Tensor,
-             loss_mask: torch.Tensor, decay: float, segments: torch.Tensor | None = None,
-             logits_fn: Callable[[torch.Tensor], torch.Tensor] | None = None) -> tuple[torch.Tensor, StepCounts]:
+def ttt_loss(
+    step_outputs: list[torch.Tensor],
+    probs: torch.Tensor,
+    in_draft: torch.Tensor,
+    loss_mask: torch.Tensor,
+    decay: float,
+    segments: torch.Tensor | None = None,
+    logits_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, StepCounts]:
     """Σ_k decay^k · soft cross-entropy of step k; and the per-step counts for metrics.
 
     ``step_outputs[k]`` (B, T, ·) is step k's logits, or its hidden states when ``logits_fn``
@@ -106,21 +121,27 @@ def ttt_loss(step_outputs: list[torch.Tensor], probs: torch.Tensor, in_draft: to
     """
     logits_fn = logits_fn or (lambda x: x)
     total = step_outputs[0].new_zeros((), dtype=torch.float32)
-    counts, target_top = StepCounts(), probs.argmax(-1)                         # (B, T)
+    counts, target_top = StepCounts(), probs.argmax(-1)  # (B, T)
     B, T = loss_mask.shape
-    for k, out in enumerate(step_outputs):                                      # out: (B, T, ·)
-        n_pos = max(T - 2 - k, 0)                                               # i + 2 + k must exist
-        counted = loss_mask[:, 2 + k:] & in_draft[:, 1 + k:T - 1]               # (B, n_pos)
+    for k, out in enumerate(step_outputs):  # out: (B, T, ·)
+        n_pos = max(T - 2 - k, 0)  # i + 2 + k must exist
+        counted = loss_mask[:, 2 + k :] & in_draft[:, 1 + k : T - 1]  # (B, n_pos)
         if segments is not None:
-            counted = counted & (segments[:, 2 + k:] == segments[:, :n_pos])
+            counted = counted & (segments[:, 2 + k :] == segments[:, :n_pos])
         chunk = max(1, LOSS_CHUNK_ELEMENTS // max(1, B * probs.shape[-1]))
-        ce_sum, correct = out.sum() * 0.0, 0                                   # keeps the graph when n_pos = 0
+        ce_sum, correct = out.sum() * 0.0, 0  # keeps the graph when n_pos = 0
         for s in range(0, n_pos, chunk):
             e = min(n_pos, s + chunk)
-            args = (out[:, s:e], probs[:, s + 1 + k:e + 1 + k], counted[:, s:e], target_top[:, s + 1 + k:e + 1 + k],
-                    logits_fn)
-            part, right = checkpoint(_chunk_ce, *args, use_reentrant=False) if torch.is_grad_enabled() \
-                else _chunk_ce(*args)
+            args = (
+                out[:, s:e],
+                probs[:, s + 1 + k : e + 1 + k],
+                counted[:, s:e],
+                target_top[:, s + 1 + k : e + 1 + k],
+                logits_fn,
+            )
+            part, right = (
+                checkpoint(_chunk_ce, *args, use_reentrant=False) if torch.is_grad_enabled() else _chunk_ce(*args)
+            )
             ce_sum, correct = ce_sum + part, correct + int(right)
         n = int(counted.sum())
         loss_k = ce_sum / max(n, 1)

@@ -43,11 +43,19 @@ def write_error(out_dir: Path, exc: BaseException) -> None:
     from eagle3_core.fsio import write_json_atomic
 
     if isinstance(exc, Eagle3Error):
-        record = {"type": type(exc).__name__, "message": exc.message, "fix": exc.fix, "path": exc.path,
-                  "sample_id": exc.sample_id}
+        record = {
+            "type": type(exc).__name__,
+            "message": exc.message,
+            "fix": exc.fix,
+            "path": exc.path,
+            "sample_id": exc.sample_id,
+        }
     else:
-        record = {"type": "crash", "message": f"{type(exc).__name__}: {exc}",
-                  "traceback": traceback.format_exc()[-4000:]}
+        record = {
+            "type": "crash",
+            "message": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc()[-4000:],
+        }
     if int(os.environ.get("RANK", 0)) == 0:
         write_json_atomic(out_dir / ERROR_FILE, record)
 

@@ -19,21 +19,24 @@ def hidden_is_complete(hidden_dir: str | Path | None) -> bool:
     return manifest is not None and manifest.status == "complete"
 
 
-def offline_fits(target: TargetConfig, sequences_dir: str | Path, hidden_dir: str | Path,
-                 headroom: float) -> tuple[bool, str]:
+def offline_fits(
+    target: TargetConfig, sequences_dir: str | Path, hidden_dir: str | Path, headroom: float
+) -> tuple[bool, str]:
     """(whether hidden/ fits, the storage line saying why) for every token of sequences/."""
     from eagle3_core.extract.storage import storage_line
     from eagle3_core.extract.target_facts import read_target_facts
     from eagle3_core.readers import sequences
 
-    tokens = sum(int(sum(sequences.read(p, ["num_tokens"]).column(0).to_pylist()))
-                 for p in sequences.parts(sequences_dir))
+    tokens = sum(
+        int(sum(sequences.read(p, ["num_tokens"]).column(0).to_pylist())) for p in sequences.parts(sequences_dir)
+    )
     line, need, free = storage_line(tokens, read_target_facts(target.require_path()).hidden_size, hidden_dir)
     return need * headroom <= free, line
 
 
-def choose_mode(cfg: TrainConfig, target: TargetConfig, sequences_dir: str | Path, hidden_dir: str | Path,
-                headroom: float) -> tuple[TrainConfig, str]:
+def choose_mode(
+    cfg: TrainConfig, target: TargetConfig, sequences_dir: str | Path, hidden_dir: str | Path, headroom: float
+) -> tuple[TrainConfig, str]:
     """``cfg`` with mode auto resolved, and the reason; any other mode is returned as it is."""
     if cfg.mode != "auto":
         return cfg, f"train.mode is {cfg.mode}"

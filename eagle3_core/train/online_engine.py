@@ -36,18 +36,29 @@ def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest
     if cfg.engine == "vllm":
         from eagle3_core.extract.vllm_engine import VllmEngine
 
-        extract = ExtractConfig(engine="vllm", vllm_python=cfg.vllm_python, vllm_kv_cache_bytes=cfg.vllm_kv_cache_bytes,
-                                vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size)
-        return VllmEngine(extract, target, layers, num_hidden_layers, max_model_len=longest + 1,
-                          devices=cfg.engine_devices)
+        extract = ExtractConfig(
+            engine="vllm",
+            vllm_python=cfg.vllm_python,
+            vllm_kv_cache_bytes=cfg.vllm_kv_cache_bytes,
+            vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
+        )
+        return VllmEngine(
+            extract, target, layers, num_hidden_layers, max_model_len=longest + 1, devices=cfg.engine_devices
+        )
     from eagle3_core.extract.hf_engine import TransformersEngine, load_target, resolve_device
 
     device = resolve_device(cfg.device)
     return TransformersEngine(load_target(target_path, device), layers, device, cfg.max_tokens_per_batch)
 
 
-def serve(spool: Spool, engine_factory: Callable[[], object], stop: threading.Event, runs: int | None = 1,
-          target_path: str | None = None, layers: list[int] | None = None) -> None:
+def serve(
+    spool: Spool,
+    engine_factory: Callable[[], object],
+    stop: threading.Event,
+    runs: int | None = 1,
+    target_path: str | None = None,
+    layers: list[int] | None = None,
+) -> None:
     """Load the engine, then serve the spool's requests, run after run (``runs`` None = until stopped).
 
     A new run (a requests file with another run id) stops the one in progress: the trainer that
@@ -80,7 +91,7 @@ def serve(spool: Spool, engine_factory: Callable[[], object], stop: threading.Ev
                 if stop.is_set():
                     return
                 continue
-            except ConfigError as exc:            # this run's request is wrong; a standing engine serves the next
+            except ConfigError as exc:  # this run's request is wrong; a standing engine serves the next
                 status.update(state="failed", error=f"{type(exc).__name__}: {exc}")
                 if runs is not None:
                     raise
@@ -109,11 +120,15 @@ def _next_requests(spool: Spool, served: str, stop: threading.Event) -> Requests
 
 def refuse_other_target(requests: Requests, target_path: str | None, layers: list[int] | None) -> None:
     if target_path is not None and Path(requests.target_path).resolve() != Path(target_path).resolve():
-        raise ConfigError(f"this engine serves {target_path}, the trainer asks for {requests.target_path}",
-                          fix="point train.online_vllm.endpoint at an engine started for the same target")
+        raise ConfigError(
+            f"this engine serves {target_path}, the trainer asks for {requests.target_path}",
+            fix="point train.online_vllm.endpoint at an engine started for the same target",
+        )
     if layers is not None and list(requests.layers) != list(layers):
-        raise ConfigError(f"this engine captures layers {layers}, the trainer asks for {requests.layers}",
-                          fix="start the engine with the trainer's aux layer ids (--layers)")
+        raise ConfigError(
+            f"this engine captures layers {layers}, the trainer asks for {requests.layers}",
+            fix="start the engine with the trainer's aux layer ids (--layers)",
+        )
 
 
 class _run_watch:
@@ -185,9 +200,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", required=True)
     parser.add_argument("--layers", required=True, type=lambda s: [int(x) for x in s.split(",")])
     parser.add_argument("--max-tokens", type=int, required=True, help="Longest sample (train.micro_batch_tokens).")
-    parser.add_argument("--http", default=None, metavar="HOST:PORT",
-                        help="Also serve the spool over HTTP (train.online_vllm.endpoint: http://HOST:PORT).")
-    parser.add_argument("--config", default="{}", help="OnlineVllmConfig fields as JSON (engine, devices, vLLM sizing).")
+    parser.add_argument(
+        "--http",
+        default=None,
+        metavar="HOST:PORT",
+        help="Also serve the spool over HTTP (train.online_vllm.endpoint: http://HOST:PORT).",
+    )
+    parser.add_argument(
+        "--config", default="{}", help="OnlineVllmConfig fields as JSON (engine, devices, vLLM sizing)."
+    )
     args = parser.parse_args(argv)
     cfg = OnlineVllmConfig.model_validate(json.loads(args.config))
     n_layers = read_target_facts(args.target).num_hidden_layers
@@ -198,11 +219,20 @@ def main(argv: list[str] | None = None) -> int:
         from eagle3_core.extract.spool_http import serve_http
 
         server = serve_http(spool, args.http, args.target, args.layers)
-        print(f"eagle3 engine: spool {spool.root} at http://{args.http.rpartition(':')[0] or '127.0.0.1'}:"
-              f"{server.server_address[1]}", flush=True)
+        print(
+            f"eagle3 engine: spool {spool.root} at http://{args.http.rpartition(':')[0] or '127.0.0.1'}:"
+            f"{server.server_address[1]}",
+            flush=True,
+        )
     try:
-        serve(spool, lambda: build_engine(cfg, TargetConfig(path=args.target), args.layers, n_layers, args.max_tokens), stop, runs=None,
-              target_path=args.target, layers=args.layers)
+        serve(
+            spool,
+            lambda: build_engine(cfg, TargetConfig(path=args.target), args.layers, n_layers, args.max_tokens),
+            stop,
+            runs=None,
+            target_path=args.target,
+            layers=args.layers,
+        )
     except KeyboardInterrupt:
         stop.set()
     return 0

@@ -41,8 +41,9 @@ def folder_endpoint(cfg: TrainConfig) -> str | None:
 def longest_sample(sequences_dir: str) -> int:
     from eagle3_core.readers import sequences
 
-    return max(max(sequences.read(p, ["num_tokens"]).column(0).to_pylist(), default=0)
-               for p in sequences.parts(sequences_dir))
+    return max(
+        max(sequences.read(p, ["num_tokens"]).column(0).to_pylist(), default=0) for p in sequences.parts(sequences_dir)
+    )
 
 
 def prepare(cfg: TrainConfig, inputs: TrainInputs, out: Path, reporter: Reporter) -> None:
@@ -54,20 +55,30 @@ def prepare(cfg: TrainConfig, inputs: TrainInputs, out: Path, reporter: Reporter
     if folder_endpoint(cfg) is None:
         free = free_bytes(where) + (Spool(where).used_bytes() if where.exists() else 0)
         if budget > free:
-            raise ConfigError(f"train.online_vllm.spool_gb is {online.spool_gb} GiB but only {human(free)} is free "
-                              f"at {where}", path=str(where),
-                              fix="lower train.online_vllm.spool_gb, or set train.online_vllm.spool_dir on a larger disk")
+            raise ConfigError(
+                f"train.online_vllm.spool_gb is {online.spool_gb} GiB but only {human(free)} is free at {where}",
+                path=str(where),
+                fix="lower train.online_vllm.spool_gb, or set train.online_vllm.spool_dir on a larger disk",
+            )
     elif not where.is_dir():
-        raise ConfigError(f"no engine spool at {where}", path=str(where),
-                          fix="start one with `python -m eagle3_core.train.online_engine serve --spool DIR ...`, "
-                              "or leave train.online_vllm.endpoint unset to let the stage start the engine")
+        raise ConfigError(
+            f"no engine spool at {where}",
+            path=str(where),
+            fix="start one with `python -m eagle3_core.train.online_engine serve --spool DIR ...`, "
+            "or leave train.online_vllm.endpoint unset to let the stage start the engine",
+        )
     inputs.spool = {"dir": str(where), "run_id": uuid.uuid4().hex, "timeout_s": online.wait_timeout_s}
     states = unit_bytes(inputs.tokens, inputs.hidden_size)
-    verdict = ("the whole set fits: epochs after the first reuse it" if states <= budget else
-               f"it does not fit: each of {cfg.epochs:g} epochs recomputes its states")
+    verdict = (
+        "the whole set fits: epochs after the first reuse it"
+        if states <= budget
+        else f"it does not fit: each of {cfg.epochs:g} epochs recomputes its states"
+    )
     via = f"endpoint {online.endpoint}" if online.endpoint else f"{online.engine} engine"
-    reporter.log(f"train: online-vllm via {via}; "
-                 f"the set's states take {human(states)}, spool budget {human(budget)} at {where}: {verdict}")
+    reporter.log(
+        f"train: online-vllm via {via}; "
+        f"the set's states take {human(states)}, spool budget {human(budget)} at {where}: {verdict}"
+    )
 
 
 def check_url_engine(url: str, inputs: TrainInputs) -> None:
@@ -82,8 +93,9 @@ def check_url_engine(url: str, inputs: TrainInputs) -> None:
 
 
 @contextlib.contextmanager
-def engine_for_run(cfg: TrainConfig, target: TargetConfig, inputs: TrainInputs, out: Path,
-                   reporter: Reporter) -> Iterator[dict]:
+def engine_for_run(
+    cfg: TrainConfig, target: TargetConfig, inputs: TrainInputs, out: Path, reporter: Reporter
+) -> Iterator[dict]:
     """The engine for one trainer run: started (``yield`` gives its live figures) and stopped after,
     or nothing to start when the recipe names an endpoint."""
     from eagle3_core.train.online_engine import EngineProducer, build_engine
@@ -99,10 +111,13 @@ def engine_for_run(cfg: TrainConfig, target: TargetConfig, inputs: TrainInputs, 
         return
     longest = min(longest_sample(inputs.sequences_dir), cfg.micro_batch_tokens)
     layers, n_layers = inputs.aux_layer_ids, int(inputs.target_config["num_hidden_layers"])
-    producer = EngineProducer(spool_dir(cfg, out),
-                              lambda: build_engine(cfg.online_vllm, target, layers, n_layers, longest))
-    reporter.log(f"train: starting the {cfg.online_vllm.engine} engine beside the trainer "
-                 f"(devices {cfg.online_vllm.engine_devices or 'inherited'})")
+    producer = EngineProducer(
+        spool_dir(cfg, out), lambda: build_engine(cfg.online_vllm, target, layers, n_layers, longest)
+    )
+    reporter.log(
+        f"train: starting the {cfg.online_vllm.engine} engine beside the trainer "
+        f"(devices {cfg.online_vllm.engine_devices or 'inherited'})"
+    )
     with producer:
         try:
             yield figures
@@ -129,11 +144,16 @@ def details(summary: dict, engine: dict, cfg: TrainConfig) -> dict:
     """The run's online figures for the manifest: engine throughput and peak, trainer waits, reuse."""
     spool = summary.get("spool") or {}
     forward_s = engine.get("forward_s") or 0.0
-    return {"engine": cfg.online_vllm.engine, "endpoint": cfg.online_vllm.endpoint,
-            "engine_startup_s": engine.get("startup_s"), "engine_tokens": engine.get("tokens"),
-            "engine_tokens_per_s": round(engine["tokens"] / forward_s, 1) if forward_s else None,
-            "engine_room_wait_s": engine.get("room_wait_s"), "spool_peak_bytes": engine.get("peak_bytes"),
-            **spool}
+    return {
+        "engine": cfg.online_vllm.engine,
+        "endpoint": cfg.online_vllm.endpoint,
+        "engine_startup_s": engine.get("startup_s"),
+        "engine_tokens": engine.get("tokens"),
+        "engine_tokens_per_s": round(engine["tokens"] / forward_s, 1) if forward_s else None,
+        "engine_room_wait_s": engine.get("room_wait_s"),
+        "spool_peak_bytes": engine.get("peak_bytes"),
+        **spool,
+    }
 
 
 def clean(cfg: TrainConfig, out: Path) -> None:

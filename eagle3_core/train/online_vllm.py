@@ -31,7 +31,7 @@ import torch
 
 from eagle3_core.errors import StageError
 from eagle3_core.extract.spool import HEADER_SLACK, POLL_S, Requests, Spool, Unit, unit_bytes
-from eagle3_core.train.data import Sample, collate, plan_batches
+from eagle3_core.train.data import Sample, collate, on_device, plan_batches
 
 NAMES = {"input_ids": "input_ids", "aux": "aux_hidden_states", "final": "final_hidden_states", "loss_mask": "loss_mask"}
 STATUS_EVERY_S = 1.0
@@ -39,8 +39,13 @@ OPEN_UNITS = 16  # safetensors mappings kept open (a batch of the reuse plan tou
 
 
 def unit_of(samples: list[Sample], budget: int, pinned: bool) -> Unit:
-    return Unit(sample_ids=[s.sample_id for s in samples], parts=[s.where for s in samples],
-                rows=[s.offset for s in samples], tokens=[min(s.length, budget) for s in samples], pinned=pinned)
+    return Unit(
+        sample_ids=[s.sample_id for s in samples],
+        parts=[s.where for s in samples],
+        rows=[s.offset for s in samples],
+        tokens=[min(s.length, budget) for s in samples],
+        pinned=pinned,
+    )
 
 
 @dataclass
@@ -49,44 +54,65 @@ class SpoolPlan:
 
     units: list[Unit]
     reuse: bool
-    unique_tokens: int        # tokens of the distinct samples still to be read
-    computed_tokens: int      # tokens the engine computes for this run
-    states_bytes: int         # spool bytes that would keep every distinct sample's states
+    unique_tokens: int  # tokens of the distinct samples still to be read
+    computed_tokens: int  # tokens the engine computes for this run
+    states_bytes: int  # spool bytes that would keep every distinct sample's states
     budget_bytes: int
 
     def describe(self) -> str:
         gib = 2**30
-        head = (f"spool: {len(self.units)} units; the states still to read take {self.states_bytes / gib:.2f} GiB "
-                f"against a budget of {self.budget_bytes / gib:.2f} GiB: ")
+        head = (
+            f"spool: {len(self.units)} units; the states still to read take {self.states_bytes / gib:.2f} GiB "
+            f"against a budget of {self.budget_bytes / gib:.2f} GiB: "
+        )
         if self.reuse:
             return head + f"each sample is computed once and reused by later epochs ({self.unique_tokens:,} tokens)"
         extra = self.computed_tokens - self.unique_tokens
-        return head + (f"the samples that fit are kept and reused ({self.kept_tokens:,} tokens), the others "
-                       f"recomputed each epoch: the engine computes {self.computed_tokens:,} tokens for "
-                       f"{self.unique_tokens:,} distinct ones ({extra:,} recomputed, "
-                       f"{self.computed_tokens / max(self.unique_tokens, 1):.2f}x); "
-                       f"spool_gb >= {self.states_bytes / gib:.2f} would compute each once")
+        return head + (
+            f"the samples that fit are kept and reused ({self.kept_tokens:,} tokens), the others "
+            f"recomputed each epoch: the engine computes {self.computed_tokens:,} tokens for "
+            f"{self.unique_tokens:,} distinct ones ({extra:,} recomputed, "
+            f"{self.computed_tokens / max(self.unique_tokens, 1):.2f}x); "
+            f"spool_gb >= {self.states_bytes / gib:.2f} would compute each once"
+        )
 
     @property
     def kept_tokens(self) -> int:
         return sum(sum(u.tokens) for u in self.units if u.pinned)
 
     def figures(self) -> dict:
-        return {"units": len(self.units), "reuse": self.reuse, "unique_tokens": self.unique_tokens,
-                "computed_tokens": self.computed_tokens, "recomputed_tokens": self.computed_tokens - self.unique_tokens,
-                "kept_tokens": self.kept_tokens, "states_bytes": self.states_bytes, "budget_bytes": self.budget_bytes}
+        return {
+            "units": len(self.units),
+            "reuse": self.reuse,
+            "unique_tokens": self.unique_tokens,
+            "computed_tokens": self.computed_tokens,
+            "recomputed_tokens": self.computed_tokens - self.unique_tokens,
+            "kept_tokens": self.kept_tokens,
+            "states_bytes": self.states_bytes,
+            "budget_bytes": self.budget_bytes,
+        }
 
 
-def plan_units(batches: list[list[Sample]], heldout: list[Sample], budget: int, seed: int, hidden_size: int,
-               budget_bytes: int, pack: bool = False, consumers: int = 1) -> SpoolPlan:
+def plan_units(
+    batches: list[list[Sample]],
+    heldout: list[Sample],
+    budget: int,
+    seed: int,
+    hidden_size: int,
+    budget_bytes: int,
+    pack: bool = False,
+    consumers: int = 1,
+) -> SpoolPlan:
     """Held-out batches (pinned; as ``loop.evaluate`` groups them), then the train batches to read.
 
     All kept when everything fits. Otherwise samples read again later are kept, in the order they
     are first read, while the budget holds beside room for ``consumers`` + 1 streamed batches;
     each batch's other samples form a unit of their own, deleted once read.
     """
-    held = [unit_of([heldout[i] for i in idx], budget, True)
-            for idx in plan_batches([s.length for s in heldout], budget, seed, 0, pack)]
+    held = [
+        unit_of([heldout[i] for i in idx], budget, True)
+        for idx in plan_batches([s.length for s in heldout], budget, seed, 0, pack)
+    ]
     seen: set[str] = set()
     firsts: list[Unit] = []
     for batch in batches:
@@ -134,7 +160,7 @@ class SpoolReader:
         self.sequences_dir, self.spool = Path(sequences_dir), Spool(spool_dir)
         self.run_id, self.timeout_s = run_id, timeout_s
         self.plan: SpoolPlan | None = None
-        self._kept: dict[str, tuple[int, int, int]] = {}    # sample id -> (unit, offset, tokens)
+        self._kept: dict[str, tuple[int, int, int]] = {}  # sample id -> (unit, offset, tokens)
         self._queued: dict[tuple[str, ...], deque[int]] = {}  # batch ids -> units not yet read
         self._open: dict[int, object] = {}
         self._seen: set[int] = set()
@@ -146,8 +172,11 @@ class SpoolReader:
         found = []
         for part in sequences.parts(self.sequences_dir):
             t = sequences.read(part, ["sample_id", "num_tokens"]).to_pydict()
-            found += [Sample(sid, int(n), part.name, row)
-                      for row, (sid, n) in enumerate(zip(t["sample_id"], t["num_tokens"])) if int(n) > 0]
+            found += [
+                Sample(sid, int(n), part.name, row)
+                for row, (sid, n) in enumerate(zip(t["sample_id"], t["num_tokens"]))
+                if int(n) > 0
+            ]
         return found
 
     def begin(self, requests: Requests, plan: SpoolPlan, rank: int) -> None:
@@ -173,30 +202,30 @@ class SpoolReader:
         if rest:
             queue = self._queued.get(rest)
             if not queue:
-                raise StageError(f"the trainer asked for a batch the spool plan does not hold ({rest[0]})",
-                                 fix="a bug: the batch plan changed after the requests were written")
+                raise StageError(
+                    f"the trainer asked for a batch the spool plan does not hold ({rest[0]})",
+                    fix="a bug: the batch plan changed after the requests were written",
+                )
             index, offset = queue.popleft(), 0
             for sample_id, tokens in zip(self.plan.units[index].sample_ids, self.plan.units[index].tokens):
                 streamed[sample_id] = (index, offset, tokens)
                 offset += tokens
         return [self._kept.get(s.sample_id) or streamed[s.sample_id] for s in batch]
 
-    def load(self, batch: list[Sample], budget: int, dtype: torch.dtype, device,
-             pack: bool = False) -> dict[str, torch.Tensor]:
+    def load(
+        self, batch: list[Sample], budget: int, dtype: torch.dtype, device, pack: bool = False
+    ) -> dict[str, torch.Tensor]:
         pieces = self._pieces(batch)
         rows: dict[str, list[torch.Tensor]] = {k: [] for k in NAMES}
         for index, offset, tokens in pieces:
             handle = self._handle(index)
             for key, name in NAMES.items():
-                rows[key].append(handle.get_slice(name)[offset:offset + tokens])
+                rows[key].append(handle.get_slice(name)[offset : offset + tokens])
         for index in {p[0] for p in pieces}:
             if not self.plan.units[index].pinned:
-                self._open.pop(index, None)          # close the mapping before the file goes
+                self._open.pop(index, None)  # close the mapping before the file goes
                 self.spool.unit_path(index).unlink(missing_ok=True)
-        out = collate(rows, pack)
-        return {"input_ids": out["input_ids"].long().to(device), "aux": out["aux"].to(device, dtype),
-                "final": out["final"].to(device, dtype), "loss_mask": out["loss_mask"].bool().to(device),
-                "segments": out["segments"].to(device)}
+        return on_device(collate(rows, pack), device, dtype)
 
     def _handle(self, index: int):
         from safetensors import safe_open
@@ -206,7 +235,7 @@ class SpoolReader:
                 self._await(index)
                 self._seen.add(index)
                 self.units_read += 1
-            if len(self._open) >= OPEN_UNITS:   # kept units are many when the set fits: bound the mappings
+            if len(self._open) >= OPEN_UNITS:  # kept units are many when the set fits: bound the mappings
                 self._open.pop(next(iter(self._open)))
             self._open[index] = safe_open(str(self.spool.unit_path(index)), framework="pt")
         return self._open[index]
@@ -223,7 +252,7 @@ class SpoolReader:
                 self.first_wait_s = waited if self.first_wait_s is None else self.first_wait_s
                 self.wait_s += waited
                 return
-            if meta is not None:                       # an earlier run's producer finished late
+            if meta is not None:  # an earlier run's producer finished late
                 path.unlink(missing_ok=True)
             if time.monotonic() - checked >= STATUS_EVERY_S:
                 checked = time.monotonic()
@@ -233,33 +262,59 @@ class SpoolReader:
     def _check_engine(self, started: float) -> None:
         status = self.spool.status()
         if status.get("run_id") in ("", self.run_id) and status.get("state") == "failed":  # "": while loading
-            raise StageError(f"the hidden-state engine failed: {status.get('error')}",
-                             path=str(self.spool.root), fix="read the engine's error above; rerun to resume")
+            raise StageError(
+                f"the hidden-state engine failed: {status.get('error')}",
+                path=str(self.spool.root),
+                fix="read the engine's error above; rerun to resume",
+            )
         alive = max(status.get("heartbeat") or 0.0, time.time() - (time.monotonic() - started))
         if time.time() - alive > self.timeout_s:
-            raise StageError(f"no hidden states from the engine for {self.timeout_s:.0f} s",
-                             path=str(self.spool.root),
-                             fix="check that the engine serving this spool runs (train.online_vllm.endpoint), "
-                                 "or raise train.online_vllm.wait_timeout_s")
+            raise StageError(
+                f"no hidden states from the engine for {self.timeout_s:.0f} s",
+                path=str(self.spool.root),
+                fix="check that the engine serving this spool runs (train.online_vllm.endpoint), "
+                "or raise train.online_vllm.wait_timeout_s",
+            )
 
     def stats(self) -> dict:
         """The plan's figures and the trainer's waits: ``busy_share`` is the share of the trainer's time
         since it asked for states spent not waiting for them (steps and evals), engine start-up included."""
         elapsed = time.monotonic() - self.begun if self.begun else 0.0
-        return {**(self.plan.figures() if self.plan else {}), "wait_s": round(self.wait_s, 3),
-                "first_wait_s": round(self.first_wait_s or 0.0, 3), "trainer_s": round(elapsed, 3),
-                "busy_share": round(1 - self.wait_s / elapsed, 4) if elapsed else None,
-                "units_read": self.units_read}
+        return {
+            **(self.plan.figures() if self.plan else {}),
+            "wait_s": round(self.wait_s, 3),
+            "first_wait_s": round(self.first_wait_s or 0.0, 3),
+            "trainer_s": round(elapsed, 3),
+            "busy_share": round(1 - self.wait_s / elapsed, 4) if elapsed else None,
+            "units_read": self.units_read,
+        }
 
 
-def requests_for(reader: SpoolReader, cfg, inputs, batches: list[list[Sample]], heldout: list[Sample],
-                 world: int) -> tuple[Requests, SpoolPlan]:
+def requests_for(
+    reader: SpoolReader, cfg, inputs, batches: list[list[Sample]], heldout: list[Sample], world: int
+) -> tuple[Requests, SpoolPlan]:
     """The run's requests: its train batches still to read and the held-out set, under the budget."""
     budget_bytes = int(cfg.online_vllm.spool_gb * 2**30)
-    plan = plan_units(batches, heldout, cfg.micro_batch_tokens, cfg.seed, inputs.hidden_size, budget_bytes,
-                      cfg.packing, consumers=world)
-    requests = Requests(run_id=reader.run_id, sequences_dir=str(reader.sequences_dir), target_path=inputs.target_path,
-                        layers=inputs.aux_layer_ids, num_hidden_layers=int(inputs.target_config["num_hidden_layers"]),
-                        hidden_size=inputs.hidden_size, budget_bytes=budget_bytes, consumers=world, units=plan.units)
+    plan = plan_units(
+        batches,
+        heldout,
+        cfg.micro_batch_tokens,
+        cfg.seed,
+        inputs.hidden_size,
+        budget_bytes,
+        cfg.packing,
+        consumers=world,
+    )
+    requests = Requests(
+        run_id=reader.run_id,
+        sequences_dir=str(reader.sequences_dir),
+        target_path=inputs.target_path,
+        layers=inputs.aux_layer_ids,
+        num_hidden_layers=int(inputs.target_config["num_hidden_layers"]),
+        hidden_size=inputs.hidden_size,
+        budget_bytes=budget_bytes,
+        consumers=world,
+        units=plan.units,
+    )
     requests.check()
     return requests, plan

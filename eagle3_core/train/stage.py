@@ -69,23 +69,35 @@ def trainer_error(out: Path, tail: list[str], returncode: int) -> errors.Eagle3E
         return cls(record["message"], fix=record.get("fix"), path=record.get("path"), sample_id=record.get("sample_id"))
     message = record["message"] if record else f"the trainer exited with code {returncode}"
     last = "\n    ".join(tail[-15:])
-    return errors.StageError(f"training failed: {message}\n  last trainer output:\n    {last}",
-                             fix=f"see {out / 'train.log'}; rerun to resume from the last checkpoint")
+    return errors.StageError(
+        f"training failed: {message}\n  last trainer output:\n    {last}",
+        fix=f"see {out / 'train.log'}; rerun to resume from the last checkpoint",
+    )
 
 
 def complete_manifest(manifest: StageManifest, summary: dict, inputs: TrainInputs) -> StageManifest:
     evals = summary.get("evals", {})
-    manifest.counts = {"steps": summary["steps"], "train_samples": summary["train_samples"],
-                       "heldout_samples": summary["heldout_samples"], "dataset_tokens": inputs.tokens}
+    manifest.counts = {
+        "steps": summary["steps"],
+        "train_samples": summary["train_samples"],
+        "heldout_samples": summary["heldout_samples"],
+        "dataset_tokens": inputs.tokens,
+    }
     manifest.details = {
-        "heldout_initial": evals.get("initial"), "heldout_final": evals.get("final"),
+        "heldout_initial": evals.get("initial"),
+        "heldout_final": evals.get("final"),
         "sim_acceptance_length_initial": (evals.get("initial") or {}).get("sim_acceptance_length"),
         "sim_acceptance_length_final": (evals.get("final") or {}).get("sim_acceptance_length"),
-        "aux_layer_ids": inputs.aux_layer_ids, "draft_vocab_size": inputs.draft_vocab_size,
-        "mode": inputs.mode, "resumed_from": summary.get("resumed_from"), "device": summary.get("device"),
-        "world_size": summary.get("world_size"), "deepspeed_config": summary.get("deepspeed_config"),
+        "aux_layer_ids": inputs.aux_layer_ids,
+        "draft_vocab_size": inputs.draft_vocab_size,
+        "mode": inputs.mode,
+        "resumed_from": summary.get("resumed_from"),
+        "device": summary.get("device"),
+        "world_size": summary.get("world_size"),
+        "deepspeed_config": summary.get("deepspeed_config"),
         "padding_share": summary.get("padding_share_this_process"),
-        "export": "export/"}
+        "export": "export/",
+    }
     return manifest
 
 
@@ -102,18 +114,32 @@ def verify_hidden_checksums(hidden_dir: str, life: StageLifecycle) -> None:
         raise
 
 
-def run_train(cfg: TrainConfig, target: TargetConfig, hidden_dir, vocab_dir, out_dir, sequences_dir=None,
-              reporter: Reporter | None = None) -> StageManifest:
+def run_train(
+    cfg: TrainConfig,
+    target: TargetConfig,
+    hidden_dir,
+    vocab_dir,
+    out_dir,
+    sequences_dir=None,
+    reporter: Reporter | None = None,
+) -> StageManifest:
     """Train (or resume, or reuse) the drafter; see the module docstring."""
     reporter, out, started = reporter or NullReporter(), Path(out_dir), time.monotonic()
-    if cfg.mode == "auto":      # the pipeline skipped extract when hidden/ would not fit: stream instead
+    if cfg.mode == "auto":  # the pipeline skipped extract when hidden/ would not fit: stream instead
         cfg = cfg.model_copy(update={"mode": "offline" if hidden_is_complete(hidden_dir) else "online-vllm"})
         reporter.log(f"train: mode auto -> {cfg.mode} (hidden/ {'complete' if cfg.mode == 'offline' else 'absent'})")
     inputs = check_inputs(cfg.mode, target, hidden_dir, vocab_dir, sequences_dir)
     fingerprints = input_fingerprints(cfg, inputs, vocab_dir)
     config_hash = stable_hash({"train": cfg.output_hash(), "layers": inputs.aux_layer_ids})
-    life = StageLifecycle(STAGE, out, config_hash, fingerprints, shards=("export/*",),
-                          versions=("torch", "deepspeed", "transformers"), reporter=reporter)
+    life = StageLifecycle(
+        STAGE,
+        out,
+        config_hash,
+        fingerprints,
+        shards=("export/*",),
+        versions=("torch", "deepspeed", "transformers"),
+        reporter=reporter,
+    )
     existing = life.open()
     if existing is not None:
         return existing
@@ -123,15 +149,21 @@ def run_train(cfg: TrainConfig, target: TargetConfig, hidden_dir, vocab_dir, out
         discard_stale(out, life.previous, config_hash, fingerprints, reporter)
         manifest = life.begin()
         (out / ERROR_FILE).unlink(missing_ok=True)
-        reporter.log(f"train: {inputs.samples} samples, {inputs.tokens} tokens, draft vocab {inputs.draft_vocab_size}, "
-                     f"aux layers {inputs.aux_layer_ids}, mode {inputs.mode}")
+        reporter.log(
+            f"train: {inputs.samples} samples, {inputs.tokens} tokens, draft vocab {inputs.draft_vocab_size}, "
+            f"aux layers {inputs.aux_layer_ids}, mode {inputs.mode}"
+        )
         if cfg.mode == "online-vllm":
             online_run.prepare(cfg, inputs, out, reporter)
-        write_json_atomic(out / SPEC_FILE, {"cfg": cfg.model_dump(mode="json"), "inputs": vars(inputs),
-                                            "out_dir": str(out)})
-        engine = online_run.engine_for_run(cfg, target, inputs, out, reporter) if cfg.mode == "online-vllm" \
+        write_json_atomic(
+            out / SPEC_FILE, {"cfg": cfg.model_dump(mode="json"), "inputs": vars(inputs), "out_dir": str(out)}
+        )
+        engine = (
+            online_run.engine_for_run(cfg, target, inputs, out, reporter)
+            if cfg.mode == "online-vllm"
             else contextlib.nullcontext({})
-        with engine as engine_figures:         # online-vllm: the engine lives as long as the trainer
+        )
+        with engine as engine_figures:  # online-vllm: the engine lives as long as the trainer
             outcome = launch(cfg, out / SPEC_FILE, reporter)
         if outcome.returncode != 0:
             raise trainer_error(out, outcome.tail, outcome.returncode)

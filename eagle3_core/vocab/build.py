@@ -21,9 +21,9 @@ from eagle3_core.errors import InputError
 
 @dataclass(frozen=True)
 class DraftVocab:
-    d2t: np.ndarray      # int64 [draft_vocab]
-    t2d: np.ndarray      # bool  [target_vocab]
-    counts: np.ndarray   # int64 [target_vocab]
+    d2t: np.ndarray  # int64 [draft_vocab]
+    t2d: np.ndarray  # bool  [target_vocab]
+    counts: np.ndarray  # int64 [target_vocab]
 
     @property
     def coverage(self) -> float:
@@ -42,12 +42,18 @@ def count_supervised(files: list[Path], target_vocab: int) -> np.ndarray:
         ids = table.column("input_ids").combine_chunks().flatten().to_numpy(zero_copy_only=False)
         mask = table.column("loss_mask").combine_chunks().flatten().to_numpy(zero_copy_only=False)
         if len(ids) != len(mask):
-            raise InputError("input_ids and loss_mask differ in length", path=str(file),
-                             fix="rerun `eagle3 reconstruct` for this directory")
+            raise InputError(
+                "input_ids and loss_mask differ in length",
+                path=str(file),
+                fix="rerun `eagle3 reconstruct` for this directory",
+            )
         supervised = ids[mask.astype(bool)].astype(np.int64)
         if supervised.size and (supervised.min() < 0 or supervised.max() >= target_vocab):
-            raise InputError(f"token id {int(supervised.max())} is outside the target vocabulary ({target_vocab})",
-                             path=str(file), fix="build vocab with the tokenizer the sequences were made with")
+            raise InputError(
+                f"token id {int(supervised.max())} is outside the target vocabulary ({target_vocab})",
+                path=str(file),
+                fix="build vocab with the tokenizer the sequences were made with",
+            )
         counts += np.bincount(supervised, minlength=target_vocab)
     return counts
 
@@ -56,7 +62,7 @@ def select(counts: np.ndarray, draft_vocab_size: int) -> DraftVocab:
     """Top-N ids by count (see the module docstring)."""
     target_vocab = len(counts)
     size = min(draft_vocab_size, target_vocab)
-    order = np.lexsort((np.arange(target_vocab), -counts))   # count desc, then id asc
+    order = np.lexsort((np.arange(target_vocab), -counts))  # count desc, then id asc
     seen = order[counts[order] > 0][:size]
     if len(seen) < size:
         unseen = np.flatnonzero(counts == 0)[: size - len(seen)]
@@ -75,7 +81,10 @@ def save(vocab: DraftVocab, path: Path) -> None:
 
     from eagle3_core.fsio import atomic_path
 
-    tensors = {"d2t": torch.from_numpy(vocab.d2t), "t2d": torch.from_numpy(vocab.t2d),
-               "counts": torch.from_numpy(vocab.counts)}
+    tensors = {
+        "d2t": torch.from_numpy(vocab.d2t),
+        "t2d": torch.from_numpy(vocab.t2d),
+        "counts": torch.from_numpy(vocab.counts),
+    }
     with atomic_path(path, record=True) as tmp:
         save_file(tensors, str(tmp))

@@ -18,12 +18,16 @@ from eagle3_core.stages import STAGE_NAMES
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="eagle3")
-@click.option("--verify", is_flag=True, help="Check every shard's full checksum (not only its size) before a stage "
-                                             "skips or reads it; the same as EAGLE3_VERIFY=1.")
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Check every shard's full checksum (not only its size) before a stage "
+    "skips or reads it; the same as EAGLE3_VERIFY=1.",
+)
 def cli(verify: bool) -> None:
     """Train an EAGLE-3 drafter on a reasoning model's own outputs."""
     if verify:
-        os.environ["EAGLE3_VERIFY"] = "1"   # read by every stage and reader of this run (eagle3_core.checksums)
+        os.environ["EAGLE3_VERIFY"] = "1"  # read by every stage and reader of this run (eagle3_core.checksums)
 
 
 # The declared stages' own commands (flows/cli/<stage>.py, for a stage useful alone), in DAG

@@ -13,8 +13,14 @@ from pathlib import Path
 import click
 
 TOY_RECIPE = Path(__file__).resolve().parents[2] / "configs" / "toy.yaml"
-OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+OFFLINE = {
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+}
 
 
 @click.command("demo")
@@ -26,8 +32,10 @@ def command(out: str) -> None:
     from flows.cli.pipeline import run_and_report
 
     if not TOY_RECIPE.exists():
-        raise ConfigError(f"the toy recipe is missing: {TOY_RECIPE}",
-                          fix="run eagle3 demo from a checkout of the eagle3 repository (pip install -e .)")
+        raise ConfigError(
+            f"the toy recipe is missing: {TOY_RECIPE}",
+            fix="run eagle3 demo from a checkout of the eagle3 repository (pip install -e .)",
+        )
     for key, value in OFFLINE.items():
         os.environ.setdefault(key, value)
     config = PipelineConfig.from_yaml(TOY_RECIPE).model_copy(update={"out": out})

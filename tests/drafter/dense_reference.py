@@ -16,11 +16,11 @@ def dense_ttt_attention(q, ks, vs, segments, block=None):
     scale = 1.0 / math.sqrt(q.shape[-1])
     T = q.shape[2]
     causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-    allowed = causal & (segments[:, :, None] == segments[:, None, :])                  # (B, T, T)
+    allowed = causal & (segments[:, :, None] == segments[:, None, :])  # (B, T, T)
     s0 = (q @ ks[0].transpose(-1, -2) * scale).masked_fill(~allowed[:, None], float("-inf"))
-    diag = [(q * k).sum(-1, keepdim=True) * scale for k in ks[1:]]                    # (B, h, T, 1) each
-    p = torch.cat([s0, *diag], dim=-1).softmax(-1)                                       # (B, h, T, T+k)
-    y = p[..., :T] @ vs[0]                                                            # (B, h, T, d)
+    diag = [(q * k).sum(-1, keepdim=True) * scale for k in ks[1:]]  # (B, h, T, 1) each
+    p = torch.cat([s0, *diag], dim=-1).softmax(-1)  # (B, h, T, T+k)
+    y = p[..., :T] @ vs[0]  # (B, h, T, d)
     for j, v in enumerate(vs[1:]):
         y = y + p[..., T + j, None] * v
     return y

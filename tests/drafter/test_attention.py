@@ -22,7 +22,7 @@ def segments_for(lengths: list[int], T: int) -> list[int]:
 def test_blocked_attention_equals_the_dense_one_with_its_gradients(T, steps, block, dtype, tol):
     torch.manual_seed(T * 10 + steps)
     B, h, kv, d = 2, 4, 2, 8
-    segments = torch.tensor([segments_for([T], T), segments_for([T // 3, T // 3], T)])   # packed + padded row
+    segments = torch.tensor([segments_for([T], T), segments_for([T // 3, T // 3], T)])  # packed + padded row
     q = torch.randn(B, h, T, d, dtype=dtype, requires_grad=True)
     ks = [torch.randn(B, kv, T, d, dtype=dtype, requires_grad=True) for _ in range(steps)]
     vs = [torch.randn(B, kv, T, d, dtype=dtype, requires_grad=True) for _ in range(steps)]
@@ -57,9 +57,9 @@ def test_the_drafter_loss_and_every_weight_gradient_equal_the_dense_reference(T,
     aux = torch.randn(2, T, 3, 64)
     probs = torch.randn(2, T, 20).softmax(-1)
     mask = segments > 0
-    monkeypatch.setattr("eagle3_core.drafter.attention.BLOCK_SCORES", 2 * 4 * 7 * T)   # 7-row blocks
+    monkeypatch.setattr("eagle3_core.drafter.attention.BLOCK_SCORES", 2 * 4 * 7 * T)  # 7-row blocks
     monkeypatch.setattr("eagle3_core.drafter.attention.MIN_BLOCK", 1)
-    monkeypatch.setattr("eagle3_core.train.loss.LOSS_CHUNK_ELEMENTS", 2 * 20 * 5)     # 5-position loss chunks
+    monkeypatch.setattr("eagle3_core.train.loss.LOSS_CHUNK_ELEMENTS", 2 * 20 * 5)  # 5-position loss chunks
     loss = drafter_loss(drafter, ids, aux, probs, mask, segments, steps)
     grads = torch.autograd.grad(loss, [p for p in drafter.parameters() if p.requires_grad])
     monkeypatch.setattr(model_module, "ttt_attention", dense_ttt_attention)
@@ -80,13 +80,18 @@ def test_a_packed_row_gives_each_sample_the_logits_it_gets_alone():
     lengths, steps = [6, 11, 4], 3
     ids = torch.randint(0, 50, (1, sum(lengths)))
     aux = torch.randn(1, sum(lengths), 3, 64, dtype=torch.double)
-    packed = [drafter.logits(h) for h in drafter.unroll(ids, aux, steps, torch.tensor([segments_for(lengths, sum(lengths))]))]
+    packed = [
+        drafter.logits(h) for h in drafter.unroll(ids, aux, steps, torch.tensor([segments_for(lengths, sum(lengths))]))
+    ]
     start = 0
     for length in lengths:
-        alone = [drafter.logits(h) for h in drafter.unroll(ids[:, start:start + length], aux[:, start:start + length], steps)]
-        for k in range(steps):      # step k reads token i+1+k: the last k positions read past the sample
+        alone = [
+            drafter.logits(h)
+            for h in drafter.unroll(ids[:, start : start + length], aux[:, start : start + length], steps)
+        ]
+        for k in range(steps):  # step k reads token i+1+k: the last k positions read past the sample
             keep = length - k
-            torch.testing.assert_close(packed[k][:, start:start + keep], alone[k][:, :keep])
+            torch.testing.assert_close(packed[k][:, start : start + keep], alone[k][:, :keep])
         start += length
 
 
@@ -100,7 +105,7 @@ def test_the_loss_never_labels_a_position_with_the_next_samples_tokens():
     mask, in_draft = torch.ones(1, 8, dtype=torch.bool), torch.ones(1, 8, dtype=torch.bool)
     _, alone = ttt_loss(logits, probs, in_draft, mask, 0.8)
     _, packed = ttt_loss(logits, probs, in_draft, mask, 0.8, torch.tensor([[1, 1, 1, 1, 2, 2, 2, 2]]))
-    assert (alone.count, packed.count) == ([6], [4])          # positions 2 and 3 would read sample 2
+    assert (alone.count, packed.count) == ([6], [4])  # positions 2 and 3 would read sample 2
 
 
 def largest_saved_tensor(drafter, T: int) -> int:
@@ -121,7 +126,7 @@ def test_autograd_keeps_no_tensor_that_grows_with_t_squared(monkeypatch):
     """What the unroll saves for backward is linear in T; the dense definition saves h·T² per step."""
     T = 2048
     drafter = Eagle3Drafter(tiny_config())
-    assert largest_saved_tensor(drafter, T) <= T * 3 * 64                 # the aux input is the largest
+    assert largest_saved_tensor(drafter, T) <= T * 3 * 64  # the aux input is the largest
     monkeypatch.setattr(model_module, "ttt_attention", dense_ttt_attention)
     assert largest_saved_tensor(drafter, T) >= 4 * T * T
 

@@ -26,7 +26,7 @@ from tests.drafter.test_model import tiny_config
 
 def vllm_captured_hidden_states(config: dict) -> list[int]:
     ids = config.get("eagle_aux_hidden_state_layer_ids")
-    return sorted(tuple(ids))                           # captured in layer order, whatever the list order
+    return sorted(tuple(ids))  # captured in layer order, whatever the list order
 
 
 def sglang_captured_hidden_states(config: dict) -> list[int]:
@@ -57,8 +57,13 @@ def vllm_loaded_names(state: dict) -> set[str]:
     for name in state:
         if "t2d" in name:
             continue
-        names.add(name.replace("d2t", "draft_id_to_target_id") if "d2t" in name else
-                  name if "lm_head" in name else "model." + name)
+        names.add(
+            name.replace("d2t", "draft_id_to_target_id")
+            if "d2t" in name
+            else name
+            if "lm_head" in name
+            else "model." + name
+        )
     return names
 
 
@@ -69,7 +74,7 @@ def test_a_full_draft_vocab_ships_no_d2t_and_keeps_every_target_logit_in_place(t
     model = Eagle3Drafter(tiny_config(draft_vocab_size=50)).double()
     for p in model.parameters():
         torch.nn.init.normal_(p, std=0.3)
-    order = torch.randperm(50)                              # a frequency-ordered full vocab
+    order = torch.randperm(50)  # a frequency-ordered full vocab
     model.set_vocab(order - torch.arange(50), torch.ones(50, dtype=torch.bool))
     model.save_export(tmp_path)
     state = load_file(str(tmp_path / "model.safetensors"))
@@ -78,7 +83,7 @@ def test_a_full_draft_vocab_ships_no_d2t_and_keeps_every_target_logit_in_place(t
     loaded = Eagle3Drafter.from_export(tmp_path, embed_tokens=model.embed_tokens.weight.float())
     ids, g, pos = torch.randint(0, 50, (1, 5)), torch.randn(1, 5, 64), torch.arange(5)[None]
     want = torch.full((1, 5, 50), 0.0)
-    want[..., order] = model.float()(ids, g, pos).logits     # draft id d scores target id order[d]
+    want[..., order] = model.float()(ids, g, pos).logits  # draft id d scores target id order[d]
     torch.testing.assert_close(loaded(ids, g, pos).logits, want, atol=0.15, rtol=0.05)
 
 
@@ -88,9 +93,14 @@ def test_a_reduced_draft_vocab_ships_d2t_and_the_embedding_only_on_request(tmp_p
     model = Eagle3Drafter(tiny_config())
     model.save_export(tmp_path / "plain")
     model.save_export(tmp_path / "pp", with_embedding=True)
-    plain, pp = load_file(str(tmp_path / "plain" / "model.safetensors")), load_file(str(tmp_path / "pp" / "model.safetensors"))
-    assert "model.draft_id_to_target_id" not in vllm_loaded_names(plain) and "draft_id_to_target_id" in vllm_loaded_names(plain)
+    plain, pp = (
+        load_file(str(tmp_path / "plain" / "model.safetensors")),
+        load_file(str(tmp_path / "pp" / "model.safetensors")),
+    )
+    assert "model.draft_id_to_target_id" not in vllm_loaded_names(
+        plain
+    ) and "draft_id_to_target_id" in vllm_loaded_names(plain)
     assert "model.embed_tokens.weight" not in vllm_loaded_names(plain)
     assert "model.embed_tokens.weight" in vllm_loaded_names(pp) and pp["embed_tokens.weight"].shape == (50, 64)
-    loaded = Eagle3Drafter.from_export(tmp_path / "pp")                 # no target needed: it ships its own
+    loaded = Eagle3Drafter.from_export(tmp_path / "pp")  # no target needed: it ships its own
     torch.testing.assert_close(loaded.embed_tokens.weight, model.embed_tokens.weight.bfloat16().float())

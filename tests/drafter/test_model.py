@@ -9,9 +9,17 @@ from eagle3_core.drafter.model import DrafterConfig, Eagle3Drafter, KVCache
 
 
 def tiny_config(**over) -> DrafterConfig:
-    base = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-                head_dim=32, vocab_size=50, draft_vocab_size=20, target_hidden_size=64,
-                aux_layer_ids=[1, 2, 3])
+    base = dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        vocab_size=50,
+        draft_vocab_size=20,
+        target_hidden_size=64,
+        aux_layer_ids=[1, 2, 3],
+    )
     return DrafterConfig(**{**base, **over})
 
 
@@ -19,7 +27,7 @@ def tiny_config(**over) -> DrafterConfig:
 def drafter() -> Eagle3Drafter:
     torch.manual_seed(0)
     model = Eagle3Drafter(tiny_config()).double()
-    for p in model.parameters():                      # break the symmetric init of the norms
+    for p in model.parameters():  # break the symmetric init of the norms
         torch.nn.init.normal_(p, std=0.3)
     return model
 
@@ -102,11 +110,11 @@ def test_export_holds_exactly_the_tensors_vllm_loads_with_their_shapes_and_dtype
     assert (hf["num_hidden_layers"], hf["vocab_size"], hf["draft_vocab_size"]) == (1, 50, 20)
     assert hf["target_hidden_size"] == 64 and hf["torch_dtype"] == "bfloat16"
     assert hf["eagle_aux_hidden_state_layer_ids"] == [1, 2, 3]
-    assert hf["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 1, 2]          # SGLang adds 1
+    assert hf["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 1, 2]  # SGLang adds 1
 
 
 def test_from_export_round_trips_the_weights_and_the_vocab_mapping(drafter, tmp_path):
-    d2t = torch.arange(20) * 2 - torch.arange(20)          # draft d -> target 2d
+    d2t = torch.arange(20) * 2 - torch.arange(20)  # draft d -> target 2d
     t2d = torch.zeros(50, dtype=torch.bool)
     t2d[torch.arange(20) * 2] = True
     drafter.set_vocab(d2t, t2d)
@@ -118,14 +126,21 @@ def test_from_export_round_trips_the_weights_and_the_vocab_mapping(drafter, tmp_
     g = torch.randn(1, 5, 64)
     pos = torch.arange(5)[None]
     want = drafter.float()(ids, g, pos).logits
-    torch.testing.assert_close(loaded(ids, g, pos).logits, want, atol=0.15, rtol=0.05)   # bf16 export
+    torch.testing.assert_close(loaded(ids, g, pos).logits, want, atol=0.15, rtol=0.05)  # bf16 export
 
 
 def test_from_target_copies_widths_heads_and_rope_from_a_transformers_config():
-    target = {"hidden_size": 128, "intermediate_size": 512, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "vocab_size": 300, "rms_norm_eps": 1e-5,
-              "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"},
-              "max_position_embeddings": 2048, "eos_token_id": 7}
+    target = {
+        "hidden_size": 128,
+        "intermediate_size": 512,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 300,
+        "rms_norm_eps": 1e-5,
+        "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"},
+        "max_position_embeddings": 2048,
+        "eos_token_id": 7,
+    }
     c = DrafterConfig.from_target(target, draft_vocab_size=150, aux_layer_ids=[1, 2, 3])
     assert (c.head_dim, c.rope_theta, c.target_hidden_size, c.eos_token_id) == (32, 500000.0, 128, 7)
     assert DrafterConfig.from_hf(c.to_hf()) == c

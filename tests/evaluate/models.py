@@ -6,8 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-TINY = dict(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-            num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=256)
+TINY = dict(
+    vocab_size=96,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=4,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    head_dim=32,
+    max_position_embeddings=256,
+)
 
 
 def make_target(path: Path, **over) -> Path:
@@ -52,7 +60,9 @@ def make_chat_target(path: Path, heldout: int = 4) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     torch.manual_seed(0)
     config = {**TINY, "vocab_size": len(tokenizer)}
-    model = LlamaForCausalLM(LlamaConfig(**config, eos_token_id=tokenizer.convert_tokens_to_ids(IM_END), bos_token_id=None))
+    model = LlamaForCausalLM(
+        LlamaConfig(**config, eos_token_id=tokenizer.convert_tokens_to_ids(IM_END), bos_token_id=None)
+    )
     model.save_pretrained(path)
     with open(path / "prompts_heldout.jsonl", "w") as fh:
         for q in QUESTIONS[:heldout]:

@@ -7,7 +7,6 @@ import pytest
 
 from eagle3_core.errors import InputError
 from eagle3_core.evaluate.compat import check_drafter
-
 from tests.evaluate.models import make_export, make_target
 
 

@@ -2,7 +2,7 @@
 
 from eagle3_core.evaluate.metrics import SpecCounters, parse_prometheus
 
-SNAPSHOT = '''# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+SNAPSHOT = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
 # TYPE vllm:spec_decode_num_drafts_total counter
 vllm:spec_decode_num_drafts_total{engine="0",model_name="toy"} 10.0
 vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="toy"} 30.0
@@ -12,7 +12,7 @@ vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="toy",p
 vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="toy",position="2"} 2.0
 vllm:generation_tokens_total{engine="0",model_name="to\\"y"} 54.0
 vllm:spec_decode_num_drafts_created 1.7e9
-'''
+"""
 
 
 def test_parser_reads_names_labels_and_values_and_skips_comments():
@@ -31,8 +31,12 @@ def test_acceptance_length_counts_the_bonus_token_and_rate_does_not():
 
 def test_a_measurement_is_the_difference_of_two_snapshots():
     before = SpecCounters.from_prometheus(SNAPSHOT)
-    after = SpecCounters.from_prometheus(SNAPSHOT.replace("10.0", "12.0").replace('"0"} 8.0', '"0"} 10.0')
-                                         .replace("14.0", "16.0").replace("30.0", "36.0"))
+    after = SpecCounters.from_prometheus(
+        SNAPSHOT.replace("10.0", "12.0")
+        .replace('"0"} 8.0', '"0"} 10.0')
+        .replace("14.0", "16.0")
+        .replace("30.0", "36.0")
+    )
     delta = after - before
     assert (delta.drafts, delta.draft_tokens, delta.accepted) == (2, 6, 2)
     assert delta.per_position(3) == [1.0, 0.0, 0.0]

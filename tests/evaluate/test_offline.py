@@ -18,7 +18,7 @@ def plain_greedy(model, prompt, max_tokens):
     with torch.inference_mode():
         for _ in range(max_tokens):
             ids.append(int(model(torch.tensor([ids])).logits[0, -1].argmax()))
-    return ids[len(prompt):]
+    return ids[len(prompt) :]
 
 
 @pytest.mark.parametrize("k", [1, 3])
@@ -54,7 +54,9 @@ def reference_counters(decoder, prompt, k, max_tokens):
 
     def propose(seq, aux):
         n, cache, drafter = len(seq), KVCache(), decoder.drafter
-        out = drafter(torch.tensor([seq[1:]]), drafter.combine(aux[None, : n - 1]), torch.arange(n - 1)[None], cache=cache)
+        out = drafter(
+            torch.tensor([seq[1:]]), drafter.combine(aux[None, : n - 1]), torch.arange(n - 1)[None], cache=cache
+        )
         drafts = []
         for step in range(k):
             drafts.append(int(drafter.to_target_ids(out.logits[0, -1].argmax())))
@@ -68,7 +70,7 @@ def reference_counters(decoder, prompt, k, max_tokens):
         while len(seq) - len(prompt) < max_tokens:
             drafts = propose(seq, aux)
             greedy, aux_all = target(seq + drafts)
-            verdicts = greedy[len(seq) - 1:]
+            verdicts = greedy[len(seq) - 1 :]
             a = next((i for i, (d, t) in enumerate(zip(drafts, verdicts)) if d != t), k)
             counters.record_step(k, a)
             aux = aux_all[: len(seq) + a]
@@ -87,7 +89,10 @@ def test_the_cached_loop_drafts_exactly_what_a_full_recompute_drafts(tiny_target
             cached = SpecCounters()
             decoder.decode(prompt, k=3, max_tokens=24, counters=cached)
             full = reference_counters(decoder, prompt, 3, 24)
-            assert (cached.drafts, cached.accepted, cached.accepted_per_pos) == \
-                   (full.drafts, full.accepted, full.accepted_per_pos)
+            assert (cached.drafts, cached.accepted, cached.accepted_per_pos) == (
+                full.drafts,
+                full.accepted,
+                full.accepted_per_pos,
+            )
             found.append(cached.accepted)
     assert any(found), "no draft was ever accepted: the comparison proved nothing"

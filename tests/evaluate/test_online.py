@@ -7,6 +7,7 @@ import pytest
 
 from eagle3_core.evaluate.metrics import SpecCounters
 from eagle3_core.evaluate.online import Measurement, client_config, identical_share, measure, online_summary
+from eagle3_core.target import ChatSettings
 from tests.fixtures.fake_server import FakeServer, _respond_bytes
 
 
@@ -20,12 +21,14 @@ class SpecServer(FakeServer):
     async def _handle(self, method, path, body, writer, reader=None):
         if method == "GET" and path.endswith("/metrics"):
             c = self.chats + 100  # earlier traffic the measurement must not count
-            text = (f'vllm:spec_decode_num_drafts_total{{engine="0"}} {2.0 * c}\n'
-                    f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {6.0 * c}\n'
-                    f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {3.0 * c}\n'
-                    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="0"}} {2.0 * c}\n'
-                    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="1"}} {1.0 * c}\n'
-                    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="2"}} 0.0\n')
+            text = (
+                f'vllm:spec_decode_num_drafts_total{{engine="0"}} {2.0 * c}\n'
+                f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {6.0 * c}\n'
+                f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {3.0 * c}\n'
+                f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="0"}} {2.0 * c}\n'
+                f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="1"}} {1.0 * c}\n'
+                f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="2"}} 0.0\n'
+            )
             return _respond_bytes(writer, 200, text.encode())
         if method == "POST":
             self.chats += 1
@@ -44,7 +47,7 @@ PROMPTS = [[{"role": "user", "content": f"What is {i} + 1?"}] for i in range(5)]
 
 def test_counters_cover_the_first_timed_pass_only(spec_server):
     m = measure(spec_server.url, PROMPTS, client_config(0.0, 16, 2, 30), repeats=2)
-    assert spec_server.chats == 15                                  # warm-up pass + two timed passes of five
+    assert spec_server.chats == 15  # warm-up pass + two timed passes of five
     assert len(m.rates) == 2 and all(r > 0 for r in m.rates)
     assert (m.counters.drafts, m.counters.accepted) == (10, 15)
     assert m.counters.acceptance_length == 2.5
@@ -57,6 +60,15 @@ def test_requests_are_greedy_with_token_ids_and_never_carry_top_k(spec_server):
     for body in spec_server.requests:
         assert body["temperature"] == 0.0 and body["return_token_ids"] is True
         assert "top_k" not in body and "top_k" not in body.get("extra_body", {})
+
+
+def test_requests_carry_the_targets_chat_settings(spec_server):
+    chat = ChatSettings(chat_template_kwargs={"thinking": True}, spaces_between_special_tokens=False)
+    measure(spec_server.url, PROMPTS[:2], client_config(0.0, 16, 2, 30, chat))
+    assert spec_server.requests, "no request reached the server"
+    for body in spec_server.requests:
+        assert body["chat_template_kwargs"]["thinking"] is True
+        assert body["spaces_between_special_tokens"] is False
 
 
 def test_the_summary_sets_speed_and_agreement_side_by_side(spec_server):
@@ -74,7 +86,9 @@ def test_identical_share_ignores_failed_requests():
 
 
 def measured(rates: list[float], acceptance: float | None = None) -> Measurement:
-    counters = SpecCounters(drafts=10.0, draft_tokens=30.0, accepted=10.0 * (acceptance - 1)) if acceptance else SpecCounters()
+    counters = (
+        SpecCounters(drafts=10.0, draft_tokens=30.0, accepted=10.0 * (acceptance - 1)) if acceptance else SpecCounters()
+    )
     return Measurement(counters=counters, wall_s=1.0, completion_tokens=100, rates=rates)
 
 

@@ -9,8 +9,10 @@ from eagle3_core.serve.config import ServeConfig
 
 def test_the_layers_vllm_logs_are_read_back_with_their_source(tmp_path):
     log = tmp_path / "vllm.log"
-    log.write_text("(Worker pid=1) INFO 11-30 05:52:21 [gpu_model_runner.py:5243] "
-                   "Using auxiliary layers from speculative config: (1, 2, 3)\n")
+    log.write_text(
+        "(Worker pid=1) INFO 11-30 05:52:21 [gpu_model_runner.py:5243] "
+        "Using auxiliary layers from speculative config: (1, 2, 3)\n"
+    )
     assert aux_layers_logged(log) == {"layer_ids": [1, 2, 3], "source": "speculative config"}
     log.write_text("INFO [eagle3_utils.py:30] Using Eagle3 auxiliary layers from model: (2, 2, 1)\n")
     assert aux_layers_logged(log) == {"layer_ids": [2, 2, 1], "source": "model"}

@@ -13,10 +13,14 @@ def write(path, records):
 
 
 def test_the_last_held_out_record_wins_and_k_limits_the_chain(tmp_path):
-    path = write(tmp_path / "metrics.jsonl", [
-        {"step": 1, "split": "heldout", "acc_k": [0.1, 0.1]},
-        {"step": 5, "split": "train", "acc_k": [0.9, 0.9, 0.9]},
-        {"step": 5, "split": "heldout", "name": "final", "acc_k": [0.5, 0.8, 0.5]}])
+    path = write(
+        tmp_path / "metrics.jsonl",
+        [
+            {"step": 1, "split": "heldout", "acc_k": [0.1, 0.1]},
+            {"step": 5, "split": "train", "acc_k": [0.9, 0.9, 0.9]},
+            {"step": 5, "split": "heldout", "name": "final", "acc_k": [0.5, 0.8, 0.5]},
+        ],
+    )
     sim = simulated_acceptance(path, k=2)
     assert sim["split"] == "heldout" and sim["training_step"] == 5
     assert sim["acceptance_length"] == pytest.approx(1 + 0.5 + 0.5 * 0.8)

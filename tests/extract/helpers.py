@@ -12,9 +12,16 @@ def build_tiny_llama(path: Path, layers: int = 6, hidden: int = 64, vocab: int =
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
-                         num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=1,
-                         max_position_embeddings=512, tie_word_embeddings=False)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+    )
     model = LlamaForCausalLM(config)
     with torch.no_grad():  # a non-trivial final norm, so "after the norm" is tested for real
         model.model.norm.weight.uniform_(0.5, 1.5)
@@ -35,14 +42,26 @@ def write_sequences(path: Path, lengths_per_part: list[list[int]], vocab: int = 
         for n in lengths:
             ids = [rng.randrange(vocab) for _ in range(n)]
             mask = [0] * (n // 3) + [1] * (n - n // 3)
-            rows.append({"sample_id": f"s{len(every) + len(rows):04d}", "input_ids": ids, "loss_mask": mask,
-                         "num_tokens": n, "num_supervised": sum(mask), "source": "server"})
-        table = pa.table({"sample_id": pa.array([r["sample_id"] for r in rows], pa.string()),
-                          "input_ids": pa.array([r["input_ids"] for r in rows], pa.list_(pa.int32())),
-                          "loss_mask": pa.array([r["loss_mask"] for r in rows], pa.list_(pa.uint8())),
-                          "num_tokens": pa.array([r["num_tokens"] for r in rows], pa.int64()),
-                          "num_supervised": pa.array([r["num_supervised"] for r in rows], pa.int64()),
-                          "source": pa.array([r["source"] for r in rows], pa.string())})
+            rows.append(
+                {
+                    "sample_id": f"s{len(every) + len(rows):04d}",
+                    "input_ids": ids,
+                    "loss_mask": mask,
+                    "num_tokens": n,
+                    "num_supervised": sum(mask),
+                    "source": "server",
+                }
+            )
+        table = pa.table(
+            {
+                "sample_id": pa.array([r["sample_id"] for r in rows], pa.string()),
+                "input_ids": pa.array([r["input_ids"] for r in rows], pa.list_(pa.int32())),
+                "loss_mask": pa.array([r["loss_mask"] for r in rows], pa.list_(pa.uint8())),
+                "num_tokens": pa.array([r["num_tokens"] for r in rows], pa.int64()),
+                "num_supervised": pa.array([r["num_supervised"] for r in rows], pa.int64()),
+                "source": pa.array([r["source"] for r in rows], pa.string()),
+            }
+        )
         pq.write_table(table, path / f"part-{p:05d}.parquet")
         every += rows
     return every
@@ -58,6 +77,10 @@ def read_hidden(out: Path) -> dict[str, dict]:
     found = {}
     for r in index:
         s, a, b = shards[r["shard"]], r["offset"], r["offset"] + r["length"]
-        found[r["sample_id"]] = {"aux": s["aux_hidden_states"][a:b], "final": s["final_hidden_states"][a:b],
-                                 "input_ids": s["input_ids"][a:b], "loss_mask": s["loss_mask"][a:b]}
+        found[r["sample_id"]] = {
+            "aux": s["aux_hidden_states"][a:b],
+            "final": s["final_hidden_states"][a:b],
+            "input_ids": s["input_ids"][a:b],
+            "loss_mask": s["loss_mask"][a:b],
+        }
     return found

@@ -28,8 +28,12 @@ def test_shards_are_deterministic_hold_whole_samples_and_group_like_lengths(tmp_
     first = plan_shards(tmp_path / "seq", 60, "h")
     assert first == plan_shards(tmp_path / "seq", 60, "h")
     assert [(s.part, s.rows) for s in first] == [
-        ("part-00000.parquet", [4, 1, 5]), ("part-00000.parquet", [0]), ("part-00000.parquet", [2]),
-        ("part-00000.parquet", [3]), ("part-00001.parquet", [1, 0])]
+        ("part-00000.parquet", [4, 1, 5]),
+        ("part-00000.parquet", [0]),
+        ("part-00000.parquet", [2]),
+        ("part-00000.parquet", [3]),
+        ("part-00001.parquet", [1, 0]),
+    ]
     assert [s.tokens for s in first] == [58, 30, 40, 120, 40]
     assert len({s.key for s in first}) == len(first)
     assert all(a.key != b.key for a, b in zip(first, plan_shards(tmp_path / "seq", 60, "other")))

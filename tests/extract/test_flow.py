@@ -19,8 +19,12 @@ def test_flow_runs_one_task_per_shard_under_the_gpu_limit_and_publishes_artifact
 
     write_sequences(tmp_path / "seq", [[30, 25, 40], [12]])
     cfg = ExtractConfig(layers=[1, 3, 4], shard_tokens=50)
-    manifest = extract_flow(cfg=cfg, target=TargetConfig(path=str(tiny_llama)), sequences_dir=str(tmp_path / "seq"),
-                            out_dir=str(tmp_path / "hidden"))
+    manifest = extract_flow(
+        cfg=cfg,
+        target=TargetConfig(path=str(tiny_llama)),
+        sequences_dir=str(tmp_path / "seq"),
+        out_dir=str(tmp_path / "hidden"),
+    )
     assert manifest.status == "complete" and manifest.counts["shards"] == 4
     with get_client(sync_client=True) as client:
         assert client.read_global_concurrency_limit_by_name(gpu_limit_name()).limit == 1
@@ -35,8 +39,19 @@ def test_cli_extracts_and_resumes(prefect_api, tiny_llama, tmp_path):
     from flows.cli import cli
 
     write_sequences(tmp_path / "seq", [[30, 25, 40]])
-    args = ["extract", "--input", str(tmp_path / "seq"), "--target", str(tiny_llama), "--out", str(tmp_path / "h"),
-            "--layers", "1,3,4", "--shard-tokens", "50"]
+    args = [
+        "extract",
+        "--input",
+        str(tmp_path / "seq"),
+        "--target",
+        str(tiny_llama),
+        "--out",
+        str(tmp_path / "h"),
+        "--layers",
+        "1,3,4",
+        "--shard-tokens",
+        "50",
+    ]
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "3 samples, 95 tokens, 3 shards (0 reused); layers [1, 3, 4], H=64" in result.output
@@ -50,13 +65,37 @@ def test_cli_extracts_and_resumes(prefect_api, tiny_llama, tmp_path):
 def test_cli_refuses_a_malformed_layer_list(tiny_llama, tmp_path):
     from flows.cli import cli
 
-    (tmp_path / "part-00000.parquet").touch()       # a sequences folder, so the layers are looked at
-    result = CliRunner().invoke(cli, ["extract", "--input", str(tmp_path), "--target", str(tiny_llama),
-                                      "--out", str(tmp_path / "h"), "--layers", "2,16"])
+    (tmp_path / "part-00000.parquet").touch()  # a sequences folder, so the layers are looked at
+    result = CliRunner().invoke(
+        cli,
+        [
+            "extract",
+            "--input",
+            str(tmp_path),
+            "--target",
+            str(tiny_llama),
+            "--out",
+            str(tmp_path / "h"),
+            "--layers",
+            "2,16",
+        ],
+    )
     assert result.exit_code == 2 and "must name 3 layers (low, mid, high)" in result.output
 
 
 def test_cli_checks_the_input_folder_before_the_layers(tiny_llama, tmp_path, capsys):
-    err = cli_error(["extract", "--input", str(tmp_path / "nowhere"), "--target", str(tiny_llama),
-                     "--out", str(tmp_path / "h"), "--layers", "2,16"], capsys)
+    err = cli_error(
+        [
+            "extract",
+            "--input",
+            str(tmp_path / "nowhere"),
+            "--target",
+            str(tiny_llama),
+            "--out",
+            str(tmp_path / "h"),
+            "--layers",
+            "2,16",
+        ],
+        capsys,
+    )
     assert err.startswith("error: no sequences found") and "eagle3 reconstruct" in err

@@ -24,8 +24,12 @@ def _reference(model_dir, ids):
 
 def test_stored_states_equal_output_hidden_states_for_the_named_layers(tiny_llama, tmp_path):
     rows = write_sequences(tmp_path / "seq", [[23, 9, 40], [17]])
-    manifest = run_extract(ExtractConfig(layers=[1, 3, 4], max_tokens_per_batch=64),
-                           TargetConfig(path=str(tiny_llama)), tmp_path / "seq", tmp_path / "hidden")
+    manifest = run_extract(
+        ExtractConfig(layers=[1, 3, 4], max_tokens_per_batch=64),
+        TargetConfig(path=str(tiny_llama)),
+        tmp_path / "seq",
+        tmp_path / "hidden",
+    )
     stored = read_hidden(tmp_path / "hidden")
     assert manifest.details["layers"] == [1, 3, 4]
     for row in rows:

@@ -48,15 +48,24 @@ def test_hidden_follows_the_contract(tiny_llama, tmp_path):
     assert manifest.counts["samples"] == 7 and manifest.counts["tokens"] == 84
     details = json.loads((out / "manifest.json").read_text())["details"]
     assert {k: details[k] for k in ("layers", "hidden_size", "num_hidden_layers", "vocab_size", "engine")} == {
-        "layers": LAYERS, "hidden_size": 64, "num_hidden_layers": 6, "vocab_size": 256, "engine": "transformers"}
+        "layers": LAYERS,
+        "hidden_size": 64,
+        "num_hidden_layers": 6,
+        "vocab_size": 256,
+        "engine": "transformers",
+    }
     assert 0.0 <= details["padding_share"] < 0.5
     assert not [p for p in out.rglob("*") if p.suffix in {".bin", ".pt", ".pkl", ".tmp"}]
 
 
 def test_shard_bytes_are_the_states_plus_a_header_under_one_percent(tiny_llama, tmp_path):
     write_sequences(tmp_path / "seq", [[200, 180, 150]])
-    manifest = run_extract(ExtractConfig(layers=LAYERS, shard_tokens=10_000), TargetConfig(path=str(tiny_llama)),
-                           tmp_path / "seq", tmp_path / "h")
+    manifest = run_extract(
+        ExtractConfig(layers=LAYERS, shard_tokens=10_000),
+        TargetConfig(path=str(tiny_llama)),
+        tmp_path / "seq",
+        tmp_path / "h",
+    )
     per_token = manifest.counts["bytes"] / manifest.counts["tokens"]
     assert 4 * 64 * 2 + 5 <= per_token <= (4 * 64 * 2 + 5) * 1.01
 
@@ -83,8 +92,11 @@ _KILLER = textwrap.dedent("""
 def test_a_killed_run_restarts_and_finishes_only_the_missing_shards(tiny_llama, tmp_path):
     rows = write_sequences(tmp_path / "seq", [[30, 25, 40, 12, 33, 8], [21, 19]])
     out = tmp_path / "hidden"
-    killed = subprocess.run([sys.executable, "-c", _KILLER, str(tiny_llama), str(tmp_path / "seq"), str(out)],
-                            cwd=Path(__file__).resolve().parents[2], capture_output=True)
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLER, str(tiny_llama), str(tmp_path / "seq"), str(out)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+    )
     assert killed.returncode == -9, killed.stderr.decode()[-2000:]
     before = {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*.safetensors")}
     assert sorted(before) == ["shard-00000.safetensors", "shard-00001.safetensors"]
@@ -114,8 +126,9 @@ def test_a_torn_or_foreign_shard_is_recomputed(tiny_llama, tmp_path):
     (out / "manifest.json").unlink()
     manifest = run_extract(_cfg(), TargetConfig(path=str(tiny_llama)), tmp_path / "seq", out)
     assert manifest.details["shards_reused"] == manifest.counts["shards"] - 1
-    other = run_extract(ExtractConfig(layers=[0, 2, 5], shard_tokens=50), TargetConfig(path=str(tiny_llama)),
-                        tmp_path / "seq", out)
+    other = run_extract(
+        ExtractConfig(layers=[0, 2, 5], shard_tokens=50), TargetConfig(path=str(tiny_llama)), tmp_path / "seq", out
+    )
     assert other.details["shards_reused"] == 0 and other.details["layers"] == [0, 2, 5]
 
 
@@ -134,8 +147,9 @@ def test_a_complete_run_is_skipped_without_loading_the_target(tiny_llama, tmp_pa
 
 
 def test_nan_states_are_refused_with_the_sample_id(tmp_path):
-    from tests.extract.helpers import build_tiny_llama
     from transformers import LlamaForCausalLM
+
+    from tests.extract.helpers import build_tiny_llama
 
     model_dir = build_tiny_llama(tmp_path / "m")
     model = LlamaForCausalLM.from_pretrained(model_dir)
@@ -156,8 +170,9 @@ def test_storage_cost_is_printed_and_a_run_that_cannot_fit_refuses_to_start(tiny
     write_sequences(tmp_path / "seq", [[100, 28]])
     lines = RecordingReporter()
     with pytest.raises(StageError, match="hidden states need") as err:
-        run_extract(_cfg(disk_headroom=1e18), TargetConfig(path=str(tiny_llama)), tmp_path / "seq",
-                    tmp_path / "hidden", lines)
+        run_extract(
+            _cfg(disk_headroom=1e18), TargetConfig(path=str(tiny_llama)), tmp_path / "seq", tmp_path / "hidden", lines
+        )
     assert "free disk space" in str(err.value)
     assert f"eagle3 train --mode online-vllm --input {tmp_path / 'seq'} --target {tiny_llama}" in str(err.value)
     assert any("128 tokens x 512 B" in line and "free at" in line for line in lines.lines)
@@ -170,7 +185,7 @@ def test_user_mistakes_are_clear_errors(tiny_llama, tmp_path):
         run_extract(_cfg(), TargetConfig(path=str(tiny_llama)), tmp_path / "empty", tmp_path / "h")
     assert "eagle3 reconstruct" in str(err.value)
     write_sequences(tmp_path / "seq", [[10]])
-    with pytest.raises(InputError, match="config.json"):       # the input is checked first, then the target
+    with pytest.raises(InputError, match="config.json"):  # the input is checked first, then the target
         run_extract(_cfg(), TargetConfig(path=str(tmp_path)), tmp_path / "seq", tmp_path / "h")
     with pytest.raises(ConfigError, match="online"):
         run_extract(_cfg(mode="online"), TargetConfig(path=str(tiny_llama)), tmp_path / "seq", tmp_path / "h")

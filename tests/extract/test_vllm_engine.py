@@ -94,15 +94,28 @@ def vllm_run(toy_target, tmp_path_factory):
     out = work / "hidden"
     with machine_vllm_lock():
         earlier = _workers(grace_s=0, ignore=set())  # we hold the lock: any worker that appears is the killed run's
-        killed = subprocess.run([sys.executable, "-c", _KILLER, str(toy_target), str(work / "seq"), str(out),
-                                 ",".join(map(str, layers))], cwd=REPO, capture_output=True, timeout=900)
+        killed = subprocess.run(
+            [sys.executable, "-c", _KILLER, str(toy_target), str(work / "seq"), str(out), ",".join(map(str, layers))],
+            cwd=REPO,
+            capture_output=True,
+            timeout=900,
+        )
         before = {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*.safetensors")}
         orphans = _workers(grace_s=20, ignore=earlier)
         lines = RecordingReporter()
         cfg = ExtractConfig(engine="vllm", layers=layers, shard_tokens=150, vllm_kv_cache_bytes=64 << 20)
         manifest = run_extract(cfg, TargetConfig(path=str(toy_target)), work / "seq", out, lines)
-    return {"killed": killed, "before": before, "orphans": orphans, "lines": lines.lines, "manifest": manifest, "out": out,
-            "rows": rows, "layers": layers, "work": work}
+    return {
+        "killed": killed,
+        "before": before,
+        "orphans": orphans,
+        "lines": lines.lines,
+        "manifest": manifest,
+        "out": out,
+        "rows": rows,
+        "layers": layers,
+        "work": work,
+    }
 
 
 @pytest.mark.slow
@@ -125,8 +138,12 @@ def test_a_killed_vllm_run_resumes_by_shard(vllm_run):
 @pytest.mark.timeout(2400)
 def test_vllm_and_transformers_write_the_same_hidden_states(vllm_run, toy_target):
     layers, work = vllm_run["layers"], vllm_run["work"]
-    reference = run_extract(ExtractConfig(layers=layers, shard_tokens=150, device="cpu"),
-                            TargetConfig(path=str(toy_target)), work / "seq", work / "hidden-hf")
+    reference = run_extract(
+        ExtractConfig(layers=layers, shard_tokens=150, device="cpu"),
+        TargetConfig(path=str(toy_target)),
+        work / "seq",
+        work / "hidden-hf",
+    )
     by_vllm, by_hf = read_hidden(vllm_run["out"]), read_hidden(work / "hidden-hf")
     assert set(by_vllm) == set(by_hf) == {r["sample_id"] for r in vllm_run["rows"]}
     for sample_id, want in by_hf.items():
@@ -147,6 +164,9 @@ def test_code_run_inside_the_vllm_venv_imports_only_vllm_torch_safetensors_and_s
     for path in SIDE.glob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            )
             assert all(n.split(".")[0] in allowed for n in names), (path.name, names)

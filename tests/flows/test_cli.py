@@ -25,7 +25,8 @@ def test_a_recipe_mistake_is_one_message_naming_the_field_and_exit_2(tmp_path):
 
 
 def test_pipeline_prints_each_stage_outcome_and_fails_when_a_selected_stage_was_blocked(
-        prefect_api, tmp_path, capsys, monkeypatch):
+    prefect_api, tmp_path, capsys, monkeypatch
+):
     from flows.cli import main
 
     recipe = tmp_path / "recipe.yaml"

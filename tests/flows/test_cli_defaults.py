@@ -37,7 +37,10 @@ RENAMED = {
 }
 # Deliberate differences, each with its reason.
 DIFFERENT_ON_PURPOSE = {
-    ("reconstruct", "family"): "None = the target section of --recipe, else TargetConfig's defaults (reconstruct/recipes.py)",
+    (
+        "reconstruct",
+        "family",
+    ): "None = the target section of --recipe, else TargetConfig's defaults (reconstruct/recipes.py)",
     ("serve", "port"): "a server a person starts gets a port they can type; a config's None = a free port, for tests",
     ("serve", "max_model_len"): "None = the recipe's serve.max_model_len, else the config default",
 }
@@ -69,12 +72,13 @@ def checked_options():
 CHECKED = list(checked_options())
 
 
-@pytest.mark.parametrize("command_name,option,value,config,field", CHECKED,
-                         ids=[f"{c}--{o}" for c, o, *_ in CHECKED])
+@pytest.mark.parametrize("command_name,option,value,config,field", CHECKED, ids=[f"{c}--{o}" for c, o, *_ in CHECKED])
 def test_an_option_defaults_to_its_config_fields_default(command_name, option, value, config, field):
     expected = config.model_fields[field].get_default(call_default_factory=True)
-    assert value == expected, (f"`eagle3 {command_name} --{option.replace('_', '-')}` defaults to {value!r}, "
-                               f"{config.__name__}.{field} to {expected!r}: change one, or list it in DIFFERENT_ON_PURPOSE")
+    assert value == expected, (
+        f"`eagle3 {command_name} --{option.replace('_', '-')}` defaults to {value!r}, "
+        f"{config.__name__}.{field} to {expected!r}: change one, or list it in DIFFERENT_ON_PURPOSE"
+    )
 
 
 def test_most_options_are_checked():

@@ -75,8 +75,9 @@ def test_serve_py_registers_exactly_what_prefect_yaml_defines(deployments, tmp_p
         defined = deployments[name]
         assert deployment.entrypoint == defined["entrypoint"]
         assert (deployment.description, deployment.tags) == (defined["description"], defined["tags"])
-        assert [(s.schedule.cron, s.schedule.timezone) for s in deployment.schedules] == \
-            [(s["cron"], s["timezone"]) for s in defined.get("schedules", [])]
+        assert [(s.schedule.cron, s.schedule.timezone) for s in deployment.schedules] == [
+            (s["cron"], s["timezone"]) for s in defined.get("schedules", [])
+        ]
         assert deployment.concurrency_limit == (defined.get("concurrency_limit") or {}).get("limit")
     assert built["eagle3-pipeline"].parameters["config"]["out"] == str(tmp_path / "served")
     assert built["eagle3-nightly"].parameters["config"]["root"] == str(tmp_path / "served" / "nightly")
@@ -103,6 +104,8 @@ def test_the_worker_image_installs_the_project_the_way_the_readme_does():
 def test_compose_runs_a_server_on_postgres_a_worker_and_vllm():
     compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())["services"]
     assert {"postgres", "prefect-server", "worker", "vllm"} <= set(compose)
-    assert compose["prefect-server"]["environment"]["PREFECT_API_DATABASE_CONNECTION_URL"].startswith("postgresql+asyncpg://")
+    assert compose["prefect-server"]["environment"]["PREFECT_API_DATABASE_CONNECTION_URL"].startswith(
+        "postgresql+asyncpg://"
+    )
     assert compose["worker"]["build"]["dockerfile"] == "docker/Dockerfile"
     assert "deployments/prefect.yaml" in compose["worker"]["command"]

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
+from eagle3_core import dataset_versions as dv
 from eagle3_core.config import PipelineConfig
 from eagle3_core.generate.probe import PROBE_MESSAGES
-from eagle3_core import dataset_versions as dv
 from flows.nightly import NightlyConfig, nightly
 
 
@@ -23,15 +23,25 @@ def write_prompts(path, prompts):
 @pytest.fixture
 def nightly_config(tmp_path):
     def make(url, keep=7):
-        recipe = PipelineConfig.model_validate({"generate": {
-            "prompts": {"input": str(tmp_path / "prompts.jsonl")}, "base_urls": [url],
-            "return_token_ids": False, "concurrency": 2, "max_retries": 0}})
+        recipe = PipelineConfig.model_validate(
+            {
+                "generate": {
+                    "prompts": {"input": str(tmp_path / "prompts.jsonl")},
+                    "base_urls": [url],
+                    "return_token_ids": False,
+                    "concurrency": 2,
+                    "max_retries": 0,
+                }
+            }
+        )
         return NightlyConfig(root=str(tmp_path / "dataset"), recipe=recipe, keep_versions=keep)
+
     return make
 
 
 def test_nightly_sends_only_new_prompts_and_everything_again_when_the_model_changes(
-        prefect_api, tmp_path, make_fake_server, nightly_config):
+    prefect_api, tmp_path, make_fake_server, nightly_config
+):
     server = make_fake_server(model="toy-v1")
     write_prompts(tmp_path / "prompts.jsonl", ["Q1", "Q2", "Q3"])
     first = nightly(nightly_config(server.url, keep=2))

@@ -33,8 +33,9 @@ def test_a_failed_stage_fails_the_run_with_the_stages_own_error(prefect_api, con
     from eagle3_core.generate.config import PromptSource
 
     config.stages = ["generate"]  # prompts that are not there: the generate stage refuses, in its own words
-    config.generate = config.generate.model_copy(update={
-        "prompts": PromptSource(input=str(tmp_path / "missing.jsonl")), "base_urls": ["http://127.0.0.1:9/v1"]})
+    config.generate = config.generate.model_copy(
+        update={"prompts": PromptSource(input=str(tmp_path / "missing.jsonl")), "base_urls": ["http://127.0.0.1:9/v1"]}
+    )
 
     state = pipeline(config, return_state=True)
 
@@ -68,7 +69,9 @@ def summary_of(state) -> str:
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["pipeline-summary"])))
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["pipeline-summary"]))
+        )
     mine = [a for a in artifacts if a.flow_run_id == state.state_details.flow_run_id]
     assert len(mine) == 1
     return mine[0].data
@@ -80,8 +83,9 @@ def test_the_flow_parameter_is_the_pipeline_config_so_the_ui_renders_it_as_a_for
     assert schema["definitions"]["PipelineConfig"]["properties"]["generate"]
 
 
-def test_an_api_key_reaches_no_log_artifact_parameter_or_manifest(prefect_api, config, tmp_path, make_fake_server,
-                                                                  monkeypatch):
+def test_an_api_key_reaches_no_log_artifact_parameter_or_manifest(
+    prefect_api, config, tmp_path, make_fake_server, monkeypatch
+):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, LogFilter
 
@@ -89,8 +93,12 @@ def test_an_api_key_reaches_no_log_artifact_parameter_or_manifest(prefect_api, c
     monkeypatch.setenv("EAGLE3_TEST_KEY", secret)
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "Q1"}\n{"prompt": "Q2"}\n')
     config.stages = ["generate"]
-    config.generate = GenerateConfig(prompts={"input": str(tmp_path / "prompts.jsonl")}, base_urls=[make_fake_server().url],
-                                     api_key_env="EAGLE3_TEST_KEY", return_token_ids=False)
+    config.generate = GenerateConfig(
+        prompts={"input": str(tmp_path / "prompts.jsonl")},
+        base_urls=[make_fake_server().url],
+        api_key_env="EAGLE3_TEST_KEY",
+        return_token_ids=False,
+    )
 
     state = pipeline(config, return_state=True)
 
@@ -124,29 +132,36 @@ def test_a_stage_without_its_own_flow_gets_one_built_from_its_body_with_its_type
     schema = vocab.parameters.model_dump()
     assert list(schema["properties"]) == ["cfg", "target", "sequences_dir", "out_dir"]
     assert schema["definitions"]["VocabConfig"]["properties"]["draft_vocab_size"]
-    assert vocab.validate_parameters({"cfg": {"draft_vocab_size": 8}, "target": {}, "sequences_dir": "s",
-                                      "out_dir": "v"})["cfg"] == VocabConfig(draft_vocab_size=8)
+    assert vocab.validate_parameters(
+        {"cfg": {"draft_vocab_size": 8}, "target": {}, "sequences_dir": "s", "out_dir": "v"}
+    )["cfg"] == VocabConfig(draft_vocab_size=8)
 
 
 def test_the_toy_target_fills_the_target_path_and_its_prompts(tmp_path):
     from flows.pipeline import with_toy_paths
 
-    config = PipelineConfig.model_validate({"evaluate": {"prompts": {"input": "{toy}/prompts_heldout.jsonl",
-                                                                     "max_samples": 100}}})
+    config = PipelineConfig.model_validate(
+        {"evaluate": {"prompts": {"input": "{toy}/prompts_heldout.jsonl", "max_samples": 100}}}
+    )
 
     filled = with_toy_paths(config, "/cache/toy/abc")
 
     assert filled.target.path == "/cache/toy/abc"
     assert filled.generate.prompts.input == "/cache/toy/abc/prompts_train.jsonl"
-    assert (filled.evaluate.prompts.input, filled.evaluate.prompts.max_samples) == ("/cache/toy/abc/prompts_heldout.jsonl", 100)
+    assert (filled.evaluate.prompts.input, filled.evaluate.prompts.max_samples) == (
+        "/cache/toy/abc/prompts_heldout.jsonl",
+        100,
+    )
 
 
-def test_a_second_run_reuses_a_complete_generation_without_any_endpoint(prefect_api, config, tmp_path,
-                                                                        make_fake_server):
+def test_a_second_run_reuses_a_complete_generation_without_any_endpoint(
+    prefect_api, config, tmp_path, make_fake_server
+):
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "Q1"}\n')
     config.stages = ["generate"]
-    config.generate = GenerateConfig(prompts={"input": str(tmp_path / "prompts.jsonl")},
-                                     base_urls=[make_fake_server().url], return_token_ids=False)
+    config.generate = GenerateConfig(
+        prompts={"input": str(tmp_path / "prompts.jsonl")}, base_urls=[make_fake_server().url], return_token_ids=False
+    )
     assert pipeline(config)["generate"]["status"] == "ran"
 
     config.generate = config.generate.model_copy(update={"base_urls": []})  # e.g. vLLM not started again
@@ -162,15 +177,17 @@ def stage_graph(flow_run_id) -> dict[str, set[str]]:
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 
     with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
-            parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id])))
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id]))
+        )
         names = {run.id: client.read_flow(run.flow_id).name for run in runs}
         inputs = {names[run.id]: client.read_task_run(run.parent_task_run_id).task_inputs for run in runs}
     return {name: {names.get(i.id, str(i.id)) for i in found.get("wait_for", [])} for name, found in inputs.items()}
 
 
 def test_each_stage_subflow_waits_for_the_results_of_the_stages_it_reads_so_the_graph_draws_the_dag(
-        prefect_api, config, tmp_path):
+    prefect_api, config, tmp_path
+):
     from eagle3_core.manifest import StageManifest, write_manifest
     from tests.reconstruct.families import FAMILIES, build_family_tokenizer
     from tests.reconstruct.records import record, write_generations
@@ -179,8 +196,9 @@ def test_each_stage_subflow_waits_for_the_results_of_the_stages_it_reads_so_the_
     write_generations(config.layout.generations, [record("a", user, "Two and two.", "4.")])
     write_manifest(config.layout.generations, StageManifest(stage="generate", status="complete", config_hash="x"))
     family = FAMILIES["qwen3"]
-    config.target = config.target.model_validate({"path": str(build_family_tokenizer(family, tmp_path / "tok")),
-                                                  **family.target})
+    config.target = config.target.model_validate(
+        {"path": str(build_family_tokenizer(family, tmp_path / "tok")), **family.target}
+    )
     config.vocab.draft_vocab_size = 8
     config.stages = ["reconstruct", "vocab"]
 

@@ -22,8 +22,15 @@ def prompts(n: int, prefix: str = "Q") -> list[dict]:
 
 def config(source: Path | str, urls: list[str], **overrides: Any) -> GenerateConfig:
     """A config for fast tests: no backoff sleeps, small shards."""
-    fields = {"prompts": PromptSource(input=str(source)), "base_urls": urls, "concurrency": 8,
-              "retry_initial_wait": 0.0, "max_retries": 3, "request_timeout": 10.0, "shard_rows": 10}
+    fields = {
+        "prompts": PromptSource(input=str(source)),
+        "base_urls": urls,
+        "concurrency": 8,
+        "retry_initial_wait": 0.0,
+        "max_retries": 3,
+        "request_timeout": 10.0,
+        "shard_rows": 10,
+    }
     max_samples = overrides.pop("max_samples", None)
     if max_samples is not None:
         fields["prompts"] = PromptSource(input=str(source), max_samples=max_samples)

@@ -11,12 +11,14 @@ from tests.generate.helpers import config, prompts, rejected, write_jsonl
 
 def test_a_line_of_bad_bytes_or_the_wrong_type_is_a_reject_with_its_line_and_the_good_rows_go_on(tmp_path, fake_server):
     src = tmp_path / "in.jsonl"
-    src.write_bytes(b'{"prompt": "Q0"}\n'
-                    b'{"prompt": "caf\xe9"}\n'          # latin-1, not UTF-8
-                    b'\n'
-                    b'["a", "list"]\n'
-                    b'{"prompt": 3}\n'
-                    b'{"prompt": "Q1"}\n')
+    src.write_bytes(
+        b'{"prompt": "Q0"}\n'
+        b'{"prompt": "caf\xe9"}\n'  # latin-1, not UTF-8
+        b"\n"
+        b'["a", "list"]\n'
+        b'{"prompt": 3}\n'
+        b'{"prompt": "Q1"}\n'
+    )
     manifest = run_generate(config(src, [fake_server.url]), tmp_path / "out")
     assert (manifest.counts["input"], manifest.counts["accepted"], manifest.counts["rejected"]) == (5, 2, 3)
     assert manifest.details["reject_reasons"] == {"undecodable": 1, "unknown_shape": 1, "non_string_content": 1}
@@ -24,7 +26,7 @@ def test_a_line_of_bad_bytes_or_the_wrong_type_is_a_reject_with_its_line_and_the
     assert details["undecodable"] == "in.jsonl line 2: byte 15 is not UTF-8 (invalid continuation byte)"
     assert details["unknown_shape"] == "in.jsonl line 4: a row must be a JSON object, got list"
     assert details["non_string_content"] == "in.jsonl line 5: `prompt` must be a string, got int"
-    assert sorted(p for p in fake_server.prompts() if p.startswith("Q")) == ["Q0", "Q1"]   # besides the probe
+    assert sorted(p for p in fake_server.prompts() if p.startswith("Q")) == ["Q0", "Q1"]  # besides the probe
 
 
 def test_a_leading_byte_order_mark_is_not_part_of_the_first_row(tmp_path, fake_server):
@@ -45,8 +47,19 @@ def test_an_input_with_no_rows_is_an_error_unless_allowed(tmp_path, fake_server)
 
 def test_the_cli_refuses_an_empty_input_in_one_line(prefect_api, tmp_path, fake_server, capsys):
     (tmp_path / "in.jsonl").write_text("")
-    err = cli_error(["generate", "--input", str(tmp_path / "in.jsonl"), "--base-url", fake_server.url,
-                     "--out", str(tmp_path / "out"), "--no-progress"], capsys)
+    err = cli_error(
+        [
+            "generate",
+            "--input",
+            str(tmp_path / "in.jsonl"),
+            "--base-url",
+            fake_server.url,
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert error_line(err).startswith("error: the input holds no rows")
 
 
@@ -55,8 +68,19 @@ def test_a_concurrent_run_into_the_same_folder_refuses_and_changes_nothing(prefe
     run_generate(config(src, [fake_server.url]), tmp_path / "out")
     before = snapshot(tmp_path / "out")
     with held(tmp_path / "out") as pid:
-        err = cli_error(["generate", "--input", str(src), "--base-url", fake_server.url, "--out", str(tmp_path / "out"),
-                         "--no-progress"], capsys)
+        err = cli_error(
+            [
+                "generate",
+                "--input",
+                str(src),
+                "--base-url",
+                fake_server.url,
+                "--out",
+                str(tmp_path / "out"),
+                "--no-progress",
+            ],
+            capsys,
+        )
     assert error_line(err) == busy_line(tmp_path / "out", pid)
     assert snapshot(tmp_path / "out") == before
 
@@ -65,12 +89,16 @@ def test_a_truncated_part_of_its_own_folder_is_named_on_resume_and_no_part_chang
     import json
 
     src = write_jsonl(tmp_path / "in.jsonl", prompts(25))
-    run_generate(config(src, [fake_server.url]), tmp_path / "out")              # 10 rows a part: 3 parts
+    run_generate(config(src, [fake_server.url]), tmp_path / "out")  # 10 rows a part: 3 parts
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    (tmp_path / "out" / "manifest.json").write_text(json.dumps({**manifest, "status": "running"}))   # as a kill leaves it
+    (tmp_path / "out" / "manifest.json").write_text(
+        json.dumps({**manifest, "status": "running"})
+    )  # as a kill leaves it
     truncate(tmp_path / "out" / "accepted" / "part-00001.parquet")
     parts = {k: v for k, v in snapshot(tmp_path / "out").items() if "part-" in k}
-    with pytest.raises(InputError, match="damaged generate shard part-00001.parquet: not a readable Parquet file") as err:
+    with pytest.raises(
+        InputError, match="damaged generate shard part-00001.parquet: not a readable Parquet file"
+    ) as err:
         run_generate(config(src, [fake_server.url]), tmp_path / "out")
     assert err.value.fix == "delete it and rerun `eagle3 generate`: the stage redoes that shard"
     assert {k: v for k, v in snapshot(tmp_path / "out").items() if "part-" in k} == parts

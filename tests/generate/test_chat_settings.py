@@ -11,8 +11,9 @@ from eagle3_core.generate.stage import run_generate
 from eagle3_core.target import ChatSettings
 from tests.generate.helpers import accepted, config, prompts, write_jsonl
 
-KIMI_CHAT = ChatSettings(chat_template_kwargs={"thinking": True}, skip_special_tokens=False,
-                         spaces_between_special_tokens=False)
+KIMI_CHAT = ChatSettings(
+    chat_template_kwargs={"thinking": True}, skip_special_tokens=False, spaces_between_special_tokens=False
+)
 
 
 def test_every_request_carries_the_targets_chat_settings_and_the_manifest_records_them(tmp_path, fake_server):
@@ -43,8 +44,10 @@ def test_the_pipeline_copies_target_chat_into_generate(tmp_path):
 
 def test_chat_settings_set_in_generate_too_are_one_clear_error(tmp_path):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("target:\n  chat:\n    chat_template_kwargs: {enable_thinking: true}\n"
-                      "generate:\n  chat:\n    chat_template_kwargs: {enable_thinking: false}\n")
+    recipe.write_text(
+        "target:\n  chat:\n    chat_template_kwargs: {enable_thinking: true}\n"
+        "generate:\n  chat:\n    chat_template_kwargs: {enable_thinking: false}\n"
+    )
     with pytest.raises(ConfigError, match="set template variables and detokenizer settings once, in target.chat"):
         PipelineConfig.from_yaml(recipe)
 

@@ -32,8 +32,20 @@ def cli_env() -> dict[str, str]:
 
 
 def generate_args(src: Path, url: str, out: Path, *extra: str) -> list[str]:
-    return [EAGLE3, "generate", "--input", str(src), "--base-url", url, "--out", str(out),
-            "--retry-initial-wait", "0", "--no-progress", *extra]
+    return [
+        EAGLE3,
+        "generate",
+        "--input",
+        str(src),
+        "--base-url",
+        url,
+        "--out",
+        str(out),
+        "--retry-initial-wait",
+        "0",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def run_cli(args: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -66,8 +78,7 @@ def test_a_killed_run_resumes_without_rerequesting_or_duplicating(tmp_path, make
     server = make_fake_server(delay=0.1)
     rows = prompts(200) + [{"prompt": "Q3"}, {"nothing": "here"}]
     src, out = write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "out"
-    args = generate_args(src, server.url, out, "--concurrency", "4", "--shard-rows", "5",
-                         "--flush-seconds", "0.2")
+    args = generate_args(src, server.url, out, "--concurrency", "4", "--shard-rows", "5", "--flush-seconds", "0.2")
     first = subprocess.Popen(args, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
     while persisted_rows(out) < 30 and first.poll() is None and time.monotonic() < deadline:
@@ -105,8 +116,11 @@ def test_user_mistakes_are_one_clear_message_without_a_traceback(tmp_path, fake_
     else:
         src = tmp_path / "nope.jsonl"
     result = run_cli(generate_args(src, url, tmp_path / "out"))
-    expected = {"unreachable endpoint": "cannot reach", "missing dataset": "cannot load dataset 'no-such-org/no-such-dataset'",
-                "missing file": "input not found"}[case]
+    expected = {
+        "unreachable endpoint": "cannot reach",
+        "missing dataset": "cannot load dataset 'no-such-org/no-such-dataset'",
+        "missing file": "input not found",
+    }[case]
     assert result.returncode == 2
     assert f"error: {expected}" in result.stderr and "fix:" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout

@@ -16,7 +16,11 @@ def test_reasoning_field_wins_and_is_not_added_to_reasoning_content():
 
 
 def test_reasoning_content_is_read_when_reasoning_is_absent_or_null():
-    assert split_reasoning({"reasoning": None, "reasoning_content": "\n r", "content": "a"}) == ("\n r", "a", "reasoning_content")
+    assert split_reasoning({"reasoning": None, "reasoning_content": "\n r", "content": "a"}) == (
+        "\n r",
+        "a",
+        "reasoning_content",
+    )
 
 
 def test_inline_think_tags_are_split_byte_exact():
@@ -39,10 +43,19 @@ def test_no_reasoning_anywhere_says_none():
 
 
 def test_vllm_token_ids_and_usage_are_read_from_their_places():
-    completion = parse_completion(body({"reasoning": "r", "content": None}, finish="length",
-                                       prompt_token_ids=[1, 2], usage={"prompt_tokens": 2, "completion_tokens": 3})
-                                  | {"choices": [{"message": {"reasoning": "r", "content": None},
-                                                  "finish_reason": "length", "token_ids": [5, 6, 7]}]})
+    completion = parse_completion(
+        body(
+            {"reasoning": "r", "content": None},
+            finish="length",
+            prompt_token_ids=[1, 2],
+            usage={"prompt_tokens": 2, "completion_tokens": 3},
+        )
+        | {
+            "choices": [
+                {"message": {"reasoning": "r", "content": None}, "finish_reason": "length", "token_ids": [5, 6, 7]}
+            ]
+        }
+    )
     assert completion.prompt_token_ids == [1, 2] and completion.completion_token_ids == [5, 6, 7]
     assert completion.content == "" and completion.finish_reason == "length"
     assert (completion.prompt_tokens, completion.completion_tokens) == (2, 3)
@@ -55,8 +68,12 @@ def test_a_body_without_a_message_is_malformed(bad):
 
 
 def test_sglang_token_ids_inside_the_choice_are_read_and_named():
-    choice = {"message": {"reasoning_content": "r", "content": "a"}, "finish_reason": "stop",
-              "prompt_token_ids": [1, 2], "token_ids": [3, 4]}
+    choice = {
+        "message": {"reasoning_content": "r", "content": "a"},
+        "finish_reason": "stop",
+        "prompt_token_ids": [1, 2],
+        "token_ids": [3, 4],
+    }
     completion = parse_completion({"choices": [choice]})
     assert (completion.prompt_token_ids, completion.completion_token_ids) == ([1, 2], [3, 4])
     assert completion.id_layout == "sglang"
@@ -64,13 +81,14 @@ def test_sglang_token_ids_inside_the_choice_are_read_and_named():
 
 def test_the_id_layout_says_vllm_or_none():
     vllm = body({"reasoning": "r", "content": "a"}, prompt_token_ids=[1]) | {
-        "choices": [{"message": {"reasoning": "r", "content": "a"}, "finish_reason": "stop", "token_ids": [2]}]}
+        "choices": [{"message": {"reasoning": "r", "content": "a"}, "finish_reason": "stop", "token_ids": [2]}]
+    }
     assert parse_completion(vllm).id_layout == "vllm"
     assert parse_completion(body({"reasoning": "r", "content": "a"})).id_layout == "none"
 
 
 def test_tool_calls_are_kept_as_the_server_parsed_them():
-    call = {"id": "c0", "type": "function", "function": {"name": "add", "arguments": "{\"a\": 1}"}}
+    call = {"id": "c0", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
     completion = parse_completion(body({"reasoning": "r", "content": None, "tool_calls": [call]}, finish="tool_calls"))
     assert completion.tool_calls == [call] and completion.content == ""
     assert parse_completion(body({"reasoning": "r", "content": "a", "tool_calls": []})).tool_calls is None

@@ -10,29 +10,43 @@ def test_prompt_string_becomes_one_user_turn():
 
 
 def test_sharegpt_conversations_map_roles_and_drop_the_trailing_answer():
-    row = {"conversations": [{"from": "system", "value": "Be brief."}, {"from": "human", "value": "2+2?"},
-                             {"from": "gpt", "value": "4"}]}
+    row = {
+        "conversations": [
+            {"from": "system", "value": "Be brief."},
+            {"from": "human", "value": "2+2?"},
+            {"from": "gpt", "value": "4"},
+        ]
+    }
     assert normalize(row) == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
 
 
 def test_openai_messages_keep_earlier_turns_and_drop_only_trailing_assistant_turns():
-    row = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
-                        {"role": "user", "content": " c\n"}, {"role": "assistant", "content": "d"}]}
+    row = {
+        "messages": [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "b"},
+            {"role": "user", "content": " c\n"},
+            {"role": "assistant", "content": "d"},
+        ]
+    }
     assert normalize(row) == row["messages"][:3]
 
 
-@pytest.mark.parametrize("row, reason", [
-    ({"text": "no known field"}, "unknown_shape"),
-    (["not", "an", "object"], "unknown_shape"),
-    ({"messages": "a string"}, "unknown_shape"),
-    ({"prompt": ""}, "empty_prompt"),
-    ({"prompt": "   \n"}, "empty_prompt"),
-    ({"messages": [{"role": "assistant", "content": "only an answer"}]}, "empty_prompt"),
-    ({"prompt": 7}, "non_string_content"),
-    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]}, "non_string_content"),
-    ({"conversations": [{"from": "robot", "value": "x"}]}, "unknown_role"),
-    ({"messages": [{"role": "user"}]}, "unknown_shape"),
-])
+@pytest.mark.parametrize(
+    "row, reason",
+    [
+        ({"text": "no known field"}, "unknown_shape"),
+        (["not", "an", "object"], "unknown_shape"),
+        ({"messages": "a string"}, "unknown_shape"),
+        ({"prompt": ""}, "empty_prompt"),
+        ({"prompt": "   \n"}, "empty_prompt"),
+        ({"messages": [{"role": "assistant", "content": "only an answer"}]}, "empty_prompt"),
+        ({"prompt": 7}, "non_string_content"),
+        ({"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]}, "non_string_content"),
+        ({"conversations": [{"from": "robot", "value": "x"}]}, "unknown_role"),
+        ({"messages": [{"role": "user"}]}, "unknown_shape"),
+    ],
+)
 def test_a_row_that_cannot_be_sent_is_a_rejection_with_a_reason(row, reason):
     result = normalize(row)
     assert isinstance(result, RowRejection)

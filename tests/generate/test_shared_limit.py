@@ -50,13 +50,24 @@ def prefect_server(tmp_path_factory):
     """`prefect server start` on loopback with its own PREFECT_HOME; yields the env that points at it."""
     home = tmp_path_factory.mktemp("prefect-home")
     api = f"http://127.0.0.1:{free_port()}/api"
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": api, "PREFECT_UI_ENABLED": "false",
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": "2",
-           "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false", "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_API_URL": api,
+        "PREFECT_UI_ENABLED": "false",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": "2",
+        "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
+        "PYTHONUNBUFFERED": "1",
+    }
     port = api.split(":")[2].split("/")[0]
-    server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", port],
-                              env=env, stdout=(home / "server.log").open("wb"), stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    server = subprocess.Popen(
+        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", port],
+        env=env,
+        stdout=(home / "server.log").open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: healthy(api), 180, "the Prefect server")
         yield env
@@ -73,8 +84,23 @@ def healthy(api: str) -> bool:
 
 
 def generate(env: dict, src: Path, url: str, out: Path, **popen) -> subprocess.Popen:
-    args = [str(BIN / "eagle3"), "generate", "--input", str(src), "--base-url", url, "--out", str(out),
-            "--concurrency", str(LIMIT), "--retry-initial-wait", "0", "--no-progress", "--flush-seconds", "0.5"]
+    args = [
+        str(BIN / "eagle3"),
+        "generate",
+        "--input",
+        str(src),
+        "--base-url",
+        url,
+        "--out",
+        str(out),
+        "--concurrency",
+        str(LIMIT),
+        "--retry-initial-wait",
+        "0",
+        "--no-progress",
+        "--flush-seconds",
+        "0.5",
+    ]
     return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **popen)
 
 
@@ -84,15 +110,23 @@ def active_slots(env: dict, name: str) -> int:
 
 
 def peak_in_flight(log, prefixes: str) -> int:
-    events = sorted([(start, 1) for p, start, _ in log if p[:1] in prefixes] +
-                    [(end, -1) for p, _, end in log if p[:1] in prefixes])
+    events = sorted(
+        [(start, 1) for p, start, _ in log if p[:1] in prefixes] + [(end, -1) for p, _, end in log if p[:1] in prefixes]
+    )
     return max(itertools.accumulate(step for _, step in events))
 
 
 def test_two_runs_share_the_endpoint_limit_evenly_and_never_exceed_it(tmp_path, make_fake_server, prefect_server):
     server = make_fake_server(delay=0.2)
-    runs = [generate(prefect_server, write_jsonl(tmp_path / f"{name}.jsonl", prompts(500, prefix=name)),
-                     server.url, tmp_path / name) for name in "AB"]
+    runs = [
+        generate(
+            prefect_server,
+            write_jsonl(tmp_path / f"{name}.jsonl", prompts(500, prefix=name)),
+            server.url,
+            tmp_path / name,
+        )
+        for name in "AB"
+    ]
     for run in runs:
         assert run.wait(timeout=600) == 0, run.stderr.read()
 

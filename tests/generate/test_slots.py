@@ -51,8 +51,9 @@ class MemoryLimits:
 
 def peak_in_flight(log, prefixes: str) -> int:
     """The most chats of these runs the server held at once (each run's probe is outside the limit)."""
-    events = sorted([(start, 1) for p, start, _ in log if p[:1] in prefixes] +
-                    [(end, -1) for p, _, end in log if p[:1] in prefixes])
+    events = sorted(
+        [(start, 1) for p, start, _ in log if p[:1] in prefixes] + [(end, -1) for p, _, end in log if p[:1] in prefixes]
+    )
     return max(itertools.accumulate(step for _, step in events))
 
 

@@ -11,8 +11,15 @@ def balanced(manifest) -> bool:
     return c["accepted"] + c["rejected"] + c["skipped"] == c["input"]
 
 
-@pytest.mark.parametrize("layout, source", [("reasoning", "reasoning"), ("reasoning_content", "reasoning_content"),
-                                            ("both", "reasoning"), ("think_tags", "think_tags")])
+@pytest.mark.parametrize(
+    "layout, source",
+    [
+        ("reasoning", "reasoning"),
+        ("reasoning_content", "reasoning_content"),
+        ("both", "reasoning"),
+        ("think_tags", "think_tags"),
+    ],
+)
 def test_every_reasoning_layout_is_stored_byte_exact(tmp_path, make_fake_server, layout, source):
     server = make_fake_server(layout=layout)
     src = write_jsonl(tmp_path / "in.jsonl", prompts(5))
@@ -86,16 +93,25 @@ def test_length_cut_answers_are_kept_and_counted(tmp_path, fake_server):
 
 
 def test_bad_rows_are_rejected_with_reasons_and_every_row_is_accounted_for(tmp_path, fake_server):
-    rows = prompts(4) + [{"prompt": "Q1"}, {"text": "?"}, {"prompt": ""}, {"prompt": 3},
-                         {"conversations": [{"from": "human", "value": "Q9"}, {"from": "gpt", "value": "old"}]}]
+    rows = prompts(4) + [
+        {"prompt": "Q1"},
+        {"text": "?"},
+        {"prompt": ""},
+        {"prompt": 3},
+        {"conversations": [{"from": "human", "value": "Q9"}, {"from": "gpt", "value": "old"}]},
+    ]
     src = write_jsonl(tmp_path / "in.jsonl", rows)
     with open(src, "a") as fh:
         fh.write("{not json\n")
     manifest = run_generate(config(src, [fake_server.url]), tmp_path / "out")
     c = manifest.counts
     assert (c["input"], c["accepted"], c["rejected"], c["skipped"]) == (10, 5, 4, 1)
-    assert manifest.details["reject_reasons"] == {"unknown_shape": 1, "empty_prompt": 1, "non_string_content": 1,
-                                                  "invalid_json": 1}
+    assert manifest.details["reject_reasons"] == {
+        "unknown_shape": 1,
+        "empty_prompt": 1,
+        "non_string_content": 1,
+        "invalid_json": 1,
+    }
     assert sorted(rejected(tmp_path / "out")["row_index"].to_list()) == [5, 6, 7, 9]
     assert fake_server.prompts().count("Q1") == 1  # the repeat was skipped, not requested
 
@@ -138,8 +154,13 @@ def test_a_complete_stage_is_skipped_without_a_request(tmp_path, fake_server):
 
 def test_auto_concurrency_records_its_timeline(tmp_path, fake_server):
     fake_server.inject("stall", times=2)
-    cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(60)), [fake_server.url], concurrency="auto",
-                 max_concurrency=16, request_timeout=0.5)
+    cfg = config(
+        write_jsonl(tmp_path / "in.jsonl", prompts(60)),
+        [fake_server.url],
+        concurrency="auto",
+        max_concurrency=16,
+        request_timeout=0.5,
+    )
     manifest = run_generate(cfg, tmp_path / "out")
     timeline = manifest.details["concurrency_timeline"][fake_server.url]
     assert manifest.counts["accepted"] == 60
@@ -151,9 +172,12 @@ def test_messages_and_sharegpt_rows_from_parquet_and_a_directory(tmp_path, fake_
 
     folder = tmp_path / "prompts"
     folder.mkdir()
-    pl.DataFrame({"conversations": [[{"from": "human", "value": "P1"}], [{"from": "human", "value": "P2"}]]}
-                 ).write_parquet(folder / "a.parquet")
-    write_jsonl(folder / "b.jsonl", [{"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "P3"}]}])
+    pl.DataFrame(
+        {"conversations": [[{"from": "human", "value": "P1"}], [{"from": "human", "value": "P2"}]]}
+    ).write_parquet(folder / "a.parquet")
+    write_jsonl(
+        folder / "b.jsonl", [{"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "P3"}]}]
+    )
     manifest = run_generate(config(folder, [fake_server.url]), tmp_path / "out")
     assert manifest.counts["accepted"] == 3
     assert sorted(fake_server.prompts())[:3] == ["P1", "P2", "P3"]
@@ -163,8 +187,7 @@ def test_an_answer_that_trickles_in_past_the_deadline_is_a_timeout_never_a_cut_a
     # every read gets bytes within 0.2 s, so only a deadline on the whole answer can stop it
     fake_server.inject("trickle", times=1, match="Q0")
     fake_server.inject("trickle", times=None, match="Q1")
-    cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(2)), [fake_server.url], request_timeout=1.0,
-                 max_retries=1)
+    cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(2)), [fake_server.url], request_timeout=1.0, max_retries=1)
     manifest = run_generate(cfg, tmp_path / "out")
     row = accepted(tmp_path / "out").row(0, named=True)
     assert row["messages"][-1]["content"] == "Q0" and row["content"] == "\n\nThe answer to Q0 is 42."

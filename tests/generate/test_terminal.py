@@ -15,4 +15,6 @@ def test_the_bar_shows_progress_in_flight_and_rejected_and_fans_out():
     text = stream.getvalue()
     assert "probe: model m" in text and "10/10" in text
     assert "in_flight=0" in text and "rejected=1" in text and "row/s" in text and "<00:00" in text  # rate, ETA
-    assert recorder.updates[-1][0] == 10 and recorder.lines == ["probe: model m on 1 endpoint(s): reasoning in `reasoning`"]
+    assert recorder.updates[-1][0] == 10 and recorder.lines == [
+        "probe: model m on 1 endpoint(s): reasoning in `reasoning`"
+    ]

@@ -35,8 +35,9 @@ def free_port() -> int:
 
 def start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
     """A child in its own session, so stopping it stops everything it started."""
-    return subprocess.Popen(args, env=env, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        args, env=env, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -64,8 +65,13 @@ def prefect_server(tmp_path_factory):
     """`prefect server start` on loopback with its own PREFECT_HOME; yields the env that points at it."""
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "INFO"}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_LOGGING_LEVEL": "INFO",
+    }
     log = home / "server.log"
     server = start([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)], env, log)
     try:
@@ -103,8 +109,11 @@ def test_served_pipeline_deployment_runs_to_completion_and_nightly_is_scheduled(
     log = tmp_path / "serve.log"
     # The flow run starts vLLM: hold the machine's lock so no other session runs one meanwhile.
     with machine_vllm_lock():
-        serve = start([sys.executable, str(ROOT / "deployments" / "serve.py"), "--recipe", str(recipe),
-                       "--out", str(out)], env, log)
+        serve = start(
+            [sys.executable, str(ROOT / "deployments" / "serve.py"), "--recipe", str(recipe), "--out", str(out)],
+            env,
+            log,
+        )
         try:
             wait_for(lambda: "eagle3-nightly" in log.read_text(), 120, "serve.py to register the deployments", log)
             run = run_deployment(env, "pipeline/eagle3-pipeline")
@@ -127,15 +136,24 @@ def test_served_pipeline_deployment_runs_to_completion_and_nightly_is_scheduled(
 
 def run_deployment(env: dict, name: str) -> subprocess.CompletedProcess:
     """`prefect deployment run NAME --watch`: returns once the flow run is final."""
-    return subprocess.run([str(BIN / "prefect"), "deployment", "run", name, "--watch", "--watch-timeout", "1200"],
-                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=1260)
+    return subprocess.run(
+        [str(BIN / "prefect"), "deployment", "run", name, "--watch", "--watch-timeout", "1200"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1260,
+    )
 
 
 def _manifest_times(out: Path, recipe: Path) -> dict[str, float | None]:
     from eagle3_core.layout import RunLayout
     from eagle3_core.manifest import read_manifest
 
-    manifests = {s: read_manifest(getattr(RunLayout(root=out), BY_NAME[s].folder)) for s in yaml.safe_load(recipe.read_text())["stages"]}
+    manifests = {
+        s: read_manifest(getattr(RunLayout(root=out), BY_NAME[s].folder))
+        for s in yaml.safe_load(recipe.read_text())["stages"]
+    }
     return {s: m.updated_at if m else None for s, m in manifests.items()}
 
 

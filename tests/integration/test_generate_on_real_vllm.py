@@ -20,9 +20,17 @@ SAMPLES = 24
 @pytest.fixture(scope="module")
 def generated(toy_vllm, tmp_path_factory):
     out = tmp_path_factory.mktemp("generations")
-    cfg = GenerateConfig(prompts=PromptSource(input=str(toy_vllm.path / TRAIN_PROMPTS), max_samples=SAMPLES),
-                         base_urls=[toy_vllm.base_url], model=toy_vllm.model, concurrency=8, max_tokens=128,
-                         temperature=0.0, request_timeout=120, max_retries=2, shard_rows=10)
+    cfg = GenerateConfig(
+        prompts=PromptSource(input=str(toy_vllm.path / TRAIN_PROMPTS), max_samples=SAMPLES),
+        base_urls=[toy_vllm.base_url],
+        model=toy_vllm.model,
+        concurrency=8,
+        max_tokens=128,
+        temperature=0.0,
+        request_timeout=120,
+        max_retries=2,
+        shard_rows=10,
+    )
     manifest = run_generate(cfg, out)
     rows = pl.concat([pl.read_parquet(f) for f in sorted((out / "accepted").glob("part-*.parquet"))])
     return manifest, rows

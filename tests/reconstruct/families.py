@@ -41,9 +41,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # A few merges so multi-byte tokens (" the", "\n\n", " answer") exist as in a real BPE.
-MERGES = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "s"), ("Ġ", "i"), ("Ġi", "s"), ("Ċ", "Ċ"),
-          ("Ġ", "a"), ("n", "s"), ("w", "e"), ("r", "e"), ("we", "re"), ("Ġa", "ns"), ("Ġans", "were"),
-          ("Ġ", "4"), ("Ġ", "2"), ("o", "n"), ("Ġ", "+")]
+MERGES = [
+    ("Ġ", "t"),
+    ("h", "e"),
+    ("Ġt", "he"),
+    ("i", "s"),
+    ("Ġ", "i"),
+    ("Ġi", "s"),
+    ("Ċ", "Ċ"),
+    ("Ġ", "a"),
+    ("n", "s"),
+    ("w", "e"),
+    ("r", "e"),
+    ("we", "re"),
+    ("Ġa", "ns"),
+    ("Ġans", "were"),
+    ("Ġ", "4"),
+    ("Ġ", "2"),
+    ("o", "n"),
+    ("Ġ", "+"),
+]
 
 KIMI_TEMPLATE = (
     "{%- if tools -%}<|im_system|>tool_declare<|im_middle|>{{ tools | tojson }}<|im_end|>{%- endif -%}"
@@ -54,7 +71,8 @@ KIMI_TEMPLATE = (
     "{%- elif m.role == 'assistant' -%}<|im_assistant|>assistant<|im_middle|><think></think>{{ m.content }}<|im_end|>"
     "{%- endif -%}{%- endfor -%}"
     "{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>"
-    "{%- if thinking is defined and thinking is false -%}<think></think>{%- else -%}<think>{%- endif -%}{%- endif -%}")
+    "{%- if thinking is defined and thinking is false -%}<think></think>{%- else -%}<think>{%- endif -%}{%- endif -%}"
+)
 
 QWEN3_TOOLS = (
     "{%- if tools -%}{{ '<|im_start|>system\\n' }}"
@@ -63,12 +81,12 @@ QWEN3_TOOLS = (
     "function signatures within <tools></tools> XML tags:\\n<tools>' }}"
     "{%- for tool in tools -%}{{ '\\n' + (tool | tojson) }}{%- endfor -%}"
     "{{ '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within "
-    "<tool_call></tool_call> XML tags:\\n<tool_call>\\n{\"name\": <function-name>, \"arguments\": <args-json-object>}"
-    "\\n</tool_call><|im_end|>\\n' }}{%- endif -%}")
+    '<tool_call></tool_call> XML tags:\\n<tool_call>\\n{"name": <function-name>, "arguments": <args-json-object>}'
+    "\\n</tool_call><|im_end|>\\n' }}{%- endif -%}"
+)
 
 QWEN3_TEMPLATE = (
-    QWEN3_TOOLS +
-    "{%- for m in messages -%}"
+    QWEN3_TOOLS + "{%- for m in messages -%}"
     "{%- if m.role == 'system' and tools and loop.first -%}"
     "{%- elif m.role == 'assistant' -%}"
     "{{ '<|im_start|>assistant\\n' + m.content.split('</think>')[-1].lstrip('\\n') + '<|im_end|>\\n' }}"
@@ -77,7 +95,8 @@ QWEN3_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}"
     "{%- if enable_thinking is defined and enable_thinking is false -%}{{ '<think>\\n\\n</think>\\n\\n' }}{%- endif -%}"
-    "{%- endif -%}")
+    "{%- endif -%}"
+)
 
 
 def _r1_template(generation_prompt: str) -> str:
@@ -93,11 +112,12 @@ def _r1_template(generation_prompt: str) -> str:
         "{%- elif m.role == 'tool' -%}{{ '<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>' + m.content + '<｜tool▁output▁end｜><｜tool▁outputs▁end｜>' }}"
         "{%- elif m.role == 'assistant' -%}{{ '<｜Assistant｜>' + m.content.split('</think>')[-1] + '<｜end▁of▁sentence｜>' }}"
         "{%- endif -%}{%- endfor -%}"
-        "{%- if add_generation_prompt -%}{{ '" + generation_prompt + "' }}{%- endif -%}")
+        "{%- if add_generation_prompt -%}{{ '" + generation_prompt + "' }}{%- endif -%}"
+    )
 
 
-R1_TEMPLATE = _r1_template("<｜Assistant｜><think>\\n")      # deepseek-ai/DeepSeek-R1, template of 2025-02
-R1_0528_TEMPLATE = _r1_template("<｜Assistant｜>")           # deepseek-ai/DeepSeek-R1-0528: no forced <think>
+R1_TEMPLATE = _r1_template("<｜Assistant｜><think>\\n")  # deepseek-ai/DeepSeek-R1, template of 2025-02
+R1_0528_TEMPLATE = _r1_template("<｜Assistant｜>")  # deepseek-ai/DeepSeek-R1-0528: no forced <think>
 
 # Llama-3.1 layout with the 3.2/3.3 date line: today's date unless `date_string` is given.
 LLAMA3_TEMPLATE = (
@@ -116,7 +136,8 @@ LLAMA3_TEMPLATE = (
     "{%- for tool in tools -%}{{ (tool | tojson) + '\\n\\n' }}{%- endfor -%}{{ m.content | trim + '<|eot_id|>' }}"
     "{%- else -%}{{ '<|start_header_id|>' + m.role + '<|end_header_id|>\\n\\n' + m.content | trim + '<|eot_id|>' }}"
     "{%- endif -%}{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif -%}")
+    "{%- if add_generation_prompt -%}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif -%}"
+)
 
 
 @dataclass(frozen=True)
@@ -131,52 +152,158 @@ class Family:
     eos: str
     template: str
     target: dict
-    tool_call: str        # one call of `add` as the target writes it (the family's documented tool-call tokens)
-    tool_call_end: str    # the token that ends a tool-call turn
+    tool_call: str  # one call of `add` as the target writes it (the family's documented tool-call tokens)
+    tool_call_end: str  # the token that ends a tool-call turn
 
 
-R1_SPECIALS = {"<｜begin▁of▁sentence｜>": 0, "<｜end▁of▁sentence｜>": 1, "<think>": 128798, "</think>": 128799,
-               "<｜User｜>": 128803, "<｜Assistant｜>": 128804, "<｜tool▁calls▁begin｜>": 128806,
-               "<｜tool▁calls▁end｜>": 128807, "<｜tool▁call▁begin｜>": 128808, "<｜tool▁call▁end｜>": 128809,
-               "<｜tool▁outputs▁begin｜>": 128810, "<｜tool▁outputs▁end｜>": 128811, "<｜tool▁output▁begin｜>": 128812,
-               "<｜tool▁output▁end｜>": 128813, "<｜tool▁sep｜>": 128814}
-R1_TARGET = {"family": "deepseek_r1", "think_open": "<think>", "think_close": "</think>", "think_open_id": 128798,
-             "think_close_id": 128799, "end_of_turn": "<｜end▁of▁sentence｜>", "end_of_turn_id": 1}
-R1_TOOL_CALL = ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n{arguments}\n```"
-                "<｜tool▁call▁end｜><｜tool▁calls▁end｜>")
+R1_SPECIALS = {
+    "<｜begin▁of▁sentence｜>": 0,
+    "<｜end▁of▁sentence｜>": 1,
+    "<think>": 128798,
+    "</think>": 128799,
+    "<｜User｜>": 128803,
+    "<｜Assistant｜>": 128804,
+    "<｜tool▁calls▁begin｜>": 128806,
+    "<｜tool▁calls▁end｜>": 128807,
+    "<｜tool▁call▁begin｜>": 128808,
+    "<｜tool▁call▁end｜>": 128809,
+    "<｜tool▁outputs▁begin｜>": 128810,
+    "<｜tool▁outputs▁end｜>": 128811,
+    "<｜tool▁output▁begin｜>": 128812,
+    "<｜tool▁output▁end｜>": 128813,
+    "<｜tool▁sep｜>": 128814,
+}
+R1_TARGET = {
+    "family": "deepseek_r1",
+    "think_open": "<think>",
+    "think_close": "</think>",
+    "think_open_id": 128798,
+    "think_close_id": 128799,
+    "end_of_turn": "<｜end▁of▁sentence｜>",
+    "end_of_turn_id": 1,
+}
+R1_TOOL_CALL = (
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n{arguments}\n```"
+    "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+)
 
 FAMILIES: dict[str, Family] = {
     "kimi_k2_5": Family(
         "kimi_k2_5",
-        {"[BOS]": 163584, "[EOS]": 163585, "<|im_end|>": 163586, "<|im_user|>": 163587, "<|im_assistant|>": 163588,
-         "<|im_system|>": 163594, "<|im_middle|>": 163601, "<think>": 163606, "</think>": 163607,
-         "<|tool_calls_section_begin|>": 163595, "<|tool_calls_section_end|>": 163596, "<|tool_call_begin|>": 163597,
-         "<|tool_call_argument_begin|>": 163598, "<|tool_call_end|>": 163599},
-        163840, 163840, "[BOS]", "[EOS]", KIMI_TEMPLATE,
-        {"family": "kimi_k2_5", "think_open": "<think>", "think_close": "</think>", "think_open_id": 163606,
-         "think_close_id": 163607, "end_of_turn": "<|im_end|>", "end_of_turn_id": 163586},
+        {
+            "[BOS]": 163584,
+            "[EOS]": 163585,
+            "<|im_end|>": 163586,
+            "<|im_user|>": 163587,
+            "<|im_assistant|>": 163588,
+            "<|im_system|>": 163594,
+            "<|im_middle|>": 163601,
+            "<think>": 163606,
+            "</think>": 163607,
+            "<|tool_calls_section_begin|>": 163595,
+            "<|tool_calls_section_end|>": 163596,
+            "<|tool_call_begin|>": 163597,
+            "<|tool_call_argument_begin|>": 163598,
+            "<|tool_call_end|>": 163599,
+        },
+        163840,
+        163840,
+        "[BOS]",
+        "[EOS]",
+        KIMI_TEMPLATE,
+        {
+            "family": "kimi_k2_5",
+            "think_open": "<think>",
+            "think_close": "</think>",
+            "think_open_id": 163606,
+            "think_close_id": 163607,
+            "end_of_turn": "<|im_end|>",
+            "end_of_turn_id": 163586,
+        },
         "<|tool_calls_section_begin|><|tool_call_begin|>functions.{name}:0<|tool_call_argument_begin|>{arguments}"
-        "<|tool_call_end|><|tool_calls_section_end|>", "<|im_end|>"),
+        "<|tool_call_end|><|tool_calls_section_end|>",
+        "<|im_end|>",
+    ),
     "qwen3": Family(
         "qwen3",
-        {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645, "<think>": 151667, "</think>": 151668,
-         "<tool_call>": 151657, "</tool_call>": 151658, "<tool_response>": 151665, "</tool_response>": 151666},
-        151669, 151936, None, "<|im_end|>", QWEN3_TEMPLATE,
-        {"family": "qwen3", "think_open": "<think>", "think_close": "</think>", "think_open_id": 151667,
-         "think_close_id": 151668, "end_of_turn": "<|im_end|>", "end_of_turn_id": 151645},
-        '<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>', "<|im_end|>"),
-    "deepseek_r1": Family("deepseek_r1", R1_SPECIALS, 128815, 129280, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>",
-                          R1_TEMPLATE, R1_TARGET, R1_TOOL_CALL, "<｜end▁of▁sentence｜>"),
-    "deepseek_r1_0528": Family("deepseek_r1_0528", R1_SPECIALS, 128815, 129280, "<｜begin▁of▁sentence｜>",
-                               "<｜end▁of▁sentence｜>", R1_0528_TEMPLATE, R1_TARGET, R1_TOOL_CALL, "<｜end▁of▁sentence｜>"),
+        {
+            "<|endoftext|>": 151643,
+            "<|im_start|>": 151644,
+            "<|im_end|>": 151645,
+            "<think>": 151667,
+            "</think>": 151668,
+            "<tool_call>": 151657,
+            "</tool_call>": 151658,
+            "<tool_response>": 151665,
+            "</tool_response>": 151666,
+        },
+        151669,
+        151936,
+        None,
+        "<|im_end|>",
+        QWEN3_TEMPLATE,
+        {
+            "family": "qwen3",
+            "think_open": "<think>",
+            "think_close": "</think>",
+            "think_open_id": 151667,
+            "think_close_id": 151668,
+            "end_of_turn": "<|im_end|>",
+            "end_of_turn_id": 151645,
+        },
+        '<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>',
+        "<|im_end|>",
+    ),
+    "deepseek_r1": Family(
+        "deepseek_r1",
+        R1_SPECIALS,
+        128815,
+        129280,
+        "<｜begin▁of▁sentence｜>",
+        "<｜end▁of▁sentence｜>",
+        R1_TEMPLATE,
+        R1_TARGET,
+        R1_TOOL_CALL,
+        "<｜end▁of▁sentence｜>",
+    ),
+    "deepseek_r1_0528": Family(
+        "deepseek_r1_0528",
+        R1_SPECIALS,
+        128815,
+        129280,
+        "<｜begin▁of▁sentence｜>",
+        "<｜end▁of▁sentence｜>",
+        R1_0528_TEMPLATE,
+        R1_TARGET,
+        R1_TOOL_CALL,
+        "<｜end▁of▁sentence｜>",
+    ),
     "llama3": Family(
         "llama3",
-        {"<|begin_of_text|>": 128000, "<|end_of_text|>": 128001, "<|start_header_id|>": 128006,
-         "<|end_header_id|>": 128007, "<|eom_id|>": 128008, "<|eot_id|>": 128009, "<|python_tag|>": 128010},
-        128256, 128256, "<|begin_of_text|>", "<|eot_id|>", LLAMA3_TEMPLATE,
-        {"family": "llama3", "think_open": None, "think_close": None, "end_of_turn": "<|eot_id|>",
-         "end_of_turn_id": 128009},
-        '<|python_tag|>{{"name": "{name}", "parameters": {arguments}}}', "<|eom_id|>"),
+        {
+            "<|begin_of_text|>": 128000,
+            "<|end_of_text|>": 128001,
+            "<|start_header_id|>": 128006,
+            "<|end_header_id|>": 128007,
+            "<|eom_id|>": 128008,
+            "<|eot_id|>": 128009,
+            "<|python_tag|>": 128010,
+        },
+        128256,
+        128256,
+        "<|begin_of_text|>",
+        "<|eot_id|>",
+        LLAMA3_TEMPLATE,
+        {
+            "family": "llama3",
+            "think_open": None,
+            "think_close": None,
+            "end_of_turn": "<|eot_id|>",
+            "end_of_turn_id": 128009,
+        },
+        '<|python_tag|>{{"name": "{name}", "parameters": {arguments}}}',
+        "<|eom_id|>",
+    ),
 }
 
 
@@ -204,8 +331,12 @@ def build_family_tokenizer(family: Family, out_dir: Path, template: str | None =
     tok.pre_tokenizer = ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in family.specials])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=family.bos, eos_token=family.eos,
-                                   chat_template=family.template if template is None else template)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=family.bos,
+        eos_token=family.eos,
+        chat_template=family.template if template is None else template,
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(str(out_dir))
     (out_dir / "config.json").write_text(json.dumps({"vocab_size": family.model_vocab}), encoding="utf-8")

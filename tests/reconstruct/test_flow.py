@@ -20,26 +20,34 @@ def server_check_artifact():
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
-        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["reconstruct-server-check"])))
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["reconstruct-server-check"]))
+        )
     return found
 
 
 def test_reconstruct_flow_writes_sequences_and_publishes_the_server_check(prefect_api, family_dirs, tmp_path):
+    from eagle3_core.vocab.config import VocabConfig
     from flows.reconstruct import reconstruct_flow
     from flows.stages import stage_flow
-    from eagle3_core.vocab.config import VocabConfig
 
     target = TargetConfig(path=str(family_dirs["qwen3"]), **FAMILIES["qwen3"].target)
-    gen = write_generations(tmp_path / "gen", [record("a", USER, "\nTwo and two.\n", "\n\n4."),
-                                               record("b", USER, "", "")])
-    manifest = reconstruct_flow(cfg=ReconstructConfig(), target=target, generations_dir=str(gen),
-                                out_dir=str(tmp_path / "seq"))
+    gen = write_generations(
+        tmp_path / "gen", [record("a", USER, "\nTwo and two.\n", "\n\n4."), record("b", USER, "", "")]
+    )
+    manifest = reconstruct_flow(
+        cfg=ReconstructConfig(), target=target, generations_dir=str(gen), out_dir=str(tmp_path / "seq")
+    )
     assert manifest.status == "complete" and manifest.counts["sequences"] == 1
     assert manifest.details["reject_reasons"] == {"empty_completion": 1}
     artifacts = server_check_artifact()
     assert artifacts and "match rate" in artifacts[0].description
-    vocab = stage_flow("vocab")(cfg=VocabConfig(draft_vocab_size=8), target=target, sequences_dir=str(tmp_path / "seq"),
-                       out_dir=str(tmp_path / "vocab"))
+    vocab = stage_flow("vocab")(
+        cfg=VocabConfig(draft_vocab_size=8),
+        target=target,
+        sequences_dir=str(tmp_path / "seq"),
+        out_dir=str(tmp_path / "vocab"),
+    )
     assert vocab.details["draft_vocab_size"] == 8 and vocab.details["target_vocab_size"] == 151936
 
 
@@ -48,15 +56,40 @@ def test_the_commands_run_the_flows_and_print_what_they_did(prefect_api, family_
 
     gen = write_generations(tmp_path / "gen", [record("a", USER, "Two and two.", " 4.")])
     runner = CliRunner()
-    result = runner.invoke(cli, ["reconstruct", "--input", str(gen), "--tokenizer", str(family_dirs["kimi_k2_5"]),
-                                 "--out", str(tmp_path / "seq"), "--family", "kimi_k2_5", "--max-length", "512"])
+    result = runner.invoke(
+        cli,
+        [
+            "reconstruct",
+            "--input",
+            str(gen),
+            "--tokenizer",
+            str(family_dirs["kimi_k2_5"]),
+            "--out",
+            str(tmp_path / "seq"),
+            "--family",
+            "kimi_k2_5",
+            "--max-length",
+            "512",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "1 sequences, 0 rejected" in result.output and "server ids match: n/a" in result.output
     manifest = json.loads((tmp_path / "seq" / "manifest.json").read_text())
     assert manifest["details"]["token_ids"]["think_open_id"] == 163606
-    result = runner.invoke(cli, ["vocab", "--input", str(tmp_path / "seq"), "--tokenizer",
-                                 str(family_dirs["kimi_k2_5"]), "--out", str(tmp_path / "vocab"),
-                                 "--draft-vocab-size", "16"])
+    result = runner.invoke(
+        cli,
+        [
+            "vocab",
+            "--input",
+            str(tmp_path / "seq"),
+            "--tokenizer",
+            str(family_dirs["kimi_k2_5"]),
+            "--out",
+            str(tmp_path / "vocab"),
+            "--draft-vocab-size",
+            "16",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "draft vocab 16 of 163840 ids covers 100.00%" in result.output
 
@@ -64,8 +97,20 @@ def test_the_commands_run_the_flows_and_print_what_they_did(prefect_api, family_
 def test_a_family_whose_ids_do_not_match_the_tokenizer_is_one_clear_error(prefect_api, family_dirs, tmp_path, capsys):
 
     gen = write_generations(tmp_path / "gen", [record("a", USER, "Two.", " 4.")])
-    err = cli_error(["reconstruct", "--input", str(gen), "--tokenizer", str(family_dirs["kimi_k2_5"]),
-                     "--out", str(tmp_path / "seq"), "--family", "qwen3"], capsys)
+    err = cli_error(
+        [
+            "reconstruct",
+            "--input",
+            str(gen),
+            "--tokenizer",
+            str(family_dirs["kimi_k2_5"]),
+            "--out",
+            str(tmp_path / "seq"),
+            "--family",
+            "qwen3",
+        ],
+        capsys,
+    )
     assert "end_of_turn_id is 151645 but the tokenizer maps '<|im_end|>' to 163586" in err
 
 

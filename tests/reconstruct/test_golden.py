@@ -31,7 +31,7 @@ SOURCES = {
     "deepseek_r1": "deepseek-ai/DeepSeek-R1 tokenizer_config.json (added_tokens_decoder, chat_template of 2025-02)",
     "deepseek_r1_0528": "deepseek-ai/DeepSeek-R1-0528 tokenizer_config.json (chat_template without a forced <think>)",
     "llama3": "meta-llama/Llama-3.1-8B-Instruct tokenizer_config.json (added_tokens_decoder, chat_template); "
-              "date line as in 3.2/3.3 (strftime_now), pinned through date_string",
+    "date line as in 3.2/3.3 (strftime_now), pinned through date_string",
 }
 # What each family's server returns as reasoning / content (byte-exact, as the parsers split it):
 # Qwen3 generates `<think>\n…\n</think>\n\n…`; R1 continues after the prompt's `<think>\n`.
@@ -42,15 +42,25 @@ ANSWERS = {
     "deepseek_r1_0528": ("\nThe user wants 2 + 2. That is 4.\n", "\n\n The answer is 4."),
     "llama3": ("", " The answer is 4."),
 }
-MULTI_TURN = [{"role": "system", "content": "You are a careful tutor."},
-              {"role": "user", "content": "What is 2 + 2?"},
-              {"role": "assistant", "content": " The answer is 4."},
-              {"role": "user", "content": "And 4 + 2?"}]
+MULTI_TURN = [
+    {"role": "system", "content": "You are a careful tutor."},
+    {"role": "user", "content": "What is 2 + 2?"},
+    {"role": "assistant", "content": " The answer is 4."},
+    {"role": "user", "content": "And 4 + 2?"},
+]
 CASES = [(family, case) for family in FAMILIES for case in ("single", "multi", "tools")]
 # Template variables per family, as target.chat would hold them (Llama: the date pinned).
 CHAT = {"llama3": ChatSettings(chat_template_kwargs={"date_string": "26 Jul 2024"})}
-ADD = [{"type": "function", "function": {"name": "add", "description": "Add two numbers.",
-                                         "parameters": {"type": "object", "properties": {"a": {"type": "number"}}}}}]
+ADD = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two numbers.",
+            "parameters": {"type": "object", "properties": {"a": {"type": "number"}}},
+        },
+    }
+]
 ARGUMENTS = '{"a": 2, "b": 3}'
 
 
@@ -64,9 +74,16 @@ def tool_call_record(family: str, tokenizer) -> dict:
         text = target["think_open"] + text
     text += fam.tool_call.format(name="add", arguments=ARGUMENTS) + fam.tool_call_end
     calls = [{"id": "call_0", "type": "function", "function": {"name": "add", "arguments": ARGUMENTS}}]
-    return record(f"{family}-tools", [{"role": "user", "content": "Add 2 and 3."}], reasoning, "",
-                  finish_reason="tool_calls", tools=json.dumps(ADD), tool_calls=json.dumps(calls),
-                  completion_token_ids=tokenizer.encode(text, add_special_tokens=False))
+    return record(
+        f"{family}-tools",
+        [{"role": "user", "content": "Add 2 and 3."}],
+        reasoning,
+        "",
+        finish_reason="tool_calls",
+        tools=json.dumps(ADD),
+        tool_calls=json.dumps(calls),
+        completion_token_ids=tokenizer.encode(text, add_special_tokens=False),
+    )
 
 
 def make_record(family: str, case: str, tokenizer=None) -> dict:
@@ -75,8 +92,12 @@ def make_record(family: str, case: str, tokenizer=None) -> dict:
         return tool_call_record(family, tokenizer)
     if case == "single":
         return record(f"{family}-single", [{"role": "user", "content": "What is 2 + 2?"}], reasoning, content)
-    return record(f"{family}-multi", MULTI_TURN, reasoning.replace("2 + 2", "4 + 2").replace("4.", "6."),
-                  content.replace("4.", "6."))
+    return record(
+        f"{family}-multi",
+        MULTI_TURN,
+        reasoning.replace("2 + 2", "4 + 2").replace("4.", "6."),
+        content.replace("4.", "6."),
+    )
 
 
 def reconstruct(family: str, tokenizer, rec: dict) -> tuple[list[int], list[int]]:
@@ -110,12 +131,26 @@ def test_reconstruction_matches_the_golden_file(family, case, family_tokenizers)
     if os.environ.get("EAGLE3_REGEN_GOLDEN"):
         rec = make_record(family, case, tokenizer)
         ids, mask = reconstruct(family, tokenizer, rec)
-        fields = ("sample_id", "messages", "reasoning", "content", "finish_reason", "tools", "tool_calls",
-                  "completion_token_ids")
-        golden = {"source": SOURCES[family], "family": family, "case": case,
-                  "record": {k: rec[k] for k in fields if rec[k] is not None},
-                  "text": tokenizer.decode(ids), "supervised_text": expected_supervised(family, rec, tokenizer),
-                  "ids": ids, "mask": mask}
+        fields = (
+            "sample_id",
+            "messages",
+            "reasoning",
+            "content",
+            "finish_reason",
+            "tools",
+            "tool_calls",
+            "completion_token_ids",
+        )
+        golden = {
+            "source": SOURCES[family],
+            "family": family,
+            "case": case,
+            "record": {k: rec[k] for k in fields if rec[k] is not None},
+            "text": tokenizer.decode(ids),
+            "supervised_text": expected_supervised(family, rec, tokenizer),
+            "ids": ids,
+            "mask": mask,
+        }
         path.write_text(compact_json(golden), encoding="utf-8")
     golden = json.loads(path.read_text(encoding="utf-8"))
     ids, mask = reconstruct(family, tokenizer, record(**golden["record"]))
@@ -130,8 +165,9 @@ def test_decoding_the_masked_span_gives_back_think_reasoning_answer_and_end_byte
     rec = make_record(family, case, tokenizer)
     ids, mask = reconstruct(family, tokenizer, rec)
     supervised = [t for t, m in zip(ids, mask) if m]
-    assert tokenizer.decode(supervised, skip_special_tokens=False,
-                            clean_up_tokenization_spaces=False) == expected_supervised(family, rec, tokenizer)
+    assert tokenizer.decode(
+        supervised, skip_special_tokens=False, clean_up_tokenization_spaces=False
+    ) == expected_supervised(family, rec, tokenizer)
 
 
 @pytest.mark.parametrize("family", [f for f in FAMILIES if FAMILIES[f].target["think_open"]])
@@ -150,8 +186,8 @@ def test_the_tools_are_rendered_into_the_prompt_and_the_call_is_supervised(famil
     ids, mask = reconstruct(family, tokenizer, rec)
     prompt = tokenizer.decode([t for t, m in zip(ids, mask) if not m], skip_special_tokens=False)
     assert "add" in prompt and "Add 2 and 3." in prompt
-    assert ids[-len(rec["completion_token_ids"]):] == rec["completion_token_ids"]
-    assert all(mask[-len(rec["completion_token_ids"]):])
+    assert ids[-len(rec["completion_token_ids"]) :] == rec["completion_token_ids"]
+    assert all(mask[-len(rec["completion_token_ids"]) :])
 
 
 def test_a_llama_tool_call_turn_ends_in_eom_and_plain_turns_in_eot(family_tokenizers):
@@ -164,8 +200,9 @@ def test_a_llama_tool_call_turn_ends_in_eom_and_plain_turns_in_eot(family_tokeni
 def test_the_llama_date_is_pinned_by_the_template_kwargs_not_taken_from_today(family_tokenizers):
     tokenizer = family_tokenizers["llama3"]
     messages = [{"role": "user", "content": "Hi"}]
-    pinned = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                           **CHAT["llama3"].chat_template_kwargs)
+    pinned = tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, **CHAT["llama3"].chat_template_kwargs
+    )
     today = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     assert "Today Date: 26 Jul 2024\n" in pinned
     assert time.strftime("%d %b %Y") in today  # what the 3.2/3.3 templates do without it: another prompt tomorrow
@@ -190,9 +227,12 @@ def test_thinking_switched_off_by_the_template_supervises_only_the_answer(family
     tokenizer = family_tokenizers["qwen3"]
     facts = token_facts(tokenizer, TargetConfig(**FAMILIES["qwen3"].target), family_dirs["qwen3"])
     chat = ChatSettings(chat_template_kwargs={"enable_thinking": False})
-    result = Reconstructor(tokenizer, facts, ReconstructConfig(), chat).run([
-        record("off", [{"role": "user", "content": "What is 2 + 2?"}], "", " 4."),
-        record("mixed", [{"role": "user", "content": "What is 2 + 2?"}], "thinking anyway", " 4.")])
+    result = Reconstructor(tokenizer, facts, ReconstructConfig(), chat).run(
+        [
+            record("off", [{"role": "user", "content": "What is 2 + 2?"}], "", " 4."),
+            record("mixed", [{"role": "user", "content": "What is 2 + 2?"}], "thinking anyway", " 4."),
+        ]
+    )
     ids, mask = result.rows["input_ids"][0], result.rows["loss_mask"][0]
     assert tokenizer.decode(ids).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n 4.<|im_end|>")
     assert tokenizer.decode([t for t, m in zip(ids, mask) if m]) == " 4.<|im_end|>"

@@ -12,8 +12,14 @@ from tests.reconstruct.families import FAMILIES
 
 def family_tokens(family: str, tokenizers) -> FamilyTokens:
     fam = FAMILIES[family]
-    return FamilyTokens(tokenizers[family], fam.target["think_open"], fam.target["think_close"],
-                        fam.target["end_of_turn"], fam.tool_call, fam.tool_call_end)
+    return FamilyTokens(
+        tokenizers[family],
+        fam.target["think_open"],
+        fam.target["think_close"],
+        fam.target["end_of_turn"],
+        fam.tool_call,
+        fam.tool_call_end,
+    )
 
 
 def recipe(tmp_path, family: str, family_dirs, url: str, **chat) -> str:
@@ -32,14 +38,26 @@ def run_probe(argv: list[str], capsys) -> str:
     return capsys.readouterr().out
 
 
-def test_a_recipe_that_agrees_with_the_server_passes(tmp_path, family_dirs, family_tokenizers, make_fake_server, capsys):
+def test_a_recipe_that_agrees_with_the_server_passes(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server, capsys
+):
     server = make_fake_server(modes=("spaces_around_specials",), family=family_tokens("kimi_k2_5", family_tokenizers))
-    out = run_probe(["probe", "--recipe", recipe(tmp_path, "kimi_k2_5", family_dirs, server.url,
-                                                 spaces_between_special_tokens=False)], capsys)
-    assert "the server's" in out and "token ids equal the reconstruction of its own text (ids in the vllm layout)" in out
+    out = run_probe(
+        [
+            "probe",
+            "--recipe",
+            recipe(tmp_path, "kimi_k2_5", family_dirs, server.url, spaces_between_special_tokens=False),
+        ],
+        capsys,
+    )
+    assert (
+        "the server's" in out and "token ids equal the reconstruction of its own text (ids in the vllm layout)" in out
+    )
 
 
-def test_spaces_around_special_tokens_are_shown_and_named(tmp_path, family_dirs, family_tokenizers, make_fake_server, capsys):
+def test_spaces_around_special_tokens_are_shown_and_named(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server, capsys
+):
     server = make_fake_server(modes=("spaces_around_specials",), family=family_tokens("kimi_k2_5", family_tokenizers))
     err = cli_error(["probe", "--recipe", recipe(tmp_path, "kimi_k2_5", family_dirs, server.url)], capsys)
     assert "differ from the reconstruction of its own text" in err and "(in the completion)" in err
@@ -47,24 +65,35 @@ def test_spaces_around_special_tokens_are_shown_and_named(tmp_path, family_dirs,
     assert "spaces_between_special_tokens: false" in err
 
 
-def test_sglangs_stripped_reasoning_is_caught_through_its_id_layout(tmp_path, family_dirs, family_tokenizers,
-                                                                    make_fake_server, capsys):
-    server = make_fake_server(modes=("sglang_ids", "stripped_reasoning"), family=family_tokens("kimi_k2_5", family_tokenizers))
+def test_sglangs_stripped_reasoning_is_caught_through_its_id_layout(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server, capsys
+):
+    server = make_fake_server(
+        modes=("sglang_ids", "stripped_reasoning"), family=family_tokens("kimi_k2_5", family_tokenizers)
+    )
     err = cli_error(["probe", "--recipe", recipe(tmp_path, "kimi_k2_5", family_dirs, server.url)], capsys)
     assert "SGLang strips the reasoning" in err
 
 
-def test_a_prompt_rendered_differently_points_at_the_template_settings(tmp_path, family_dirs, family_tokenizers,
-                                                                       make_fake_server, capsys):
+def test_a_prompt_rendered_differently_points_at_the_template_settings(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server, capsys
+):
     # the server runs R1-0528's template (no forced <think>); the recipe's tokenizer has R1's
     server = make_fake_server(family=family_tokens("deepseek_r1_0528", family_tokenizers))
     err = cli_error(["probe", "--recipe", recipe(tmp_path, "deepseek_r1", family_dirs, server.url)], capsys)
     assert "(in the prompt)" in err and "chat_template_kwargs" in err
 
 
-def test_a_server_without_ids_cannot_be_checked_and_says_so(tmp_path, family_dirs, make_fake_server, capsys, monkeypatch):
+def test_a_server_without_ids_cannot_be_checked_and_says_so(
+    tmp_path, family_dirs, make_fake_server, capsys, monkeypatch
+):
     server = make_fake_server()
-    monkeypatch.setattr(server, "completion", lambda payload, fault=None: {
-        "choices": [{"message": {"role": "assistant", "reasoning": "r", "content": "a"}, "finish_reason": "stop"}]})
+    monkeypatch.setattr(
+        server,
+        "completion",
+        lambda payload, fault=None: {
+            "choices": [{"message": {"role": "assistant", "reasoning": "r", "content": "a"}, "finish_reason": "stop"}]
+        },
+    )
     err = cli_error(["probe", "--recipe", recipe(tmp_path, "kimi_k2_5", family_dirs, server.url)], capsys)
     assert "returned no token ids" in err

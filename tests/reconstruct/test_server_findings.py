@@ -19,8 +19,9 @@ from tests.reconstruct.families import FAMILIES
 from tests.reconstruct.test_preflight import family_tokens
 
 
-def generate_then_reconstruct(tmp_path, family, family_dirs, family_tokenizers, make_fake_server, *, modes=(),
-                              chat=None, rows=None, **gen):
+def generate_then_reconstruct(
+    tmp_path, family, family_dirs, family_tokenizers, make_fake_server, *, modes=(), chat=None, rows=None, **gen
+):
     chat = chat or ChatSettings()
     tmp_path.mkdir(parents=True, exist_ok=True)
     server = make_fake_server(modes=modes, family=family_tokens(family, family_tokenizers))
@@ -38,50 +39,84 @@ def server_sequence(row) -> list[int]:
 
 @pytest.mark.parametrize("spaces, rate", [(False, 1.0), (True, 0.0)])
 def test_kimi_spaces_around_specials_break_only_the_text_path_and_training_keeps_the_ids(
-        tmp_path, family_dirs, family_tokenizers, make_fake_server, spaces, rate):
+    tmp_path, family_dirs, family_tokenizers, make_fake_server, spaces, rate
+):
     manifest, seqs, gens = generate_then_reconstruct(
-        tmp_path, "kimi_k2_5", family_dirs, family_tokenizers, make_fake_server, modes=("spaces_around_specials",),
-        chat=ChatSettings(spaces_between_special_tokens=spaces))
+        tmp_path,
+        "kimi_k2_5",
+        family_dirs,
+        family_tokenizers,
+        make_fake_server,
+        modes=("spaces_around_specials",),
+        chat=ChatSettings(spaces_between_special_tokens=spaces),
+    )
     assert manifest.details["server_check"]["match_rate"] == rate
     by_id = {r["sample_id"]: r for r in gens.iter_rows(named=True)}
     assert all(s["source"] == "server" and s["input_ids"] == server_sequence(by_id[s["sample_id"]]) for s in seqs)
 
 
-def test_sglang_ids_with_stripped_reasoning_are_read_and_win(tmp_path, family_dirs, family_tokenizers, make_fake_server):
+def test_sglang_ids_with_stripped_reasoning_are_read_and_win(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server
+):
     manifest, seqs, gens = generate_then_reconstruct(
-        tmp_path, "kimi_k2_5", family_dirs, family_tokenizers, make_fake_server,
-        modes=("sglang_ids", "stripped_reasoning"), chat=ChatSettings(spaces_between_special_tokens=False))
+        tmp_path,
+        "kimi_k2_5",
+        family_dirs,
+        family_tokenizers,
+        make_fake_server,
+        modes=("sglang_ids", "stripped_reasoning"),
+        chat=ChatSettings(spaces_between_special_tokens=False),
+    )
     assert gens["prompt_token_ids"].null_count() == 0
     assert manifest.details["server_check"]["match_rate"] == 0.0  # the stripped text cannot rebuild the ids
     assert len(seqs) == 4 and {s["source"] for s in seqs} == {"server"}
 
 
 def test_end_of_turn_inside_the_reasoning_keeps_no_think_close_with_ids_and_is_rejected_without(
-        tmp_path, family_dirs, family_tokenizers, make_fake_server):
+    tmp_path, family_dirs, family_tokenizers, make_fake_server
+):
     manifest, seqs, _ = generate_then_reconstruct(
-        tmp_path / "ids", "qwen3", family_dirs, family_tokenizers, make_fake_server, modes=("eot_in_reasoning",))
+        tmp_path / "ids", "qwen3", family_dirs, family_tokenizers, make_fake_server, modes=("eot_in_reasoning",)
+    )
     assert len(seqs) == 4 and all(151668 not in s["input_ids"] for s in seqs)  # no invented </think>
     assert manifest.details["server_check"]["match_rate"] == 1.0
     with pytest.raises(StageError, match="think_undecidable: 4"):
-        generate_then_reconstruct(tmp_path / "text", "qwen3", family_dirs, family_tokenizers, make_fake_server,
-                                  modes=("eot_in_reasoning",), return_token_ids=False)
+        generate_then_reconstruct(
+            tmp_path / "text",
+            "qwen3",
+            family_dirs,
+            family_tokenizers,
+            make_fake_server,
+            modes=("eot_in_reasoning",),
+            return_token_ids=False,
+        )
 
 
 def test_thinking_switched_off_in_target_chat_reaches_server_and_reconstruct_alike(
-        tmp_path, family_dirs, family_tokenizers, make_fake_server):
+    tmp_path, family_dirs, family_tokenizers, make_fake_server
+):
     manifest, seqs, gens = generate_then_reconstruct(
-        tmp_path, "qwen3", family_dirs, family_tokenizers, make_fake_server, modes=("thinking_off",),
-        chat=ChatSettings(chat_template_kwargs={"enable_thinking": False}), require_reasoning=False)
+        tmp_path,
+        "qwen3",
+        family_dirs,
+        family_tokenizers,
+        make_fake_server,
+        modes=("thinking_off",),
+        chat=ChatSettings(chat_template_kwargs={"enable_thinking": False}),
+        require_reasoning=False,
+    )
     assert set(gens["reasoning"]) == {""}
     assert manifest.details["server_check"]["match_rate"] == 1.0 and len(seqs) == 4
 
 
 def test_tool_calls_train_on_the_server_ids_with_the_tools_in_the_prompt(
-        tmp_path, family_dirs, family_tokenizers, make_fake_server):
+    tmp_path, family_dirs, family_tokenizers, make_fake_server
+):
     tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
     rows = [{"prompt": f"Add {i} and 3.", "tools": tools} for i in range(3)] + [{"prompt": "Say hi."}]
     manifest, seqs, gens = generate_then_reconstruct(
-        tmp_path, "qwen3", family_dirs, family_tokenizers, make_fake_server, modes=("tool_calls",), rows=rows)
+        tmp_path, "qwen3", family_dirs, family_tokenizers, make_fake_server, modes=("tool_calls",), rows=rows
+    )
     assert manifest.counts["tool_call_turns"] == 3 and len(seqs) == 4
     tok = family_tokenizers["qwen3"]
     for s in seqs:

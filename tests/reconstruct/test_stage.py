@@ -37,8 +37,14 @@ def rebuilt_ids(family_dirs, tmp_path, rec) -> tuple[list[int], int]:
 def test_server_ids_that_agree_are_counted_as_matches_and_trained_on(family_dirs, tmp_path):
     ids, prompt_len = rebuilt_ids(family_dirs, tmp_path, record("a", USER, "Two and two.", " 4."))
     # K2.5: <think> closes the prompt, so the server's prompt ids end with it.
-    rec = record("a", USER, "Two and two.", " 4.", prompt_token_ids=ids[:prompt_len + 1],
-                 completion_token_ids=ids[prompt_len + 1:])
+    rec = record(
+        "a",
+        USER,
+        "Two and two.",
+        " 4.",
+        prompt_token_ids=ids[: prompt_len + 1],
+        completion_token_ids=ids[prompt_len + 1 :],
+    )
     out = tmp_path / "seq"
     manifest = run_reconstruct(ReconstructConfig(), kimi(family_dirs), write_generations(tmp_path / "gen", [rec]), out)
     assert manifest.details["server_check"] == {"checked": 1, "matched": 1, "match_rate": 1.0}
@@ -48,9 +54,15 @@ def test_server_ids_that_agree_are_counted_as_matches_and_trained_on(family_dirs
 def test_a_mismatch_reports_its_first_differing_position_and_server_ids_win_by_default(family_dirs, tmp_path):
     ids, prompt_len = rebuilt_ids(family_dirs, tmp_path, record("a", USER, "Two and two.", " 4."))
     server = list(ids)
-    server[prompt_len + 3] = 42   # the server sampled another token there
-    rec = record("a", USER, "Two and two.", " 4.", prompt_token_ids=server[:prompt_len + 1],
-                 completion_token_ids=server[prompt_len + 1:])
+    server[prompt_len + 3] = 42  # the server sampled another token there
+    rec = record(
+        "a",
+        USER,
+        "Two and two.",
+        " 4.",
+        prompt_token_ids=server[: prompt_len + 1],
+        completion_token_ids=server[prompt_len + 1 :],
+    )
     gen = write_generations(tmp_path / "gen", [rec])
     manifest = run_reconstruct(ReconstructConfig(), kimi(family_dirs), gen, tmp_path / "seq")
     assert manifest.details["server_check"]["match_rate"] == 0.0
@@ -62,7 +74,9 @@ def test_a_mismatch_reports_its_first_differing_position_and_server_ids_win_by_d
 
 
 def test_overlong_samples_are_truncated_or_dropped_and_counted(family_dirs, tmp_path):
-    gen = write_generations(tmp_path / "gen", [record("long", USER, "x " * 200, " done."), record("short", USER, "ok", " 4.")])
+    gen = write_generations(
+        tmp_path / "gen", [record("long", USER, "x " * 200, " done."), record("short", USER, "ok", " 4.")]
+    )
     truncated = run_reconstruct(ReconstructConfig(max_length=64), kimi(family_dirs), gen, tmp_path / "t")
     assert truncated.counts["truncated"] == 1 and truncated.counts["sequences"] == 2
     assert max(r["num_tokens"] for r in rows(tmp_path / "t")) == 64
@@ -90,7 +104,7 @@ def test_every_record_rejected_is_an_error_not_an_empty_success(family_dirs, tmp
 
 def test_a_tokenizer_without_think_tokens_is_refused_before_any_work(family_dirs, tmp_path):
     gen = write_generations(tmp_path / "gen", [record("a", USER, "thinking", " 4.")])
-    target = TargetConfig(path=str(family_dirs["llama3"]), end_of_turn="<|eot_id|>")   # think tokens by default
+    target = TargetConfig(path=str(family_dirs["llama3"]), end_of_turn="<|eot_id|>")  # think tokens by default
     with pytest.raises(ConfigError, match="no single token for target.think_open '<think>'"):
         run_reconstruct(ReconstructConfig(), target, gen, tmp_path / "seq")
 
@@ -110,8 +124,9 @@ def test_an_empty_generations_dir_is_a_clear_error(family_dirs, tmp_path):
 def test_a_length_cut_turn_has_no_end_of_turn_and_no_think_close(family_dirs, family_tokenizers, tmp_path):
     # Cut inside the reasoning: the ids say so (without them the record is undecidable: test_never_invents).
     out_ids = family_tokenizers["kimi_k2_5"].encode("Two and", add_special_tokens=False)
-    gen = write_generations(tmp_path / "gen", [record("cut", USER, "Two and", "", finish_reason="length",
-                                                      completion_token_ids=out_ids)])
+    gen = write_generations(
+        tmp_path / "gen", [record("cut", USER, "Two and", "", finish_reason="length", completion_token_ids=out_ids)]
+    )
     run_reconstruct(ReconstructConfig(prefer="text"), kimi(family_dirs), gen, tmp_path / "seq")
     row = rows(tmp_path / "seq")[0]
     supervised = [t for t, m in zip(row["input_ids"], row["loss_mask"]) if m]
@@ -119,17 +134,20 @@ def test_a_length_cut_turn_has_no_end_of_turn_and_no_think_close(family_dirs, fa
 
 
 def test_resume_redoes_only_the_unfinished_shard_and_a_complete_run_is_skipped(family_dirs, tmp_path):
-    records = [record(f"s{i}", [{"role": "user", "content": f"What is {i} + 1?"}], f"It is {i + 1}.", f" {i + 1}")
-               for i in range(10)]
+    records = [
+        record(f"s{i}", [{"role": "user", "content": f"What is {i} + 1?"}], f"It is {i + 1}.", f" {i + 1}")
+        for i in range(10)
+    ]
     gen = write_generations(tmp_path / "gen", records, shard_rows=4)
     cfg, out = ReconstructConfig(shard_rows=3), tmp_path / "seq"
     first = run_reconstruct(cfg, kimi(family_dirs), gen, out)
     assert first.counts["sequences"] == 10 and first.details["shards"] == 4
     kept = (out / "part-00000.parquet").stat().st_mtime_ns
-    (out / "stats" / "part-00002.json").unlink()        # as if killed while writing shard 2
+    (out / "stats" / "part-00002.json").unlink()  # as if killed while writing shard 2
     manifest = read_manifest(out)
     manifest.status = "running"
     from eagle3_core.manifest import write_manifest
+
     write_manifest(out, manifest)
     again = run_reconstruct(cfg, kimi(family_dirs), gen, out)
     assert again.counts == first.counts
@@ -152,15 +170,22 @@ def test_sequences_shards_follow_the_contract_types(family_dirs, tmp_path):
     run_reconstruct(ReconstructConfig(), kimi(family_dirs), gen, tmp_path / "seq")
     schema = pq.read_schema(tmp_path / "seq" / "part-00000.parquet")
     assert {n: str(schema.field(n).type) for n in schema.names} == {
-        "sample_id": "string", "input_ids": "list<element: int32>", "loss_mask": "list<element: uint8>",
-        "num_tokens": "int32", "num_supervised": "int32", "source": "string"}
+        "sample_id": "string",
+        "input_ids": "list<element: int32>",
+        "loss_mask": "list<element: uint8>",
+        "num_tokens": "int32",
+        "num_supervised": "int32",
+        "source": "string",
+    }
 
 
 def test_a_chat_template_that_fails_is_a_counted_reject(tmp_path):
     broken = "{{ raise_exception('no system role') if messages[0].role == 'system' else '' }}<|im_assistant|><think>"
     path = build_family_tokenizer(FAMILIES["kimi_k2_5"], tmp_path / "tok", template=broken)
-    gen = write_generations(tmp_path / "gen", [record("sys", [{"role": "system", "content": "x"}, *USER], "a", " b"),
-                                               record("ok", USER, "a", " b")])
+    gen = write_generations(
+        tmp_path / "gen",
+        [record("sys", [{"role": "system", "content": "x"}, *USER], "a", " b"), record("ok", USER, "a", " b")],
+    )
     target = TargetConfig(path=str(path), **FAMILIES["kimi_k2_5"].target)
     manifest = run_reconstruct(ReconstructConfig(), target, gen, tmp_path / "seq")
     assert manifest.details["reject_reasons"] == {"template_error": 1} and manifest.counts["sequences"] == 1

@@ -17,7 +17,7 @@ import pytest
 from eagle3_core.errors import ConfigError
 from eagle3_core.serve import ServeConfig, ServeError, VLLMServer
 
-API_SERVER = '''
+API_SERVER = """
 import argparse, http.server, os, subprocess, sys, time
 p = argparse.ArgumentParser(); p.add_argument("--host"); p.add_argument("--port", type=int)
 args, rest = p.parse_known_args()
@@ -33,7 +33,7 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200 if self.path == "/health" else 404); self.end_headers()
 http.server.HTTPServer((args.host, args.port), H).serve_forever()
-'''
+"""
 
 
 @pytest.fixture
@@ -121,9 +121,23 @@ def test_a_missing_model_directory_is_a_clear_error(tmp_path):
 def test_eagle3_serve_runs_until_ctrl_c_or_sigterm_and_stops_vllm(fake_vllm, tmp_path, sig):
     model, _, child_file = fake_vllm
     eagle3 = Path(sys.executable).with_name("eagle3")
-    proc = subprocess.Popen([str(eagle3), "serve", "--model", str(model), "--port", str(_free_port()),
-                             "--python", sys.executable, "--reasoning-parser", "qwen3"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            str(eagle3),
+            "serve",
+            "--model",
+            str(model),
+            "--port",
+            str(_free_port()),
+            "--python",
+            sys.executable,
+            "--reasoning-parser",
+            "qwen3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines = []
     for line in proc.stdout:
         lines.append(line)

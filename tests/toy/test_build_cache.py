@@ -5,13 +5,27 @@ Uses a deliberately untrained recipe (2 steps) so the whole file runs in seconds
 
 import threading
 
-from eagle3_core.toy.build import HELDOUT_PROMPTS, REPORT_NAME, TRAIN_PROMPTS, build_toy_target, read_report, recipe_hash
+from eagle3_core.toy.build import (
+    HELDOUT_PROMPTS,
+    REPORT_NAME,
+    TRAIN_PROMPTS,
+    build_toy_target,
+    read_report,
+    recipe_hash,
+)
 from eagle3_core.toy.config import ToyTargetConfig
 
 
 def tiny(tmp_path, **overrides) -> ToyTargetConfig:
-    return ToyTargetConfig(train_steps=2, warmup_steps=1, batch_size=4, heldout_questions=3, train_prompts=10,
-                           cache_dir=str(tmp_path), **overrides)
+    return ToyTargetConfig(
+        train_steps=2,
+        warmup_steps=1,
+        batch_size=4,
+        heldout_questions=3,
+        train_prompts=10,
+        cache_dir=str(tmp_path),
+        **overrides,
+    )
 
 
 def test_concurrent_builders_build_once_and_the_second_reuses_it(tmp_path):
@@ -19,8 +33,11 @@ def test_concurrent_builders_build_once_and_the_second_reuses_it(tmp_path):
     paths, logs = [], []
 
     class Log:
-        def progress(self, *a, **k): pass
-        def log(self, message): logs.append(message)
+        def progress(self, *a, **k):
+            pass
+
+        def log(self, message):
+            logs.append(message)
 
     threads = [threading.Thread(target=lambda: paths.append(build_toy_target(cfg, Log()))) for _ in range(2)]
     for t in threads:
@@ -36,8 +53,17 @@ def test_concurrent_builders_build_once_and_the_second_reuses_it(tmp_path):
 
 def test_the_directory_is_a_complete_hf_model_with_prompts_and_report(tmp_path):
     path = build_toy_target(tiny(tmp_path))
-    for name in ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-                 "tokenizer_config.json", "chat_template.jinja", TRAIN_PROMPTS, HELDOUT_PROMPTS, REPORT_NAME):
+    for name in (
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        TRAIN_PROMPTS,
+        HELDOUT_PROMPTS,
+        REPORT_NAME,
+    ):
         assert (path / name).is_file(), name
     report = read_report(path)
     assert report["recipe_hash"] == path.name and report["training"]["steps"] == 2

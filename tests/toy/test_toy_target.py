@@ -36,14 +36,20 @@ def test_the_tokenizer_round_trips_text_byte_exactly(tokenizer, text):
 
 
 def test_the_chat_template_renders_the_kimi_k2_5_layout(tokenizer):
-    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 2?"},
-                {"role": "assistant", "content": "The answer is 4."}, {"role": "user", "content": "What is 47 + 38?"}]
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is 2 + 2?"},
+        {"role": "assistant", "content": "The answer is 4."},
+        {"role": "user", "content": "What is 47 + 38?"},
+    ]
     rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    assert rendered == ("<|im_system|>system<|im_middle|>Be brief.<|im_end|>"
-                        "<|im_user|>user<|im_middle|>What is 2 + 2?<|im_end|>"
-                        "<|im_assistant|>assistant<|im_middle|><think></think>The answer is 4.<|im_end|>"
-                        "<|im_user|>user<|im_middle|>What is 47 + 38?<|im_end|>"
-                        "<|im_assistant|>assistant<|im_middle|><think>")
+    assert rendered == (
+        "<|im_system|>system<|im_middle|>Be brief.<|im_end|>"
+        "<|im_user|>user<|im_middle|>What is 2 + 2?<|im_end|>"
+        "<|im_assistant|>assistant<|im_middle|><think></think>The answer is 4.<|im_end|>"
+        "<|im_user|>user<|im_middle|>What is 47 + 38?<|im_end|>"
+        "<|im_assistant|>assistant<|im_middle|><think>"
+    )
     off = tokenizer.apply_chat_template(messages[1:2], tokenize=False, add_generation_prompt=True, thinking=False)
     assert off.endswith("<|im_assistant|>assistant<|im_middle|><think></think>")
 
@@ -55,8 +61,10 @@ def test_think_tokens_are_single_non_special_ids_and_the_recipe_names_them(token
     # the flag that decoding (here and in vLLM's detokenizer) honours is the added token's own
     added = tokenizer.added_tokens_decoder
     assert not added[target["think_open_id"]].special and not added[target["think_close_id"]].special
-    assert all(added[tokenizer.convert_tokens_to_ids(t)].special
-               for t in ("<|im_user|>", "<|im_assistant|>", "<|im_middle|>", "<|im_end|>", "[EOS]"))
+    assert all(
+        added[tokenizer.convert_tokens_to_ids(t)].special
+        for t in ("<|im_user|>", "<|im_assistant|>", "<|im_middle|>", "<|im_end|>", "[EOS]")
+    )
     ids = tokenizer.encode("<think>x</think>y<|im_end|>", add_special_tokens=False)
     assert tokenizer.decode(ids, skip_special_tokens=True) == "<think>x</think>y"
 
@@ -73,8 +81,12 @@ def test_the_draft_vocabulary_is_a_real_subset_of_the_tokens_the_target_writes(t
     from eagle3_core.toy.train import completion_text
 
     split = split_questions(500, seed=0)
-    used = {i for op in OPS for q in split.train[op][:300]
-            for i in tokenizer.encode(completion_text(q), add_special_tokens=False)}
+    used = {
+        i
+        for op in OPS
+        for q in split.train[op][:300]
+        for i in tokenizer.encode(completion_text(q), add_special_tokens=False)
+    }
     assert toy_recipe()["vocab"]["draft_vocab_size"] < len(used) < len(tokenizer)
 
 

@@ -32,12 +32,23 @@ def build_target(path: Path, seed: int = 0) -> Path:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=128, num_hidden_layers=4,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=256,
-                         tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
     model = LlamaForCausalLM(config)
     with torch.no_grad():
-        for p in model.parameters():      # a sharper random model: greedy outputs depend on context
+        for p in model.parameters():  # a sharper random model: greedy outputs depend on context
             if p.dim() == 2:
                 p.normal_(0, 0.15)
     model.save_pretrained(path)
@@ -52,13 +63,13 @@ def build_sequences(target: Path, out: Path, samples: int = 48, seed: int = 0) -
     model = LlamaForCausalLM.from_pretrained(target).eval()
     g = torch.Generator().manual_seed(seed)
     full = torch.randint(3, VOCAB, (samples, 8), generator=g)
-    with torch.no_grad(), one_thread():             # greedy, all samples at once
+    with torch.no_grad(), one_thread():  # greedy, all samples at once
         for _ in range(32):
             full = torch.cat([full, model(full).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
     rows = {"sample_id": [], "input_ids": [], "loss_mask": [], "num_tokens": [], "num_supervised": [], "source": []}
     for i in range(samples):
         prompt_len = int(torch.randint(4, 9, (1,), generator=g))
-        ids = full[i, 8 - prompt_len: 8 + int(torch.randint(16, 33, (1,), generator=g))].tolist()
+        ids = full[i, 8 - prompt_len : 8 + int(torch.randint(16, 33, (1,), generator=g))].tolist()
         mask = [0] * prompt_len + [1] * (len(ids) - prompt_len)
         rows["sample_id"].append(f"s{i:04d}")
         rows["input_ids"].append(ids)
@@ -67,13 +78,20 @@ def build_sequences(target: Path, out: Path, samples: int = 48, seed: int = 0) -
         rows["num_supervised"].append(sum(mask))
         rows["source"].append("text")
     out.mkdir(parents=True, exist_ok=True)
-    table = pa.table({"sample_id": pa.array(rows["sample_id"]), "input_ids": pa.array(rows["input_ids"], pa.list_(pa.int32())),
-                      "loss_mask": pa.array(rows["loss_mask"], pa.list_(pa.uint8())),
-                      "num_tokens": pa.array(rows["num_tokens"], pa.int64()),
-                      "num_supervised": pa.array(rows["num_supervised"], pa.int64()), "source": pa.array(rows["source"])})
+    table = pa.table(
+        {
+            "sample_id": pa.array(rows["sample_id"]),
+            "input_ids": pa.array(rows["input_ids"], pa.list_(pa.int32())),
+            "loss_mask": pa.array(rows["loss_mask"], pa.list_(pa.uint8())),
+            "num_tokens": pa.array(rows["num_tokens"], pa.int64()),
+            "num_supervised": pa.array(rows["num_supervised"], pa.int64()),
+            "source": pa.array(rows["source"]),
+        }
+    )
     pq.write_table(table, out / "part-00000.parquet")
-    write_manifest(out, StageManifest(stage="reconstruct", status="complete", config_hash="test",
-                                      counts={"accepted": samples}))
+    write_manifest(
+        out, StageManifest(stage="reconstruct", status="complete", config_hash="test", counts={"accepted": samples})
+    )
     return out
 
 
@@ -100,7 +118,7 @@ def build_hidden(target: Path, sequences: Path, out: Path, layers=LAYERS, per_sh
     index = {"sample_id": [], "shard": [], "offset": [], "length": []}
     for s in range(0, len(rows), per_shard):
         name, parts, offset = f"shard-{s // per_shard:05d}.safetensors", [], 0
-        for sid, ids, mask in rows[s:s + per_shard]:
+        for sid, ids, mask in rows[s : s + per_shard]:
             with torch.no_grad(), one_thread():
                 o = model.model(input_ids=torch.tensor([ids]), output_hidden_states=True)
             aux = torch.stack([o.hidden_states[k][0] for k in layers], dim=1)
@@ -108,16 +126,32 @@ def build_hidden(target: Path, sequences: Path, out: Path, layers=LAYERS, per_sh
             index["sample_id"].append(sid), index["shard"].append(name)
             index["offset"].append(offset), index["length"].append(len(ids))
             offset += len(ids)
-        save_file({"aux_hidden_states": torch.cat([p[0] for p in parts]).bfloat16().contiguous(),
-                   "final_hidden_states": torch.cat([p[1] for p in parts]).bfloat16().contiguous(),
-                   "input_ids": torch.tensor([t for p in parts for t in p[2]], dtype=torch.int32),
-                   "loss_mask": torch.tensor([t for p in parts for t in p[3]], dtype=torch.uint8)},
-                  str(out / name))
+        save_file(
+            {
+                "aux_hidden_states": torch.cat([p[0] for p in parts]).bfloat16().contiguous(),
+                "final_hidden_states": torch.cat([p[1] for p in parts]).bfloat16().contiguous(),
+                "input_ids": torch.tensor([t for p in parts for t in p[2]], dtype=torch.int32),
+                "loss_mask": torch.tensor([t for p in parts for t in p[3]], dtype=torch.uint8),
+            },
+            str(out / name),
+        )
     pq.write_table(pa.table(index), out / "index.parquet")
-    write_manifest(out, StageManifest(stage="extract", status="complete", config_hash="test",
-                                      counts={"samples": len(rows)},
-                                      details={"layers": list(layers), "hidden_size": HIDDEN,
-                                               "num_hidden_layers": 4, "vocab_size": VOCAB, "engine": "test"}))
+    write_manifest(
+        out,
+        StageManifest(
+            stage="extract",
+            status="complete",
+            config_hash="test",
+            counts={"samples": len(rows)},
+            details={
+                "layers": list(layers),
+                "hidden_size": HIDDEN,
+                "num_hidden_layers": 4,
+                "vocab_size": VOCAB,
+                "engine": "test",
+            },
+        ),
+    )
     return out
 
 
@@ -134,8 +168,16 @@ def build_vocab(sequences: Path, out: Path, draft_vocab: int = 48, vocab_size: i
     t2d = torch.zeros(vocab_size, dtype=torch.bool)
     t2d[top] = True
     out.mkdir(parents=True, exist_ok=True)
-    save_file({"d2t": (top - torch.arange(draft_vocab)).long(), "t2d": t2d, "counts": counts},
-              str(out / "vocab.safetensors"))
-    write_manifest(out, StageManifest(stage="vocab", status="complete", config_hash="test",
-                                      details={"draft_vocab_size": draft_vocab, "target_vocab_size": vocab_size}))
+    save_file(
+        {"d2t": (top - torch.arange(draft_vocab)).long(), "t2d": t2d, "counts": counts}, str(out / "vocab.safetensors")
+    )
+    write_manifest(
+        out,
+        StageManifest(
+            stage="vocab",
+            status="complete",
+            config_hash="test",
+            details={"draft_vocab_size": draft_vocab, "target_vocab_size": vocab_size},
+        ),
+    )
     return out

@@ -21,5 +21,9 @@ def tiny_run(tmp_path_factory) -> TinyRun:
     root = tmp_path_factory.mktemp("tiny-run")
     target = builders.build_target(root / "target")
     sequences = builders.build_sequences(target, root / "sequences")
-    return TinyRun(target, sequences, builders.build_hidden(target, sequences, root / "hidden"),
-                   builders.build_vocab(sequences, root / "vocab"))
+    return TinyRun(
+        target,
+        sequences,
+        builders.build_hidden(target, sequences, root / "hidden"),
+        builders.build_vocab(sequences, root / "vocab"),
+    )

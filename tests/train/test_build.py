@@ -57,17 +57,26 @@ def test_the_recipe_shape_replaces_the_targets_heads_and_mlp_width(inputs):
     assert (c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size) == (4, 1, 16, 96)
     assert drafter.midlayer.self_attn.k_proj.weight.shape == (16, 2 * c.hidden_size)
     assert c.trainable_parameters() == sum(p.numel() for p in drafter.parameters() if p.requires_grad)
-    assert build_drafter(inputs, seed=0).config.num_attention_heads == 2          # unset: the target's
+    assert build_drafter(inputs, seed=0).config.num_attention_heads == 2  # unset: the target's
 
 
 def test_kimi_recipe_drafter_uses_gqa_with_a_seventh_of_the_kv_cache_of_a_copied_mla_shape():
     from eagle3_core.config import PipelineConfig
     from eagle3_core.drafter.model import DrafterConfig
 
-    kimi = {"hidden_size": 7168, "intermediate_size": 18432, "num_attention_heads": 64, "num_key_value_heads": 64,
-            "head_dim": 112, "vocab_size": 163840}
+    kimi = {
+        "hidden_size": 7168,
+        "intermediate_size": 18432,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 64,
+        "head_dim": 112,
+        "vocab_size": 163840,
+    }
     shape = PipelineConfig.from_yaml("configs/kimi-k2.5.yaml").train.drafter.model_dump()
-    ours, copied = DrafterConfig.from_target(kimi, 32000, [2, 30, 58], shape), DrafterConfig.from_target(kimi, 32000, [2, 30, 58])
+    ours, copied = (
+        DrafterConfig.from_target(kimi, 32000, [2, 30, 58], shape),
+        DrafterConfig.from_target(kimi, 32000, [2, 30, 58]),
+    )
     assert ours.num_key_value_heads * ours.head_dim * 7 == copied.num_key_value_heads * copied.head_dim
     assert round(ours.trainable_parameters() / 1e6) == 985 and round(copied.trainable_parameters() / 1e6) == 1140
 

@@ -37,7 +37,8 @@ class Payload:
 @pytest.mark.slow
 @pytest.mark.deepspeed
 def test_resuming_from_a_checkpoint_with_a_pickle_payload_refuses_it_and_the_payload_never_runs(
-        tiny_run, tmp_path, monkeypatch):
+    tiny_run, tmp_path, monkeypatch
+):
     import torch
 
     from eagle3_core.target import TargetConfig
@@ -48,7 +49,7 @@ def test_resuming_from_a_checkpoint_with_a_pickle_payload_refuses_it_and_the_pay
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     cfg = TrainConfig(max_steps=6, micro_batch_tokens=256, checkpoint_every=3, heldout_fraction=0.15)
     out, target = tmp_path / "drafter", TargetConfig(path=str(tiny_run.target))
-    with pytest.raises(KeyboardInterrupt):                            # killed after the step-3 checkpoint
+    with pytest.raises(KeyboardInterrupt):  # killed after the step-3 checkpoint
         run_train(cfg, target, tiny_run.hidden, tiny_run.vocab, out, reporter=Recorder(stop_at=4))
     states = out / "checkpoints" / "step-00000003" / "mp_rank_00_model_states.pt"
     marker = tmp_path / "marker"

@@ -44,8 +44,10 @@ def test_packed_batches_fill_the_budget_with_summed_lengths_and_need_fewer_batch
 
 
 def test_collate_packs_samples_end_to_end_as_numbered_segments_or_pads_them():
-    rows = {"input_ids": [torch.tensor([5, 6, 7]), torch.tensor([8])], "loss_mask": [torch.tensor([0, 1, 1]),
-                                                                                    torch.tensor([1])]}
+    rows = {
+        "input_ids": [torch.tensor([5, 6, 7]), torch.tensor([8])],
+        "loss_mask": [torch.tensor([0, 1, 1]), torch.tensor([1])],
+    }
     packed = collate(rows, pack=True)
     assert packed["input_ids"].tolist() == [[5, 6, 7, 8]] and packed["segments"].tolist() == [[1, 1, 1, 2]]
     padded = collate(rows, pack=False)

@@ -19,8 +19,12 @@ def test_defaults_are_zero2_adamw_cosine_with_warmup_and_clip():
 
 
 def test_a_user_file_replaces_the_config_and_auto_takes_our_values(tmp_path):
-    user = {"zero_optimization": {"stage": 1}, "gradient_clipping": "auto", "bf16": {"enabled": "auto"},
-            "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "torch_adam": True}}}
+    user = {
+        "zero_optimization": {"stage": 1},
+        "gradient_clipping": "auto",
+        "bf16": {"enabled": "auto"},
+        "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "torch_adam": True}},
+    }
     path = tmp_path / "ds.json"
     path.write_text(json.dumps(user))
     ds = deepspeed_config(TrainConfig(deepspeed_config=str(path), grad_clip=0.7), total_steps=10, bf16=False)
@@ -52,4 +56,4 @@ def test_grad_accum_sets_deepspeeds_accumulation_and_counts_in_the_step_total():
 
     cfg = TrainConfig(grad_accum=2, epochs=1.0)
     assert deepspeed_config(cfg, 10, bf16=False)["gradient_accumulation_steps"] == 2
-    assert total_steps(cfg, batches_per_epoch=12, world=3) == 2          # 12 micro-batches / (3 ranks x 2)
+    assert total_steps(cfg, batches_per_epoch=12, world=3) == 2  # 12 micro-batches / (3 ranks x 2)

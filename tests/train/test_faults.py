@@ -20,8 +20,22 @@ def hidden(tiny_run, tmp_path):
 
 
 def train_cli(tiny_run, hidden, out, capsys) -> str:
-    return cli_error(["train", "--input", str(hidden), "--target", str(tiny_run.target), "--vocab", str(tiny_run.vocab),
-                      "--out", str(out), "--max-steps", "2"], capsys)
+    return cli_error(
+        [
+            "train",
+            "--input",
+            str(hidden),
+            "--target",
+            str(tiny_run.target),
+            "--vocab",
+            str(tiny_run.vocab),
+            "--out",
+            str(out),
+            "--max-steps",
+            "2",
+        ],
+        capsys,
+    )
 
 
 def test_a_truncated_shard_is_refused_before_training_naming_it(prefect_api, tiny_run, hidden, tmp_path, capsys):
@@ -29,10 +43,12 @@ def test_a_truncated_shard_is_refused_before_training_naming_it(prefect_api, tin
     size = shard.stat().st_size
     truncate(shard)
     err = train_cli(tiny_run, hidden, tmp_path / "drafter", capsys)
-    assert error_line(err) == (f"error: damaged extract shard shard-00001.safetensors: {size // 2} bytes, "
-                               f"its header says {size} (truncated or overwritten)")
+    assert error_line(err) == (
+        f"error: damaged extract shard shard-00001.safetensors: {size // 2} bytes, "
+        f"its header says {size} (truncated or overwritten)"
+    )
     assert "fix: delete it and rerun `eagle3 extract`: the stage redoes that shard" in err
-    assert snapshot(tmp_path / "drafter") == {}                     # no manifest, no trainer started
+    assert snapshot(tmp_path / "drafter") == {}  # no manifest, no trainer started
 
 
 def test_a_deleted_shard_is_refused_before_training_naming_it(prefect_api, tiny_run, hidden, tmp_path, capsys):
@@ -43,18 +59,22 @@ def test_a_deleted_shard_is_refused_before_training_naming_it(prefect_api, tiny_
 
 
 def test_a_rotten_shard_of_the_right_size_is_refused_by_its_checksum_before_training(
-        prefect_api, tiny_run, hidden, tmp_path, capsys):
-    list_shards(hidden, "extract", "shard-*.safetensors", "index.parquet")     # as extract's lifecycle leaves it
-    flip(hidden / "shard-00001.safetensors")                                   # bytes in the tensors, header intact
+    prefect_api, tiny_run, hidden, tmp_path, capsys
+):
+    list_shards(hidden, "extract", "shard-*.safetensors", "index.parquet")  # as extract's lifecycle leaves it
+    flip(hidden / "shard-00001.safetensors")  # bytes in the tensors, header intact
     err = train_cli(tiny_run, hidden, tmp_path / "drafter", capsys)
-    assert error_line(err) == ("error: damaged extract shard shard-00001.safetensors: its blake2b checksum differs "
-                               "from its manifest's (the bytes changed)")
+    assert error_line(err) == (
+        "error: damaged extract shard shard-00001.safetensors: its blake2b checksum differs "
+        "from its manifest's (the bytes changed)"
+    )
     assert "fix: delete it and rerun `eagle3 extract`: the stage redoes that shard" in err
     assert snapshot(tmp_path / "drafter") == {}
 
 
 def test_a_concurrent_run_into_the_same_drafter_folder_refuses_and_changes_nothing(
-        prefect_api, tiny_run, hidden, tmp_path, capsys):
+    prefect_api, tiny_run, hidden, tmp_path, capsys
+):
     out = tmp_path / "drafter"
     with held(out) as pid:
         err = train_cli(tiny_run, hidden, out, capsys)
@@ -71,7 +91,7 @@ def test_nan_states_stop_training_naming_the_sample_and_its_shard(tiny_run, hidd
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     row = pq.read_table(hidden / "index.parquet").to_pylist()[3]
     tensors = load_file(str(hidden / row["shard"]))
-    tensors["aux_hidden_states"][row["offset"] + 1, 0, 0] = float("nan")     # one value, bytes in place
+    tensors["aux_hidden_states"][row["offset"] + 1, 0, 0] = float("nan")  # one value, bytes in place
     save_file(tensors, str(hidden / row["shard"]))
     cfg = TrainConfig(max_steps=40, micro_batch_tokens=256, heldout_fraction=0.15)
     with pytest.raises(InputError, match=f"NaN or Inf in the hidden states of sample {row['sample_id']}") as err:

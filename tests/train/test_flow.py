@@ -19,8 +19,13 @@ def test_flow_trains_and_publishes_the_loss_curve_and_heldout_table(prefect_api,
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     cfg = TrainConfig(max_steps=3, micro_batch_tokens=256, warmup_steps=1, heldout_fraction=0.15)
-    manifest = train_flow(cfg=cfg, target=TargetConfig(path=str(tiny_run.target)), hidden_dir=str(tiny_run.hidden),
-                          vocab_dir=str(tiny_run.vocab), out_dir=str(tmp_path / "drafter"))
+    manifest = train_flow(
+        cfg=cfg,
+        target=TargetConfig(path=str(tiny_run.target)),
+        hidden_dir=str(tiny_run.hidden),
+        vocab_dir=str(tiny_run.vocab),
+        out_dir=str(tmp_path / "drafter"),
+    )
     assert manifest.status == "complete" and manifest.counts["steps"] == 3
     assert (tmp_path / "drafter" / "loss_curve.png").stat().st_size > 1000
     with get_client(sync_client=True) as client:
@@ -28,14 +33,29 @@ def test_flow_trains_and_publishes_the_loss_curve_and_heldout_table(prefect_api,
     assert {"train-summary", "train-loss-curve", "train-heldout-acceptance", "train-progress"} <= keys
 
 
-@pytest.mark.slow      # the flow starts an ephemeral Prefect API (~15 s)
+@pytest.mark.slow  # the flow starts an ephemeral Prefect API (~15 s)
 @pytest.mark.prefect_server
 def test_cli_reports_a_bad_input_in_one_line_without_a_traceback(tiny_run, tmp_path):
     """The console script: exit 2 and the InputError's words (checked before any Prefect or DeepSpeed work)."""
-    result = subprocess.run([sys.executable, "-c", "from flows.cli import main; main()", "train",
-                             "--input", str(tmp_path / "missing"), "--target", str(tiny_run.target),
-                             "--vocab", str(tiny_run.vocab), "--out", str(tmp_path / "d")],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from flows.cli import main; main()",
+            "train",
+            "--input",
+            str(tmp_path / "missing"),
+            "--target",
+            str(tiny_run.target),
+            "--vocab",
+            str(tiny_run.vocab),
+            "--out",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 2, result.stderr
     assert "empty dataset: no index.parquet" in result.stderr and "Traceback" not in result.stderr
 
@@ -43,15 +63,28 @@ def test_cli_reports_a_bad_input_in_one_line_without_a_traceback(tiny_run, tmp_p
 def test_cli_refuses_a_malformed_layer_list(tiny_run, tmp_path):
     from flows.cli import cli
 
-    result = CliRunner().invoke(cli, ["train", "--input", str(tiny_run.hidden), "--target", str(tiny_run.target),
-                                      "--out", str(tmp_path / "d"), "--layers", "2,x,3"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--input",
+            str(tiny_run.hidden),
+            "--target",
+            str(tiny_run.target),
+            "--out",
+            str(tmp_path / "d"),
+            "--layers",
+            "2,x,3",
+        ],
+    )
     assert result.exit_code == 2 and "expected three integers" in result.output
 
 
 @pytest.mark.slow
 @pytest.mark.deepspeed
-def test_the_flow_starts_the_engine_or_uses_an_endpoint_and_shows_which_in_its_artifacts(prefect_api, tiny_run, tmp_path,
-                                                                                          monkeypatch):
+def test_the_flow_starts_the_engine_or_uses_an_endpoint_and_shows_which_in_its_artifacts(
+    prefect_api, tiny_run, tmp_path, monkeypatch
+):
     """online-vllm: the engine is started and stopped with the run, or is the recipe's endpoint."""
     import threading
 
@@ -68,15 +101,33 @@ def test_the_flow_starts_the_engine_or_uses_an_endpoint_and_shows_which_in_its_a
     engine = OnlineVllmConfig(engine="transformers", device="cpu")
     endpoint, stop = Spool(tmp_path / "endpoint"), threading.Event()
     endpoint.root.mkdir()
-    standing = threading.Thread(target=serve, args=(endpoint, lambda: build_engine(engine, target, LAYERS, 4, 256),
-                                                    stop, None, str(tiny_run.target), LAYERS), daemon=True)
+    standing = threading.Thread(
+        target=serve,
+        args=(endpoint, lambda: build_engine(engine, target, LAYERS, 4, 256), stop, None, str(tiny_run.target), LAYERS),
+        daemon=True,
+    )
     standing.start()
     try:
-        for name, online in (("started", engine), ("endpoint", engine.model_copy(update={"endpoint": str(endpoint.root)}))):
-            cfg = TrainConfig(mode="online-vllm", max_steps=2, micro_batch_tokens=256, warmup_steps=1,
-                              heldout_fraction=0.15, online_vllm=online)
-            manifest = train_flow(cfg=cfg, target=target, hidden_dir=None, vocab_dir=str(tiny_run.vocab),
-                                  out_dir=str(tmp_path / name), sequences_dir=str(tiny_run.sequences))
+        for name, online in (
+            ("started", engine),
+            ("endpoint", engine.model_copy(update={"endpoint": str(endpoint.root)})),
+        ):
+            cfg = TrainConfig(
+                mode="online-vllm",
+                max_steps=2,
+                micro_batch_tokens=256,
+                warmup_steps=1,
+                heldout_fraction=0.15,
+                online_vllm=online,
+            )
+            manifest = train_flow(
+                cfg=cfg,
+                target=target,
+                hidden_dir=None,
+                vocab_dir=str(tiny_run.vocab),
+                out_dir=str(tmp_path / name),
+                sequences_dir=str(tiny_run.sequences),
+            )
             assert manifest.status == "complete" and manifest.details["online"]["engine_tokens"] > 0
     finally:
         stop.set()

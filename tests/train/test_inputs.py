@@ -13,8 +13,13 @@ from tests.train import builders
 
 
 def train(tiny_run, out, *, target=None, hidden=None, vocab=None):
-    return run_train(TrainConfig(max_steps=1), TargetConfig(path=str(target or tiny_run.target)),
-                     hidden or tiny_run.hidden, vocab or tiny_run.vocab, out)
+    return run_train(
+        TrainConfig(max_steps=1),
+        TargetConfig(path=str(target or tiny_run.target)),
+        hidden or tiny_run.hidden,
+        vocab or tiny_run.vocab,
+        out,
+    )
 
 
 def assert_nothing_ran(out):
@@ -44,9 +49,17 @@ def test_an_empty_dataset_is_refused(tiny_run, tmp_path):
 
     empty = tmp_path / "hidden"
     shutil.copytree(tiny_run.hidden, empty)
-    pq.write_table(pa.table({"sample_id": pa.array([], pa.string()), "shard": pa.array([], pa.string()),
-                             "offset": pa.array([], pa.int64()), "length": pa.array([], pa.int64())}),
-                   empty / "index.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "sample_id": pa.array([], pa.string()),
+                "shard": pa.array([], pa.string()),
+                "offset": pa.array([], pa.int64()),
+                "length": pa.array([], pa.int64()),
+            }
+        ),
+        empty / "index.parquet",
+    )
     with pytest.raises(InputError, match="empty dataset"):
         train(tiny_run, tmp_path / "drafter", hidden=empty)
     with pytest.raises(InputError, match="empty dataset: no index.parquet"):

@@ -14,7 +14,7 @@ def test_one_process_runs_the_module_and_gpus_or_a_hostfile_use_the_deepspeed_la
     spec = Path("/run/drafter/run_spec.json")
     assert trainer_command(TrainConfig(), spec)[1:] == ["-m", "eagle3_core.train.main", "--spec", str(spec)]
     command = trainer_command(TrainConfig(num_gpus=8, hostfile="/etc/hosts.ds"), spec)
-    assert command[0] == str(Path(sys.executable).parent / "deepspeed")        # beside this Python, not PATH's
+    assert command[0] == str(Path(sys.executable).parent / "deepspeed")  # beside this Python, not PATH's
     assert command[1:5] == ["--hostfile", "/etc/hosts.ds", "--num_gpus", "8"]
     assert command[5:] == ["--module", "eagle3_core.train.main", "--spec", str(spec)]
 
@@ -32,10 +32,20 @@ class Recorder:
 
 def test_metrics_lines_become_progress_and_heldout_lines_a_readable_log():
     r = Recorder()
-    handle_line("METRICS " + json.dumps({"step": 3, "split": "train", "total_steps": 10, "loss": 1.5,
-                                         "acc_k": [0.5, 0.4], "tokens_per_s": 900.0}), r)
-    handle_line("METRICS " + json.dumps({"step": 0, "split": "heldout", "name": "initial",
-                                         "sim_acceptance_length": 1.02, "acc_k": [0.01]}), r)
+    handle_line(
+        "METRICS "
+        + json.dumps(
+            {"step": 3, "split": "train", "total_steps": 10, "loss": 1.5, "acc_k": [0.5, 0.4], "tokens_per_s": 900.0}
+        ),
+        r,
+    )
+    handle_line(
+        "METRICS "
+        + json.dumps(
+            {"step": 0, "split": "heldout", "name": "initial", "sim_acceptance_length": 1.02, "acc_k": [0.01]}
+        ),
+        r,
+    )
     handle_line("[2026-11-30 05:00:00] [INFO] [engine.py:1] DeepSpeed chatter", r)
     handle_line("a line from the trainer", r)
     assert r.progress_calls == [("train", 3, 10, {"loss": 1.5, "acc0": 0.5, "tokens_per_s": 900.0})]

@@ -22,10 +22,10 @@ def test_a_drafter_that_copies_the_target_scores_full_accuracy_at_every_step():
     mask = torch.ones(B, T, dtype=torch.bool)
     loss, counts = ttt_loss(step_logits, probs, torch.ones(B, T, dtype=torch.bool), mask, decay=0.8)
     assert counts.accuracies() == [1.0, 1.0, 1.0]
-    assert counts.count == [B * (T - 2), B * (T - 3), B * (T - 4)]      # i+2+k must exist
+    assert counts.count == [B * (T - 2), B * (T - 3), B * (T - 4)]  # i+2+k must exist
     entropy = -(probs * probs.log()).sum(-1)
     expected = sum(0.8**k * shift(entropy, 1 + k)[:, : T - 2 - k].mean() for k in range(K))
-    assert math.isclose(float(loss), float(expected), rel_tol=1e-4)      # CE of p with itself = entropy
+    assert math.isclose(float(loss), float(expected), rel_tol=1e-4)  # CE of p with itself = entropy
 
 
 def test_positions_whose_token_is_unsupervised_or_outside_the_draft_vocab_do_not_count():
@@ -33,23 +33,23 @@ def test_positions_whose_token_is_unsupervised_or_outside_the_draft_vocab_do_not
     probs = torch.full((B, T, V), 0.25)
     logits = [torch.zeros(B, T, V)]
     mask = torch.zeros(B, T, dtype=torch.bool)
-    mask[0, 5] = True                                # only token 5 is supervised -> position 3 counts
+    mask[0, 5] = True  # only token 5 is supervised -> position 3 counts
     _, counts = ttt_loss(logits, probs, torch.ones(B, T, dtype=torch.bool), mask, 0.8)
     assert counts.count == [1]
     in_draft = torch.ones(B, T, dtype=torch.bool)
-    in_draft[0, 4] = False                           # the target's top token at 4 is not draftable
+    in_draft[0, 4] = False  # the target's top token at 4 is not draftable
     _, counts = ttt_loss(logits, probs, in_draft, mask, 0.8)
     assert counts.count == [0]
 
 
 def test_target_head_renormalises_over_the_draft_vocab_and_maps_through_d2t():
-    weight = torch.eye(6)                             # logits = final
-    d2t = torch.tensor([1, 1, 2])                     # draft 0,1,2 -> target 1,2,4
+    weight = torch.eye(6)  # logits = final
+    d2t = torch.tensor([1, 1, 2])  # draft 0,1,2 -> target 1,2,4
     t2d = torch.tensor([0, 1, 1, 0, 1, 0], dtype=torch.bool)
     final = torch.tensor([[[0.0, 1.0, 2.0, 9.0, 3.0, 0.0]]])
     probs, in_draft = TargetHead(weight, d2t, t2d).labels(final)
     torch.testing.assert_close(probs[0, 0], torch.tensor([1.0, 2.0, 3.0]).softmax(-1))
-    assert in_draft.tolist() == [[False]]            # the target's top token (3) is not draftable
+    assert in_draft.tolist() == [[False]]  # the target's top token (3) is not draftable
 
 
 def test_simulated_acceptance_length_chains_step_accuracies():

@@ -22,14 +22,14 @@ def one_thread_per_rank(monkeypatch):
 
 
 def config(**over) -> TrainConfig:
-    base = dict(max_steps=4, micro_batch_tokens=256, lr=3e-3, warmup_steps=1, checkpoint_every=2,
-                heldout_fraction=0.15)
+    base = dict(max_steps=4, micro_batch_tokens=256, lr=3e-3, warmup_steps=1, checkpoint_every=2, heldout_fraction=0.15)
     return TrainConfig(**{**base, **over})
 
 
 def train(tiny_run, out, cfg, reporter=None):
-    return run_train(cfg, TargetConfig(path=str(tiny_run.target)), tiny_run.hidden, tiny_run.vocab, out,
-                     reporter=reporter)
+    return run_train(
+        cfg, TargetConfig(path=str(tiny_run.target)), tiny_run.hidden, tiny_run.vocab, out, reporter=reporter
+    )
 
 
 def losses(out) -> dict[int, float]:
@@ -45,10 +45,10 @@ def test_two_ranks_and_one_rank_with_the_same_global_batch_give_the_same_losses_
     assert sorted(a) == sorted(b) == [1, 2, 3, 4]
     for step in a:
         assert a[step] == pytest.approx(b[step], rel=1e-4), (step, a, b)
-    assert len(set(a.values())) == 4                                   # the model moved: not one loss repeated
+    assert len(set(a.values())) == 4  # the model moved: not one loss repeated
 
     with pytest.raises(KeyboardInterrupt):
-        train(tiny_run, tmp_path / "killed", config(num_gpus=2), Recorder(stop_at=3))   # after the step-2 checkpoint
+        train(tiny_run, tmp_path / "killed", config(num_gpus=2), Recorder(stop_at=3))  # after the step-2 checkpoint
     resumed = train(tiny_run, tmp_path / "killed", config(num_gpus=2))
     assert resumed.details["resumed_from"] == 2 and resumed.counts["steps"] == 4
     c = losses(tmp_path / "killed")

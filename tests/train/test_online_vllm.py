@@ -31,15 +31,20 @@ def batches_of(samples, epochs: int, seed: int = 0):
 
 
 def inputs_for(tiny_run):
-    return SimpleNamespace(target_path=str(tiny_run.target), aux_layer_ids=LAYERS, hidden_size=HIDDEN,
-                           target_config={"num_hidden_layers": 4, "hidden_size": HIDDEN})
+    return SimpleNamespace(
+        target_path=str(tiny_run.target),
+        aux_layer_ids=LAYERS,
+        hidden_size=HIDDEN,
+        target_config={"num_hidden_layers": 4, "hidden_size": HIDDEN},
+    )
 
 
 def start(tiny_run, spool_dir, reader_run="run-1"):
     """A transformers engine serving ``spool_dir`` and a reader for the tiny run's sequences."""
     cfg = OnlineVllmConfig(engine="transformers", device="cpu")
-    producer = EngineProducer(spool_dir, lambda: build_engine(cfg, TargetConfig(path=str(tiny_run.target)),
-                                                              LAYERS, 4, BUDGET))
+    producer = EngineProducer(
+        spool_dir, lambda: build_engine(cfg, TargetConfig(path=str(tiny_run.target)), LAYERS, 4, BUDGET)
+    )
     return producer, SpoolReader(tiny_run.sequences, spool_dir, reader_run, timeout_s=120)
 
 
@@ -51,15 +56,17 @@ def test_the_same_seed_gives_the_same_batches_from_disk_or_from_the_engine(tiny_
 
 def test_a_set_that_fits_is_computed_once_and_one_that_does_not_keeps_what_fits_and_states_the_rest(tiny_run, tmp_path):
     batches, heldout = batches_of(SpoolReader(tiny_run.sequences, tmp_path, "r", 1).samples(), 3)
-    tokens = sum(s.length for s in {s.sample_id: s for b in batches for s in b}.values()) + sum(s.length for s in heldout)
+    tokens = sum(s.length for s in {s.sample_id: s for b in batches for s in b}.values()) + sum(
+        s.length for s in heldout
+    )
     held = sum(s.length for s in heldout)
     fits = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=1 << 30)
     assert fits.reuse and fits.computed_tokens == fits.unique_tokens == tokens
     assert all(u.pinned for u in fits.units) and "computed once and reused" in fits.describe()
 
-    streamed = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=0)     # no room to keep any
+    streamed = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=0)  # no room to keep any
     assert not streamed.reuse and streamed.kept_tokens == held
-    assert streamed.computed_tokens - held == 3 * (tokens - held)     # every epoch recomputes the train set
+    assert streamed.computed_tokens - held == 3 * (tokens - held)  # every epoch recomputes the train set
 
     half = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=fits.states_bytes // 2 + 3 * 20_000)
     assert not half.reuse and held < half.kept_tokens < tokens
@@ -72,8 +79,11 @@ def test_a_set_that_fits_is_computed_once_and_one_that_does_not_keeps_what_fits_
 def test_a_budget_that_cannot_hold_two_micro_batches_is_refused_with_the_size_to_set(tiny_run, tmp_path):
     reader = SpoolReader(tiny_run.sequences, tmp_path, "r", 1)
     batches, heldout = batches_of(reader.samples(), 1)
-    cfg = TrainConfig(micro_batch_tokens=BUDGET, heldout_fraction=0.15,
-                      online_vllm=OnlineVllmConfig(spool_gb=unit_bytes(BUDGET, HIDDEN) / 2**30))
+    cfg = TrainConfig(
+        micro_batch_tokens=BUDGET,
+        heldout_fraction=0.15,
+        online_vllm=OnlineVllmConfig(spool_gb=unit_bytes(BUDGET, HIDDEN) / 2**30),
+    )
     with pytest.raises(ConfigError, match="cannot hold the held-out states") as err:
         requests_for(reader, cfg, inputs_for(tiny_run), batches, heldout, world=1)
     assert "raise train.online_vllm.spool_gb to at least" in str(err.value)
@@ -93,7 +103,7 @@ def test_the_engine_waits_while_the_spool_is_full_and_the_trainer_deletes_what_i
     on_disk = {s.sample_id: s for s in offline.samples()}
     with one_thread(), producer:
         reader.begin(requests, plan, rank=0)
-        while spool.status().get("state") != "full":        # the trainer reads nothing until the engine waits
+        while spool.status().get("state") != "full":  # the trainer reads nothing until the engine waits
             assert spool.status().get("state") != "failed", spool.status()
             time.sleep(0.05)
         assert spool.used_bytes() <= requests.budget_bytes
@@ -108,7 +118,7 @@ def test_the_engine_waits_while_the_spool_is_full_and_the_trainer_deletes_what_i
     assert status["state"] == "done" and status["units"] == len(plan.units) and status["room_wait_s"] > 0
     assert 0 < status["peak_bytes"] <= requests.budget_bytes
     left = sorted(p.name for p in spool_dir.glob("unit-*"))
-    assert len(left) == sum(u.pinned for u in plan.units) > 0                  # only the held-out units stay
+    assert len(left) == sum(u.pinned for u in plan.units) > 0  # only the held-out units stay
     assert reader.stats()["units_read"] == len(batches)
 
 
@@ -140,14 +150,16 @@ def test_an_endpoint_serves_one_run_after_another_and_refuses_another_target(tin
         for run in ("first", "second"):
             reader = SpoolReader(tiny_run.sequences, tmp_path, run, timeout_s=120)
             batches, heldout = batches_of(reader.samples(), 1)
-            requests, plan = requests_for(reader, TrainConfig(micro_batch_tokens=BUDGET), inputs_for(tiny_run),
-                                          batches[:2], heldout, world=1)
+            requests, plan = requests_for(
+                reader, TrainConfig(micro_batch_tokens=BUDGET), inputs_for(tiny_run), batches[:2], heldout, world=1
+            )
             reader.begin(requests, plan, rank=0)
             with one_thread():
                 assert reader.load(batches[1], BUDGET, torch.float32, "cpu")["aux"].shape[-2:] == (3, HIDDEN)
         other = SpoolReader(tiny_run.sequences, tmp_path, "third", timeout_s=120)
-        requests, plan = requests_for(other, TrainConfig(micro_batch_tokens=BUDGET), inputs_for(tiny_run),
-                                      batches[:1], heldout, world=1)
+        requests, plan = requests_for(
+            other, TrainConfig(micro_batch_tokens=BUDGET), inputs_for(tiny_run), batches[:1], heldout, world=1
+        )
         other.begin(requests.model_copy(update={"layers": [0, 1, 2]}), plan, rank=0)
         with pytest.raises(StageError, match=r"captures layers \[1, 2, 3\], the trainer asks for \[0, 1, 2\]"):
             other.load(batches[0], BUDGET, torch.float32, "cpu")
@@ -161,7 +173,7 @@ def test_mode_auto_stores_the_states_when_they_fit_and_streams_them_when_they_do
 
     target, cfg = TargetConfig(path=str(tiny_run.target)), TrainConfig(mode="auto")
     chosen, why = choose_mode(cfg, target, tiny_run.sequences, tiny_run.hidden, headroom=1e18)
-    assert chosen.mode == "offline" and "hidden/ is complete" in why          # an extracted set is used as it is
+    assert chosen.mode == "offline" and "hidden/ is complete" in why  # an extracted set is used as it is
     chosen, why = choose_mode(cfg, target, tiny_run.sequences, tmp_path / "hidden", headroom=1.05)
     assert chosen.mode == "offline" and "they fit" in why
     chosen, why = choose_mode(cfg, target, tiny_run.sequences, tmp_path / "hidden", headroom=1e18)
@@ -169,20 +181,24 @@ def test_mode_auto_stores_the_states_when_they_fit_and_streams_them_when_they_do
     assert choose_mode(TrainConfig(mode="offline"), target, tiny_run.sequences, tmp_path, 1e18)[0].mode == "offline"
 
 
-def test_the_pipeline_settles_mode_auto_before_extract_and_leaves_extract_out_when_states_do_not_fit(tiny_run,
-                                                                                                      tmp_path):
+def test_the_pipeline_settles_mode_auto_before_extract_and_leaves_extract_out_when_states_do_not_fit(
+    tiny_run, tmp_path
+):
     import shutil
 
     from eagle3_core.config import PipelineConfig
     from eagle3_core.stages import BY_NAME
 
     shutil.copytree(tiny_run.sequences, tmp_path / "sequences")
-    config = PipelineConfig(out=str(tmp_path), target=TargetConfig(path=str(tiny_run.target)),
-                            train=TrainConfig(mode="auto"))
+    config = PipelineConfig(
+        out=str(tmp_path), target=TargetConfig(path=str(tiny_run.target)), train=TrainConfig(mode="auto")
+    )
     settle = BY_NAME["extract"].settle
     roomy, why = settle(config)
     assert roomy.train.mode == "offline" and "extract" in roomy.stages and "they fit" in why
-    tight, why = settle(config.model_copy(update={"extract": config.extract.model_copy(update={"disk_headroom": 1e18})}))
+    tight, why = settle(
+        config.model_copy(update={"extract": config.extract.model_copy(update={"disk_headroom": 1e18})})
+    )
     assert tight.train.mode == "online-vllm" and "extract" not in tight.stages and "do not fit" in why
     assert BY_NAME["train"].reads(tight) == ("reconstruct", "vocab")
     assert settle(PipelineConfig(out=str(tmp_path / "empty"), train=TrainConfig(mode="auto")))[0].train.mode == "auto"

@@ -75,8 +75,7 @@ def read_all(reader, requests, plan, batches):
     return [reader.load(b, BUDGET, torch.float32, "cpu") for b in batches]
 
 
-def test_units_fetched_by_url_are_the_folder_units_byte_for_byte_and_leave_the_engine_once_fetched(tiny_run,
-                                                                                                  tmp_path):
+def test_units_fetched_by_url_are_the_folder_units_byte_for_byte_and_leave_the_engine_once_fetched(tiny_run, tmp_path):
     target = str(tiny_run.target)
     folder = SpoolReader(tiny_run.sequences, tmp_path / "folder", "run-1", timeout_s=60)
     batches, requests, plan = streamed_requests(tiny_run, folder)
@@ -88,7 +87,7 @@ def test_units_fetched_by_url_are_the_folder_units_byte_for_byte_and_leave_the_e
     fetched = SpoolReader(tiny_run.sequences, local, "run-1", timeout_s=60)
     with standing_engine(tmp_path / "engine", target) as url, UnitFetcher(url, local, "run-1", 60) as fetcher:
         by_url = read_all(fetched, requests, plan, batches)
-        deadline = time.monotonic() + 30      # the server deletes a unit just after its last byte went out
+        deadline = time.monotonic() + 30  # the server deletes a unit just after its last byte went out
         while list((tmp_path / "engine").glob("unit-*")) and time.monotonic() < deadline:
             time.sleep(0.05)
         engine = engine_status(url)
@@ -96,15 +95,15 @@ def test_units_fetched_by_url_are_the_folder_units_byte_for_byte_and_leave_the_e
     for want, got in zip(by_folder, by_url, strict=True):
         assert all(torch.equal(want[k], got[k]) for k in want)
     kept = sorted(p.name for p in local.glob("unit-*"))
-    assert kept == sorted(p.name for p in (tmp_path / "folder").glob("unit-*")) and kept    # the held-out units
+    assert kept == sorted(p.name for p in (tmp_path / "folder").glob("unit-*")) and kept  # the held-out units
     assert all((local / name).read_bytes() == (tmp_path / "folder" / name).read_bytes() for name in kept)
-    assert not list((tmp_path / "engine").glob("unit-*"))       # every unit left the engine once fetched
+    assert not list((tmp_path / "engine").glob("unit-*"))  # every unit left the engine once fetched
     assert engine["state"] == "done" and engine["units"] == len(plan.units)
     assert 0 < engine["peak_bytes"] <= requests.budget_bytes and engine["room_wait_s"] > 0
 
 
 def test_an_unreachable_url_names_itself_and_the_command_that_starts_an_engine(tiny_run):
-    with socket.socket() as s:                  # a port nothing listens on
+    with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
     with pytest.raises(EndpointError) as err:
@@ -119,6 +118,8 @@ def test_an_engine_serving_other_layers_is_refused_before_the_run_and_if_asked_a
             check_url_engine(url, inputs_for(tiny_run))
         reader = SpoolReader(tiny_run.sequences, tmp_path / "local", "run-2", timeout_s=60)
         batches, requests, plan = streamed_requests(tiny_run, reader)
-        with UnitFetcher(url, tmp_path / "local", "run-2", 60), \
-                pytest.raises(StageError, match=r"refused the run: .*captures layers \[0, 1, 2\]"):
+        with (
+            UnitFetcher(url, tmp_path / "local", "run-2", 60),
+            pytest.raises(StageError, match=r"refused the run: .*captures layers \[0, 1, 2\]"),
+        ):
             read_all(reader, requests, plan, batches)

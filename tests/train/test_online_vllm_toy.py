@@ -33,14 +33,25 @@ def test_online_vllm_and_offline_training_give_the_same_per_step_losses(toy_targ
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     facts = toy_recipe()["target"]
     layers = facts["aux_layer_ids"]
-    sequences, vocab, hidden = build_toy_inputs(toy_target, tmp_path, SAMPLES, DRAFT_VOCAB, layers,
-                                                facts["end_of_turn_id"])
+    sequences, vocab, hidden = build_toy_inputs(
+        toy_target, tmp_path, SAMPLES, DRAFT_VOCAB, layers, facts["end_of_turn_id"]
+    )
     target = TargetConfig(path=str(toy_target), aux_layer_ids=layers)
-    base = dict(max_steps=STEPS, micro_batch_tokens=1024, lr=3e-3, warmup_steps=2, heldout_fraction=0.1,
-                checkpoint_every=STEPS, ttt_steps=3)
+    base = dict(
+        max_steps=STEPS,
+        micro_batch_tokens=1024,
+        lr=3e-3,
+        warmup_steps=2,
+        heldout_fraction=0.1,
+        checkpoint_every=STEPS,
+        ttt_steps=3,
+    )
     offline = run_train(TrainConfig(**base), target, hidden, vocab, tmp_path / "offline")
-    online_cfg = TrainConfig(**base, mode="online-vllm",
-                             online_vllm=OnlineVllmConfig(engine="vllm", vllm_kv_cache_bytes=64 << 20, spool_gb=0.05))
+    online_cfg = TrainConfig(
+        **base,
+        mode="online-vllm",
+        online_vllm=OnlineVllmConfig(engine="vllm", vllm_kv_cache_bytes=64 << 20, spool_gb=0.05),
+    )
     with machine_vllm_lock():
         online = run_train(online_cfg, target, None, vocab, tmp_path / "online", sequences_dir=sequences)
     want = {r["step"]: r["loss"] for r in read_metrics(tmp_path / "offline" / "metrics.jsonl") if r["split"] == "train"}
@@ -51,4 +62,5 @@ def test_online_vllm_and_offline_training_give_the_same_per_step_losses(toy_targ
     figures = online.details["online"]
     assert figures["engine"] == "vllm" and figures["engine_tokens_per_s"] > 0 and figures["engine_startup_s"] > 0
     assert online.details["sim_acceptance_length_final"] == pytest.approx(
-        offline.details["sim_acceptance_length_final"], abs=0.05)
+        offline.details["sim_acceptance_length_final"], abs=0.05
+    )

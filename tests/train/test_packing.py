@@ -12,12 +12,20 @@ from tests.train.builders import HIDDEN, VOCAB
 
 def test_a_packed_batch_gives_the_loss_and_gradients_of_the_same_samples_padded(tiny_run):
     torch.manual_seed(0)
-    c = DrafterConfig(hidden_size=HIDDEN, intermediate_size=128, num_attention_heads=2, num_key_value_heads=1,
-                      head_dim=32, vocab_size=VOCAB, draft_vocab_size=VOCAB, target_hidden_size=HIDDEN)
+    c = DrafterConfig(
+        hidden_size=HIDDEN,
+        intermediate_size=128,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        vocab_size=VOCAB,
+        draft_vocab_size=VOCAB,
+        target_hidden_size=HIDDEN,
+    )
     drafter = Eagle3Drafter(c)
     head = TargetHead(torch.randn(VOCAB, HIDDEN), drafter.d2t, drafter.t2d)
     reader = OfflineReader(tiny_run.hidden)
-    samples = sorted(reader.samples(), key=lambda s: s.length)[::8][:5]           # different lengths
+    samples = sorted(reader.samples(), key=lambda s: s.length)[::8][:5]  # different lengths
     assert len({s.length for s in samples}) > 1
     cfg = TrainConfig(ttt_steps=3)
     results = []

@@ -28,21 +28,21 @@ class Recorder:
     def progress(self, stage, done, total, **figures):
         self.steps.append(done)
         if self.stop_at is not None and done >= self.stop_at:
-            raise KeyboardInterrupt("simulated kill")      # the launcher must kill the trainer
+            raise KeyboardInterrupt("simulated kill")  # the launcher must kill the trainer
 
     def log(self, message):
         self.lines.append(message)
 
 
 def config(**over) -> TrainConfig:
-    base = dict(max_steps=6, micro_batch_tokens=256, lr=3e-3, warmup_steps=2, checkpoint_every=3,
-                heldout_fraction=0.15)
+    base = dict(max_steps=6, micro_batch_tokens=256, lr=3e-3, warmup_steps=2, checkpoint_every=3, heldout_fraction=0.15)
     return TrainConfig(**{**base, **over})
 
 
 def train(tiny_run, out, cfg, reporter=None):
-    return run_train(cfg, TargetConfig(path=str(tiny_run.target)), tiny_run.hidden, tiny_run.vocab, out,
-                     reporter=reporter)
+    return run_train(
+        cfg, TargetConfig(path=str(tiny_run.target)), tiny_run.hidden, tiny_run.vocab, out, reporter=reporter
+    )
 
 
 def test_a_run_writes_metrics_checkpoints_and_an_export_vllm_can_load(tiny_run, tmp_path):
@@ -76,7 +76,7 @@ def test_a_run_writes_metrics_checkpoints_and_an_export_vllm_can_load(tiny_run, 
     assert train(tiny_run, out, config(), again).counts == manifest.counts
     assert again.steps == [] and any("skipped" in line for line in again.lines)
 
-    changed = Recorder()                                 # another config never resumes these checkpoints
+    changed = Recorder()  # another config never resumes these checkpoints
     retrained = train(tiny_run, out, config(lr=1e-3, max_steps=2), changed)
     assert any("checkpoints are discarded" in line for line in changed.lines)
     assert retrained.counts["steps"] == 2 and retrained.details["resumed_from"] is None
@@ -87,16 +87,17 @@ def test_a_killed_run_resumes_to_the_same_step_and_loss_as_an_uninterrupted_one(
     cfg = config(max_steps=8, checkpoint_every=3)
     whole = train(tiny_run, tmp_path / "whole", cfg)
     with pytest.raises(KeyboardInterrupt):
-        train(tiny_run, tmp_path / "killed", cfg, Recorder(stop_at=5))   # killed after the step-3 checkpoint
+        train(tiny_run, tmp_path / "killed", cfg, Recorder(stop_at=5))  # killed after the step-3 checkpoint
     assert json.loads((tmp_path / "killed" / "manifest.json").read_text())["status"] == "running"
     resumed = train(tiny_run, tmp_path / "killed", cfg)
     assert resumed.counts["steps"] == whole.counts["steps"] == 8
     assert resumed.details["resumed_from"] == 3
     rows = [r for r in read_metrics(tmp_path / "killed" / "metrics.jsonl") if r["split"] == "train"]
-    assert [r["step"] for r in rows] == list(range(1, 9))            # no step twice, none missing
-    reference = {r["step"]: r["loss"] for r in read_metrics(tmp_path / "whole" / "metrics.jsonl")
-                 if r["split"] == "train"}
-    for r in rows:                                                     # same batches, same weights
+    assert [r["step"] for r in rows] == list(range(1, 9))  # no step twice, none missing
+    reference = {
+        r["step"]: r["loss"] for r in read_metrics(tmp_path / "whole" / "metrics.jsonl") if r["split"] == "train"
+    }
+    for r in rows:  # same batches, same weights
         assert r["loss"] == pytest.approx(reference[r["step"]], rel=1e-3)
     final = resumed.details["heldout_final"]["sim_acceptance_length"]
     assert final == pytest.approx(whole.details["heldout_final"]["sim_acceptance_length"], abs=0.01)
@@ -114,8 +115,14 @@ def test_a_trainer_failure_raises_the_trainers_own_error(tiny_run, tmp_path):
 def test_online_mode_runs_the_target_inside_the_trainer_and_stores_no_states(tiny_run, tmp_path):
     out = tmp_path / "drafter"
     # a 4-layer target: its defaults (2, 2, 1) repeat a layer, which every entry point refuses
-    manifest = run_train(config(mode="online", max_steps=2), TargetConfig(path=str(tiny_run.target), aux_layer_ids=[1, 2, 3]),
-                         None, tiny_run.vocab, out, sequences_dir=tiny_run.sequences)
+    manifest = run_train(
+        config(mode="online", max_steps=2),
+        TargetConfig(path=str(tiny_run.target), aux_layer_ids=[1, 2, 3]),
+        None,
+        tiny_run.vocab,
+        out,
+        sequences_dir=tiny_run.sequences,
+    )
     assert manifest.status == "complete" and manifest.counts["steps"] == 2
     assert (out / "export" / "model.safetensors").exists()
     assert not list(out.rglob("shard-*.safetensors"))
@@ -129,5 +136,5 @@ def test_online_and_offline_batches_hold_the_same_states(tiny_run):
     a = offline.load(a_samples[:3], 256, torch.float32, "cpu")
     b = online.load(b_samples[:3], 256, torch.float32, "cpu")
     assert torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["loss_mask"], b["loss_mask"])
-    torch.testing.assert_close(a["aux"], b["aux"], atol=0.05, rtol=0.02)        # offline is bf16
+    torch.testing.assert_close(a["aux"], b["aux"], atol=0.05, rtol=0.02)  # offline is bf16
     torch.testing.assert_close(a["final"], b["final"], atol=0.05, rtol=0.02)

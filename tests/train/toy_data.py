@@ -56,18 +56,29 @@ def write_toy_sequences(target: Path, out: Path, samples: int, end_id: int) -> P
     ids = [p + c for p, c in pairs]
     masks = [[0] * len(p) + [1] * len(c) for p, c in pairs]
     out.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({
-        "sample_id": [f"toy-{i:05d}" for i in range(len(ids))],
-        "input_ids": pa.array(ids, pa.list_(pa.int32())), "loss_mask": pa.array(masks, pa.list_(pa.uint8())),
-        "num_tokens": [len(x) for x in ids], "num_supervised": [sum(m) for m in masks],
-        "source": ["text"] * len(ids)}), out / "part-00000.parquet")
-    write_manifest(out, StageManifest(stage="reconstruct", status="complete", config_hash="toy-greedy",
-                                      counts={"sequences": len(ids)}))
+    pq.write_table(
+        pa.table(
+            {
+                "sample_id": [f"toy-{i:05d}" for i in range(len(ids))],
+                "input_ids": pa.array(ids, pa.list_(pa.int32())),
+                "loss_mask": pa.array(masks, pa.list_(pa.uint8())),
+                "num_tokens": [len(x) for x in ids],
+                "num_supervised": [sum(m) for m in masks],
+                "source": ["text"] * len(ids),
+            }
+        ),
+        out / "part-00000.parquet",
+    )
+    write_manifest(
+        out,
+        StageManifest(stage="reconstruct", status="complete", config_hash="toy-greedy", counts={"sequences": len(ids)}),
+    )
     return out
 
 
-def build_toy_inputs(target: Path, root: Path, samples: int, draft_vocab: int, layers: list[int],
-                     end_id: int) -> tuple[Path, Path, Path]:
+def build_toy_inputs(
+    target: Path, root: Path, samples: int, draft_vocab: int, layers: list[int], end_id: int
+) -> tuple[Path, Path, Path]:
     """(sequences, vocab, hidden) for the toy target under ``root``."""
     from eagle3_core.extract.config import ExtractConfig
     from eagle3_core.extract.stage import run_extract

@@ -33,23 +33,39 @@ def earlier_run(llama_dir, tmp_path):
 
 
 def test_a_truncated_sequences_part_is_one_line_naming_it_and_the_vocab_folder_is_untouched(
-        prefect_api, llama_dir, earlier_run, tmp_path, capsys):
+    prefect_api, llama_dir, earlier_run, tmp_path, capsys
+):
     part, vocab = earlier_run
     before = snapshot(vocab)
     truncate(part)
-    err = cli_error(["vocab", "--input", str(part.parent), "--tokenizer", str(llama_dir), "--out", str(vocab),
-                     "--draft-vocab-size", "3"], capsys)
-    assert error_line(err).startswith("error: damaged reconstruct shard part-00000.parquet: not a readable Parquet file")
-    assert f"file: {part}" in err and "fix: delete it and rerun `eagle3 reconstruct`: the stage redoes that shard" in err
+    err = cli_error(
+        [
+            "vocab",
+            "--input",
+            str(part.parent),
+            "--tokenizer",
+            str(llama_dir),
+            "--out",
+            str(vocab),
+            "--draft-vocab-size",
+            "3",
+        ],
+        capsys,
+    )
+    assert error_line(err).startswith(
+        "error: damaged reconstruct shard part-00000.parquet: not a readable Parquet file"
+    )
+    assert (
+        f"file: {part}" in err and "fix: delete it and rerun `eagle3 reconstruct`: the stage redoes that shard" in err
+    )
     assert snapshot(vocab) == before
 
 
-def test_a_part_damaged_inside_fails_naming_it_and_leaves_the_manifest_failed_not_running(
-        llama_dir, earlier_run):
+def test_a_part_damaged_inside_fails_naming_it_and_leaves_the_manifest_failed_not_running(llama_dir, earlier_run):
     part, vocab = earlier_run
     data = bytearray(part.read_bytes())
     footer = pq.ParquetFile(part).metadata.serialized_size + 8
-    data[4:len(data) - footer] = b"\xff" * (len(data) - footer - 4)      # every page, footer intact
+    data[4 : len(data) - footer] = b"\xff" * (len(data) - footer - 4)  # every page, footer intact
     part.write_bytes(bytes(data))
     with pytest.raises(InputError, match="damaged reconstruct shard part-00000.parquet") as err:
         run_vocab(VocabConfig(draft_vocab_size=3), TargetConfig(path=str(llama_dir)), part.parent, vocab)
@@ -69,27 +85,48 @@ def listed_run(llama_dir, tmp_path):
 
 
 def vocab_cli(part, vocab, llama_dir, capsys, *first: str) -> str:
-    return cli_error([*first, "vocab", "--input", str(part.parent), "--tokenizer", str(llama_dir), "--out", str(vocab),
-                      "--draft-vocab-size", "3"], capsys)
+    return cli_error(
+        [
+            *first,
+            "vocab",
+            "--input",
+            str(part.parent),
+            "--tokenizer",
+            str(llama_dir),
+            "--out",
+            str(vocab),
+            "--draft-vocab-size",
+            "3",
+        ],
+        capsys,
+    )
 
 
-@pytest.mark.parametrize("fault, flags, why", [
-    ("truncated", (), "{cut} bytes, its manifest recorded {size} (truncated or overwritten)"),
-    ("deleted", (), "the file is missing (its folder's manifest lists it)"),
-    ("rotten", ("--verify",), "its blake2b checksum differs from its manifest's (the bytes changed)")])
+@pytest.mark.parametrize(
+    "fault, flags, why",
+    [
+        ("truncated", (), "{cut} bytes, its manifest recorded {size} (truncated or overwritten)"),
+        ("deleted", (), "the file is missing (its folder's manifest lists it)"),
+        ("rotten", ("--verify",), "its blake2b checksum differs from its manifest's (the bytes changed)"),
+    ],
+)
 def test_a_listed_part_truncated_deleted_or_rotten_is_named_and_vocab_is_untouched(
-        prefect_api, llama_dir, listed_run, capsys, fault, flags, why):
+    prefect_api, llama_dir, listed_run, capsys, fault, flags, why
+):
     part, vocab = listed_run
     before, size = snapshot(vocab), part.stat().st_size
     {"truncated": truncate, "deleted": Path.unlink, "rotten": flip}[fault](part)
     err = vocab_cli(part, vocab, llama_dir, capsys, *flags)
-    assert error_line(err) == "error: damaged reconstruct shard part-00001.parquet: " + why.format(cut=size // 2, size=size)
+    assert error_line(err) == "error: damaged reconstruct shard part-00001.parquet: " + why.format(
+        cut=size // 2, size=size
+    )
     assert "fix: delete it and rerun `eagle3 reconstruct`: the stage redoes that shard" in err
     assert snapshot(vocab) == before
 
 
 def test_a_concurrent_run_into_the_same_vocab_folder_refuses_and_changes_nothing(
-        prefect_api, llama_dir, listed_run, capsys):
+    prefect_api, llama_dir, listed_run, capsys
+):
     part, vocab = listed_run
     before = snapshot(vocab)
     with held(vocab) as pid:

