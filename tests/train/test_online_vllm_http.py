@@ -123,3 +123,24 @@ def test_an_engine_serving_other_layers_is_refused_before_the_run_and_if_asked_a
             pytest.raises(StageError, match=r"refused the run: .*captures layers \[0, 1, 2\]"),
         ):
             read_all(reader, requests, plan, batches)
+
+
+def test_the_stage_reads_a_url_endpoint_through_its_own_spool_and_records_the_url(tiny_run, tmp_path):
+    from eagle3_core.train import online_run
+
+    out, lines = tmp_path / "drafter", []
+    reporter = SimpleNamespace(log=lines.append)
+    with standing_engine(tmp_path / "engine", str(tiny_run.target)) as url:
+        inputs = SimpleNamespace(**vars(inputs_for(tiny_run)), tokens=1000, sequences_dir=str(tiny_run.sequences))
+        online = OnlineVllmConfig(endpoint=url, spool_gb=0.01)
+        cfg = TrainConfig(mode="online-vllm", micro_batch_tokens=BUDGET, online_vllm=online)
+        online_run.prepare(cfg, inputs, out, reporter)
+        assert inputs.spool["dir"] == str(out / "spool") and f"via endpoint {url}" in lines[-1]
+        reader = SpoolReader(tiny_run.sequences, inputs.spool["dir"], inputs.spool["run_id"], timeout_s=60)
+        batches, requests, plan = streamed_requests(tiny_run, reader)
+        with online_run.engine_for_run(cfg, None, inputs, out, reporter) as figures:
+            assert read_all(reader, requests, plan, batches[:2])[1]["aux"].shape[-2:] == (3, HIDDEN)
+    details = online_run.details({}, figures, cfg)
+    assert details["endpoint"] == url and details["engine_tokens"] > 0 and figures["engine_error"] is None
+    online_run.clean(cfg, out)
+    assert not (out / "spool").exists() and list((tmp_path / "engine").glob("requests.json"))
