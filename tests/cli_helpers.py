@@ -12,7 +12,9 @@ def cli_error(argv: list[str], capsys) -> str:
 
     with prefect_console_to_current_stderr(), pytest.MonkeyPatch.context() as mp:
         mp.setattr("sys.argv", ["eagle3", *argv])
-        mp.delenv("EAGLE3_VERIFY", raising=False)  # `--verify` sets it for one command, not the session
+        # `--verify` sets EAGLE3_VERIFY in os.environ; setting it here first makes the context
+        # restore the session's value afterwards (a delenv of an unset name records nothing)
+        mp.setenv("EAGLE3_VERIFY", "0")
         with pytest.raises(SystemExit) as exit_info:
             main()
     err = capsys.readouterr().err
