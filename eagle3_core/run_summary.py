@@ -52,7 +52,7 @@ def headline(layout: RunLayout) -> dict[str, Any]:
     gen, seq = _figures(read_manifest(layout.generations)), _figures(read_manifest(layout.sequences))
     report_path = layout.eval / "report.json"
     report = read_json(report_path) if report_path.exists() else {}
-    return {
+    figures = {
         "samples accepted": _pick(gen, "accepted"),
         "samples rejected": _pick(gen, "rejected"),
         "reasoning present": _reasoning(gen),
@@ -60,8 +60,11 @@ def headline(layout: RunLayout) -> dict[str, Any]:
         "training loss": _training_loss(layout),
         "acceptance length (vLLM)": _pick(report, "online.with_drafter.acceptance_length"),
         "acceptance length (offline)": _pick(report, "offline.acceptance_length"),
-        "hidden-state engine": _engine(_figures(read_manifest(layout.drafter))),
     }
+    engine = _engine(_figures(read_manifest(layout.drafter)))
+    if engine is not None:  # online training only; an offline run's headline stays as it was
+        figures["hidden-state engine"] = engine
+    return figures
 
 
 def _engine(drafter: dict[str, Any]) -> str | None:

@@ -47,8 +47,7 @@ def test_headline_reads_each_figure_from_its_stages_files(tmp_path):
         "training loss": 2.25,
         "acceptance length (vLLM)": 2.4,
         "acceptance length (offline)": 2.5,
-        "hidden-state engine": None,
-    }  # offline training: no engine
+    }  # offline training: no engine row
 
 
 def test_figures_of_stages_that_did_not_run_are_absent_not_guessed(tmp_path):
