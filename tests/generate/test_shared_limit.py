@@ -10,9 +10,7 @@ for the sweep.
 from __future__ import annotations
 
 import itertools
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,18 +19,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.fixtures.prefect_server import running_prefect_server
 from tests.generate.helpers import prompts, write_jsonl
 
 pytestmark = [pytest.mark.slow, pytest.mark.prefect_server]
 
 BIN = Path(sys.executable).parent
 LIMIT = 8
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for(predicate, timeout: float, what: str):
@@ -47,40 +40,13 @@ def wait_for(predicate, timeout: float, what: str):
 
 @pytest.fixture(scope="module")
 def prefect_server(tmp_path_factory):
-    """`prefect server start` on loopback with its own PREFECT_HOME; yields the env that points at it."""
-    home = tmp_path_factory.mktemp("prefect-home")
-    api = f"http://127.0.0.1:{free_port()}/api"
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(home),
-        "PREFECT_API_URL": api,
-        "PREFECT_UI_ENABLED": "false",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": "2",
-        "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
-        "PYTHONUNBUFFERED": "1",
-    }
-    port = api.split(":")[2].split("/")[0]
-    server = subprocess.Popen(
-        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", port],
-        env=env,
-        stdout=(home / "server.log").open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        wait_for(lambda: healthy(api), 180, "the Prefect server")
+    """A real server whose repossessor reclaims lapsed slot leases every 2 s; no scheduler."""
+    with running_prefect_server(
+        tmp_path_factory.mktemp("prefect-home"),
+        PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS="2",
+        PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED="false",
+    ) as env:
         yield env
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
-
-
-def healthy(api: str) -> bool:
-    try:
-        return httpx.get(f"{api}/health", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def generate(env: dict, src: Path, url: str, out: Path, **popen) -> subprocess.Popen:

@@ -8,7 +8,6 @@ and the machine's vLLM lock is held while the flow run serves it.
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,18 +18,13 @@ import pytest
 import yaml
 
 from eagle3_core.stages import BY_NAME, STAGE_NAMES
+from tests.fixtures.prefect_server import running_prefect_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.prefect_server]
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 TOY_RECIPE = ROOT / "configs" / "toy.yaml"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
@@ -62,30 +56,8 @@ def wait_for(predicate, timeout: float, what: str, log: Path):
 
 @pytest.fixture(scope="module")
 def prefect_server(tmp_path_factory):
-    """`prefect server start` on loopback with its own PREFECT_HOME; yields the env that points at it."""
-    home = tmp_path_factory.mktemp("prefect-home")
-    port = free_port()
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(home),
-        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_LOGGING_LEVEL": "INFO",
-    }
-    log = home / "server.log"
-    server = start([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)], env, log)
-    try:
-        wait_for(lambda: _healthy(env["PREFECT_API_URL"]), 120, "the Prefect server", log)
+    with running_prefect_server(tmp_path_factory.mktemp("prefect-home"), PREFECT_LOGGING_LEVEL="INFO") as env:
         yield env
-    finally:
-        stop(server)
-
-
-def _healthy(api: str) -> bool:
-    try:
-        return httpx.get(f"{api}/health", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def recipe_for_test(tmp_path: Path, toy_dir: Path) -> Path:
