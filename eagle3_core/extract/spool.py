@@ -169,7 +169,8 @@ class UnitWriter:
                     offset += len(sample_ids)
             finally:
                 writer.close()
-        return path.stat().st_size
+            size = tmp.stat().st_size  # once renamed, the trainer may read and delete it at any moment
+        return size
 
 
 class StatusFile:

@@ -122,6 +122,36 @@ def test_the_engine_waits_while_the_spool_is_full_and_the_trainer_deletes_what_i
     assert reader.stats()["units_read"] == len(batches)
 
 
+def test_a_unit_the_trainer_deletes_the_moment_it_lands_does_not_fail_the_engine(tmp_path, monkeypatch):
+    """The trainer may read and delete a unit before the engine's write returns (seen in CI)."""
+    import os
+
+    from eagle3_core.extract.spool import Requests, Unit, UnitWriter
+
+    unit = Unit(sample_ids=["a", "b"], parts=["p", "p"], rows=[0, 1], tokens=[3, 2])
+    requests = Requests(
+        run_id="r",
+        sequences_dir=str(tmp_path),
+        target_path="t",
+        layers=LAYERS,
+        num_hidden_layers=4,
+        hidden_size=HIDDEN,
+        budget_bytes=1 << 20,
+        units=[unit],
+    )
+    replace = os.replace
+
+    def replace_then_consume(src, dst):  # the fastest possible trainer: reads and deletes on arrival
+        replace(src, dst)
+        os.unlink(dst)
+
+    monkeypatch.setattr("eagle3_core.fsio.os.replace", replace_then_consume)
+    states = [(torch.randn(n, 3, HIDDEN), torch.randn(n, HIDDEN)) for n in unit.tokens]
+    size = UnitWriter(Spool(tmp_path), requests, 0).write([[5, 6, 7], [8, 9]], [[0, 1, 1], [1, 1]], states)
+    assert size >= 5 * (8 * HIDDEN + 5)  # the unit's bytes, measured before it was handed over
+    assert not list(tmp_path.glob("unit-*")) and not list(tmp_path.glob("*.tmp"))
+
+
 def test_an_engine_that_fails_to_start_fails_the_trainer_at_once_with_its_error(tiny_run, tmp_path):
     def broken():
         raise ConfigError("no Python with vLLM found", fix="run `make setup`")
