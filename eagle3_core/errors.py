@@ -40,3 +40,12 @@ class EndpointError(Eagle3Error):
 
 class StageError(Eagle3Error):
     """A stage could not finish (its own message says why)."""
+
+
+class StagesBlocked(StageError):
+    """Selected stages did not run because what they read was never made; ``outcomes`` holds every
+    stage's outcome (``{stage: fields}``) so a caller can still report the whole run."""
+
+    def __init__(self, message: str, *, outcomes: dict[str, dict], fix: str | None = None) -> None:
+        self.outcomes = outcomes
+        super().__init__(message, fix=fix)

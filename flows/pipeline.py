@@ -16,13 +16,16 @@ Guarantees:
   or an earlier one); otherwise it is ``blocked``, never run on missing inputs. Whether a stage's
   work is reused is decided by the stage itself; the pipeline reports it (``reused`` when the
   manifest did not change).
-- A failed stage fails this flow run with the stage's own exception and message.
+- A failed stage fails this flow run with the stage's own exception and message. A selected stage
+  that was blocked fails it too (``StagesBlocked``, raised once every other stage has run, with
+  every stage's outcome), so a run that shows Completed in the UI ran all it was asked to.
 - Every run, failed or not, leaves a keyed markdown artifact, ``pipeline-summary``, with each
   stage's outcome and the headline figures.
 
 Manual run from Python::
 
     from eagle3_core.config import PipelineConfig
+from eagle3_core.errors import StagesBlocked
     from flows.pipeline import pipeline
     pipeline(PipelineConfig.from_yaml("configs/toy.yaml"))
 """
@@ -37,6 +40,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from eagle3_core.config import PipelineConfig
+from eagle3_core.errors import StagesBlocked
 from eagle3_core.manifest import read_manifest
 from eagle3_core.run_summary import Outcome, summary_markdown
 from eagle3_core.stages import BY_NAME, STAGES, StageSpec
@@ -55,9 +59,23 @@ def pipeline(config: PipelineConfig) -> dict[str, dict]:
             config = settled(spec, config)
             with served_for(spec, config, outcomes) as served:
                 run_stage(spec.name, served, outcomes, results)
+        refuse_blocked(outcomes)
     finally:  # a failed run gets its summary too; the stage's own exception still fails the run
         publish_summary(config, outcomes)
     return {name: vars(outcome) for name, outcome in outcomes.items()}
+
+
+def refuse_blocked(outcomes: dict[str, Outcome]) -> None:
+    """A selected stage that could not run fails the flow run (in the UI too): Completed means all of
+    it ran. The other stages still ran first, so one run reports every blocked stage at once."""
+    blocked = {name: o.reason for name, o in outcomes.items() if o.status == "blocked"}
+    if blocked:
+        said = "; ".join(f"{name} {reason}" for name, reason in blocked.items())
+        raise StagesBlocked(
+            f"{len(blocked)} selected stage(s) did not run: {said}",
+            outcomes={name: vars(outcome) for name, outcome in outcomes.items()},
+            fix="add the stages they need to `stages:`, or point --out at a run that holds their output",
+        )
 
 
 def with_target(config: PipelineConfig, outcomes: dict[str, Outcome]) -> PipelineConfig:

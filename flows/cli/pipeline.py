@@ -31,26 +31,23 @@ def command(config_path: str, out: str | None) -> None:
 
 
 def run_and_report(config) -> dict:
-    """Run the pipeline flow and print each stage's outcome, the outputs and the headline figures."""
-    from eagle3_core.run_summary import summary_lines
+    """Run the pipeline flow and print each stage's outcome, the outputs and the headline figures;
+    a run with blocked stages prints them too, then fails the command (exit 0 means all of it ran)."""
+    from eagle3_core.errors import StagesBlocked
     from flows.pipeline import pipeline
 
-    outcomes = pipeline(config)
-    click.echo("")
-    for line in summary_lines(config, outcomes):
-        click.echo(line)
-    refuse_blocked(outcomes)
+    try:
+        outcomes = pipeline(config)
+    except StagesBlocked as blocked:
+        report(config, blocked.outcomes)
+        raise
+    report(config, outcomes)
     return outcomes
 
 
-def refuse_blocked(outcomes: dict) -> None:
-    """A selected stage that could not run makes the command fail: exit 0 means all of it ran."""
-    from eagle3_core.errors import StageError
+def report(config, outcomes: dict) -> None:
+    from eagle3_core.run_summary import summary_lines
 
-    blocked = {name: o["reason"] for name, o in outcomes.items() if o["status"] == "blocked"}
-    if blocked:
-        said = "; ".join(f"{name} {reason}" for name, reason in blocked.items())
-        raise StageError(
-            f"{len(blocked)} selected stage(s) did not run: {said}",
-            fix="add the stages they need to `stages:`, or point --out at a run that holds their output",
-        )
+    click.echo("")
+    for line in summary_lines(config, outcomes):
+        click.echo(line)

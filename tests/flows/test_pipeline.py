@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_core.config import PipelineConfig
-from eagle3_core.errors import ConfigError
+from eagle3_core.errors import ConfigError, StagesBlocked
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.stages import STAGE_NAMES, STAGES
 from flows.pipeline import pipeline
@@ -17,11 +17,16 @@ def config(tmp_path):
     return PipelineConfig(out=str(tmp_path / "run"))
 
 
-def test_a_stage_whose_inputs_were_never_made_is_blocked_not_run(prefect_api, config):
+def test_a_stage_whose_inputs_were_never_made_is_blocked_not_run_and_fails_the_flow_run(prefect_api, config):
     config.stages = ["vocab"]
 
-    outcomes = pipeline(config)
+    state = pipeline(config, return_state=True)
 
+    assert state.is_failed()  # what the UI shows: a run that did not do all it was asked is not Completed
+    assert "1 selected stage(s) did not run: vocab needs reconstruct (not selected)" in state.message
+    with pytest.raises(StagesBlocked) as blocked:
+        state.result()
+    outcomes = blocked.value.outcomes
     assert outcomes["vocab"]["status"] == "blocked"
     assert outcomes["vocab"]["reason"] == "needs reconstruct (not selected)"
     assert not config.layout.vocab.exists()
