@@ -64,6 +64,22 @@ def test_nightly_sends_only_new_prompts_and_everything_again_when_the_model_chan
     assert record["model"] == "toy-v2" and record["counts"]["accepted"] == 4
 
 
+def test_a_prompt_with_tools_is_carried_over_to_the_next_version_not_sent_again(
+    prefect_api, tmp_path, make_fake_server, nightly_config
+):
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    rows = [{"prompt": "Q1"}, {"prompt": "Weather in Paris?", "tools": [weather]}]
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    server = make_fake_server(model="toy-v1")
+    nightly(nightly_config(server.url))
+    assert sent(server) == ["Q1", "Weather in Paris?"]
+
+    second = nightly(nightly_config(server.url))
+
+    assert sent(server) == ["Q1", "Weather in Paris?"]  # nothing new: the tool prompt is keyed as generate keys it
+    assert second["reuse"]["rows"] == 2
+
+
 def test_a_nightly_without_endpoints_fails_at_once_saying_what_to_set(prefect_api, tmp_path):
     from eagle3_core.errors import ConfigError
 
