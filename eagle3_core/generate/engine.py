@@ -24,7 +24,7 @@ from typing import Any
 
 from eagle3_core.generate.client import Answer, Requester, RequestFailed, close_clients, open_clients
 from eagle3_core.generate.concurrency import EndpointPool
-from eagle3_core.generate.rows import Messages, row_json
+from eagle3_core.generate.rows import Messages, row_json, stored_messages
 from eagle3_core.generate.shards import ShardWriter
 from eagle3_core.generate.slots import SlotKeeper
 from eagle3_core.generate.stats import RunStats
@@ -169,7 +169,7 @@ def accepted_record(item: WorkItem, answer: Answer, model: str) -> dict[str, Any
     c = answer.completion
     return {
         "sample_id": item.sample_id,
-        "messages": item.messages,
+        "messages": stored_messages(item.messages),
         "reasoning": c.reasoning,
         "content": c.content,
         "reasoning_source": c.reasoning_source,

@@ -8,6 +8,11 @@ short reason code; normalising never raises.
 A row may carry ``tools`` (OpenAI function definitions): they are sent with the request, so the
 server renders its template with them, and kept in the record, so reconstruct renders the same
 prompt. They are part of the sample's key: the same prompt with other tools is another sample.
+
+An agent's history keeps its tool use (OpenAI ``messages`` only): an earlier assistant turn's
+``tool_calls`` (its ``content`` may then be null) and a tool turn's ``tool_call_id`` and ``name``
+are sent as given, since the template renders them into the prompt. A prompt may end with a tool
+turn: the target answers the tool's result.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ SHAREGPT_ROLES = {
 }
 OPENAI_ROLES = {"system", "user", "assistant", "developer", "tool"}
 
-Messages = list[dict[str, str]]
+Messages = list[dict[str, Any]]  # role, content; tool_calls / tool_call_id / name where given
+ANSWERED_ROLES = ("user", "tool")  # the turns a prompt may end with
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,7 @@ class RowRejection:
 
 
 def normalize(row: Any) -> Messages | RowRejection:
-    """The prompt messages of ``row`` (ending with a user turn) or why there are none."""
+    """The prompt messages of ``row`` (ending with a user or tool turn) or why there are none."""
     if not isinstance(row, dict):
         return RowRejection("unknown_shape", f"a row must be an object, got {type(row).__name__}")
     if BAD_LINE in row:
@@ -98,30 +104,92 @@ def _from_pairs(turns: Any, role_key: str, text_key: str, roles: dict[str, str] 
         return RowRejection("unknown_shape", f"the conversation must be a list of turns, got {type(turns).__name__}")
     messages: Messages = []
     for i, turn in enumerate(turns):
-        if not isinstance(turn, dict) or role_key not in turn or text_key not in turn:
+        calls = turn.get("tool_calls") if roles is None and isinstance(turn, dict) else None
+        if not isinstance(turn, dict) or role_key not in turn or (text_key not in turn and calls is None):
             return RowRejection("unknown_shape", f"turn {i} must be an object with `{role_key}` and `{text_key}`")
         role = turn[role_key]
         role = roles.get(role) if roles is not None else (role if role in OPENAI_ROLES else None)
         if role is None:
             return RowRejection("unknown_role", f"turn {i} has an unknown role {turn[role_key]!r}")
-        content = turn[text_key]
+        content = turn.get(text_key)
+        if calls is not None:
+            if problem := _tool_calls_problem(role, calls):
+                return RowRejection("invalid_tool_calls", f"turn {i}: {problem}")
+            content = "" if content is None else content  # OpenAI's null content beside tool calls
         if not isinstance(content, str):
             return RowRejection(
                 "non_string_content", f"turn {i} content must be a string, got {type(content).__name__}"
             )
-        messages.append({"role": role, "content": content})
+        messages.append({"role": role, "content": content} | _tool_fields(role, turn, calls))
     return messages
+
+
+def _tool_calls_problem(role: str, calls: Any) -> str | None:
+    """Why ``calls`` is not an assistant turn's OpenAI ``tool_calls``, or None."""
+    if role != "assistant":
+        return f"only an assistant turn calls tools, not a {role} turn"
+    if not isinstance(calls, list) or not all(
+        isinstance(c, dict)
+        and isinstance(c.get("function"), dict)
+        and isinstance(c["function"].get("name"), str)
+        and isinstance(c["function"].get("arguments", ""), str | dict)
+        for c in calls
+    ):
+        return "`tool_calls` must be a list of {function: {name, arguments}} objects"
+    return None
+
+
+def _tool_fields(role: str, turn: dict, calls: list | None) -> dict[str, Any]:
+    """The tool-use fields of an OpenAI turn that the template renders (only those given)."""
+    fields: dict[str, Any] = {"tool_calls": calls} if calls else {}
+    if role == "tool":
+        fields |= {k: turn[k] for k in ("tool_call_id", "name") if isinstance(turn.get(k), str)}
+    return fields
 
 
 def _trim(messages: Messages) -> Messages | RowRejection:
-    """Drop trailing assistant turns; what is left must end with a non-empty user turn."""
+    """Drop trailing assistant turns; what is left must end with a non-empty user turn or a tool
+    turn (an agent's history: the target answers the tool's result)."""
     while messages and messages[-1]["role"] == "assistant":
         messages = messages[:-1]
-    if not messages or messages[-1]["role"] != "user":
-        return RowRejection("empty_prompt", "no user turn to answer")
-    if not messages[-1]["content"].strip():
+    if not messages or messages[-1]["role"] not in ANSWERED_ROLES:
+        return RowRejection("empty_prompt", "no user or tool turn to answer")
+    if messages[-1]["role"] == "user" and not messages[-1]["content"].strip():
         return RowRejection("empty_prompt", "the last user turn is empty")
     return messages
+
+
+TOOL_FIELDS = ("tool_calls", "tool_call_id", "name")
+
+
+def stored_messages(messages: Messages) -> list[dict[str, Any]]:
+    """The messages as a generations/ record holds them: every field present (a Parquet struct is
+    fixed; null where not given) and ``tool_calls`` as JSON text (arguments vary in shape)."""
+    stored = []
+    for m in messages:
+        calls = m.get("tool_calls")
+        stored.append(
+            {
+                "role": m["role"],
+                "content": m["content"],
+                "tool_calls": json.dumps(calls, ensure_ascii=False) if calls else None,
+                "tool_call_id": m.get("tool_call_id"),
+                "name": m.get("name"),
+            }
+        )
+    return stored
+
+
+def sent_messages(stored: list[dict[str, Any]]) -> Messages:
+    """The messages as they were sent, from a record's stored form (older records: role, content)."""
+    sent = []
+    for m in stored:
+        message = {"role": m["role"], "content": m["content"]}
+        if m.get("tool_calls"):
+            message["tool_calls"] = json.loads(m["tool_calls"])
+        message |= {k: m[k] for k in TOOL_FIELDS[1:] if m.get(k) is not None}
+        sent.append(message)
+    return sent
 
 
 def sample_id(messages: Messages, sampling_key: dict, tools: list[dict] | None = None) -> str:

@@ -26,7 +26,17 @@ ACCEPTED, REJECTED = "accepted", "rejected"
 def _schemas() -> dict[str, dict]:
     import polars as pl
 
-    message = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
+    message = pl.List(  # rows.stored_messages: tool fields null where a turn has none
+        pl.Struct(
+            {
+                "role": pl.String,
+                "content": pl.String,
+                "tool_calls": pl.String,
+                "tool_call_id": pl.String,
+                "name": pl.String,
+            }
+        )
+    )
     ids = pl.List(pl.Int64)
     accepted = {
         "sample_id": pl.String,

@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from eagle3_core.generate.rows import sent_messages
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.reconstruct.layout import (
     Sequence,
@@ -114,7 +115,7 @@ class Reconstructor:
             )
             return None
         try:
-            chat = [{"role": m["role"], "content": m["content"]} for m in messages]
+            chat = sent_messages(messages)
             tools = json.loads(record["tools"]) if record.get("tools") else None
             prompt = self.tokenizer.apply_chat_template(
                 chat, tools=tools, tokenize=False, add_generation_prompt=True, **self.chat.chat_template_kwargs

@@ -2,7 +2,7 @@
 
 import pytest
 
-from eagle3_core.generate.rows import RowRejection, normalize, sample_id
+from eagle3_core.generate.rows import RowRejection, normalize, sample_id, sent_messages, stored_messages
 
 
 def test_prompt_string_becomes_one_user_turn():
@@ -59,3 +59,42 @@ def test_sample_id_is_stable_and_changes_with_prompt_or_sampling():
     assert sample_id(messages, key) == sample_id([dict(m) for m in messages], dict(key))
     assert sample_id(messages, key) != sample_id([{"role": "user", "content": "x "}], key)
     assert sample_id(messages, key) != sample_id(messages, key | {"temperature": 0.7})
+
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 3}'}}
+AGENT_HISTORY = [
+    {"role": "user", "content": "Add 1 and 3."},
+    {"role": "assistant", "content": None, "tool_calls": [CALL]},
+    {"role": "tool", "tool_call_id": "c1", "name": "add", "content": "4"},
+    {"role": "assistant", "content": "It is 4."},
+]
+
+
+def test_an_agents_history_keeps_its_tool_calls_and_results_and_ends_with_the_tool_turn():
+    messages = normalize({"messages": AGENT_HISTORY})
+
+    assert messages == [
+        {"role": "user", "content": "Add 1 and 3."},
+        {"role": "assistant", "content": "", "tool_calls": [CALL]},  # OpenAI's null content beside calls
+        {"role": "tool", "content": "4", "tool_call_id": "c1", "name": "add"},
+    ]  # the final answer is dropped: the target answers the tool's result itself
+    assert sent_messages(stored_messages(messages)) == messages  # what a record holds renders the same prompt
+
+
+def test_a_plain_prompt_keeps_its_sample_id_now_that_turns_may_carry_tool_fields():
+    plain = normalize({"messages": [{"role": "user", "content": "x"}]})
+    assert plain == [{"role": "user", "content": "x"}]  # no empty tool fields that would change its key
+    assert sent_messages(stored_messages(plain)) == plain
+
+
+@pytest.mark.parametrize(
+    "turn",
+    [
+        {"role": "user", "content": "x", "tool_calls": [CALL]},  # only an assistant calls tools
+        {"role": "assistant", "content": None, "tool_calls": "add(1, 3)"},
+        {"role": "assistant", "content": None, "tool_calls": [{"function": {"arguments": "{}"}}]},  # no name
+    ],
+)
+def test_tool_calls_that_are_not_an_assistants_openai_calls_are_rejected(turn):
+    result = normalize({"messages": [{"role": "user", "content": "q"}, turn, {"role": "user", "content": "q2"}]})
+    assert isinstance(result, RowRejection) and result.reason == "invalid_tool_calls" and "turn 1" in result.detail

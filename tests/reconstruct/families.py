@@ -89,7 +89,11 @@ QWEN3_TEMPLATE = (
     QWEN3_TOOLS + "{%- for m in messages -%}"
     "{%- if m.role == 'system' and tools and loop.first -%}"
     "{%- elif m.role == 'assistant' -%}"
-    "{{ '<|im_start|>assistant\\n' + m.content.split('</think>')[-1].lstrip('\\n') + '<|im_end|>\\n' }}"
+    "{{ '<|im_start|>assistant\\n' + m.content.split('</think>')[-1].lstrip('\\n') }}"
+    "{%- for call in m.tool_calls or [] -%}{%- if m.content or not loop.first -%}{{ '\\n' }}{%- endif -%}"
+    '{{ \'<tool_call>\\n{"name": "\' + call.function.name + \'", "arguments": \' }}'
+    "{%- if call.function.arguments is string -%}{{ call.function.arguments }}{%- else -%}{{ call.function.arguments | tojson }}{%- endif -%}"
+    "{{ '}\\n</tool_call>' }}{%- endfor -%}{{ '<|im_end|>\\n' }}"
     "{%- elif m.role == 'tool' -%}{{ '<|im_start|>user\\n<tool_response>\\n' + m.content + '\\n</tool_response><|im_end|>\\n' }}"
     "{%- else -%}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endif -%}"
     "{%- endfor -%}"

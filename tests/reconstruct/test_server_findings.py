@@ -123,3 +123,27 @@ def test_tool_calls_train_on_the_server_ids_with_the_tools_in_the_prompt(
         text = tok.decode(s["input_ids"], skip_special_tokens=False)
         if "Add" in text:
             assert "<tool_call>" in text and "# Tools" in text  # the call in the output, the tools in the prompt
+
+
+def test_an_agents_history_reaches_the_server_and_the_rebuilt_prompt_with_its_tool_calls_and_results(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server
+):
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 3}'}}
+    history = [
+        {"role": "user", "content": "Add 1 and 3."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "name": "add", "content": "4"},
+    ]
+    rows = [{"messages": history, "tools": tools}, {"prompt": "Say hi."}]
+    manifest, seqs, gens = generate_then_reconstruct(
+        tmp_path, "qwen3", family_dirs, family_tokenizers, make_fake_server, rows=rows
+    )
+    # the prompt rebuilt from the record equals the one the server rendered from the request, id for id
+    assert manifest.details["server_check"] == {"checked": 2, "matched": 2, "match_rate": 1.0}
+    assert len(seqs) == 2 and manifest.counts["rejected"] == 0
+    tok = family_tokenizers["qwen3"]
+    (agent,) = [s for s in seqs if "Add 1 and 3." in tok.decode(s["input_ids"])]
+    prompt = tok.decode(agent["input_ids"][: agent["loss_mask"].index(1)], skip_special_tokens=False)
+    assert '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 3}}\n</tool_call>' in prompt
+    assert "<tool_response>\n4\n</tool_response>" in prompt
