@@ -17,7 +17,7 @@ from pathlib import Path
 from eagle3_core.errors import InputError
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
-REQUIRED_TENSORS = ("fc.weight", "norm.weight", "lm_head.weight", "d2t")
+REQUIRED_TENSORS = ("fc.weight", "norm.weight", "lm_head.weight")
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,9 @@ def _check_tensors(info: DrafterInfo) -> None:
     if not path.exists():
         raise InputError("drafter export has no model.safetensors", path=str(path), fix="re-run `eagle3 train`")
     shapes = safetensors_shapes(path)
-    missing = [name for name in REQUIRED_TENSORS if name not in shapes]
+    # a full-vocabulary draft ships no d2t (its lm_head rows are in target order): nothing to map
+    reduced = info.draft_vocab_size != info.vocab_size
+    missing = [name for name in REQUIRED_TENSORS + (("d2t",) if reduced else ()) if name not in shapes]
     if missing:
         raise InputError(f"drafter weights lack {missing}", path=str(path), fix="re-export the drafter")
     expected = {
@@ -126,7 +128,7 @@ def _check_tensors(info: DrafterInfo) -> None:
         "d2t": [info.draft_vocab_size],
     }
     for name, shape in expected.items():
-        if list(shapes[name]) != shape:
+        if name in shapes and list(shapes[name]) != shape:
             raise InputError(
                 f"drafter tensor {name} has shape {shapes[name]}, its config.json implies {shape}",
                 path=str(path),

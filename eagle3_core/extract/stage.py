@@ -8,8 +8,9 @@ Three steps, so a flow can run one task per shard and the plain entry point stay
 
 Guarantees: a shard is finished iff ``shard-NNNNN.safetensors`` exists with the plan's shard
 key in its header (atomic rename), so killing the run and starting again computes only the
-missing shards; ``complete`` is written last; a complete manifest for the same config and
-inputs makes ``run_extract`` return without loading the target.
+missing shards, while a run with another config or other inputs (sequences/ rebuilt) starts
+over; ``complete`` is written last; a complete manifest for the same config and inputs makes
+``run_extract`` return without loading the target.
 """
 
 from __future__ import annotations
@@ -88,9 +89,18 @@ def plan_extract(
     if plan.complete is not None:
         return plan
     with life.guard():
+        if life.keys_changed:
+            clear_outputs(plan.out_dir)
         _check_storage(plan, cfg, path, reporter)
         life.begin()
     return plan
+
+
+def clear_outputs(out_dir: str | Path) -> None:
+    """Remove what a run with another config or other inputs wrote: a shard's key names its samples
+    and their lengths, not their tokens, so sequences rebuilt with the same lengths would match it."""
+    for file in [*Path(out_dir).glob("shard-*.safetensors"), Path(out_dir) / "index.parquet"]:
+        file.unlink(missing_ok=True)
 
 
 def lifecycle(plan: ExtractPlan, reporter: Reporter | None = None) -> StageLifecycle:

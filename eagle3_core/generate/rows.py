@@ -82,15 +82,31 @@ def _prompt_and_tools(row: Any) -> tuple[Messages, list[dict] | None] | RowRejec
         return messages
     tools = row.get("tools")
     if tools is None or tools == []:
-        return messages, None
-    if not isinstance(tools, list) or not all(
+        tools = None
+    elif not isinstance(tools, list) or not all(
         isinstance(t, dict) and isinstance(t.get("function"), dict) and isinstance(t["function"].get("name"), str)
         for t in tools
     ):
         return RowRejection(
             "invalid_tools", "`tools` must be a list of {type: function, function: {name, ...}} objects"
         )
+    if (surrogate := _lone_surrogate([messages, tools])) is not None:
+        return RowRejection(
+            "undecodable", f"the text holds {surrogate}, half of a UTF-16 pair: no UTF-8 request or record can carry it"
+        )
     return messages, tools
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The first lone surrogate in ``value``'s text, as its escape, or None. JSON allows an escape
+    such as ``\\ud83d`` (half an emoji, common in scraped chats), which no UTF-8 text holds: the
+    sample key, the request and the Parquet record would each fail to encode it."""
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"\\u{ord(text[exc.start]):04x}"
+    return None
 
 
 def _from_prompt(prompt: Any) -> Messages | RowRejection:
@@ -206,4 +222,7 @@ def row_json(row: Any) -> str:
     a line that was not JSON is kept as it was."""
     if isinstance(row, dict) and set(row) == {BAD_LINE}:
         return row[BAD_LINE]["text"]
-    return json.dumps(row, ensure_ascii=False, default=str)
+    text = json.dumps(row, ensure_ascii=False, default=str)
+    if _lone_surrogate(text) is not None:  # escaped, so the record can be written
+        return json.dumps(row, default=str)
+    return text

@@ -6,7 +6,8 @@ linear warmup decaying to a tenth; gradient clipping 0.5. ``grad_accum`` micro-b
 per optimizer step (batches are sized in tokens by ``micro_batch_tokens``, not in samples).
 
 A user file may write ``"auto"`` for any value we know better at run time (learning rate,
-total steps, warmup, clipping, bf16), as in Hugging Face's DeepSpeed integration.
+total steps, warmup, clipping, bf16), as in Hugging Face's DeepSpeed integration. Its
+``gradient_accumulation_steps`` must be ``train.grad_accum`` (or ``"auto"``).
 """
 
 from __future__ import annotations
@@ -74,5 +75,14 @@ def deepspeed_config(cfg: TrainConfig, total_steps: int, bf16: bool) -> dict[str
         raise ConfigError(f"DeepSpeed config is not valid JSON: {exc}", path=str(path)) from None
     user = fill_auto(user, ours)
     user.setdefault("train_micro_batch_size_per_gpu", 1)
-    user.setdefault("gradient_accumulation_steps", cfg.grad_accum)
+    accumulation = user.setdefault("gradient_accumulation_steps", cfg.grad_accum)
+    if accumulation != cfg.grad_accum:
+        # the loop runs grad_accum micro-batches per step and counts the steps with it: another
+        # value here would train several times the data and save checkpoints in mid-step
+        raise ConfigError(
+            f"the DeepSpeed config says gradient_accumulation_steps {accumulation} "
+            f"but train.grad_accum is {cfg.grad_accum}",
+            path=str(path),
+            fix=f'write "auto" there, or set train.grad_accum to {accumulation} in the recipe',
+        )
     return user

@@ -21,10 +21,11 @@ class MetricsLog:
         self.path, self.enabled = Path(path), enabled
 
     def truncate_after(self, step: int) -> None:
-        """Keep only lines up to ``step`` (a resumed run rewrites what came after)."""
+        """Keep only lines up to ``step`` (a resumed run rewrites what came after); a line a kill
+        cut short is dropped too (it can only be the last one written)."""
         if not self.enabled or not self.path.exists():
             return
-        lines = [l for l in self.path.read_text().splitlines() if l.strip() and json.loads(l)["step"] <= step]
+        lines = [l for l in self.path.read_text().splitlines() if (n := _step(l)) is not None and n <= step]
         self.path.write_text("".join(l + "\n" for l in lines))
 
     def write(self, record: dict[str, Any]) -> None:
@@ -34,6 +35,14 @@ class MetricsLog:
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
         print(PREFIX + line, flush=True)
+
+
+def _step(line: str) -> int | None:
+    """The step of a metrics line, or None for a blank line or one cut short."""
+    try:
+        return json.loads(line)["step"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return None
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

@@ -49,3 +49,16 @@ def test_aux_layer_ids_beyond_the_target_are_refused(tmp_path, tiny_target):
 def test_a_folder_that_is_not_an_export_is_refused(tiny_target):
     with pytest.raises(InputError, match="does not declare LlamaForCausalLMEagle3"):
         check_drafter(tiny_target, tiny_target)
+
+
+def test_a_full_vocabulary_drafter_passes_without_d2t(tmp_path, tiny_target):
+    """The export ships no d2t/t2d when the draft vocab is the whole vocabulary (vLLM maps nothing)."""
+    import torch
+
+    from eagle3_core.drafter.model import DrafterConfig, Eagle3Drafter
+
+    config = DrafterConfig.from_target(json.loads((tiny_target / "config.json").read_text()), 96, [1, 2, 3])
+    torch.manual_seed(0)
+    Eagle3Drafter(config).save_export(tmp_path / "export")
+    info = check_drafter(tmp_path / "export", tiny_target)
+    assert (info.vocab_size, info.draft_vocab_size) == (96, 96)

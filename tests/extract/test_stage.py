@@ -132,6 +132,34 @@ def test_a_torn_or_foreign_shard_is_recomputed(tiny_llama, tmp_path):
     assert other.details["shards_reused"] == 0 and other.details["layers"] == [0, 2, 5]
 
 
+def _reconstructed(seq: Path, config_hash: str) -> None:
+    """A complete sequences/ manifest, as reconstruct leaves it (another config: another fingerprint)."""
+    from eagle3_core.manifest import StageManifest, write_manifest
+
+    write_manifest(seq, StageManifest(stage="reconstruct", status="complete", config_hash=config_hash))
+
+
+def test_sequences_rebuilt_with_the_same_ids_and_lengths_are_extracted_again(tiny_llama, tmp_path):
+    # reconstruct rerun with another chat setting (a date_string, say): the same samples, the same
+    # lengths, other tokens; hidden/ must hold the new tokens' states, never the old run's
+    seq, out = tmp_path / "seq", tmp_path / "hidden"
+    write_sequences(seq, [[30, 25, 40]], seed=0)
+    _reconstructed(seq, "first")
+    run_extract(_cfg(), TargetConfig(path=str(tiny_llama)), seq, out)
+    rows = write_sequences(seq, [[30, 25]], seed=1)
+    _reconstructed(seq, "second")
+    manifest = run_extract(_cfg(), TargetConfig(path=str(tiny_llama)), seq, out)
+    stored = read_hidden(out)
+    assert {sid: s["input_ids"].tolist() for sid, s in stored.items()} == {r["sample_id"]: r["input_ids"] for r in rows}
+    assert manifest.details["shards_reused"] == 0
+    named = set(pq.read_table(out / "index.parquet")["shard"].to_pylist())
+    assert (
+        {p.name for p in out.glob("shard-*.safetensors")}
+        == named
+        == {n for n in manifest.shards if n != "index.parquet"}
+    )
+
+
 def test_a_complete_run_is_skipped_without_loading_the_target(tiny_llama, tmp_path, monkeypatch):
     import eagle3_core.extract.engines as engines
 

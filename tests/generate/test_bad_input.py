@@ -29,6 +29,17 @@ def test_a_line_of_bad_bytes_or_the_wrong_type_is_a_reject_with_its_line_and_the
     assert sorted(p for p in fake_server.prompts() if p.startswith("Q")) == ["Q0", "Q1"]  # besides the probe
 
 
+def test_a_lone_surrogate_escape_is_a_reject_with_its_line_and_the_good_rows_go_on(tmp_path, fake_server):
+    src = tmp_path / "in.jsonl"  # valid JSON, but half an emoji: no UTF-8 text can hold it
+    src.write_text('{"prompt": "Q0"}\n{"prompt": "half \\ud83d an emoji"}\n{"prompt": "Q1"}\n')
+    manifest = run_generate(config(src, [fake_server.url]), tmp_path / "out")
+    assert (manifest.counts["accepted"], manifest.counts["rejected"]) == (2, 1)
+    row = rejected(tmp_path / "out").row(0, named=True)
+    assert row["reason"] == "undecodable" and row["row_index"] == 1
+    assert row["detail"].startswith("in.jsonl line 2: ") and "\\ud83d" in row["detail"]
+    assert row["input"] == '{"prompt": "half \\ud83d an emoji"}'  # kept as the escape it was
+
+
 def test_a_leading_byte_order_mark_is_not_part_of_the_first_row(tmp_path, fake_server):
     src = tmp_path / "in.jsonl"
     src.write_bytes(b'\xef\xbb\xbf{"prompt": "Q0"}\n')

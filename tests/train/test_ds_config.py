@@ -57,3 +57,20 @@ def test_grad_accum_sets_deepspeeds_accumulation_and_counts_in_the_step_total():
     cfg = TrainConfig(grad_accum=2, epochs=1.0)
     assert deepspeed_config(cfg, 10, bf16=False)["gradient_accumulation_steps"] == 2
     assert total_steps(cfg, batches_per_epoch=12, world=3) == 2  # 12 micro-batches / (3 ranks x 2)
+
+
+def test_a_user_file_whose_accumulation_differs_from_grad_accum_is_refused(tmp_path):
+    """The loop runs train.grad_accum micro-batches per step and counts steps with it: a file with
+    another accumulation would silently train several times the data and save mid-step."""
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"gradient_accumulation_steps": 4}))
+    with pytest.raises(ConfigError, match="gradient_accumulation_steps 4 but train.grad_accum is 1") as err:
+        deepspeed_config(TrainConfig(deepspeed_config=str(path)), 10, False)
+    assert err.value.fix and "auto" in err.value.fix
+    path.write_text(json.dumps({"gradient_accumulation_steps": "auto"}))
+    assert (
+        deepspeed_config(TrainConfig(deepspeed_config=str(path), grad_accum=3), 10, False)[
+            "gradient_accumulation_steps"
+        ]
+        == 3
+    )
