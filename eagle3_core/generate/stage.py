@@ -5,7 +5,8 @@ Guarantees (DESIGN.md, CONTRIBUTING.md):
   accepted + rejected + skipped == input, in the manifest;
 - a sample is keyed by its prompt messages and sampling settings (``rows.sample_id``); a run
   started again after a kill reads the keys of every durable shard first and requests none of
-  them again, so no sample is written twice;
+  them again, so no sample is written twice; rows an earlier run left for other prompts or
+  settings (another temperature, a smaller ``max_samples``) leave the folder at finish;
 - the endpoints are probed before the first request (``probe.py``);
 - a manifest complete for the same config and input is returned without any work.
 
@@ -167,6 +168,7 @@ class GenerateRun:
         self.accepted.flush()
         self.rejected.flush()
         self._drop_stale()
+        self._count_resumed_reasons()
         self.timings["generate"] = round(time.monotonic() - self._t_generate, 3)
         manifest = self._write_manifest("complete")
         self._report()
@@ -223,6 +225,18 @@ class GenerateRun:
             return  # every row on disk belongs to this run
         dropped = drop_stale(self._earlier, self._seen.__contains__, self._bad_rows)
         self.reporter.log(f"generate: dropped {dropped} rows an earlier run wrote for other prompts or settings")
+
+    def _count_resumed_reasons(self) -> None:
+        """The rejects an earlier run wrote count under their reasons too, as they do under
+        ``counts.rejected``: the earlier shards hold exactly them once the stale rows are gone."""
+        import polars as pl
+
+        if self.stats.outcomes[REJECTED] == self.stats.reject_reasons.total:
+            return  # nothing rejected was resumed
+        for file in self._earlier:
+            if file.parent.name == REJECTED and file.exists():
+                for reason, rows in pl.read_parquet(file, columns=["reason"])["reason"].value_counts().iter_rows():
+                    self.stats.reject_reasons.add(reason, rows)
 
     def _on_retry(self, reason: str) -> None:
         self.stats.retries[reason] += 1

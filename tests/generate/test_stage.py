@@ -169,6 +169,18 @@ def test_a_smaller_run_in_the_same_folder_keeps_only_its_own_rows(tmp_path, fake
     assert rejected(tmp_path / "out").is_empty() and not any(name.startswith("rejected/") for name in manifest.shards)
 
 
+def test_a_resumed_run_counts_the_earlier_rejects_under_their_reasons(tmp_path, fake_server):
+    rows = prompts(5)
+    rows[0] = {"text": "no prompt field"}
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    fake_server.inject("400", times=1, match="Q1")
+    run_generate(config(src, [fake_server.url], max_samples=3), tmp_path / "out")
+    fake_server.inject("400", times=1, match="Q3")
+    manifest = run_generate(config(src, [fake_server.url]), tmp_path / "out")
+    assert manifest.counts["resumed"] == 3 and manifest.counts["rejected"] == 3
+    assert manifest.details["reject_reasons"] == {"http_400": 2, "unknown_shape": 1}
+
+
 def test_a_complete_stage_is_skipped_without_a_request(tmp_path, fake_server):
     cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(3)), [fake_server.url])
     first = run_generate(cfg, tmp_path / "out")
