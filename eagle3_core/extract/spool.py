@@ -32,7 +32,7 @@ from pydantic import Field
 
 from eagle3_core.base import StrictModel
 from eagle3_core.errors import ConfigError, StageError
-from eagle3_core.fsio import atomic_path, read_json, write_json_atomic
+from eagle3_core.fsio import atomic_path, read_json, stray_temps, write_json_atomic
 
 REQUESTS = "requests.json"
 STATUS = "producer.json"
@@ -103,10 +103,14 @@ class Spool:
 
     def clear(self, status: bool = False) -> None:
         """Remove every unit and the requests of an earlier run (a new run recomputes what it reads);
-        the producer's status too when ``status`` (only the producer's owner may)."""
+        the producer's status too when ``status`` (only the producer's owner may). A unit still being
+        written stays: its unit file carries the old run id, which readers skip and the new run overwrites."""
         names = (REQUESTS, STATUS) if status else (REQUESTS,)
         if self.root.exists():
+            dead = set(stray_temps(self.root))
             for path in self.root.iterdir():
+                if path.name.endswith(".tmp") and path not in dead:
+                    continue  # a standing engine still writing the replaced run's unit: it renames it itself
                 if path.name.startswith("unit-") or path.name in names:
                     path.unlink(missing_ok=True)
         self.root.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Iterator
 from itertools import islice
@@ -45,8 +46,7 @@ def count_rows(source: PromptSource) -> int | None:
         if file.suffix == ".parquet":
             total += _parquet_file(file).metadata.num_rows
         elif file.suffix == ".jsonl":
-            with open(file, "rb") as fh:
-                total += sum(1 for line in fh if line.strip())
+            total += sum(1 for _ in _jsonl_lines(file))
         else:
             return source.max_samples
     return total if source.max_samples is None else min(total, source.max_samples)
@@ -107,15 +107,24 @@ def _read_file(file: Path) -> Iterator[dict[str, Any]]:
 
 def _read_jsonl(file: Path) -> Iterator[dict[str, Any]]:
     """One row per non-blank line; lines are decoded one by one, so one bad byte costs one line."""
+    for number, raw in _jsonl_lines(file):
+        yield _parse_line(file, number, raw)
+
+
+def _jsonl_lines(file: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of each non-blank line; a leading BOM is not content, so a first line
+    holding only a BOM is blank."""
     with open(file, "rb") as fh:
         for number, raw in enumerate(fh, start=1):
+            if number == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)
             if raw.strip():
-                yield _parse_line(file, number, raw)
+                yield number, raw
 
 
 def _parse_line(file: Path, number: int, raw: bytes) -> dict[str, Any]:
     try:
-        line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a leading BOM is not content
+        line = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return bad_line(
             file,
@@ -150,7 +159,7 @@ class LocatedRow(dict):
 
 def _read_json(file: Path) -> Iterator[dict[str, Any]]:
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(file.read_text(encoding="utf-8-sig"))  # a leading BOM is not content
     except UnicodeDecodeError as exc:
         raise InputError(
             f"not UTF-8 text: byte {exc.start} cannot be decoded",

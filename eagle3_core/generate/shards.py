@@ -12,12 +12,13 @@ A failed write (a full disk) raises ``StageError`` and leaves no partial shard b
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from eagle3_core.errors import StageError
 from eagle3_core.fsio import atomic_path, stray_temps
-from eagle3_core.generate.keys import PersistedKeys, key_array
+from eagle3_core.generate.keys import PersistedKeys, key64, key_array
 from eagle3_core.readers.folder import damaged
 
 ACCEPTED, REJECTED = "accepted", "rejected"
@@ -133,6 +134,29 @@ class ShardWriter:
         taken = self.take()
         if taken is not None:
             self.write(*taken)
+
+
+def drop_stale(files: list[Path], current: Callable[[int], bool], bad_rows: set[int]) -> int:
+    """Keep in ``files`` (shards an earlier run left) only the rows of this run: a keyed row whose
+    ``key64`` is ``current``, an unkeyed reject whose row index is in ``bad_rows``. A shard losing
+    rows is rewritten atomically (recorded), one losing all is deleted. Returns the rows dropped."""
+    import polars as pl
+
+    dropped = 0
+    for file in files:
+        frame = pl.read_parquet(file)
+        keys = frame["sample_id"].to_list()
+        indices = frame["row_index"].to_list() if "row_index" in frame.columns else [None] * len(keys)
+        keep = [current(key64(k)) if k is not None else i in bad_rows for k, i in zip(keys, indices)]
+        if all(keep):
+            continue
+        dropped += keep.count(False)
+        if not any(keep):
+            file.unlink()
+            continue
+        with atomic_path(file, record=True) as tmp:
+            frame.filter(pl.Series(keep)).write_parquet(tmp, compression="zstd", statistics=False)
+    return dropped
 
 
 def read_persisted(out_dir: Path) -> tuple[PersistedKeys, set[int]]:

@@ -5,7 +5,8 @@ Guarantees (DESIGN.md, CONTRIBUTING.md):
   accepted + rejected + skipped == input, in the manifest;
 - a sample is keyed by its prompt messages and sampling settings (``rows.sample_id``); a run
   started again after a kill reads the keys of every durable shard first and requests none of
-  them again, so no sample is written twice;
+  them again, so no sample is written twice; rows an earlier run left for other prompts or
+  settings (another temperature, a smaller ``max_samples``) leave the folder at finish;
 - the endpoints are probed before the first request (``probe.py``);
 - a manifest complete for the same config and input is returned without any work.
 
@@ -31,7 +32,7 @@ from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.generate.keys import KeySet, key64
 from eagle3_core.generate.probe import ProbeReport, probe_endpoints
 from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id
-from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, read_persisted
+from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
 from eagle3_core.generate.slots import SharedLimits, SlotKeeper
 from eagle3_core.generate.stats import RunStats
 from eagle3_core.lifecycle import StageLifecycle
@@ -97,6 +98,7 @@ class GenerateRun:
         self.life = lifecycle(cfg, out_dir, self.reporter)
         self.timings: dict[str, float] = {}
         self._seen = KeySet()  # keys of this pass, 8 bytes each (keys.py)
+        self._bad_rows: set[int] = set()  # row indices of this pass's unkeyed rejects already on disk
 
     # ---- phases -------------------------------------------------------------------------
 
@@ -132,6 +134,7 @@ class GenerateRun:
         self.accepted = ShardWriter(self.out_dir / ACCEPTED, ACCEPTED, self.cfg.shard_rows, self.cfg.flush_seconds)
         self.rejected = ShardWriter(self.out_dir / REJECTED, REJECTED, self.cfg.shard_rows, self.cfg.flush_seconds)
         self.persisted, self.unkeyed = read_persisted(self.out_dir)
+        self._earlier = shard_files(self.out_dir / ACCEPTED) + shard_files(self.out_dir / REJECTED)
         if self.persisted or self.unkeyed:
             self.reporter.log(f"generate: resuming; {len(self.persisted) + len(self.unkeyed)} rows already on disk")
         self.total = count_rows(self.cfg.prompts)
@@ -164,6 +167,8 @@ class GenerateRun:
     def finish(self) -> StageManifest:
         self.accepted.flush()
         self.rejected.flush()
+        self._drop_stale()
+        self._count_resumed_reasons()
         self.timings["generate"] = round(time.monotonic() - self._t_generate, 3)
         manifest = self._write_manifest("complete")
         self._report()
@@ -193,6 +198,7 @@ class GenerateRun:
             prompt = normalize_prompt(row)
             if isinstance(prompt, RowRejection):
                 if index in self.unkeyed:
+                    self._bad_rows.add(index)
                     self.stats.resume(REJECTED)
                 else:
                     if self.rejected.add(rejected_record(None, index, row, prompt.reason, prompt.detail)):
@@ -210,6 +216,27 @@ class GenerateRun:
             else:
                 self._seen.add(short)
                 yield WorkItem(index, key, messages, row, tools)
+
+    def _drop_stale(self) -> None:
+        """Rows an earlier run here wrote for prompts this run does not have (another sampling
+        config, a smaller max_samples, an edited input) leave the folder: readers take every row
+        of accepted/, and mixing them in would train on samples this run never asked for."""
+        if self.stats.resumed == len(self.persisted) + len(self.unkeyed):
+            return  # every row on disk belongs to this run
+        dropped = drop_stale(self._earlier, self._seen.__contains__, self._bad_rows)
+        self.reporter.log(f"generate: dropped {dropped} rows an earlier run wrote for other prompts or settings")
+
+    def _count_resumed_reasons(self) -> None:
+        """The rejects an earlier run wrote count under their reasons too, as they do under
+        ``counts.rejected``: the earlier shards hold exactly them once the stale rows are gone."""
+        import polars as pl
+
+        if self.stats.outcomes[REJECTED] == self.stats.reject_reasons.total:
+            return  # nothing rejected was resumed
+        for file in self._earlier:
+            if file.parent.name == REJECTED and file.exists():
+                for reason, rows in pl.read_parquet(file, columns=["reason"])["reason"].value_counts().iter_rows():
+                    self.stats.reject_reasons.add(reason, rows)
 
     def _on_retry(self, reason: str) -> None:
         self.stats.retries[reason] += 1

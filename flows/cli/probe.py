@@ -44,6 +44,9 @@ def command(recipe: str, base_urls: tuple[str, ...], tokenizer: str | None, mode
     from eagle3_core.reconstruct.preflight import preflight
 
     config = PipelineConfig.from_yaml(recipe)
+    urls = list(base_urls) or config.generate.base_urls
+    if not urls:  # before the toy build below, which trains for minutes when not cached
+        raise ConfigError("no endpoint to check", fix="pass --base-url http://host:port/v1")
     target = config.target
     if tokenizer is None and target.path is None and config.toy is not None:
         from eagle3_core.toy.build import build_toy_target
@@ -51,9 +54,6 @@ def command(recipe: str, base_urls: tuple[str, ...], tokenizer: str | None, mode
         tokenizer = str(build_toy_target(config.toy))
     if tokenizer is not None:
         target = target.model_copy(update={"path": tokenizer})
-    urls = list(base_urls) or config.generate.base_urls
-    if not urls:
-        raise ConfigError("no endpoint to check", fix="pass --base-url http://host:port/v1")
     gen = config.generate.model_copy(update={"model": model or config.generate.model})
     for url in urls:
         click.echo(preflight(target, gen, url, max_tokens).line())

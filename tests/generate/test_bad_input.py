@@ -46,6 +46,19 @@ def test_a_leading_byte_order_mark_is_not_part_of_the_first_row(tmp_path, fake_s
     assert run_generate(config(src, [fake_server.url]), tmp_path / "out").counts["accepted"] == 1
 
 
+def test_a_byte_order_mark_before_a_blank_first_line_or_a_json_array_is_not_content(tmp_path, fake_server):
+    src = tmp_path / "in.jsonl"  # what an editor saving "UTF-8 with BOM" writes for a blank first line
+    src.write_bytes(b'\xef\xbb\xbf\n{"prompt": "Q0"}\n')
+    counts = run_generate(config(src, [fake_server.url]), tmp_path / "out").counts
+    assert (counts["input"], counts["accepted"], counts["rejected"]) == (1, 1, 0)
+    src.write_bytes(b"\xef\xbb\xbf\r\n")
+    with pytest.raises(InputError, match="the input holds no rows"):
+        run_generate(config(src, [fake_server.url]), tmp_path / "empty")
+    array = tmp_path / "in.json"  # a .json array saved the same way is read, not refused as "not valid JSON"
+    array.write_bytes(b'\xef\xbb\xbf[{"prompt": "Q1"}]')
+    assert run_generate(config(array, [fake_server.url]), tmp_path / "array").counts["accepted"] == 1
+
+
 def test_an_input_with_no_rows_is_an_error_unless_allowed(tmp_path, fake_server):
     src = tmp_path / "in.jsonl"
     src.write_text("\n\n")

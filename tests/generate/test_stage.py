@@ -144,6 +144,43 @@ def test_a_second_run_resumes_and_requests_only_what_is_missing(tmp_path, fake_s
     assert accepted(tmp_path / "out")["sample_id"].n_unique() == 30 == len(accepted(tmp_path / "out"))
 
 
+def test_a_run_with_other_sampling_in_the_same_folder_keeps_none_of_the_earlier_rows(tmp_path, fake_server):
+    src = write_jsonl(tmp_path / "in.jsonl", prompts(5))
+    run_generate(config(src, [fake_server.url]), tmp_path / "out")
+    manifest = run_generate(config(src, [fake_server.url], temperature=0.9), tmp_path / "out")
+    fresh = run_generate(config(src, [fake_server.url], temperature=0.9), tmp_path / "fresh")
+    rows = accepted(tmp_path / "out")
+    assert manifest.counts["accepted"] == 5 == len(rows) and len(manifest.shards) == 1
+    assert set(rows["sample_id"]) == set(accepted(tmp_path / "fresh")["sample_id"]) and fresh.counts["resumed"] == 0
+
+
+def test_a_smaller_run_in_the_same_folder_keeps_only_its_own_rows(tmp_path, fake_server):
+    rows = prompts(30)
+    rows[20] = {"text": "no prompt field"}  # an unkeyed reject, found by its row index
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    run_generate(config(src, [fake_server.url]), tmp_path / "out")
+    fake_server.requests.clear()
+    manifest = run_generate(config(src, [fake_server.url], max_samples=12), tmp_path / "out")
+    assert fake_server.prompts() == ["What is 2 + 3? Think briefly, then answer."]  # the probe only
+    assert manifest.counts["resumed"] == 12 == len(accepted(tmp_path / "out")) and balanced(manifest)
+    assert sorted(accepted(tmp_path / "out")["messages"].list.last().struct.field("content")) == sorted(
+        f"Q{i}" for i in range(12)
+    )
+    assert rejected(tmp_path / "out").is_empty() and not any(name.startswith("rejected/") for name in manifest.shards)
+
+
+def test_a_resumed_run_counts_the_earlier_rejects_under_their_reasons(tmp_path, fake_server):
+    rows = prompts(5)
+    rows[0] = {"text": "no prompt field"}
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    fake_server.inject("400", times=1, match="Q1")
+    run_generate(config(src, [fake_server.url], max_samples=3), tmp_path / "out")
+    fake_server.inject("400", times=1, match="Q3")
+    manifest = run_generate(config(src, [fake_server.url]), tmp_path / "out")
+    assert manifest.counts["resumed"] == 3 and manifest.counts["rejected"] == 3
+    assert manifest.details["reject_reasons"] == {"http_400": 2, "unknown_shape": 1}
+
+
 def test_a_complete_stage_is_skipped_without_a_request(tmp_path, fake_server):
     cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(3)), [fake_server.url])
     first = run_generate(cfg, tmp_path / "out")

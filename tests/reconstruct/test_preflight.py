@@ -97,3 +97,15 @@ def test_a_server_without_ids_cannot_be_checked_and_says_so(
     )
     err = cli_error(["probe", "--recipe", recipe(tmp_path, "kimi_k2_5", family_dirs, server.url)], capsys)
     assert "returned no token ids" in err
+
+
+def test_a_probe_without_an_endpoint_says_so_before_building_the_toy_target(tmp_path, capsys):
+    # a toy recipe names no endpoint; the toy's cache is a file, so a build would fail at once
+    # instead of training for minutes before the command says what was missing
+    (tmp_path / "cache").write_text("not a directory")
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump({"toy": {"cache_dir": str(tmp_path / "cache")}}), encoding="utf-8")
+
+    err = cli_error(["probe", "--recipe", str(path)], capsys)
+
+    assert "error: no endpoint to check" in err and "--base-url" in err
