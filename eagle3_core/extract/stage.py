@@ -91,8 +91,8 @@ def plan_extract(
     with life.guard():
         if life.keys_changed:
             clear_outputs(plan.out_dir)
+        life.begin()  # before the storage check: a refusal then reads `failed`, never the cleared run's `complete`
         _check_storage(plan, cfg, path, reporter)
-        life.begin()
     return plan
 
 

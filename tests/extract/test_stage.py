@@ -160,6 +160,18 @@ def test_sequences_rebuilt_with_the_same_ids_and_lengths_are_extracted_again(tin
     )
 
 
+def test_a_run_with_other_inputs_refused_for_disk_space_leaves_no_complete_manifest_behind(tiny_llama, tmp_path):
+    seq, out = tmp_path / "seq", tmp_path / "hidden"
+    write_sequences(seq, [[30, 25]], seed=0)
+    _reconstructed(seq, "first")
+    run_extract(_cfg(), TargetConfig(path=str(tiny_llama)), seq, out)
+    write_sequences(seq, [[30, 25]], seed=1)
+    _reconstructed(seq, "second")
+    with pytest.raises(StageError, match="hidden states need"):
+        run_extract(_cfg(disk_headroom=1e18), TargetConfig(path=str(tiny_llama)), seq, out)
+    assert json.loads((out / "manifest.json").read_text())["status"] == "failed"
+
+
 def test_a_complete_run_is_skipped_without_loading_the_target(tiny_llama, tmp_path, monkeypatch):
     import eagle3_core.extract.engines as engines
 
