@@ -106,6 +106,19 @@ def rank_mean(value: float, dev: Device) -> float:
     return float(total) / dev.world
 
 
+def rank_sum(counts: StepCounts, dev: Device) -> StepCounts:
+    """``counts`` (summed over micro-batches by ``add``) summed over the ranks: the step's
+    accuracies and per-step losses over the whole global batch, as ``loss`` is."""
+    if dev.world == 1:
+        return counts
+    import torch.distributed as dist
+
+    total = torch.tensor([counts.loss, counts.count, counts.correct], dtype=torch.float64, device=dev.device)
+    dist.all_reduce(total)
+    loss, count, correct = total.tolist()
+    return StepCounts(loss, [int(n) for n in count], [int(c) for c in correct])
+
+
 class Trainer:
     """Owns the engine and the data for one run; ``run`` trains to the last step and exports."""
 
@@ -159,7 +172,8 @@ class Trainer:
         )
 
     def train_step(self) -> tuple[float, StepCounts, int]:
-        """One optimizer step: ``grad_accum`` micro-batches on each rank; the loss is their mean over all ranks."""
+        """One optimizer step: ``grad_accum`` micro-batches on each rank; the loss is their mean over all ranks,
+        the counts their sum over all ranks; the tokens are this rank's."""
         losses, counts, tokens = [], StepCounts(), 0
         for _ in range(self.cfg.grad_accum):
             samples = self.plan.batch(self.micro * self.dev.world + self.dev.rank)
@@ -174,7 +188,7 @@ class Trainer:
             losses.append(float(loss.detach()))
             counts.add(micro_counts)
             tokens += sum(min(s.length, self.cfg.micro_batch_tokens) for s in samples)
-        return rank_mean(sum(losses) / len(losses), self.dev), counts, tokens
+        return rank_mean(sum(losses) / len(losses), self.dev), rank_sum(counts, self.dev), tokens
 
     def request_states(self) -> None:
         """online-vllm: ask the engine for the micro-batches from here to the last, and the held-out set."""
