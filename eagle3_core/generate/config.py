@@ -42,7 +42,7 @@ class GenerateConfig(StrictModel):
     model: str | None = Field(None, description="Served model name; None = the one the first endpoint lists.")
     api_key_env: str = Field(
         "OPENAI_API_KEY",
-        description="Environment variable (or Prefect Secret block name) holding the API key; never logged.",
+        description="Environment variable holding the API key (of the process that sends the requests: a worker's environment under a deployment); never logged.",
     )
     concurrency: int | Literal["auto"] = Field(
         128, description="In-flight requests per endpoint, or `auto` (AIMD between 1 and max_concurrency)."
