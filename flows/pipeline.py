@@ -54,7 +54,7 @@ def pipeline(config: PipelineConfig) -> dict[str, dict]:
     config.require_prompts()
     results: dict[str, Any] = {}  # stage -> what its subflow returned, passed on as the DAG's edges
     try:
-        config = with_target(config, outcomes)
+        config = with_served_model(with_target(config, outcomes))
         for spec in STAGES:
             config = settled(spec, config)
             with served_for(spec, config, outcomes) as served:
@@ -89,6 +89,15 @@ def with_target(config: PipelineConfig, outcomes: dict[str, Outcome]) -> Pipelin
     path = build_toy(config.toy)
     outcomes["toy"] = Outcome("toy", "reused" if cached else "ran", path, time.time() - started, started)
     return with_toy_paths(config, path)
+
+
+def with_served_model(config: PipelineConfig) -> PipelineConfig:
+    """With ``serve`` and no ``served_model_name``, vLLM names the model by its path: generate's
+    model left unset becomes that name, so its skip key names the weights it asks (another
+    ``target.path`` is another model, whose answers are asked, not the previous model's reused)."""
+    if config.serve is None or config.serve.served_model_name or config.generate.model or not config.target.path:
+        return config
+    return config.model_copy(update={"generate": config.generate.model_copy(update={"model": config.target.path})})
 
 
 TOY_DIR = "{toy}"  # in a prompts `input`, stands for the built toy target's directory

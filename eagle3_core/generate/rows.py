@@ -121,6 +121,7 @@ def _from_pairs(turns: Any, role_key: str, text_key: str, roles: dict[str, str] 
     messages: Messages = []
     for i, turn in enumerate(turns):
         calls = turn.get("tool_calls") if roles is None and isinstance(turn, dict) else None
+        calls = None if calls == [] else calls  # an empty list is no calls (some exports write one on every turn)
         if not isinstance(turn, dict) or role_key not in turn or (text_key not in turn and calls is None):
             return RowRejection("unknown_shape", f"turn {i} must be an object with `{role_key}` and `{text_key}`")
         role = turn[role_key]

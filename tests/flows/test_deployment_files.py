@@ -84,6 +84,30 @@ def test_serve_py_registers_exactly_what_prefect_yaml_defines(deployments, tmp_p
     assert built["eagle3-nightly"].parameters["config"]["recipe"] == built["eagle3-pipeline"].parameters["config"]
 
 
+def test_a_served_run_that_edits_target_chat_in_its_form_is_accepted_and_generate_sends_the_edit(tmp_path):
+    """target.chat is the one place chat settings are set: a user who changes it in a served
+    deployment's run form must not be refused over a copy in generate.chat they never set."""
+    import copy
+
+    from deployments.serve import build_deployments
+    from flows.nightly import nightly
+    from flows.pipeline import pipeline
+
+    built = {d.name: d for d in build_deployments(ROOT / "configs" / "qwen3.yaml", str(tmp_path / "served"))}
+    config = copy.deepcopy(built["eagle3-pipeline"].parameters["config"])
+    config["target"]["chat"]["chat_template_kwargs"] = {"enable_thinking": False}  # the edit in the form
+    nightly_config = copy.deepcopy(built["eagle3-nightly"].parameters["config"])
+    nightly_config["recipe"]["target"]["chat"] = config["target"]["chat"]
+
+    ran = pipeline.validate_parameters({"config": config})["config"]
+    ran_nightly = nightly.validate_parameters({"config": nightly_config})["config"].recipe
+
+    assert ran.generate.chat.chat_template_kwargs == {"enable_thinking": False}
+    assert ran_nightly.generate.chat.chat_template_kwargs == {"enable_thinking": False}
+    # the generate flow has no target section: its deployment carries the recipe's chat itself
+    assert built["eagle3-generate"].parameters["cfg"]["chat"]["chat_template_kwargs"] == {"enable_thinking": True}
+
+
 def test_a_stage_deployment_runs_the_flow_its_stage_declares_and_the_pipeline_names_the_declared_order(deployments):
     from eagle3_core.stages import BY_NAME, STAGE_NAMES
 

@@ -211,3 +211,51 @@ def test_each_stage_subflow_waits_for_the_results_of_the_stages_it_reads_so_the_
 
     assert state.is_completed(), state.message
     assert stage_graph(state.state_details.flow_run_id) == {"reconstruct": set(), "vocab": {"reconstruct"}}
+
+
+# A stand-in for vLLM's API server (VLLMServer runs `python -m vllm.entrypoints.openai.api_server`):
+# the loopback fake chat server, serving the model under the name vLLM would give it.
+STANDIN_VLLM = """
+import argparse, threading
+from tests.fixtures.fake_server import FakeServer
+p = argparse.ArgumentParser()
+for name in ("--model", "--served-model-name", "--host"):
+    p.add_argument(name)
+p.add_argument("--port", type=int)
+args, _ = p.parse_known_args()
+FakeServer(model=args.served_model_name or args.model, host=args.host, port=args.port, record=False).start()
+threading.Event().wait()
+"""
+
+
+def test_answers_of_the_model_served_before_are_not_reused_for_another_target(
+    prefect_api, config, tmp_path, monkeypatch
+):
+    import os
+    import sys
+
+    import pyarrow.parquet as pq
+
+    from eagle3_core.serve.config import ServeConfig
+
+    api = tmp_path / "site" / "vllm" / "entrypoints" / "openai"
+    api.mkdir(parents=True)
+    for folder in (api, api.parent, api.parent.parent):
+        (folder / "__init__.py").write_text("")
+    (api / "api_server.py").write_text(STANDIN_VLLM)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "site"), str(Path(__file__).parents[2])]))
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "Q1"}\n')
+    config.stages = ["generate"]
+    config.serve = ServeConfig(python=sys.executable, device="cpu", log_dir=str(tmp_path / "logs"))
+    config.generate = GenerateConfig(prompts={"input": str(tmp_path / "prompts.jsonl")}, return_token_ids=False)
+    first, second = tmp_path / "model-a", tmp_path / "model-b"
+    first.mkdir(), second.mkdir()
+
+    config.target = config.target.model_copy(update={"path": str(first)})
+    assert pipeline(config)["generate"]["status"] == "ran"
+    assert pipeline(config)["generate"]["status"] == "reused"  # the same model: vLLM not even started
+
+    config.target = config.target.model_copy(update={"path": str(second)})
+    assert pipeline(config)["generate"]["status"] == "ran"  # another model: its own answers
+    models = pq.read_table(config.layout.generations / "accepted", columns=["model"]).column("model").to_pylist()
+    assert models == [str(second)]

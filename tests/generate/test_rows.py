@@ -87,6 +87,15 @@ def test_a_plain_prompt_keeps_its_sample_id_now_that_turns_may_carry_tool_fields
     assert sent_messages(stored_messages(plain)) == plain
 
 
+def test_an_empty_tool_calls_list_is_no_tool_calls_on_any_turn():
+    exported = [  # as some OpenAI-format exports write every turn
+        {"role": "system", "content": "s", "tool_calls": []},
+        {"role": "user", "content": "x", "tool_calls": []},
+    ]
+    plain = [{"role": "system", "content": "s"}, {"role": "user", "content": "x"}]
+    assert normalize({"messages": exported}) == plain  # the same prompt, so the same sample id
+
+
 @pytest.mark.parametrize(
     "turn",
     [
