@@ -23,6 +23,7 @@ from pathlib import Path
 
 from eagle3_core.evaluate.metrics import SpecCounters
 from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.target import ChatSettings
 
 
 @dataclass
@@ -169,13 +170,21 @@ def eos_token_ids(target_path: str | Path, config) -> set[int]:
     return set(value) if isinstance(value, list) else {int(value)}
 
 
-def prompt_token_ids(target_path: str | Path, prompts: list[list[dict]]) -> list[list[int]]:
-    """Each prompt through the target's chat template with the generation prompt, as vLLM renders it."""
+def prompt_token_ids(
+    target_path: str | Path, prompts: list[list[dict]], chat: ChatSettings | None = None
+) -> list[list[int]]:
+    """Each prompt through the target's chat template with the generation prompt and ``chat``'s
+    template variables, as vLLM renders it for the online measurement (and for training)."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(target_path))
+    kwargs = chat.chat_template_kwargs if chat is not None else {}
     return [
-        list(tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
+        list(
+            tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=True, **kwargs)[
+                "input_ids"
+            ]
+        )
         for m in prompts
     ]
 

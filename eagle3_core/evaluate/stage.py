@@ -153,7 +153,7 @@ def _evaluate(
         timings["online"] = round(time.monotonic() - t0, 3)
     if cfg.offline:
         t0 = time.monotonic()
-        report["offline"] = _offline(cfg, target_path, export_dir, prompts, reporter)
+        report["offline"] = _offline(cfg, target, export_dir, prompts, reporter)
         timings["offline"] = round(time.monotonic() - t0, 3)
     from eagle3_core.evaluate.simulated import simulated_acceptance
 
@@ -210,11 +210,11 @@ def _online(
     return {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used}
 
 
-def _offline(cfg: EvaluateConfig, target_path: str, export_dir: Path, prompts: list, reporter: Reporter) -> dict:
+def _offline(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, prompts: list, reporter: Reporter) -> dict:
     from eagle3_core.evaluate.offline import ChainDecoder, prompt_token_ids, run_offline
 
-    decoder = ChainDecoder.load(target_path, export_dir, threads=cfg.threads)
-    ids = prompt_token_ids(target_path, prompts[: cfg.offline_max_prompts])
+    decoder = ChainDecoder.load(target.path, export_dir, threads=cfg.threads)
+    ids = prompt_token_ids(target.path, prompts[: cfg.offline_max_prompts], target.chat)
     k = cfg.num_speculative_tokens
     results = {}
     for kk in sorted(set(cfg.k_sweep) | {k}):

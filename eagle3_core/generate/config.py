@@ -110,8 +110,10 @@ class GenerateConfig(StrictModel):
         return self
 
     def sampling_key(self) -> dict:
-        """The sampling settings that make two answers to one prompt different samples."""
-        return {
+        """The settings that make two answers to one prompt different samples: sampling, and
+        whether an answer without reasoning is one (such an answer must not count as done for a
+        run that requires reasoning; the default adds nothing, so its keys stay as they were)."""
+        key = {
             "model": self.model,
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
@@ -120,3 +122,6 @@ class GenerateConfig(StrictModel):
             "extra_body": self.extra_body,
             "chat": self.chat.model_dump(mode="json"),
         }
+        if not self.require_reasoning:
+            key["require_reasoning"] = False
+        return key

@@ -95,15 +95,20 @@ def evaluate(module, head, reader, heldout: list[Sample], cfg: TrainConfig, dev:
     return step_record(counts)
 
 
-def rank_mean(value: float, dev: Device) -> float:
-    """The mean of ``value`` over the ranks: the loss of the whole global batch (what the gradients average)."""
+def rank_total(value: float, dev: Device) -> float:
+    """The sum of ``value`` over the ranks."""
     if dev.world == 1:
         return value
     import torch.distributed as dist
 
     total = torch.tensor([value], dtype=torch.float64, device=dev.device)
     dist.all_reduce(total)
-    return float(total) / dev.world
+    return float(total)
+
+
+def rank_mean(value: float, dev: Device) -> float:
+    """The mean of ``value`` over the ranks: the loss of the whole global batch (what the gradients average)."""
+    return rank_total(value, dev) / dev.world
 
 
 def rank_sum(counts: StepCounts, dev: Device) -> StepCounts:
@@ -211,7 +216,7 @@ class Trainer:
         started, tokens, window_tokens, window_start = time.monotonic(), 0, 0, time.monotonic()
         while self.engine.global_steps < self.total:
             loss, counts, n = self.train_step()
-            tokens, window_tokens = tokens + n, window_tokens + n
+            tokens, window_tokens = tokens + n, window_tokens + int(rank_total(n, self.dev))  # the window: all ranks'
             step = self.engine.global_steps
             if step % self.cfg.log_every == 0 or step == self.total:
                 elapsed = time.monotonic() - window_start

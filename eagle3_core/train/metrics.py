@@ -2,9 +2,10 @@
 
 A line: ``step``, ``loss``, ``loss_k`` and ``acc_k`` (per unroll step), ``accepted_per_draft``
 (Σ_k Π_{j<=k} acc_j), ``sim_acceptance_length`` (1 + that), ``lr``, ``tokens``,
-``tokens_per_s``, ``elapsed_s``; held-out lines carry ``split: "heldout"``. The trainer prints
-each line to stdout prefixed with ``METRICS `` so the launcher can stream progress. On resume
-the lines past the resumed step are dropped, so the file always describes one run.
+``tokens_per_s``, ``elapsed_s``; all of the step's global batch (every rank's micro-batches);
+held-out lines carry ``split: "heldout"``. The trainer prints each line to stdout prefixed
+with ``METRICS `` so the launcher can stream progress. On resume the lines past the resumed
+step are dropped, so the file always describes one run.
 """
 
 from __future__ import annotations

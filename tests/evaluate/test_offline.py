@@ -96,3 +96,20 @@ def test_the_cached_loop_drafts_exactly_what_a_full_recompute_drafts(tiny_target
             )
             found.append(cached.accepted)
     assert any(found), "no draft was ever accepted: the comparison proved nothing"
+
+
+def test_held_out_prompts_render_with_the_recipes_chat_template_kwargs(chat_target):
+    """The server renders with target.chat's template variables (generate and evaluate send them):
+    the offline loop must see the same prompt, or it measures another distribution."""
+    from transformers import AutoTokenizer
+
+    from eagle3_core.evaluate.offline import prompt_token_ids
+    from eagle3_core.target import ChatSettings
+
+    prompts = [[{"role": "user", "content": "What is 3 + 2?"}]]
+    chat = ChatSettings(chat_template_kwargs={"thinking": False})
+    (ids,) = prompt_token_ids(chat_target, prompts, chat)
+    tokenizer = AutoTokenizer.from_pretrained(str(chat_target))
+    assert tokenizer.decode(ids).endswith("<think></think>")  # the template's non-thinking prompt
+    (default,) = prompt_token_ids(chat_target, prompts)
+    assert tokenizer.decode(default).endswith("<think>")

@@ -125,6 +125,14 @@ def test_without_required_reasoning_plain_answers_are_kept(tmp_path, make_fake_s
     assert rows["reasoning_source"].to_list() == [None, None]
 
 
+def test_a_run_that_requires_reasoning_keeps_no_answer_an_earlier_run_took_without_it(tmp_path, make_fake_server):
+    src = write_jsonl(tmp_path / "in.jsonl", prompts(3))
+    run_generate(config(src, [make_fake_server(layout="none").url], require_reasoning=False), tmp_path / "out")
+    manifest = run_generate(config(src, [make_fake_server(layout="reasoning").url]), tmp_path / "out")
+    rows = accepted(tmp_path / "out")
+    assert manifest.counts["accepted"] == 3 == len(rows) and "" not in rows["reasoning"].to_list()
+
+
 def test_several_endpoints_share_the_work(tmp_path, make_fake_server):
     a, b = make_fake_server(delay=0.02), make_fake_server(delay=0.02)
     manifest = run_generate(config(write_jsonl(tmp_path / "in.jsonl", prompts(40)), [a.url, b.url]), tmp_path / "out")

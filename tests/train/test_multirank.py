@@ -50,9 +50,10 @@ def test_two_ranks_and_one_rank_with_the_same_global_batch_give_the_same_losses_
     for step in a:
         assert a[step] == pytest.approx(b[step], rel=1e-4), (step, a, b)
     assert len(set(a.values())) == 4  # the model moved: not one loss repeated
-    # the step's accuracies count the whole global batch too, not rank 0's micro-batch alone
+    # the step's accuracies and tokens count the whole global batch too, not rank 0's micro-batch alone
     for x, y in zip(train_rows(tmp_path / "two"), train_rows(tmp_path / "one")):
         assert x["positions"] == y["positions"] and x["acc_k"] == pytest.approx(y["acc_k"], abs=1e-4), (x, y)
+        assert x["tokens"] == y["tokens"], (x, y)
 
     with pytest.raises(KeyboardInterrupt):
         train(tiny_run, tmp_path / "killed", config(num_gpus=2), Recorder(stop_at=3))  # after the step-2 checkpoint
