@@ -30,8 +30,8 @@ from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.run_summary import Outcome
-from eagle3_core.stages import BY_NAME, upstream_of
-from flows.pipeline import run_stage, served_for, with_target
+from eagle3_core.stages import BY_NAME, STAGES, upstream_of
+from flows.pipeline import run_stage, served_for, settled, with_target
 from flows.stages import stage_flow
 from tasks.nightly import ask_served_model, prune_versions, start_version
 
@@ -111,10 +111,13 @@ def train_on(config: NightlyConfig, version_dir: Path) -> None:
         logger.info("training starts from the weights of %s", previous)
     outcomes: dict[str, Outcome] = {}
     results: dict = {}
-    for name in [s for s in upstream_of(TRAINED, recipe) if s != "generate"] + [TRAINED]:
-        outcome = run_stage(name, recipe, outcomes, results)
+    for spec in STAGES:
+        recipe = settled(spec, recipe)  # train.mode auto, once sequences/ exist: as the pipeline does
+        if spec.name == "generate" or spec.name not in [*upstream_of(TRAINED, recipe), TRAINED]:
+            continue
+        outcome = run_stage(spec.name, recipe, outcomes, results)
         if outcome.status == "blocked":
-            raise ConfigError(f"cannot train on {version_dir.name}: {name} is blocked ({outcome.reason})")
+            raise ConfigError(f"cannot train on {version_dir.name}: {spec.name} is blocked ({outcome.reason})")
     drafter = dv.drafters_dir(root) / version_dir.name
     drafter.parent.mkdir(parents=True, exist_ok=True)
     if drafter.exists():

@@ -88,3 +88,44 @@ def test_a_nightly_without_endpoints_fails_at_once_saying_what_to_set(prefect_ap
     with pytest.raises(ConfigError, match="the nightly needs recipe.generate.prompts and endpoints"):
         nightly(config)
     assert not (tmp_path / "dataset" / "versions").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+def test_a_nightly_with_train_mode_auto_extracts_when_hidden_states_fit_as_the_pipeline_does(
+    prefect_api, tmp_path, make_fake_server, toy_target, monkeypatch
+):
+    """train.mode auto is settled once sequences/ exist (offline when hidden/ fits on disk): the
+    nightly must settle it too, or it never runs extract and always streams through a vLLM engine."""
+    from eagle3_core.manifest import read_manifest
+    from tests.fixtures.toy import toy_recipe
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    write_prompts(tmp_path / "prompts.jsonl", [f"What is {n} + {n}?" for n in range(12)])
+    server = make_fake_server(model="toy")
+    recipe = toy_recipe() | {"serve": None, "toy": None, "evaluate": {}}
+    recipe["target"] = recipe["target"] | {"path": str(toy_target)}
+    recipe["generate"] = {
+        "prompts": {"input": str(tmp_path / "prompts.jsonl")},
+        "base_urls": [server.url],
+        "return_token_ids": False,
+        "concurrency": 2,
+        "max_retries": 0,
+    }
+    recipe["train"] = {
+        "mode": "auto",
+        "max_steps": 2,
+        "ttt_steps": 1,
+        "micro_batch_tokens": 256,
+        "warmup_steps": 1,
+        "heldout_fraction": 0.15,
+        "online_vllm": {"vllm_python": str(tmp_path / "no-vllm" / "python")},  # streaming is not wanted here
+    }
+    config = NightlyConfig(root=str(tmp_path / "dataset"), recipe=PipelineConfig.model_validate(recipe), train=True)
+
+    result = nightly(config)
+
+    root = tmp_path / "dataset"
+    hidden = read_manifest(dv.versions_dir(root) / result["version"] / "hidden")
+    assert hidden is not None and hidden.status == "complete"
+    assert read_manifest(dv.drafters_dir(root) / result["version"]).details["mode"] == "offline"
