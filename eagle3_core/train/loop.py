@@ -203,7 +203,7 @@ class Trainer:
         end = self.total * self.engine.gradient_accumulation_steps() * world
         batches = [self.plan.batch(n) for n in range(first, end)]
         requests, plan = requests_for(self.reader, self.cfg, self.inputs, batches, self.heldout, world)
-        self.reader.begin(requests, plan, self.dev.rank)
+        self.reader.begin(requests, plan, self.dev.rank, world)
         if self.dev.rank == 0:
             print(plan.describe(), flush=True)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -58,6 +58,7 @@ class SpoolPlan:
     computed_tokens: int  # tokens the engine computes for this run
     states_bytes: int  # spool bytes that would keep every distinct sample's states
     budget_bytes: int
+    batch_of: dict[int, int] = field(default_factory=dict)  # streamed unit -> its batch's place in ``batches``
 
     def describe(self) -> str:
         gib = 2**30
@@ -127,17 +128,22 @@ def plan_units(
         return SpoolPlan(kept, True, unique, unique, states, budget_bytes)
     largest = max((unit_bytes(sum(min(s.length, budget) for s in b), hidden_size) for b in batches), default=0)
     room = budget_bytes - sum(unit_bytes(sum(u.tokens), hidden_size) for u in held) - (consumers + 1) * largest
-    units = held + _partly_kept(batches, budget, hidden_size, room)
-    return SpoolPlan(units, False, unique, sum(sum(u.tokens) for u in units), states, budget_bytes)
+    units, batch_of = _partly_kept(batches, budget, hidden_size, room)
+    units = held + units
+    batch_of = {len(held) + index: n for index, n in batch_of.items()}
+    return SpoolPlan(units, False, unique, sum(sum(u.tokens) for u in units), states, budget_bytes, batch_of)
 
 
-def _partly_kept(batches: list[list[Sample]], budget: int, hidden_size: int, room: int) -> list[Unit]:
+def _partly_kept(
+    batches: list[list[Sample]], budget: int, hidden_size: int, room: int
+) -> tuple[list[Unit], dict[int, int]]:
     """Per batch: a kept unit of its first-read samples that fit ``room`` bytes and are read again,
-    then a streamed unit of the rest of the batch."""
+    then a streamed unit of the rest of the batch; and each streamed unit's batch number."""
     reads = Counter(s.sample_id for b in batches for s in b)
     kept: set[str] = set()
     units: list[Unit] = []
-    for batch in batches:
+    batch_of: dict[int, int] = {}
+    for n, batch in enumerate(batches):
         keep = []
         for s in batch:
             cost = unit_bytes(min(s.length, budget), hidden_size) - (HEADER_SLACK if keep else 0)
@@ -149,8 +155,9 @@ def _partly_kept(batches: list[list[Sample]], budget: int, hidden_size: int, roo
             units.append(unit_of(keep, budget, True))
         rest = [s for s in batch if s.sample_id not in kept]
         if rest:
+            batch_of[len(units)] = n
             units.append(unit_of(rest, budget, False))
-    return units
+    return units, batch_of
 
 
 class SpoolReader:
@@ -179,8 +186,12 @@ class SpoolReader:
             ]
         return found
 
-    def begin(self, requests: Requests, plan: SpoolPlan, rank: int) -> None:
-        """Rank 0 clears the spool and writes the requests; every rank learns where each unit's samples are."""
+    def begin(self, requests: Requests, plan: SpoolPlan, rank: int, world: int = 1) -> None:
+        """Rank 0 clears the spool and writes the requests; every rank learns where each unit's samples are.
+
+        The plan's batch ``n`` is read by rank ``n % world`` (the batches start at a multiple of
+        ``world``): a rank queues only its own streamed units, so a batch that comes back in a
+        later epoch on another rank is never taken from the rank it was made for."""
         self.plan, self.begun = plan, time.monotonic()
         if rank == 0:
             self.spool.clear()
@@ -191,7 +202,7 @@ class SpoolReader:
                 for sample_id, tokens in zip(unit.sample_ids, unit.tokens):
                     self._kept[sample_id] = (index, offset, tokens)
                     offset += tokens
-            else:
+            elif plan.batch_of[index] % world == rank:
                 self._queued.setdefault(tuple(unit.sample_ids), deque()).append(index)
 
     def _pieces(self, batch: list[Sample]) -> list[tuple[int, int, int]]:

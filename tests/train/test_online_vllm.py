@@ -242,3 +242,37 @@ def test_the_pipeline_deployments_form_selects_the_train_mode_and_names_an_endpo
     found = schema.get("definitions") or schema["$defs"]
     assert found["TrainConfig"]["properties"]["mode"]["enum"] == ["offline", "online", "online-vllm", "auto"]
     assert {"endpoint", "spool_gb", "engine_devices", "train_devices"} <= set(found["OnlineVllmConfig"]["properties"])
+
+
+def test_ranks_that_read_the_same_batch_in_different_epochs_each_read_their_own_unit(tmp_path):
+    """A batch (here one long sample) comes back in a later epoch on another rank: each rank must
+    read the unit made for its own turn, never the one another rank read and deleted."""
+    from eagle3_core.extract.spool import Requests, UnitWriter
+    from eagle3_core.train.data import Sample
+
+    a, b = Sample("a", 200, "p", 0), Sample("b", 180, "p", 1)
+    batches = [[a], [b], [b], [a]]  # micro-batch n goes to rank n % 2: each sample to both ranks
+    plan = plan_units(batches, [], BUDGET, 0, HIDDEN, budget_bytes=0)  # nothing kept: one streamed unit a batch
+    assert not any(u.pinned for u in plan.units) and len(plan.units) == 4
+    requests = Requests(
+        run_id="r",
+        sequences_dir=str(tmp_path),
+        target_path="t",
+        layers=LAYERS,
+        num_hidden_layers=4,
+        hidden_size=HIDDEN,
+        budget_bytes=1 << 30,
+        consumers=2,
+        units=plan.units,
+    )
+    readers = [SpoolReader(tmp_path, tmp_path / "spool", "r", timeout_s=1) for _ in range(2)]
+    for rank, reader in enumerate(readers):
+        reader.begin(requests, plan, rank=rank, world=2)
+    for index, unit in enumerate(plan.units):  # the engine's work, every unit at once
+        n = unit.tokens[0]
+        states = [(torch.full((n, 3, HIDDEN), float(index)), torch.zeros(n, HIDDEN))]
+        UnitWriter(Spool(tmp_path / "spool"), requests, index).write([list(range(n))], [[1] * n], states)
+    for n, batch in enumerate(batches):
+        got = readers[n % 2].load(batch, BUDGET, torch.float32, "cpu")
+        assert float(got["aux"][0, 0, 0, 0]) == n  # the unit made for micro-batch n
+    assert not list((tmp_path / "spool").glob("unit-*"))  # each streamed unit read once, then deleted
