@@ -30,8 +30,7 @@ Guarantees:
 - ``timings.total`` is the wall time from ``open`` to ``complete``; ``complete`` is written last.
 
 For readers (any stage reading an upstream folder), ``check_folder(stage_dir, verify)`` checks
-an upstream folder's shards against its manifest before they are read; ``folder_state`` is a
-cache key that changes when a folder's manifest or any listed shard does.
+an upstream folder's shards against its manifest before they are read.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ from eagle3_core.manifest import StageManifest, read_manifest, runtime_versions,
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.rejects import Rejects
 
-__all__ = ["StageLifecycle", "run_stage", "check_folder", "folder_state", "ShardError"]
+__all__ = ["StageLifecycle", "run_stage", "check_folder", "ShardError"]
 
 
 class StageLifecycle:
@@ -199,22 +198,6 @@ def run_stage(life: StageLifecycle, work: Callable[[StageManifest], Any]) -> Sta
         manifest = life.begin()
         rejects = work(manifest)
     return life.complete(manifest, rejects if isinstance(rejects, Rejects) else None)
-
-
-def folder_state(stage_dir: str | Path) -> str:
-    """A key that changes whenever the folder's output could differ from what its manifest says:
-    the manifest's fingerprint plus each listed shard's size and mtime (or its absence). A cache
-    keyed on it never hands back a result whose shard was deleted or rewritten since."""
-    from eagle3_core.base import stable_hash
-
-    manifest = read_manifest(stage_dir)
-    if manifest is None:
-        return f"path:{Path(stage_dir).resolve()}"
-    files = {}
-    for name in manifest.shards:
-        path = Path(stage_dir) / name
-        files[name] = [path.stat().st_size, path.stat().st_mtime_ns] if path.is_file() else None
-    return stable_hash({"manifest": manifest.fingerprint(), "status": manifest.status, "shards": files})
 
 
 def check_folder(stage_dir: str | Path, verify: bool | None = None) -> StageManifest:

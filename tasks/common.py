@@ -1,4 +1,4 @@
-"""What every stage task shares: a Prefect-aware reporter, artifact helpers, and the cache key.
+"""What every stage task shares: a Prefect-aware reporter and artifact helpers.
 
 Artifact keys must be lowercase letters, digits and dashes; ``artifact_key`` makes them so.
 """
@@ -19,7 +19,6 @@ from prefect.artifacts import (
     create_table_artifact,
     update_progress_artifact,
 )
-from prefect.context import TaskRunContext
 
 from eagle3_core.manifest import StageManifest
 
@@ -89,30 +88,3 @@ def publish_image(path: str | Path, key: str, description: str) -> None:
     create_markdown_artifact(
         f"![{description}](data:image/png;base64,{data})", key=artifact_key(key), description=description
     )
-
-
-def stage_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str | None:
-    """Cache key = the stage config hash + the state of every directory it is given (inputs and
-    output): each one's manifest fingerprint and its listed shards' sizes and mtimes.
-
-    Prefect's default policy includes the flow-run id, so nothing would be reused across runs;
-    this key changes exactly when the stage's outputs could change, including when one of its
-    shards was deleted or rewritten (then the stage runs and redoes it), so a cached result can
-    never skip missing work. Under ``--verify`` (``EAGLE3_VERIFY=1``) there is no key: sizes and
-    mtimes cannot see a rotten byte, so the stage runs and checks every checksum itself.
-    """
-    from eagle3_core.base import StrictModel, stable_hash
-    from eagle3_core.checksums import verify_requested
-    from eagle3_core.lifecycle import folder_state
-
-    if verify_requested():
-        return None
-    parts: dict[str, str] = {"task": context.task.name}
-    for name, value in sorted(parameters.items()):
-        if isinstance(value, StrictModel):
-            parts[name] = value.content_hash()
-        elif isinstance(value, (str, Path)) and Path(value).is_dir():
-            parts[name] = folder_state(value)
-        else:
-            parts[name] = repr(value)
-    return stable_hash(parts)

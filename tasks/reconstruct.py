@@ -7,18 +7,19 @@ in the UI, not discovered after training.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 from eagle3_core.manifest import StageManifest
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.reconstruct.stage import run_reconstruct
 from eagle3_core.target import TargetConfig
-from tasks.common import PrefectReporter, publish_manifest, publish_table, stage_cache_key
+from tasks.common import PrefectReporter, publish_manifest, publish_table
 
 
-@task(name="reconstruct", cache_key_fn=stage_cache_key, cache_expiration=timedelta(days=30), persist_result=True)
+# No Prefect cache, as for every stage (tasks/stage.py): the stage's own skip checks its keys (the
+# tokenizer's bytes among them) and its shards; a cached result keyed on paths and mtimes hid both.
+@task(name="reconstruct", cache_policy=NO_CACHE)
 def reconstruct_task(cfg: ReconstructConfig, target: TargetConfig, generations_dir: str, out_dir: str) -> StageManifest:
     """Rebuild token ids + loss mask for every accepted generation (resumes by shard)."""
     manifest = run_reconstruct(cfg, target, generations_dir, out_dir, reporter=PrefectReporter("reconstruct"))

@@ -303,16 +303,6 @@ def test_a_busy_folder_is_one_clear_error_line_from_the_cli(prefect_api, tmp_pat
     assert not (tmp_path / "vocab" / "manifest.json").exists()
 
 
-def test_the_folder_state_a_cache_keys_on_changes_when_a_listed_shard_goes(tmp_path):
-    from eagle3_core.lifecycle import folder_state
-
-    run_demo(tmp_path, [])
-    before = folder_state(tmp_path)
-    assert folder_state(tmp_path) == before
-    (tmp_path / "part-00001.bin").unlink()
-    assert folder_state(tmp_path) != before
-
-
 def test_an_interrupted_run_stays_running_like_a_killed_one_and_lets_the_folder_go(tmp_path):
     def work(manifest):
         raise KeyboardInterrupt

@@ -154,3 +154,30 @@ def test_verify_checks_a_complete_runs_checksums_instead_of_returning_its_cached
 
     with pytest.raises(ShardError, match="part-00000.parquet"):
         reconstruct_flow(**arguments)
+
+
+def test_a_tokenizer_changed_in_place_is_used_not_the_result_cached_under_its_path(prefect_api, tmp_path):
+    """A chat template fixed upstream and downloaded over the old one (same path): reconstruct
+    rebuilds with it, as its own keys say, rather than handing back what the old one made."""
+    import pyarrow.parquet as pq
+
+    from flows.reconstruct import reconstruct_flow
+    from tests.reconstruct.families import build_family_tokenizer
+
+    tokenizer = build_family_tokenizer(FAMILIES["qwen3"], tmp_path / "tok")
+    target = TargetConfig(path=str(tokenizer), **FAMILIES["qwen3"].target)
+    gen = write_generations(tmp_path / "gen", [record("a", USER, "Two and two.", " 4.")])
+    arguments = dict(cfg=ReconstructConfig(), target=target, generations_dir=str(gen), out_dir=str(tmp_path / "seq"))
+    reconstruct_flow(**arguments)
+    reconstruct_flow(**arguments)  # complete: reused, and its result cached under the folders' state
+    tokens = pq.read_table(tmp_path / "seq" / "part-00000.parquet", columns=["num_tokens"]).column(0).to_pylist()
+    template = tokenizer / "chat_template.jinja"
+    template.write_text("Updated template.\n" + template.read_text())
+
+    again = reconstruct_flow(**arguments)
+
+    assert (
+        pq.read_table(tmp_path / "seq" / "part-00000.parquet", columns=["num_tokens"]).column(0).to_pylist()[0]
+        > tokens[0]
+    )
+    assert again.status == "complete"
