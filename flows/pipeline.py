@@ -25,7 +25,6 @@ Guarantees:
 Manual run from Python::
 
     from eagle3_core.config import PipelineConfig
-from eagle3_core.errors import StagesBlocked
     from flows.pipeline import pipeline
     pipeline(PipelineConfig.from_yaml("configs/toy.yaml"))
 """
@@ -51,9 +50,9 @@ from flows.stages import stage_flow
 def pipeline(config: PipelineConfig) -> dict[str, dict]:
     """Run every selected stage of the DAG into ``config.out``."""
     outcomes: dict[str, Outcome] = {}
-    config.require_prompts()
     results: dict[str, Any] = {}  # stage -> what its subflow returned, passed on as the DAG's edges
     try:
+        config.require_prompts()
         config = with_served_model(with_target(config, outcomes))
         for spec in STAGES:
             config = settled(spec, config)

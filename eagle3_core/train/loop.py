@@ -160,7 +160,8 @@ class Trainer:
         if client is not None:
             self.micro, self.evals = client["micro_step"], client.get("evals", {})
             self.resumed_from = int(client["step"])
-        self.metrics.truncate_after(self.engine.global_steps)
+        # no checkpoint: a fresh start, so every line is stale (the killed run's step-0 held-out line too)
+        self.metrics.truncate_after(self.engine.global_steps if client is not None else -1)
 
     def log_eval(self, name: str) -> None:
         record = evaluate(self.engine.module, self.head, self.reader, self.heldout, self.cfg, self.dev)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import os
 import sys
 
@@ -51,6 +52,9 @@ def main() -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except Eagle3Error as exc:
+        # Prefect's ephemeral API logs its shutdown at exit, on `prefect` itself: the error comes last
+        # (a logger's filter sees only its own records, so the runs' loggers below it keep theirs)
+        logging.getLogger("prefect").addFilter(lambda record: record.levelno >= logging.WARNING)
         click.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(2)
     except KeyboardInterrupt:

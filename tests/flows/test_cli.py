@@ -71,3 +71,17 @@ def test_every_declared_stage_has_its_command_listed_in_dag_order_before_the_oth
     from eagle3_core.stages import STAGE_NAMES
 
     assert list(cli.commands) == [*STAGE_NAMES, "pipeline", "demo", "serve", "probe"]
+
+
+@pytest.mark.slow  # the flow starts an ephemeral Prefect API (~15 s)
+@pytest.mark.prefect_server
+def test_a_users_error_ends_the_output_nothing_prefect_logs_at_shutdown_follows_it(tmp_path):
+    result = subprocess.run(
+        [*EAGLE3, "vocab", "--input", str(tmp_path / "missing"), "--tokenizer", str(tmp_path), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+    assert result.returncode == 2, result.stderr
+    assert error_line(result.stderr).startswith("error: no sequences found")  # and only its own lines after it

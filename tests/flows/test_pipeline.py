@@ -59,6 +59,7 @@ def test_a_run_of_generate_without_prompts_is_refused_before_any_stage(prefect_a
     assert state.is_failed()
     with pytest.raises(ConfigError, match="generate.prompts is not set"):
         state.result()
+    assert f"# eagle3 pipeline: `{config.out}`" in summary_of(state)  # a refused run leaves its summary too
 
 
 def test_every_run_leaves_a_keyed_summary_artifact(prefect_api, config):

@@ -138,3 +138,14 @@ def test_online_and_offline_batches_hold_the_same_states(tiny_run):
     assert torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["loss_mask"], b["loss_mask"])
     torch.testing.assert_close(a["aux"], b["aux"], atol=0.05, rtol=0.02)  # offline is bf16
     torch.testing.assert_close(a["final"], b["final"], atol=0.05, rtol=0.02)
+
+
+def test_a_run_killed_before_its_first_checkpoint_starts_over_with_one_metrics_history(tiny_run, tmp_path):
+    out, cfg = tmp_path / "drafter", config(max_steps=2, checkpoint_every=5)
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny_run, out, cfg, Recorder(stop_at=1))  # killed before any checkpoint
+    assert not (out / "checkpoints" / "latest").exists()
+    train(tiny_run, out, cfg)
+    rows = read_metrics(out / "metrics.jsonl")
+    assert [r["name"] for r in rows if r["split"] == "heldout"] == ["initial", "final"]
+    assert [r["step"] for r in rows if r["split"] == "train"] == [1, 2]
