@@ -91,18 +91,22 @@ def publish_image(path: str | Path, key: str, description: str) -> None:
     )
 
 
-def stage_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
+def stage_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str | None:
     """Cache key = the stage config hash + the state of every directory it is given (inputs and
     output): each one's manifest fingerprint and its listed shards' sizes and mtimes.
 
     Prefect's default policy includes the flow-run id, so nothing would be reused across runs;
     this key changes exactly when the stage's outputs could change, including when one of its
     shards was deleted or rewritten (then the stage runs and redoes it), so a cached result can
-    never skip missing work.
+    never skip missing work. Under ``--verify`` (``EAGLE3_VERIFY=1``) there is no key: sizes and
+    mtimes cannot see a rotten byte, so the stage runs and checks every checksum itself.
     """
     from eagle3_core.base import StrictModel, stable_hash
+    from eagle3_core.checksums import verify_requested
     from eagle3_core.lifecycle import folder_state
 
+    if verify_requested():
+        return None
     parts: dict[str, str] = {"task": context.task.name}
     for name, value in sorted(parameters.items()):
         if isinstance(value, StrictModel):

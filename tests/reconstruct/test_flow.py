@@ -128,3 +128,29 @@ def test_the_flow_redoes_a_deleted_shard_instead_of_returning_its_cached_result(
 
     assert (tmp_path / "seq" / "part-00000.parquet").is_file()
     assert again.status == "complete" and again.shards == first.shards
+
+
+def test_verify_checks_a_complete_runs_checksums_instead_of_returning_its_cached_result(
+    prefect_api, family_dirs, tmp_path, monkeypatch
+):
+    import os
+
+    import pytest
+
+    from eagle3_core.checksums import ShardError
+    from flows.reconstruct import reconstruct_flow
+
+    target = TargetConfig(path=str(family_dirs["qwen3"]), **FAMILIES["qwen3"].target)
+    gen = write_generations(tmp_path / "gen", [record("a", USER, "Two and two.", " 4.")])
+    arguments = dict(cfg=ReconstructConfig(), target=target, generations_dir=str(gen), out_dir=str(tmp_path / "seq"))
+    reconstruct_flow(**arguments)
+    reconstruct_flow(**arguments)  # complete: reused, and its result cached under the folders' state
+    shard = tmp_path / "seq" / "part-00000.parquet"
+    before, data = shard.stat(), bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # bit rot: the same size and the same mtime
+    shard.write_bytes(bytes(data))
+    os.utime(shard, ns=(before.st_atime_ns, before.st_mtime_ns))
+    monkeypatch.setenv("EAGLE3_VERIFY", "1")  # what `eagle3 --verify reconstruct` sets
+
+    with pytest.raises(ShardError, match="part-00000.parquet"):
+        reconstruct_flow(**arguments)
