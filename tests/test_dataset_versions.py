@@ -64,7 +64,7 @@ def test_generate_resume_sees_carried_rows_as_done_so_only_new_prompts_are_sent(
     new = dv.versions_dir(tmp_path) / "2026-11-02" / "generations"
     dv.seed_from(old, new, current_ids={"a", "r", "new"})
 
-    done, _ = read_persisted(new)
+    done, _, _ = read_persisted(new)
 
     assert (done.outcome("a"), done.outcome("r"), done.outcome("b"), len(done)) == ("accepted", "rejected", None, 2)
 

@@ -37,9 +37,9 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from eagle3_core.generate.concurrency import Endpoint, EndpointPool
 from eagle3_core.generate.config import GenerateConfig
+from eagle3_core.generate.health import RETRY_STATUS, ServerHealth
 from eagle3_core.generate.parse import Completion, MalformedBody, parse_completion
 
-RETRY_STATUS = {408, 409, 425, 429}
 CONNECTIONS_PER_CLIENT = 8
 JSON_HEADERS = {"Content-Type": "application/json"}
 
@@ -195,10 +195,12 @@ class Requester:
         pool: EndpointPool,
         on_retry=None,
         backoff: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        health: ServerHealth | None = None,
     ) -> None:
         self.cfg, self.model, self.pool = cfg, model, pool
         self.on_retry = on_retry or (lambda reason: None)
         self.backoff = backoff
+        self.health = health or ServerHealth(cfg.outage_seconds, pool.capacity)
 
     async def answer(self, messages: list[dict], tools: list[dict] | None = None) -> Answer:
         # serialised once here, not once per attempt by the client (which deep-copies a dict body)
@@ -219,13 +221,23 @@ class Requester:
             async for attempt in retrying:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
-                    return await self._attempt(payload, attempts)
+                    return await self._watched_attempt(payload, attempts)
         except Transient as exc:
             raise RequestFailed(exc.reason, f"{exc.detail} (after {attempts} attempts)", attempts) from None
         except RequestFailed as exc:
             exc.attempts = attempts
             raise
         raise AssertionError("tenacity ended without an outcome")  # unreachable: reraise=True
+
+    async def _watched_attempt(self, payload: bytes, attempts: int) -> Answer:
+        """One attempt, its outcome told to ``health`` (an answer, or how the server failed)."""
+        try:
+            answer = await self._attempt(payload, attempts)
+        except (Transient, RequestFailed) as exc:
+            self.health.failed(exc.reason, exc.detail)
+            raise
+        self.health.answered()
+        return answer
 
     def wait_before(self, attempt: int) -> float:
         """Exponential backoff with full jitter: uniform in [0, min(max, initial * 2^(attempt-2))]."""

@@ -85,6 +85,11 @@ class GenerateConfig(StrictModel):
         1.0, ge=0, description="First retry backoff in seconds; doubles per attempt, with full jitter."
     )
     retry_max_wait: float = Field(60.0, ge=0, description="Upper bound of one retry backoff, in seconds.")
+    outage_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="Stop the run when no endpoint has answered for this long while requests kept failing on the server side (connection, timeout, 408/409/425/429, 5xx; at least one endpoint's concurrency of them): what finished is kept, and a rerun resends every prompt the outage rejected.",
+    )
     probe_max_tokens: int = Field(64, ge=1, description="Completion token limit of the one probe request per endpoint.")
     limit_lease_seconds: float = Field(
         60.0,

@@ -22,6 +22,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from eagle3_core.errors import StageError
 from eagle3_core.generate.client import Answer, Requester, RequestFailed, close_clients, open_clients
 from eagle3_core.generate.concurrency import EndpointPool
 from eagle3_core.generate.rows import Messages, row_json, stored_messages
@@ -82,6 +83,7 @@ class Engine:
         self.unstarted = True  # the planner has prompts left
 
     async def process(self, items: Iterable[WorkItem], keeper: SlotKeeper | None = None) -> None:
+        self._main, self._stop = asyncio.current_task(), None
         for endpoint in self.pool.endpoints:
             open_clients(endpoint, self.requester.cfg)
         window = Window(2 * self.pool.capacity)
@@ -96,7 +98,7 @@ class Engine:
             if not task.cancelled() and task.exception() is not None:
                 errors.append(task.exception())
 
-        helpers = [asyncio.create_task(self._flush_on_time())]
+        helpers = [asyncio.create_task(self._flush_on_time()), asyncio.create_task(self._watch_health())]
         keeping = None
         try:
             if keeper is not None:
@@ -113,6 +115,10 @@ class Engine:
             await asyncio.gather(*alive)
             if errors:
                 raise errors[0]
+        except asyncio.CancelledError:
+            if self._stop is not None:  # the watcher stopped the run: say why, not "cancelled"
+                raise self._stop from None
+            raise
         finally:
             self.unstarted = False
             for task in list(alive) + helpers:
@@ -123,6 +129,19 @@ class Engine:
                 await keeping
             for endpoint in self.pool.endpoints:
                 await close_clients(endpoint)
+
+    async def _watch_health(self) -> None:
+        """Stop the run (cancel ``process``) once the endpoints are down: every prompt started
+        meanwhile would only fail its retries and be rejected."""
+        main, health = self._main, self.requester.health
+        health.answered()  # the clock starts with the first request, not when the run was set up
+        while (why := health.outage()) is None:
+            await asyncio.sleep(min(1.0, health.outage_seconds / 4))
+        self._stop = StageError(
+            f"the endpoints are down: {why}",
+            fix="check the servers; what finished is kept, and a rerun resumes and resends the prompts the outage rejected",
+        )
+        main.cancel()
 
     async def _one(self, item: WorkItem) -> None:
         try:

@@ -18,6 +18,7 @@ from typing import Any
 
 from eagle3_core.errors import StageError
 from eagle3_core.fsio import atomic_path, stray_temps
+from eagle3_core.generate.health import is_server_failure
 from eagle3_core.generate.keys import PersistedKeys, key64, key_array
 from eagle3_core.readers.folder import damaged
 
@@ -138,8 +139,9 @@ class ShardWriter:
 
 def drop_stale(files: list[Path], current: Callable[[int], bool], bad_rows: set[int]) -> int:
     """Keep in ``files`` (shards an earlier run left) only the rows of this run: a keyed row whose
-    ``key64`` is ``current``, an unkeyed reject whose row index is in ``bad_rows``. A shard losing
-    rows is rewritten atomically (recorded), one losing all is deleted. Returns the rows dropped."""
+    ``key64`` is ``current``, an unkeyed reject whose row index is in ``bad_rows``, and no server
+    failure (this run sent its prompt again and wrote the new outcome). A shard losing rows is
+    rewritten atomically (recorded), one losing all is deleted. Returns the rows dropped."""
     import polars as pl
 
     dropped = 0
@@ -147,7 +149,11 @@ def drop_stale(files: list[Path], current: Callable[[int], bool], bad_rows: set[
         frame = pl.read_parquet(file)
         keys = frame["sample_id"].to_list()
         indices = frame["row_index"].to_list() if "row_index" in frame.columns else [None] * len(keys)
-        keep = [current(key64(k)) if k is not None else i in bad_rows for k, i in zip(keys, indices)]
+        resent = [is_server_failure(r) for r in frame["reason"]] if "reason" in frame.columns else [False] * len(keys)
+        keep = [
+            not again and (current(key64(k)) if k is not None else i in bad_rows)
+            for k, i, again in zip(keys, indices, resent)
+        ]
         if all(keep):
             continue
         dropped += keep.count(False)
@@ -159,25 +165,30 @@ def drop_stale(files: list[Path], current: Callable[[int], bool], bad_rows: set[
     return dropped
 
 
-def read_persisted(out_dir: Path) -> tuple[PersistedKeys, set[int]]:
-    """The key and outcome of every durable row (``keys.py``: 9 bytes a row), plus the row indices
-    of rejected rows that have no sample_id (malformed input)."""
+def read_persisted(out_dir: Path) -> tuple[PersistedKeys, set[int], int]:
+    """The key and outcome of every durable row (``keys.py``: 9 bytes a row), the row indices of
+    rejected rows that have no sample_id (malformed input), and how many rejects were server
+    failures (``health.is_server_failure``): those are left out, so this run sends them again."""
     import numpy as np
     import polars as pl
 
     keys: dict[str, list] = {REJECTED: [], ACCEPTED: []}
     unkeyed: set[int] = set()
+    resend = 0
     for kind in (REJECTED, ACCEPTED):
         for file in shard_files(out_dir / kind):
-            columns = ["sample_id", "row_index"] if kind == REJECTED else ["sample_id"]
+            columns = ["sample_id", "row_index", "reason"] if kind == REJECTED else ["sample_id"]
             try:
                 frame = pl.read_parquet(file, columns=columns)
             except Exception as exc:  # a shard is atomic, so this is outside damage: say which file
                 raise damaged(
                     file, f"not a readable Parquet file ({str(exc).splitlines()[0][:160]})", "generate"
                 ) from None
-            keys[kind].append(key_array(frame["sample_id"]))
             if kind == REJECTED:
                 unkeyed.update(frame.filter(pl.col("sample_id").is_null())["row_index"].to_list())
+                failed = pl.Series([is_server_failure(r) for r in frame["reason"]], dtype=pl.Boolean)
+                resend += int(failed.sum())
+                frame = frame.filter(~failed)
+            keys[kind].append(key_array(frame["sample_id"]))
     join = lambda arrays: np.concatenate(arrays) if arrays else np.empty(0, np.int64)  # noqa: E731
-    return PersistedKeys(join(keys[REJECTED]), join(keys[ACCEPTED])), unkeyed
+    return PersistedKeys(join(keys[REJECTED]), join(keys[ACCEPTED])), unkeyed, resend

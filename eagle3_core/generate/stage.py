@@ -7,6 +7,10 @@ Guarantees (DESIGN.md, CONTRIBUTING.md):
   started again after a kill reads the keys of every durable shard first and requests none of
   them again, so no sample is written twice; rows an earlier run left for other prompts or
   settings (another temperature, a smaller ``max_samples``) leave the folder at finish;
+- a reject for a server failure (connection, timeout, 408/409/425/429, 5xx) is not final: a run
+  started again sends its prompt again and drops the old row at finish; an outage (no answer from
+  any endpoint for ``outage_seconds``, ``health.py``) fails the run instead of rejecting the rest
+  of the input;
 - the endpoints are probed before the first request (``probe.py``);
 - a manifest complete for the same config and input is returned without any work.
 
@@ -133,10 +137,12 @@ class GenerateRun:
         self.pool = EndpointPool([Endpoint(url, self._controller()) for url in self.cfg.base_urls])
         self.accepted = ShardWriter(self.out_dir / ACCEPTED, ACCEPTED, self.cfg.shard_rows, self.cfg.flush_seconds)
         self.rejected = ShardWriter(self.out_dir / REJECTED, REJECTED, self.cfg.shard_rows, self.cfg.flush_seconds)
-        self.persisted, self.unkeyed = read_persisted(self.out_dir)
+        self.persisted, self.unkeyed, self.resent = read_persisted(self.out_dir)
         self._earlier = shard_files(self.out_dir / ACCEPTED) + shard_files(self.out_dir / REJECTED)
         if self.persisted or self.unkeyed:
             self.reporter.log(f"generate: resuming; {len(self.persisted) + len(self.unkeyed)} rows already on disk")
+        if self.resent:
+            self.reporter.log(f"generate: {self.resent} earlier rejects were server failures: sending them again")
         self.total = count_rows(self.cfg.prompts)
         self.engine = Engine(
             Requester(self.cfg, self.model, self.pool, self._on_retry),
@@ -221,10 +227,13 @@ class GenerateRun:
         """Rows an earlier run here wrote for prompts this run does not have (another sampling
         config, a smaller max_samples, an edited input) leave the folder: readers take every row
         of accepted/, and mixing them in would train on samples this run never asked for."""
-        if self.stats.resumed == len(self.persisted) + len(self.unkeyed):
+        if self.stats.resumed == len(self.persisted) + len(self.unkeyed) and not self.resent:
             return  # every row on disk belongs to this run
         dropped = drop_stale(self._earlier, self._seen.__contains__, self._bad_rows)
-        self.reporter.log(f"generate: dropped {dropped} rows an earlier run wrote for other prompts or settings")
+        self.reporter.log(
+            f"generate: dropped {dropped} earlier rows ({self.resent} server failures this run sent again; "
+            "the rest written for other prompts or settings)"
+        )
 
     def _count_resumed_reasons(self) -> None:
         """The rejects an earlier run wrote count under their reasons too, as they do under

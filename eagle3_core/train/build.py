@@ -68,7 +68,8 @@ def load_init_weights(drafter: Eagle3Drafter, init_from: str) -> None:
     from safetensors.torch import load_file
 
     file = resolve_init(init_from)
-    state = {k: v for k, v in load_file(str(file)).items() if k not in ("d2t", "t2d")}
+    state = load_file(str(file))
+    d2t, _ = state.pop("d2t", None), state.pop("t2d", None)
     own = drafter.state_dict()
     wrong = [k for k, v in state.items() if k not in own or own[k].shape != v.shape]
     if wrong:
@@ -77,7 +78,24 @@ def load_init_weights(drafter: Eagle3Drafter, init_from: str) -> None:
             path=str(file),
             fix="start from scratch (no init_from) when the target or draft vocab changed",
         )
+    if "lm_head.weight" in state:
+        state["lm_head.weight"] = lm_head_by_token(state["lm_head.weight"], d2t, drafter)
     drafter.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+
+
+def lm_head_by_token(rows: torch.Tensor, d2t: torch.Tensor | None, drafter: Eagle3Drafter) -> torch.Tensor:
+    """The earlier lm_head's rows put under this drafter's draft ids: a row belongs to a target token
+    (the vocab stage picks the tokens anew from each dataset, e.g. each nightly version), so a token
+    both vocabularies hold keeps its row and a token new to this one keeps its fresh row.
+    ``d2t`` None: the earlier export's rows are in target order (its draft vocab was the full one)."""
+    own = drafter.lm_head.weight.detach().float().clone()  # (V_d, H)
+    earlier = torch.arange(len(rows)) + (d2t if d2t is not None else 0)  # target id of each earlier row
+    row_of = torch.full((drafter.config.vocab_size,), -1, dtype=torch.long)
+    inside = earlier < len(row_of)  # an earlier target's larger vocabulary: those tokens are gone
+    row_of[earlier[inside]] = torch.arange(len(rows))[inside]
+    found = row_of[drafter.to_target_ids(torch.arange(len(own)))]  # (V_d,) earlier row, or -1
+    own[found >= 0] = rows[found[found >= 0]].float()
+    return own
 
 
 def build_target_head(inputs: TrainInputs, drafter: Eagle3Drafter, device) -> TargetHead:

@@ -148,7 +148,7 @@ class TrainConfig(StrictModel):
     )
     init_from: str | None = Field(
         None,
-        description="Start from an earlier drafter's weights: its drafter/, checkpoints/ or export/ directory (same target and draft vocab).",
+        description="Start from an earlier drafter's weights: its drafter/, checkpoints/ or export/ directory (same target and draft vocab size; a token both draft vocabs hold keeps its lm_head row).",
     )
     export_embedding: bool | None = Field(
         None,

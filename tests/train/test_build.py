@@ -31,6 +31,27 @@ def test_init_from_an_earlier_drafter_folder_loads_its_weights(inputs, tmp_path)
     assert torch.equal(seeded.fc.weight, earlier.fc.weight.bfloat16().float())
 
 
+def test_init_from_a_drafter_whose_draft_vocab_chose_other_tokens_keeps_each_tokens_lm_head_row(inputs, tmp_path):
+    """The nightly rebuilds vocab/ from each new version and starts from the last drafter: a row of
+    lm_head belongs to a target token, so a token both vocabularies hold keeps its row wherever
+    the new draft ids put it, and a new token gets a fresh row."""
+    earlier = build_drafter(inputs, seed=1)
+    targets = earlier.to_target_ids(torch.arange(48))  # this vocab's target ids, increasing
+    outside = max(set(range(96)) - set(targets.tolist()))
+    old = torch.sort(torch.cat([targets[1:], torch.tensor([outside])])).values  # one token swapped
+    t2d = torch.zeros(96, dtype=torch.bool)
+    t2d[old] = True
+    earlier.set_vocab(old - torch.arange(48), t2d)
+    earlier.save_export(tmp_path / "export")
+    seeded = build_drafter(inputs, seed=0, init_from=str(tmp_path / "export"))
+    fresh = build_drafter(inputs, seed=0)
+    rows = {int(t): d for d, t in enumerate(old)}
+    for d, t in enumerate(targets.tolist()):
+        want = earlier.lm_head.weight[rows[t]].bfloat16().float() if t in rows else fresh.lm_head.weight[d]
+        assert torch.equal(seeded.lm_head.weight[d], want), (d, t)
+    assert torch.equal(seeded.fc.weight, earlier.fc.weight.bfloat16().float())
+
+
 def test_init_from_a_drafter_of_another_draft_vocab_is_refused(inputs, tmp_path):
     from dataclasses import replace
 
