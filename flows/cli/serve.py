@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import click
 
+DEFAULT_PORT = 8000  # a server a person starts gets a port they can type (a config's None = a free one)
+
 
 @click.command("serve")
 @click.option(
@@ -16,8 +18,8 @@ import click
     show_default=True,
     help="Local Hugging Face model directory, or `toy` to build (or load the cached) toy target.",
 )
-@click.option("--port", type=int, default=8000, show_default=True, help="Port on --host.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Bind address.")
+@click.option("--port", type=int, default=None, help="Port on --host (default: the recipe's serve.port, else 8000).")
+@click.option("--host", default=None, help="Bind address (default: the recipe's serve.host, else 127.0.0.1).")
 @click.option(
     "--reasoning-parser",
     default=None,
@@ -44,8 +46,8 @@ import click
 @click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
 def command(
     model: str,
-    port: int,
-    host: str,
+    port: int | None,
+    host: str | None,
     reasoning_parser: str | None,
     served_model_name: str | None,
     max_model_len: int | None,
@@ -71,8 +73,8 @@ def command(
         served_model_name = served_model_name or "toy"
     serve_cfg = serve_cfg.model_copy(
         update={
-            "host": host,
-            "port": port,
+            "host": host or serve_cfg.host,
+            "port": port or serve_cfg.port or DEFAULT_PORT,
             "max_model_len": max_model_len or serve_cfg.max_model_len,
             "served_model_name": served_model_name or serve_cfg.served_model_name,
             "python": python or serve_cfg.python,

@@ -41,7 +41,11 @@ DIFFERENT_ON_PURPOSE = {
         "reconstruct",
         "family",
     ): "None = the target section of --recipe, else TargetConfig's defaults (reconstruct/recipes.py)",
-    ("serve", "port"): "a server a person starts gets a port they can type; a config's None = a free port, for tests",
+    (
+        "serve",
+        "port",
+    ): "None = the recipe's serve.port, else 8000: a port a person can type (a config's None = a free one)",
+    ("serve", "host"): "None = the recipe's serve.host, else the config default",
     ("serve", "max_model_len"): "None = the recipe's serve.max_model_len, else the config default",
 }
 

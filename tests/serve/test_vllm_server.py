@@ -158,3 +158,28 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_eagle3_serve_binds_where_the_recipes_serve_section_says(fake_vllm, tmp_path):
+    """`--config` names the recipe whose serve: section to use: its host and port too, unless given."""
+    import yaml
+
+    model, _, _ = fake_vllm
+    port = _free_port()
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({"serve": {"host": "127.0.0.1", "port": port, "python": sys.executable}}))
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ["PYTHONPATH"], root])}
+    command = [sys.executable, "-c", "from flows.cli import main; main()", "serve", "--model", str(model)]
+    proc = subprocess.Popen(
+        [*command, "--config", str(recipe)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "press Ctrl-C" in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+
+    assert any("vLLM ready" in line and f"http://127.0.0.1:{port}/v1" in line for line in lines), lines
