@@ -39,7 +39,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from eagle3_core.config import PipelineConfig
-from eagle3_core.errors import StagesBlocked
+from eagle3_core.errors import ConfigError, StagesBlocked
 from eagle3_core.manifest import read_manifest
 from eagle3_core.run_summary import Outcome, summary_markdown
 from eagle3_core.stages import BY_NAME, STAGES, StageSpec
@@ -168,6 +168,13 @@ def run_stage(
         outcome.counts = dict(read_manifest(spec.out(config)).counts)
         logger.info("%s: complete for these inputs and config in %s, reused", name, outcome.out_dir)
         return outcome
+    if spec.served and not config.generate.base_urls:  # the stage's own fix names a CLI flag pipeline lacks
+        outcome.status, outcome.reason = "failed", "no endpoint: generate.base_urls is empty and serve is not set"
+        raise ConfigError(
+            f"{name} has {outcome.reason}",
+            fix="set generate.base_urls to your endpoints (http://host:port/v1) in the recipe, or serve: to start "
+            "vLLM for target.path",
+        )
     logger.info("%s: starting -> %s", name, outcome.out_dir)
     before = read_manifest(spec.out(config))
     outcome.started = time.time()

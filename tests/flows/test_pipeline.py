@@ -62,6 +62,18 @@ def test_a_run_of_generate_without_prompts_is_refused_before_any_stage(prefect_a
     assert f"# eagle3 pipeline: `{config.out}`" in summary_of(state)  # a refused run leaves its summary too
 
 
+def test_a_recipe_without_endpoints_is_told_which_recipe_fields_to_set(prefect_api, config, tmp_path):
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "Q1"}\n')
+    config.stages = ["generate"]
+    config.generate = GenerateConfig(prompts={"input": str(tmp_path / "prompts.jsonl")})
+
+    state = pipeline(config, return_state=True)
+
+    with pytest.raises(ConfigError) as error:
+        state.result()
+    assert "generate.base_urls" in str(error.value) and "serve" in str(error.value)  # not a flag pipeline lacks
+
+
 def test_every_run_leaves_a_keyed_summary_artifact(prefect_api, config):
     config.stages = ["vocab"]
     state = pipeline(config, return_state=True)
