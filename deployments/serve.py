@@ -37,7 +37,7 @@ def repoint(value: Any, toy: dict, recipe: dict, generate: dict, out: str) -> An
     ``generate``), and ``runs/...`` paths moved under ``out``."""
     if value == toy:
         return recipe
-    if value == toy["generate"]:
+    if value == {**toy["generate"], "chat": toy["target"]["chat"]}:
         return generate
     if isinstance(value, dict):
         return {k: repoint(v, toy, recipe, generate, out) for k, v in value.items()}
