@@ -90,11 +90,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--recipe", default=str(ROOT / "configs" / "toy.yaml"), help="Pipeline recipe (YAML).")
     parser.add_argument("--out", default="runs/served", help="Run directory of the served deployments.")
     args = parser.parse_args(argv)
+    recipe = Path(args.recipe).resolve()  # from where it was typed, before the chdir below
     os.chdir(ROOT)  # entrypoints (flows/pipeline.py:pipeline) are relative to the repository root
     sys.path.insert(0, str(ROOT))
     from prefect import serve
 
-    serve(*build_deployments(Path(args.recipe), args.out))
+    serve(*build_deployments(recipe, args.out))
 
 
 if __name__ == "__main__":

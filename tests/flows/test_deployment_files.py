@@ -110,6 +110,23 @@ def test_a_served_run_that_edits_target_chat_in_its_form_is_accepted_and_generat
     assert built["eagle3-generate"].parameters["cfg"]["chat"]["chat_template_kwargs"] == {"enable_thinking": True}
 
 
+def test_serve_py_reads_a_relative_recipe_from_where_it_was_typed(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "mine.yaml").write_text("train:\n  ttt_stepz: 3\n")  # found, then refused for its own field
+
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "deployments" / "serve.py"), "--recipe", "mine.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert "train.ttt_stepz" in result.stderr and "config file not found" not in result.stderr
+
+
 def test_a_stage_deployment_runs_the_flow_its_stage_declares_and_the_pipeline_names_the_declared_order(deployments):
     from eagle3_core.stages import BY_NAME, STAGE_NAMES
 
