@@ -36,9 +36,9 @@ def generated_config(cfg: TrainConfig, total_steps: int, bf16: bool) -> dict[str
             "type": "WarmupCosineLR",
             "params": {
                 "total_num_steps": max(total_steps, 1),
-                "warmup_num_steps": warmup,
+                "warmup_num_steps": max(warmup, 1),  # DeepSpeed refuses 0 ...
                 "warmup_type": "linear",
-                "warmup_min_ratio": 0.0,
+                "warmup_min_ratio": 0.0 if warmup else 1.0,  # ... so no warmup is a warmup at full lr
                 "cos_min_ratio": 0.1,
             },
         },
@@ -61,6 +61,14 @@ def fill_auto(user: Any, ours: Any) -> Any:
     return user
 
 
+def read_user_file(path: str | Path) -> str:
+    """The text of the user's DeepSpeed config, or one ConfigError naming it."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"DeepSpeed config not found: {path}", fix="pass an existing JSON file") from None
+
+
 def deepspeed_config(cfg: TrainConfig, total_steps: int, bf16: bool) -> dict[str, Any]:
     """The config the engine runs with: the user's file (autos filled) or the generated one."""
     ours = generated_config(cfg, total_steps, bf16)
@@ -68,9 +76,7 @@ def deepspeed_config(cfg: TrainConfig, total_steps: int, bf16: bool) -> dict[str
         return ours
     path = Path(cfg.deepspeed_config)
     try:
-        user = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"DeepSpeed config not found: {path}", fix="pass an existing JSON file") from None
+        user = json.loads(read_user_file(path))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"DeepSpeed config is not valid JSON: {exc}", path=str(path)) from None
     user = fill_auto(user, ours)

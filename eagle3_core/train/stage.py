@@ -31,6 +31,7 @@ from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.target import TargetConfig
 from eagle3_core.train import online_run
 from eagle3_core.train.config import TrainConfig
+from eagle3_core.train.ds_config import read_user_file
 from eagle3_core.train.inputs import TrainInputs, check_inputs
 from eagle3_core.train.launcher import launch
 from eagle3_core.train.main import ERROR_FILE, SPEC_FILE, SUMMARY_FILE
@@ -46,7 +47,7 @@ def input_fingerprints(cfg: TrainConfig, inputs: TrainInputs, vocab_dir) -> dict
     else:
         found["sequences"] = input_fingerprint(inputs.sequences_dir)
     if cfg.deepspeed_config:
-        found["deepspeed_config"] = stable_hash(Path(cfg.deepspeed_config).read_text(encoding="utf-8"))
+        found["deepspeed_config"] = stable_hash(read_user_file(cfg.deepspeed_config))
     return found
 
 

@@ -74,3 +74,27 @@ def test_a_user_file_whose_accumulation_differs_from_grad_accum_is_refused(tmp_p
         ]
         == 3
     )
+
+
+@pytest.mark.parametrize("warmup_steps, total_steps", [(0, 100), (50, 1)])  # no warmup asked, or a one-step run
+def test_no_warmup_builds_deepspeeds_scheduler_at_the_full_lr_from_the_start(warmup_steps, total_steps):
+    import torch
+    from deepspeed.runtime.lr_schedules import WarmupCosineLR
+
+    cfg = TrainConfig(warmup_steps=warmup_steps, lr=3e-4)
+    params = deepspeed_config(cfg, total_steps=total_steps, bf16=False)["scheduler"]["params"]
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=cfg.lr)
+
+    scheduler = WarmupCosineLR(optimizer, **params)  # DeepSpeed refused warmup_num_steps 0 here
+    scheduler.step()  # as the engine does at each optimizer step
+
+    assert scheduler.get_last_lr() == [pytest.approx(3e-4)]
+
+
+def test_a_recipe_naming_a_missing_deepspeed_file_is_one_config_error_before_training(tiny_run, tmp_path):
+    from eagle3_core.target import TargetConfig
+    from eagle3_core.train.stage import run_train
+
+    cfg = TrainConfig(deepspeed_config=str(tmp_path / "nope.json"))
+    with pytest.raises(ConfigError, match="DeepSpeed config not found"):
+        run_train(cfg, TargetConfig(path=str(tiny_run.target)), tiny_run.hidden, tiny_run.vocab, tmp_path / "drafter")
