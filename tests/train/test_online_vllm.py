@@ -48,6 +48,23 @@ def start(tiny_run, spool_dir, reader_run="run-1"):
     return producer, SpoolReader(tiny_run.sequences, spool_dir, reader_run, timeout_s=120)
 
 
+def tiny_requests(sequences_dir, units, budget_bytes: int, consumers: int = 1):
+    """Requests for units written by hand (no engine, no target): run "r", the tiny target's shape."""
+    from eagle3_core.extract.spool import Requests
+
+    return Requests(
+        run_id="r",
+        sequences_dir=str(sequences_dir),
+        target_path="t",
+        layers=LAYERS,
+        num_hidden_layers=4,
+        hidden_size=HIDDEN,
+        budget_bytes=budget_bytes,
+        consumers=consumers,
+        units=units,
+    )
+
+
 def test_the_same_seed_gives_the_same_batches_from_disk_or_from_the_engine(tiny_run, tmp_path):
     from_disk, _ = batches_of(OfflineReader(tiny_run.hidden).samples(), 2)
     online, _ = batches_of(SpoolReader(tiny_run.sequences, tmp_path, "r", 1).samples(), 2)
@@ -126,19 +143,10 @@ def test_a_unit_the_trainer_deletes_the_moment_it_lands_does_not_fail_the_engine
     """The trainer may read and delete a unit before the engine's write returns (seen in CI)."""
     import os
 
-    from eagle3_core.extract.spool import Requests, Unit, UnitWriter
+    from eagle3_core.extract.spool import Unit, UnitWriter
 
     unit = Unit(sample_ids=["a", "b"], parts=["p", "p"], rows=[0, 1], tokens=[3, 2])
-    requests = Requests(
-        run_id="r",
-        sequences_dir=str(tmp_path),
-        target_path="t",
-        layers=LAYERS,
-        num_hidden_layers=4,
-        hidden_size=HIDDEN,
-        budget_bytes=1 << 20,
-        units=[unit],
-    )
+    requests = tiny_requests(tmp_path, [unit], budget_bytes=1 << 20)
     replace = os.replace
 
     def replace_then_consume(src, dst):  # the fastest possible trainer: reads and deletes on arrival
@@ -247,24 +255,14 @@ def test_the_pipeline_deployments_form_selects_the_train_mode_and_names_an_endpo
 def test_ranks_that_read_the_same_batch_in_different_epochs_each_read_their_own_unit(tmp_path):
     """A batch (here one long sample) comes back in a later epoch on another rank: each rank must
     read the unit made for its own turn, never the one another rank read and deleted."""
-    from eagle3_core.extract.spool import Requests, UnitWriter
+    from eagle3_core.extract.spool import UnitWriter
     from eagle3_core.train.data import Sample
 
     a, b = Sample("a", 200, "p", 0), Sample("b", 180, "p", 1)
     batches = [[a], [b], [b], [a]]  # micro-batch n goes to rank n % 2: each sample to both ranks
     plan = plan_units(batches, [], BUDGET, 0, HIDDEN, budget_bytes=0)  # nothing kept: one streamed unit a batch
     assert not any(u.pinned for u in plan.units) and len(plan.units) == 4
-    requests = Requests(
-        run_id="r",
-        sequences_dir=str(tmp_path),
-        target_path="t",
-        layers=LAYERS,
-        num_hidden_layers=4,
-        hidden_size=HIDDEN,
-        budget_bytes=1 << 30,
-        consumers=2,
-        units=plan.units,
-    )
+    requests = tiny_requests(tmp_path, plan.units, budget_bytes=1 << 30, consumers=2)
     readers = [SpoolReader(tmp_path, tmp_path / "spool", "r", timeout_s=1) for _ in range(2)]
     for rank, reader in enumerate(readers):
         reader.begin(requests, plan, rank=rank, world=2)
