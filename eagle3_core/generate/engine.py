@@ -115,6 +115,8 @@ class Engine:
             await asyncio.gather(*alive)
             if errors:
                 raise errors[0]
+            if why := self.requester.health.outage(ended=True):
+                raise outage_error(why)
         except asyncio.CancelledError:
             if self._stop is not None:  # the watcher stopped the run: say why, not "cancelled"
                 raise self._stop from None
@@ -137,10 +139,7 @@ class Engine:
         health.answered()  # the clock starts with the first request, not when the run was set up
         while (why := health.outage()) is None:
             await asyncio.sleep(min(1.0, health.outage_seconds / 4))
-        self._stop = StageError(
-            f"the endpoints are down: {why}",
-            fix="check the servers; what finished is kept, and a rerun resumes and resends the prompts the outage rejected",
-        )
+        self._stop = outage_error(why)
         main.cancel()
 
     async def _one(self, item: WorkItem) -> None:
@@ -182,6 +181,13 @@ class Engine:
             except Exception as exc:  # a full disk: stop the run from the main loop
                 self._errors.append(exc)
                 return
+
+
+def outage_error(why: str) -> StageError:
+    return StageError(
+        f"the endpoints are down: {why}",
+        fix="check the servers; what finished is kept, and a rerun resumes and resends the prompts the outage rejected",
+    )
 
 
 def accepted_record(item: WorkItem, answer: Answer, model: str) -> dict[str, Any]:

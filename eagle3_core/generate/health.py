@@ -8,7 +8,9 @@ the outage already made are server failures, which a rerun sends again (``shards
 "Down" is two things at once, so that slow answers never look like an outage (a 10K-token answer
 takes minutes, and the first answers of a run come late): no answer from any endpoint for
 ``outage_seconds``, and at least ``min_failures`` attempts failed with a server failure since the
-last answer (one endpoint's worth of in-flight requests: a stray timeout is not an outage).
+last answer (one endpoint's worth of in-flight requests: a stray timeout is not an outage). A
+run whose input ends while the endpoints fail (no answer since ``min_failures`` failures) is down
+at once.
 """
 
 from __future__ import annotations
@@ -43,10 +45,12 @@ class ServerHealth:
         self.failures += 1
         self.last_failure = detail
 
-    def outage(self) -> str | None:
-        """Why the endpoints count as down, or None."""
+    def outage(self, ended: bool = False) -> str | None:
+        """Why the endpoints count as down, or None. Once every prompt has had its turn (``ended``)
+        the failures alone decide: waiting out ``outage_seconds`` there would only let the run end
+        complete with the outage's rejects in it, which a complete run never sends again."""
         silent = self.clock() - self.last_answer
-        if silent < self.outage_seconds or self.failures < self.min_failures:
+        if self.failures < self.min_failures or (silent < self.outage_seconds and not ended):
             return None
         return (
             f"no endpoint has answered for {silent:.0f} s and {self.failures} attempts failed meanwhile "

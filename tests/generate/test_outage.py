@@ -34,6 +34,23 @@ def test_an_outage_stops_the_run_and_the_rerun_resends_every_prompt_it_rejected(
     assert set(lost["sample_id"]) <= set(accepted(tmp_path / "out")["sample_id"])
 
 
+def test_a_run_whose_input_ends_while_the_endpoints_fail_is_not_complete_and_the_rerun_resends_it(
+    fake_server, tmp_path
+):
+    src = write_jsonl(tmp_path / "in.jsonl", prompts(40))
+    cfg = config(src, [fake_server.url], concurrency=4, max_retries=1, outage_seconds=600)  # never reached
+    fake_server.inject("503", times=None, match="Q")
+
+    with pytest.raises(StageError, match="the endpoints are down"):
+        run_generate(cfg, tmp_path / "out")
+    assert len(rejected(tmp_path / "out")) == 40  # every prompt had its turn, and failed
+
+    fake_server.clear_faults()
+    manifest = run_generate(cfg, tmp_path / "out")
+
+    assert manifest.counts["accepted"] == 40 and manifest.counts["rejected"] == 0
+
+
 def test_a_prompt_that_fails_on_the_server_while_the_others_answer_is_a_reject_not_an_outage(fake_server, tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", prompts(10))
     fake_server.inject("503", times=None, match="Q3")
@@ -58,7 +75,7 @@ def test_slow_answers_or_a_few_failures_are_not_an_outage_but_silence_with_failu
     clock.now = 900  # no answer yet for 15 minutes: long answers, nothing failed
     assert health.outage() is None
     health.failed("timeout", "no whole answer within 600 s")
-    assert health.outage() is None  # one stray timeout
+    assert health.outage() is None and health.outage(ended=True) is None  # one stray timeout
     for _ in range(3):
         health.failed("connection", "connection refused")
     assert "no endpoint has answered for 900 s and 4 attempts failed" in health.outage()
@@ -70,7 +87,8 @@ def test_slow_answers_or_a_few_failures_are_not_an_outage_but_silence_with_failu
     for _ in range(10):
         health.failed("http_503", "HTTP 503")
     clock.now += 299
-    assert health.outage() is None  # failing, but not for long enough yet
+    assert health.outage() is None  # failing, but not for long enough yet ...
+    assert "10 attempts failed" in health.outage(ended=True)  # ... unless no prompt is left to wait for
 
 
 @pytest.mark.parametrize(
