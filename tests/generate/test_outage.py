@@ -11,7 +11,9 @@ from tests.generate.helpers import accepted, config, prompts, rejected, write_js
 
 
 def test_an_outage_stops_the_run_and_the_rerun_resends_every_prompt_it_rejected(fake_server, tmp_path):
-    src = write_jsonl(tmp_path / "in.jsonl", prompts(1000))
+    # 6,000 attempts take several seconds of client CPU alone (1.7 ms each here), far past the 1 s
+    # after which the run must stop: so it stops with most of the input never started
+    src = write_jsonl(tmp_path / "in.jsonl", prompts(3000))
     cfg = config(src, [fake_server.url], concurrency=4, max_retries=1, outage_seconds=1.0)
     fake_server.inject("503", times=None, match="Q")  # every prompt, not the probe: the server went down
 
@@ -21,15 +23,15 @@ def test_an_outage_stops_the_run_and_the_rerun_resends_every_prompt_it_rejected(
     assert "HTTP 503" in str(err.value) and "a rerun resumes" in str(err.value)
     assert read_manifest(tmp_path / "out").status == "failed"
     lost = rejected(tmp_path / "out")
-    assert 0 < len(lost) < 1000  # the outage rejected some prompts, then stopped the run
+    assert 0 < len(lost) < 3000  # the outage rejected some prompts, then stopped the run
     assert set(lost["reason"]) == {"http_503"}
 
     fake_server.clear_faults()  # the server is back
     manifest = run_generate(cfg, tmp_path / "out")
 
     assert manifest.status == "complete"
-    assert manifest.counts["accepted"] == 1000 and manifest.counts["rejected"] == 0
-    assert accepted(tmp_path / "out")["sample_id"].n_unique() == 1000  # each once: none lost, none twice
+    assert manifest.counts["accepted"] == 3000 and manifest.counts["rejected"] == 0
+    assert accepted(tmp_path / "out")["sample_id"].n_unique() == 3000  # each once: none lost, none twice
     assert len(rejected(tmp_path / "out")) == 0  # the outage's rejects left the folder
     assert set(lost["sample_id"]) <= set(accepted(tmp_path / "out")["sample_id"])
 
