@@ -83,20 +83,18 @@ class Engine:
         self.unstarted = True  # the planner has prompts left
 
     async def process(self, items: Iterable[WorkItem], keeper: SlotKeeper | None = None) -> None:
-        self._main, self._stop = asyncio.current_task(), None
+        self._main, self._stop, self._closing = asyncio.current_task(), None, False
         for endpoint in self.pool.endpoints:
             open_clients(endpoint, self.requester.cfg)
         window = Window(2 * self.pool.capacity)
         self.requester.backoff = window.sleep_outside
         alive: set[asyncio.Task] = set()
-        errors: list[BaseException] = []
-        self._errors = errors
 
         def finished(task: asyncio.Task) -> None:
             alive.discard(task)
             window.leave()
             if not task.cancelled() and task.exception() is not None:
-                errors.append(task.exception())
+                self._fail(task.exception())
 
         helpers = [asyncio.create_task(self._flush_on_time()), asyncio.create_task(self._watch_health())]
         keeping = None
@@ -106,23 +104,19 @@ class Engine:
                 keeping = asyncio.create_task(keeper.run())
             for item in items:
                 await window.enter()
-                if errors:
-                    raise errors[0]
                 task = asyncio.create_task(self._one(item))
                 alive.add(task)
                 task.add_done_callback(finished)
             self.unstarted = False
-            await asyncio.gather(*alive)
-            if errors:
-                raise errors[0]
+            await asyncio.gather(*alive, return_exceptions=True)  # a failure arrives through _fail
             if why := self.requester.health.outage(ended=True):
                 raise outage_error(why)
         except asyncio.CancelledError:
-            if self._stop is not None:  # the watcher stopped the run: say why, not "cancelled"
+            if self._stop is not None:  # stopped by _fail: say why, not "cancelled"
                 raise self._stop from None
             raise
         finally:
-            self.unstarted = False
+            self._closing, self.unstarted = True, False
             for task in list(alive) + helpers:
                 task.cancel()
             await asyncio.gather(*helpers, *alive, return_exceptions=True)
@@ -132,15 +126,21 @@ class Engine:
             for endpoint in self.pool.endpoints:
                 await close_clients(endpoint)
 
+    def _fail(self, exc: BaseException) -> None:
+        """Stop the run with ``exc`` now, wherever ``process`` waits (a window place, the last
+        answers): a request task's bug, a full disk, an outage. The first error wins."""
+        if self._stop is None and not self._closing:
+            self._stop = exc
+            self._main.cancel()
+
     async def _watch_health(self) -> None:
-        """Stop the run (cancel ``process``) once the endpoints are down: every prompt started
-        meanwhile would only fail its retries and be rejected."""
-        main, health = self._main, self.requester.health
+        """Stop the run once the endpoints are down: every prompt started meanwhile would only fail
+        its retries and be rejected."""
+        health = self.requester.health
         health.answered()  # the clock starts with the first request, not when the run was set up
         while (why := health.outage()) is None:
             await asyncio.sleep(min(1.0, health.outage_seconds / 4))
-        self._stop = outage_error(why)
-        main.cancel()
+        self._fail(outage_error(why))
 
     async def _one(self, item: WorkItem) -> None:
         try:
@@ -178,8 +178,8 @@ class Engine:
                 for writer in (self.accepted, self.rejected):
                     if writer.due():
                         await self._flush(writer)
-            except Exception as exc:  # a full disk: stop the run from the main loop
-                self._errors.append(exc)
+            except Exception as exc:  # a full disk
+                self._fail(exc)
                 return
 
 
