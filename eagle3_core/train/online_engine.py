@@ -48,7 +48,8 @@ def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest
     from eagle3_core.extract.hf_engine import TransformersEngine, load_target, resolve_device
 
     device = resolve_device(cfg.device)
-    return TransformersEngine(load_target(target_path, device), layers, device, cfg.max_tokens_per_batch)
+    model = load_target(target_path, device, target.trust_remote_code)  # as extract loads it (Kimi needs it)
+    return TransformersEngine(model, layers, device, cfg.max_tokens_per_batch)
 
 
 def serve(
