@@ -142,6 +142,30 @@ class Spool:
             return {}
 
 
+class SpoolFeeder:
+    """A daemon thread that fills the spool for one training run (``_run``): on entry the spool is
+    cleared, the producer's status with it, and the thread started; on exit it is told to stop
+    (``stop``) and joined. ``error`` keeps what ended it, for the stage (the trainer reads
+    producer.json)."""
+
+    def __init__(self, spool_dir: str | Path, name: str) -> None:
+        self.spool = Spool(spool_dir)
+        self.stop, self.error = threading.Event(), None
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        self.spool.clear(status=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
 class UnitWriter:
     """Writes one unit's samples (states from an engine) into a unit file, atomically."""
 

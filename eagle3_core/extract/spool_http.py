@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from eagle3_core.errors import ConfigError, EndpointError
-from eagle3_core.extract.spool import Requests, Spool, StatusFile, Stopped, unit_name, wait_for_room
+from eagle3_core.extract.spool import Requests, Spool, SpoolFeeder, StatusFile, Stopped, unit_name, wait_for_room
 from eagle3_core.fsio import atomic_path
 
 WAIT_S = 2.0  # a unit request is held this long before "not yet" (a long poll)
@@ -147,7 +147,7 @@ def engine_status(url: str, timeout_s: float = 10.0) -> dict:
         ) from None
 
 
-class UnitFetcher:
+class UnitFetcher(SpoolFeeder):
     """Copies the run's units from the engine's URL into the local spool, in order, under its budget.
 
     Waits for the trainer's requests (``run_id``) in the local spool, posts them, then fetches unit
@@ -156,20 +156,10 @@ class UnitFetcher:
     """
 
     def __init__(self, url: str, spool_dir: str | Path, run_id: str, timeout_s: float) -> None:
-        self.url, self.spool, self.run_id, self.timeout_s = url.rstrip("/"), Spool(spool_dir), run_id, timeout_s
-        self.stop, self.error, self.engine = threading.Event(), None, {}
+        super().__init__(spool_dir, "eagle3-spool-fetch")
+        self.url, self.run_id, self.timeout_s, self.engine = url.rstrip("/"), run_id, timeout_s, {}
         self.answered = time.monotonic()
         self.status = StatusFile(self.spool, run_id)
-        self.thread = threading.Thread(target=self._run, name="eagle3-spool-fetch", daemon=True)
-
-    def __enter__(self) -> UnitFetcher:
-        self.spool.clear(status=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join()
 
     def _run(self) -> None:
         import httpx

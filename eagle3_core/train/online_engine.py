@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from eagle3_core.errors import ConfigError
-from eagle3_core.extract.spool import POLL_S, Requests, Spool, StatusFile, Stopped, produce
+from eagle3_core.extract.spool import POLL_S, Requests, Spool, SpoolFeeder, StatusFile, Stopped, produce
 
 STATUS_EVERY_S = 1.0
 
@@ -157,29 +157,19 @@ class _run_watch:
         self._done.set()
 
 
-class EngineProducer:
+class EngineProducer(SpoolFeeder):
     """The engine the stage starts for one run: loads at once (its start-up overlaps the trainer's),
     serves that run's requests, and is closed when the run ends or fails."""
 
     def __init__(self, spool_dir: str | Path, engine_factory: Callable[[], object]) -> None:
-        self.spool, self.factory = Spool(spool_dir), engine_factory
-        self.stop, self.error = threading.Event(), None
-        self.thread = threading.Thread(target=self._run, name="eagle3-spool-producer", daemon=True)
+        super().__init__(spool_dir, "eagle3-spool-producer")
+        self.factory = engine_factory
 
     def _run(self) -> None:
         try:
             serve(self.spool, self.factory, self.stop, runs=1)
         except BaseException as exc:  # noqa: BLE001 - kept for the stage; the trainer sees producer.json
             self.error = exc
-
-    def __enter__(self) -> EngineProducer:
-        self.spool.clear(status=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join()
 
     def figures(self) -> dict:
         return self.spool.status()
