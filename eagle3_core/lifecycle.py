@@ -1,19 +1,19 @@
 """The one lifecycle of every stage folder: lock, skip, running, complete or failed, shards.
 
-A stage supplies its keys (config hash, input fingerprints) and its work; this module does the
-rest the same way for all six stages::
+Every stage has one shape, ``Stage`` (keys, ``plan() -> units``, ``run(unit) -> rejects``,
+``finish(manifest)``), and one driver runs it, ``StageRun`` (or ``drive`` for a whole run in one
+process)::
 
-    life = StageLifecycle("vocab", out_dir, config_hash, inputs, shards=("vocab.safetensors",),
-                          versions=("safetensors",), reporter=reporter)
-    done = life.open()        # takes the folder's lock; the complete manifest when the stage is
-                              # done for these keys and its shards hold (then: return it), else None
-    manifest = life.begin()   # `running` on disk
-    ...                       # the work: write shards with fsio.atomic_path(path, record=True)
-    life.complete(manifest, rejects=rejects)   # shard records, `complete` written last, unlocked
-    # around the work: `with life.guard():`  # an error -> `failed` (+ the error), unlocked;
-                                              # an interrupt -> still `running` (a kill), unlocked
+    class VocabStage(Stage):
+        name, shards = "vocab", ("vocab.safetensors",)
+        def keys(self): ...            # (config hash, input fingerprints), inputs checked first
+        def run(self, unit): ...       # the work; write shards with fsio.atomic_path(path, record=True)
+        def finish(self, manifest): ...  # counts and details
 
-    run_stage(life, work)     # all of the above for a stage whose work is one call
+    drive(VocabStage(cfg, target, sequences_dir, out_dir, reporter))
+
+``StageLifecycle`` holds the folder's steps the driver calls (open, begin, guard, complete, fail);
+generate still calls them itself.
 
 Guarantees:
 - **One writer per folder.** ``open`` takes ``<out>/.lock`` (``eagle3_core.lock``); a second run
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ from eagle3_core.manifest import StageManifest, read_manifest, runtime_versions,
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.rejects import Rejects
 
-__all__ = ["StageLifecycle", "run_stage", "check_folder", "ShardError"]
+__all__ = ["Stage", "StageRun", "drive", "StageLifecycle", "check_folder", "ShardError"]
 
 
 class StageLifecycle:
@@ -188,16 +188,144 @@ class StageLifecycle:
         return sorted(found)
 
 
-def run_stage(life: StageLifecycle, work: Callable[[StageManifest], Any]) -> StageManifest:
-    """open -> begin -> ``work(manifest)`` (fills counts and details; may return ``Rejects``) ->
-    complete; an error marks the manifest ``failed`` and goes on (see ``StageLifecycle.guard``)."""
-    done = life.open()
+class Stage:
+    """The one shape of a stage, in the manner of datatrove's pipeline step.
+
+    A stage is built from its config, its input folders (``{argument: upstream stage}`` in its
+    declaration, ``eagle3_core.stages``), ``out_dir`` and a reporter, and states:
+
+    - ``name``, ``shards`` (globs recorded at ``complete``), ``outputs`` (globs removed when the
+      keys changed; default ``shards``) and ``versions`` (packages recorded in the manifest);
+    - ``keys()``: (config hash, input fingerprints). It checks the inputs first: an error raised
+      here touches nothing, not even the folder's lock;
+    - ``plan() -> units``: after the lock and the clearing, before ``running`` is written when the
+      folder is fresh (a refusal there leaves no manifest); the units left to do;
+    - ``run(unit) -> Rejects | None``: one unit of work, its outputs written with
+      ``fsio.atomic_path(path, record=True)``;
+    - ``finish(manifest) -> Rejects | None``: fills ``counts`` and ``details`` once every unit is
+      durable; ``close()``: frees what the units held (an engine), error or not.
+
+    ``StageRun`` drives it; nothing else writes its manifest.
+    """
+
+    name: str = ""
+    shards: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    versions: tuple[str, ...] = ()
+    out_dir: Path
+    reporter: Reporter
+
+    def keys(self) -> tuple[str, dict[str, str]]:
+        raise NotImplementedError
+
+    def plan(self) -> list[Any]:
+        return [None]
+
+    def run(self, unit: Any) -> Rejects | None:
+        raise NotImplementedError
+
+    def finish(self, manifest: StageManifest) -> Rejects | None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class StageRun:
+    """The one driver: lock, skip, clearing on changed keys, ``running``, ``complete`` or ``failed``,
+    rejects and timings, for any ``Stage``. A flow may call the steps from separate tasks::
+
+        run = StageRun(stage)
+        done = run.open()          # the complete manifest (skip), else None and ``run.units``
+        for unit in run.units:
+            run.run(unit)
+        manifest = run.finish()    # ``complete`` written last
+
+    ``drive(stage)`` does all of it. An error in any step records ``failed`` (a fresh folder stays
+    empty); an interrupt leaves ``running`` for the next run to resume; either way the lock goes.
+    """
+
+    def __init__(self, stage: Stage, verify: bool | None = None) -> None:
+        self.stage = stage
+        config_hash, inputs = stage.keys()
+        self.life = StageLifecycle(
+            stage.name,
+            stage.out_dir,
+            config_hash,
+            inputs,
+            shards=stage.shards,
+            versions=stage.versions,
+            reporter=stage.reporter,
+            verify=verify,
+        )
+        self.units: list[Any] = []
+        self.rejects = Rejects()
+        self.manifest: StageManifest | None = None
+        self.timings: dict[str, float] = {}  # seconds per step, beside the stage's own in the manifest
+        self._done = 0
+
+    def open(self) -> StageManifest | None:
+        done = self.life.open()
+        if done is not None:
+            return done
+        with self.life.guard(), self._timed("plan"):
+            if self.life.keys_changed:
+                self._clear()
+            self.units = list(self.stage.plan())
+            self.manifest = self.life.begin()
+        return None
+
+    def _clear(self) -> None:
+        """Outputs of another config or other inputs must never mix with this run's; ``running``
+        is written at once, so a refusal in ``plan`` never leaves the cleared run's ``complete``."""
+        self.stage.reporter.log(f"{self.stage.name}: config or inputs changed since the last run: its outputs go")
+        for pattern in self.stage.outputs or self.stage.shards:
+            for path in self.stage.out_dir.glob(pattern):
+                if path.is_file():
+                    path.unlink()
+        self.life.begin()
+
+    def run(self, unit: Any) -> None:
+        with self.life.guard(), self._timed("run"):
+            rejects = self.stage.run(unit)
+        if rejects is not None:
+            self.rejects.merge(rejects)
+        self._done += 1
+        self.stage.reporter.progress(self.stage.name, self._done, len(self.units), unit="units")
+
+    def close(self) -> None:
+        self.stage.close()
+
+    def finish(self) -> StageManifest:
+        assert self.manifest is not None, "finish before open"
+        with self.life.guard(), self._timed("finish"):
+            rejects = self.stage.finish(self.manifest)
+        if rejects is not None:
+            self.rejects.merge(rejects)
+        self.manifest.timings = {**self.timings, **self.manifest.timings}
+        return self.life.complete(self.manifest, self.rejects)
+
+    @contextlib.contextmanager
+    def _timed(self, step: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.timings[step] = round(self.timings.get(step, 0.0) + time.monotonic() - started, 3)
+
+
+def drive(stage: Stage, verify: bool | None = None) -> StageManifest:
+    """Run ``stage`` whole in this process (the stage commands' and the tests' way)."""
+    run = StageRun(stage, verify)
+    done = run.open()
     if done is not None:
         return done
-    with life.guard():
-        manifest = life.begin()
-        rejects = work(manifest)
-    return life.complete(manifest, rejects if isinstance(rejects, Rejects) else None)
+    try:
+        for unit in run.units:
+            run.run(unit)
+    finally:
+        run.close()
+    return run.finish()
 
 
 def check_folder(stage_dir: str | Path, verify: bool | None = None) -> StageManifest:

@@ -1,4 +1,4 @@
-"""``run_evaluate``: the drafter's acceptance length in real vLLM and offline, into ``eval/``.
+"""``EvaluateStage``: the drafter's acceptance length in real vLLM and offline, into ``eval/``.
 
 Order, each step refusing early what would waste a server start:
 1. the drafter is checked against the target (hidden size, vocabulary, aux layer ids) before
@@ -24,7 +24,7 @@ from eagle3_core.evaluate.config import EvaluateConfig
 from eagle3_core.evaluate.heldout import check_no_overlap, load_heldout
 from eagle3_core.evaluate.report import write_report
 from eagle3_core.generate.config import PromptSource
-from eagle3_core.lifecycle import StageLifecycle, run_stage
+from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.serve.config import ServeConfig
@@ -33,56 +33,58 @@ from eagle3_core.target import TargetConfig
 TOY_HELDOUT = "prompts_heldout.jsonl"  # written by the toy builder beside the model
 
 
-def run_evaluate(
-    cfg: EvaluateConfig,
-    target: TargetConfig,
-    export_dir: str | Path,
-    out_dir: str | Path,
-    serve: ServeConfig | None,
-    generations_dir: str | Path | None = None,
-    reporter: Reporter | None = None,
-) -> StageManifest:
+class EvaluateStage(Stage):
     """Evaluate the exported drafter; ``serve`` None = a default local vLLM (``ServeConfig()``)."""
-    reporter, out_dir, export_dir = reporter or NullReporter(), Path(out_dir), Path(export_dir)
-    if not target.path:
-        raise ConfigError(
-            "evaluate needs the target model (target.path / --target)",
-            fix="point it at the local model directory the drafter was trained for",
+
+    name, versions = "evaluate", ("torch", "transformers")
+
+    def __init__(
+        self,
+        cfg: EvaluateConfig,
+        target: TargetConfig,
+        export_dir: str,
+        out_dir: str,
+        serve: ServeConfig | None = None,
+        generations_dir: str | None = None,
+        reporter: Reporter | None = None,
+    ) -> None:
+        self.cfg, self.target, self.export_dir, self.serve = cfg, target, Path(export_dir), serve
+        self.generations_dir, self.out_dir, self.reporter = generations_dir, Path(out_dir), reporter or NullReporter()
+
+    def keys(self) -> tuple[str, dict[str, str]]:
+        if not self.target.path:
+            raise ConfigError(
+                "evaluate needs the target model (target.path / --target)",
+                fix="point it at the local model directory the drafter was trained for",
+            )
+        self.cfg = self.cfg.model_copy(update={"prompts": resolve_prompts(self.cfg, self.target.path)})
+        config_hash = stable_hash(
+            {
+                "evaluate": self.cfg.model_dump(mode="json"),
+                "target": self.target.model_dump(mode="json"),
+                "serve": (self.serve or ServeConfig()).model_dump(mode="json", exclude={"port", "log_dir"}),
+            }
         )
-    target_path = target.path
-    cfg = cfg.model_copy(update={"prompts": resolve_prompts(cfg, target_path)})
-    config_hash = stable_hash(
-        {
-            "evaluate": cfg.model_dump(mode="json"),
-            "target": target.model_dump(mode="json"),
-            "serve": (serve or ServeConfig()).model_dump(mode="json", exclude={"port", "log_dir"}),
-        }
-    )
-    inputs = evaluation_inputs(cfg.prompts, target_path, export_dir, generations_dir)
-    life = StageLifecycle(
-        "evaluate", out_dir, config_hash, inputs, versions=("torch", "transformers"), reporter=reporter
-    )
-    return run_stage(
-        life,
-        lambda manifest: evaluate_into(cfg, target, export_dir, out_dir, serve, generations_dir, reporter, manifest),
-    )
+        return config_hash, evaluation_inputs(self.cfg.prompts, self.target.path, self.export_dir, self.generations_dir)
+
+    def run(self, unit: None) -> None:
+        self.timings: dict[str, float] = {}
+        self.report = _evaluate(
+            self.cfg, self.target, self.export_dir, self.serve, self.generations_dir, self.reporter, self.timings
+        )
+        write_report(self.out_dir, self.report)
+
+    def finish(self, manifest: StageManifest) -> None:
+        """The headline of the report into the manifest."""
+        heldout = self.report["heldout"]
+        manifest.counts = {"prompts": heldout["prompts"], "skipped_rows": heldout["skipped_rows"]}
+        manifest.details = headline(self.report)
+        manifest.timings.update(self.timings)
 
 
-def evaluate_into(
-    cfg: EvaluateConfig,
-    target: TargetConfig,
-    export_dir: Path,
-    out_dir: Path,
-    serve: ServeConfig | None,
-    generations_dir,
-    reporter: Reporter,
-    manifest: StageManifest,
-) -> None:
-    """The stage's work: measure, write the report, put the headline into ``manifest``."""
-    report = _evaluate(cfg, target, export_dir, serve, generations_dir, reporter, manifest.timings)
-    write_report(out_dir, report)
-    manifest.counts = {"prompts": report["heldout"]["prompts"], "skipped_rows": report["heldout"]["skipped_rows"]}
-    manifest.details = headline(report)
+def run_evaluate(*args, **kwargs) -> StageManifest:
+    """The stage whole in this process (tests, benchmarks): ``drive(EvaluateStage(...))``."""
+    return drive(EvaluateStage(*args, **kwargs))
 
 
 def resolve_prompts(cfg: EvaluateConfig, target_path: str) -> PromptSource:

@@ -1,4 +1,4 @@
-"""`run_reconstruct`: generations/ -> sequences/ (token ids with think tokens in place, loss mask).
+"""`ReconstructStage`: generations/ -> sequences/ (token ids with think tokens in place, loss mask).
 
 Guarantees:
 - every accepted generation ends as a row or a counted reject (``counts.rejected``, per reason
@@ -15,7 +15,6 @@ Guarantees:
 from __future__ import annotations
 
 import os
-import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 from eagle3_core.base import stable_hash
 from eagle3_core.errors import ConfigError, StageError
-from eagle3_core.lifecycle import StageLifecycle
+from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.reconstruct.build import Reconstructor
@@ -46,63 +45,65 @@ STAGE = "reconstruct"
 MANIFEST_MISMATCHES = 100  # the manifest shows the first ones; the shard stats keep them all
 
 
-def run_reconstruct(
-    cfg: ReconstructConfig,
-    target: TargetConfig,
-    generations_dir: str | Path,
-    out_dir: str | Path,
-    reporter: Reporter | None = None,
-) -> StageManifest:
+class ReconstructStage(Stage):
     """Rebuild every accepted generation as ids + loss mask under ``out_dir`` (the sequences/ folder)."""
-    reporter = reporter or NullReporter()
-    started = time.monotonic()
-    if not target.path:
-        raise ConfigError("no tokenizer: target.path is not set", fix="pass --tokenizer PATH (a local directory)")
-    tokenizer = load_tokenizer(target.path, target.trust_remote_code)
-    facts = token_facts(tokenizer, target, target.path)
-    plan = plan_inputs(generations_dir)
-    chat = recorded_chat(generations_dir, target)
-    inputs = {"generations": input_fingerprint(generations_dir), "tokenizer": facts.fingerprint}
-    config_hash = stable_hash(
-        {"reconstruct": cfg.output_hash(), "target": target_tokens(target), "chat": chat.model_dump(mode="json")}
-    )
-    out_dir = Path(out_dir)
-    life = StageLifecycle(
-        STAGE,
-        out_dir,
-        config_hash,
-        inputs,
-        shards=("part-*.parquet",),
-        versions=("transformers", "tokenizers", "pyarrow"),
-        reporter=reporter,
-    )
-    previous = life.open()
-    if previous is not None:
-        return previous
-    with life.guard():
-        if life.keys_changed:
-            clear_outputs(out_dir)
-        manifest = life.begin()
-        jobs = plan_shards(plan.total, cfg.shard_rows)
-        todo = [job for job in jobs if not shard_done(out_dir, job)]
-        reporter.log(
-            f"reconstruct: {plan.total} generations in {len(jobs)} shards, {len(jobs) - len(todo)} already done"
+
+    name, shards, versions = STAGE, ("part-*.parquet",), ("transformers", "tokenizers", "pyarrow")
+    outputs = ("part-*.parquet", "stats/part-*.json")  # shards made with other keys must not mix
+
+    def __init__(
+        self,
+        cfg: ReconstructConfig,
+        target: TargetConfig,
+        generations_dir: str,
+        out_dir: str,
+        reporter: Reporter | None = None,
+    ) -> None:
+        self.cfg, self.target, self.generations_dir = cfg, target, generations_dir
+        self.out_dir, self.reporter = Path(out_dir), reporter or NullReporter()
+
+    def keys(self) -> tuple[str, dict[str, str]]:
+        target = self.target
+        if not target.path:
+            raise ConfigError("no tokenizer: target.path is not set", fix="pass --tokenizer PATH (a local directory)")
+        self.tokenizer = load_tokenizer(target.path, target.trust_remote_code)
+        self.facts = token_facts(self.tokenizer, target, target.path)
+        self.inputs = plan_inputs(self.generations_dir)
+        self.chat = recorded_chat(self.generations_dir, target)
+        fingerprints = {"generations": input_fingerprint(self.generations_dir), "tokenizer": self.facts.fingerprint}
+        chat = self.chat.model_dump(mode="json")
+        config_hash = stable_hash(
+            {"reconstruct": self.cfg.output_hash(), "target": target_tokens(target), "chat": chat}
         )
-        run_jobs(todo, plan, out_dir, Reconstructor(tokenizer, facts, cfg, chat), target, reporter, len(jobs))
-        return finish(
-            life, manifest, [load_stats(out_dir, job) for job in jobs], facts, cfg, target, time.monotonic() - started
+        return config_hash, fingerprints
+
+    def plan(self) -> list[list[ShardJob]]:
+        """One unit, the shards left: a process pool shares them out (``cfg.workers``)."""
+        self.jobs = plan_shards(self.inputs.total, self.cfg.shard_rows)
+        todo = [job for job in self.jobs if not shard_done(self.out_dir, job)]
+        self.reporter.log(
+            f"reconstruct: {self.inputs.total} generations in {len(self.jobs)} shards, "
+            f"{len(self.jobs) - len(todo)} already done"
         )
+        return [todo]
+
+    def run(self, todo: list[ShardJob]) -> None:
+        reconstructor = Reconstructor(self.tokenizer, self.facts, self.cfg, self.chat)
+        run_jobs(todo, self.inputs, self.out_dir, reconstructor, self.target, self.reporter, len(self.jobs))
+
+    def finish(self, manifest: StageManifest) -> Rejects:
+        stats = [load_stats(self.out_dir, job) for job in self.jobs]
+        return summarize(manifest, stats, self.facts, self.cfg, self.target, self.out_dir)
+
+
+def run_reconstruct(*args, **kwargs) -> StageManifest:
+    """The stage whole in this process (tests, benchmarks): ``drive(ReconstructStage(...))``."""
+    return drive(ReconstructStage(*args, **kwargs))
 
 
 def target_tokens(target: TargetConfig) -> dict[str, Any]:
     """The parts of the target that decide the layout (not where it lives)."""
     return target.model_dump(mode="json", include={"family", "think_open", "think_close", "end_of_turn"})
-
-
-def clear_outputs(out_dir: Path) -> None:
-    """Remove shards made with another config, tokenizer or input: they must not mix."""
-    for file in [*out_dir.glob("part-*.parquet"), *(out_dir / "stats").glob("part-*.json")]:
-        file.unlink()
 
 
 def run_jobs(
@@ -166,16 +167,15 @@ def _worker_shard(job: ShardJob, plan: InputPlan, out_dir: Path) -> str:
     return job.name
 
 
-def finish(
-    life: StageLifecycle,
+def summarize(
     manifest: StageManifest,
     stats: list[dict[str, Any]],
     facts: TokenFacts,
     cfg: ReconstructConfig,
     target: TargetConfig,
-    seconds: float,
-) -> StageManifest:
-    """Sum the shard stats into the manifest; mark it complete (or failed when nothing is left)."""
+    out_dir: Path,
+) -> Rejects:
+    """Sum the shard stats into the manifest; no sequence at all is an error (the run then fails)."""
     counts: Counter = Counter()
     mismatches: list[dict[str, Any]] = []
     rejects = Rejects()
@@ -186,7 +186,6 @@ def finish(
         mismatches += shard["mismatches"]
     checked = counts.get("server_checked", 0)
     manifest.counts = {k: int(v) for k, v in sorted(counts.items())}
-    manifest.timings = {"total": round(seconds, 3)}
     manifest.details = {
         "server_check": {
             "checked": checked,
@@ -207,6 +206,6 @@ def finish(
             f"reconstruct produced no sequences: every generation was rejected ({top})",
             fix="read the reasons in the shard stats under sequences/stats/; a recipe that does "
             "not match the generations (think tokens, template) rejects them all",
-            path=str(life.out_dir),
+            path=str(out_dir),
         )
-    return life.complete(manifest, rejects)
+    return rejects

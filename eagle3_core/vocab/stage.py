@@ -1,4 +1,4 @@
-"""`run_vocab`: sequences/ -> vocab/vocab.safetensors (d2t, t2d, counts) and the coverage reached.
+"""`VocabStage`: sequences/ -> vocab/vocab.safetensors (d2t, t2d, counts) and the coverage reached.
 
 The target vocabulary size comes from the target's config.json (``vocab_size``: the rows of
 its embedding, often padded past the tokenizer) or else the tokenizer's length. A complete
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from eagle3_core.base import stable_hash
 from eagle3_core.errors import ConfigError, InputError
-from eagle3_core.lifecycle import StageLifecycle, run_stage
+from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.readers import sequences
@@ -24,43 +24,45 @@ STAGE = "vocab"
 VOCAB_FILE = "vocab.safetensors"
 
 
-def run_vocab(
-    cfg: VocabConfig,
-    target: TargetConfig,
-    sequences_dir: str | Path,
-    out_dir: str | Path,
-    reporter: Reporter | None = None,
-) -> StageManifest:
+class VocabStage(Stage):
     """Count supervised tokens over ``sequences_dir`` and write the draft vocabulary to ``out_dir``."""
-    reporter = reporter or NullReporter()
-    if not target.path:
-        raise ConfigError("no tokenizer: target.path is not set", fix="pass --tokenizer PATH (a local directory)")
-    files = sequences.parts(sequences_dir)
-    for file in files:  # a torn part is named before this folder is touched
-        sequences.num_rows(file)
-    fingerprint = tokenizer_fingerprint(target.path)
-    inputs = {"sequences": input_fingerprint(sequences_dir), "tokenizer": fingerprint}
-    life = StageLifecycle(
-        STAGE,
-        out_dir,
-        stable_hash({"vocab": cfg.content_hash()}),
-        inputs,
-        shards=(VOCAB_FILE,),
-        versions=("safetensors", "numpy"),
-        reporter=reporter,
-    )
-    return run_stage(life, lambda manifest: build_vocab(cfg, target, files, out_dir, manifest, reporter))
+
+    name, shards, versions = STAGE, (VOCAB_FILE,), ("safetensors", "numpy")
+
+    def __init__(
+        self,
+        cfg: VocabConfig,
+        target: TargetConfig,
+        sequences_dir: str,
+        out_dir: str,
+        reporter: Reporter | None = None,
+    ) -> None:
+        self.cfg, self.target, self.sequences_dir = cfg, target, sequences_dir
+        self.out_dir, self.reporter = Path(out_dir), reporter or NullReporter()
+
+    def keys(self) -> tuple[str, dict[str, str]]:
+        if not self.target.path:
+            raise ConfigError("no tokenizer: target.path is not set", fix="pass --tokenizer PATH (a local directory)")
+        self.files = sequences.parts(self.sequences_dir)
+        for file in self.files:  # a torn part is named before this folder is touched
+            sequences.num_rows(file)
+        inputs = {
+            "sequences": input_fingerprint(self.sequences_dir),
+            "tokenizer": tokenizer_fingerprint(self.target.path),
+        }
+        return stable_hash({"vocab": self.cfg.content_hash()}), inputs
+
+    def run(self, unit: None) -> None:
+        self.built = build_vocab(self.cfg, self.target, self.files, self.out_dir, self.reporter)
+
+    def finish(self, manifest: StageManifest) -> None:
+        manifest.counts, manifest.details = self.built
 
 
 def build_vocab(
-    cfg: VocabConfig,
-    target: TargetConfig,
-    files: list[Path],
-    out_dir: str | Path,
-    manifest: StageManifest,
-    reporter: Reporter,
-) -> None:
-    """The stage's work: count, select, save; the figures go into ``manifest``."""
+    cfg: VocabConfig, target: TargetConfig, files: list[Path], out_dir: Path, reporter: Reporter
+) -> tuple[dict, dict]:
+    """The stage's work: count, select, save; returns the manifest's counts and details."""
     target_vocab = target_vocab_size(target.path, load_tokenizer(target.path, target.trust_remote_code))
     counts = count_supervised(files, target_vocab)
     if counts.sum() == 0:
@@ -70,12 +72,12 @@ def build_vocab(
         )
     vocab = select(counts, cfg.draft_vocab_size)
     save(vocab, Path(out_dir) / VOCAB_FILE)
-    manifest.counts = {
+    counts_out = {
         "supervised_tokens": int(counts.sum()),
         "distinct_tokens": int((counts > 0).sum()),
         "shards": len(files),
     }
-    manifest.details = {
+    details = {
         "draft_vocab_size": int(len(vocab.d2t)),
         "target_vocab_size": target_vocab,
         "coverage": round(vocab.coverage, 6),
@@ -85,3 +87,9 @@ def build_vocab(
     reporter.log(
         f"vocab: {len(vocab.d2t)} draft ids cover {vocab.coverage:.2%} of {int(counts.sum())} supervised tokens"
     )
+    return counts_out, details
+
+
+def run_vocab(*args, **kwargs) -> StageManifest:
+    """The stage whole in this process (tests, benchmarks): ``drive(VocabStage(...))``."""
+    return drive(VocabStage(*args, **kwargs))
