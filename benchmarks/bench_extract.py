@@ -124,7 +124,7 @@ def bench_transformers(args, work: Path, shape: dict) -> dict:
     model = build_target(work / "target", shape, dtype, device)
     tokens = write_sequences(work / "seq", args.samples, args.mean_len, shape["vocab"])
     cfg = ExtractConfig(max_tokens_per_batch=args.max_tokens_per_batch, shard_tokens=args.shard_tokens, device=device)
-    plan = plan_extract(cfg, TargetConfig(path=str(work / "target")), work / "seq", work / "hidden")
+    plan = plan_extract(cfg, TargetConfig(path=str(work / "target")), work / "seq", work / "hidden")  # writes nothing
     engine = TransformersEngine(model, plan.layers, device, cfg.max_tokens_per_batch)
     engine.forward([[1] * 16])  # warm-up (kernels, allocator)
     bare, extract = float("inf"), float("inf")

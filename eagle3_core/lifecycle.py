@@ -36,6 +36,7 @@ an upstream folder's shards against its manifest before they are read.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -194,8 +195,9 @@ class Stage:
     A stage is built from its config, its input folders (``{argument: upstream stage}`` in its
     declaration, ``eagle3_core.stages``), ``out_dir`` and a reporter, and states:
 
-    - ``name``, ``shards`` (globs recorded at ``complete``), ``outputs`` (globs removed when the
-      keys changed; default ``shards``) and ``versions`` (packages recorded in the manifest);
+    - ``name``, ``shards`` (globs recorded at ``complete``), ``outputs`` (globs, files or folders,
+      removed when the keys changed; default ``shards``) and ``versions`` (packages recorded in
+      the manifest);
     - ``keys()``: (config hash, input fingerprints). It checks the inputs first: an error raised
       here touches nothing, not even the folder's lock;
     - ``plan() -> units``: after the lock and the clearing, before ``running`` is written when the
@@ -212,6 +214,7 @@ class Stage:
     shards: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     versions: tuple[str, ...] = ()
+    changed: str = "its outputs are discarded"  # the log line's end when the keys changed
     out_dir: Path
     reporter: Reporter
 
@@ -278,11 +281,14 @@ class StageRun:
     def _clear(self) -> None:
         """Outputs of another config or other inputs must never mix with this run's; ``running``
         is written at once, so a refusal in ``plan`` never leaves the cleared run's ``complete``."""
-        self.stage.reporter.log(f"{self.stage.name}: config or inputs changed since the last run: its outputs go")
-        for pattern in self.stage.outputs or self.stage.shards:
-            for path in self.stage.out_dir.glob(pattern):
-                if path.is_file():
-                    path.unlink()
+        stage = self.stage
+        stage.reporter.log(f"{stage.name} config or inputs changed since the last run: {stage.changed}")
+        for pattern in stage.outputs or stage.shards:
+            for path in stage.out_dir.glob(pattern):
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink(missing_ok=True)
         self.life.begin()
 
     def run(self, unit: Any) -> None:

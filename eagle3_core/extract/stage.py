@@ -1,21 +1,20 @@
 """The extract stage: sequences/ -> hidden/ (see CONTRIBUTING.md for the on-disk contract).
 
-Three steps, so a flow can run one task per shard and the plain entry point stays a loop:
-
-    plan = plan_extract(...)        # sizes, layers, shards, storage check; manifest `running`
-    extract_shard(plan, cfg, target, shard.index)   # for each shard; a finished one is skipped
-    finish_extract(plan)            # index.parquet, then manifest `complete`
+``ExtractStage`` has one unit per shard, so a flow runs one task per shard and ``run_extract`` is
+a loop (``lifecycle.drive``): ``keys`` reads the target's facts and plans the shards, ``plan``
+prints the storage cost and refuses a run that cannot fit, ``run(index)`` computes one shard
+(a finished one is skipped), ``finish`` writes index.parquet and the manifest's figures.
 
 Guarantees: a shard is finished iff ``shard-NNNNN.safetensors`` exists with the plan's shard
 key in its header (atomic rename), so killing the run and starting again computes only the
 missing shards, while a run with another config or other inputs (sequences/ rebuilt) starts
-over; ``complete`` is written last; a complete manifest for the same config and inputs makes
-``run_extract`` return without loading the target.
+over (a shard's key names its samples and their lengths, not their tokens, so sequences rebuilt
+with the same lengths would match it: the driver clears them); ``complete`` is written last; a
+complete manifest for the same config and inputs returns without loading the target.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from pydantic import Field
@@ -26,8 +25,8 @@ from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.extract.plan import ShardSpec, plan_shards
 from eagle3_core.extract.storage import bytes_per_token, check_fits, online_command, storage_line
 from eagle3_core.extract.target_facts import read_target_facts, resolve_layers
-from eagle3_core.lifecycle import StageLifecycle
-from eagle3_core.manifest import StageManifest, input_fingerprint, runtime_versions
+from eagle3_core.lifecycle import Stage, drive
+from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.readers import sequences
 from eagle3_core.target import TargetConfig
@@ -36,7 +35,7 @@ STAGE = "extract"
 
 
 class ExtractPlan(StrictModel):
-    """Everything a shard task needs: paths, sizes, layers and the shard list (no tensors)."""
+    """Everything a shard needs: paths, sizes, layers and the shard list (no tensors)."""
 
     sequences_dir: str = Field(description="Input sequences/ folder.")
     out_dir: str = Field(description="Output hidden/ folder.")
@@ -46,21 +45,13 @@ class ExtractPlan(StrictModel):
     num_hidden_layers: int = Field(description="Target decoder layers N.")
     vocab_size: int = Field(description="Target vocabulary size.")
     config_hash: str = Field(description="Hash of what decides the output bytes.")
-    inputs: dict[str, str] = Field(description="Input fingerprints.")
     shards: list[ShardSpec] = Field(description="Every shard, finished or not.")
-    complete: StageManifest | None = Field(None, description="Set when a complete manifest already covers this run.")
-    started_at: float = Field(default_factory=time.time, description="When planning began.")
 
 
 def plan_extract(
-    cfg: ExtractConfig,
-    target: TargetConfig,
-    sequences_dir: str | Path,
-    out_dir: str | Path,
-    reporter: Reporter | None = None,
+    cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | Path, out_dir: str | Path
 ) -> ExtractPlan:
-    """Plan the run, print the storage cost, refuse when it cannot fit; manifest -> running."""
-    reporter = reporter or NullReporter()
+    """Sizes, layers and shards, from the target's config.json and the sequences (nothing written)."""
     if cfg.mode == "online":
         raise ConfigError(
             "extract.mode is online: hidden states are computed inside training, not stored",
@@ -71,8 +62,7 @@ def plan_extract(
     facts = read_target_facts(path)
     layers = resolve_layers(cfg.layers, target, facts.num_hidden_layers)
     config_hash = cfg.output_hash(str(Path(path).resolve()), layers)
-    inputs = {"sequences": input_fingerprint(sequences_dir), "target": f"path:{Path(path).resolve()}"}
-    plan = ExtractPlan(
+    return ExtractPlan(
         sequences_dir=str(sequences_dir),
         out_dir=str(out_dir),
         engine=cfg.engine,
@@ -81,55 +71,77 @@ def plan_extract(
         num_hidden_layers=facts.num_hidden_layers,
         vocab_size=facts.vocab_size,
         config_hash=config_hash,
-        inputs=inputs,
         shards=plan_shards(sequences_dir, cfg.shard_tokens, config_hash),
     )
-    life = lifecycle(plan, reporter)
-    plan.complete = life.open()
-    if plan.complete is not None:
-        return plan
-    with life.guard():
-        if life.keys_changed:
-            clear_outputs(plan.out_dir)
-        life.begin()  # before the storage check: a refusal then reads `failed`, never the cleared run's `complete`
-        _check_storage(plan, cfg, path, reporter)
-    return plan
 
 
-def clear_outputs(out_dir: str | Path) -> None:
-    """Remove what a run with another config or other inputs wrote: a shard's key names its samples
-    and their lengths, not their tokens, so sequences rebuilt with the same lengths would match it."""
-    for file in [*Path(out_dir).glob("shard-*.safetensors"), Path(out_dir) / "index.parquet"]:
-        file.unlink(missing_ok=True)
+class ExtractStage(Stage):
+    """The target's low/mid/high and final hidden states for every token, resumable per shard."""
+
+    name, shards = STAGE, ("shard-*.safetensors", "index.parquet")
+    versions = ("torch", "transformers", "safetensors")
+
+    def __init__(
+        self,
+        cfg: ExtractConfig,
+        target: TargetConfig,
+        sequences_dir: str,
+        out_dir: str,
+        reporter: Reporter | None = None,
+    ) -> None:
+        self.cfg, self.target, self.sequences_dir = cfg, target, sequences_dir
+        self.out_dir, self.reporter = Path(out_dir), reporter or NullReporter()
+        self.rows: list[dict] = []  # per shard: tokens, reused, padding, speed (the flow's table)
+
+    def keys(self) -> tuple[str, dict[str, str]]:
+        self.extract_plan = plan_extract(self.cfg, self.target, self.sequences_dir, self.out_dir)
+        path = Path(self.target.require_path()).resolve()
+        return self.extract_plan.config_hash, {
+            "sequences": input_fingerprint(self.sequences_dir),
+            "target": f"path:{path}",
+        }
+
+    def plan(self) -> list[int]:
+        """Every shard (a finished one is skipped by ``run``), once the storage left fits."""
+        from eagle3_core.extract.shard import shard_is_done
+
+        plan = self.extract_plan
+        left = sum(s.tokens for s in plan.shards if not shard_is_done(plan.out_dir, s))
+        line, need, free = storage_line(left, plan.hidden_size, plan.out_dir)
+        self.reporter.log(f"extract: {len(plan.shards)} shards, layers {plan.layers}, engine {plan.engine}; {line}")
+        command = online_command(plan.sequences_dir, self.target.require_path(), free, need)
+        check_fits(need, free, self.cfg.disk_headroom, plan.out_dir, command)
+        return [shard.index for shard in plan.shards]
+
+    def run(self, index: int) -> None:
+        figures = extract_shard(self.extract_plan, self.cfg, self.target, index, self.reporter)
+        self.rows.append(shard_row(self.extract_plan.shards[index].name, figures))
+
+    def finish(self, manifest: StageManifest) -> None:
+        reused = sum(int(row["reused"]) for row in self.rows)
+        manifest.counts, manifest.details = finish_extract(self.extract_plan, self.reporter, reused)
+
+    def close(self) -> None:
+        """Free the cached target (GPU memory, a vLLM worker)."""
+        from eagle3_core.extract.engines import release_engines
+
+        release_engines()
 
 
-def lifecycle(plan: ExtractPlan, reporter: Reporter | None = None) -> StageLifecycle:
-    """The stage's lifecycle for ``plan``: the same keys and shards in the plan, shard and finish steps
-    (the folder's lock, taken when planning, is per process and per folder, so finish can let it go)."""
-    return StageLifecycle(
-        STAGE,
-        plan.out_dir,
-        plan.config_hash,
-        plan.inputs,
-        shards=("shard-*.safetensors", "index.parquet"),
-        versions=("torch", "transformers", "safetensors"),
-        reporter=reporter,
-    )
+def run_extract(*args, **kwargs) -> StageManifest:
+    """The stage whole in this process (tests, benchmarks): ``drive(ExtractStage(...))``."""
+    return drive(ExtractStage(*args, **kwargs))
 
 
-def guard_extract(plan: ExtractPlan):
-    """Around the shard steps: an error records ``failed``, an interrupt leaves ``running``; either
-    way the folder is let go (the finished shards stay for the resume)."""
-    return lifecycle(plan).guard()
-
-
-def _check_storage(plan: ExtractPlan, cfg: ExtractConfig, target_path: str, reporter: Reporter) -> None:
-    from eagle3_core.extract.shard import shard_is_done
-
-    left = sum(s.tokens for s in plan.shards if not shard_is_done(plan.out_dir, s))
-    line, need, free = storage_line(left, plan.hidden_size, plan.out_dir)
-    reporter.log(f"extract: {len(plan.shards)} shards, layers {plan.layers}, engine {plan.engine}; {line}")
-    check_fits(need, free, cfg.disk_headroom, plan.out_dir, online_command(plan.sequences_dir, target_path, free, need))
+def shard_row(name: str, figures: dict[str, float]) -> dict:
+    padded = figures["computed_tokens"] or 1
+    return {
+        "shard": name,
+        "tokens": int(figures["tokens"]),
+        "reused": bool(figures["skipped"]),
+        "padding_share": round(1 - figures["tokens"] / padded, 4),
+        "tokens_per_s": None if figures["skipped"] else round(figures["tokens"] / max(figures["seconds"], 1e-9)),
+    }
 
 
 def extract_shard(
@@ -151,8 +163,8 @@ def extract_shard(
     return {**figures, "skipped": 0}
 
 
-def finish_extract(plan: ExtractPlan, reporter: Reporter | None = None, reused: int = 0) -> StageManifest:
-    """Write index.parquet and the complete manifest (after every shard is durable).
+def finish_extract(plan: ExtractPlan, reporter: Reporter, reused: int = 0) -> tuple[dict, dict]:
+    """Write index.parquet (after every shard is durable); the manifest's counts and details.
 
     ``reused``: shards an earlier run had finished (reported in details, not counts, so a
     resumed run fingerprints the same as an uninterrupted one).
@@ -167,64 +179,28 @@ def finish_extract(plan: ExtractPlan, reporter: Reporter | None = None, reused: 
     tokens = sum(f["tokens"] for f in figures)
     computed = sum(f["computed_tokens"] for f in figures)
     written = sum((Path(plan.out_dir) / s.name).stat().st_size for s in plan.shards)
-    life = lifecycle(plan, reporter)
-    manifest = StageManifest(
-        stage=STAGE,
-        status="running",
-        config_hash=plan.config_hash,
-        inputs=plan.inputs,
-        counts={
-            "samples": samples,
-            "tokens": tokens,
-            "supervised_tokens": sum(f["supervised_tokens"] for f in figures),
-            "shards": len(plan.shards),
-            "computed_tokens": computed,
-            "bytes": written,
-        },
-        timings={"extract": time.time() - plan.started_at},
-        versions=runtime_versions("torch", "transformers", "safetensors"),
-        details={
-            "layers": plan.layers,
-            "hidden_size": plan.hidden_size,
-            "num_hidden_layers": plan.num_hidden_layers,
-            "vocab_size": plan.vocab_size,
-            "engine": plan.engine,
-            "dtype": "bfloat16",
-            "padding_share": round(1 - tokens / computed, 4) if computed else 0.0,
-            "bytes_per_token": round(written / tokens, 1) if tokens else 0.0,
-            "state_bytes_per_token": bytes_per_token(plan.hidden_size),
-            "shards_reused": reused,
-        },
-    )
-    manifest = life.complete(manifest)
-    (reporter or NullReporter()).log(
+    counts = {
+        "samples": samples,
+        "tokens": tokens,
+        "supervised_tokens": sum(f["supervised_tokens"] for f in figures),
+        "shards": len(plan.shards),
+        "computed_tokens": computed,
+        "bytes": written,
+    }
+    details = {
+        "layers": plan.layers,
+        "hidden_size": plan.hidden_size,
+        "num_hidden_layers": plan.num_hidden_layers,
+        "vocab_size": plan.vocab_size,
+        "engine": plan.engine,
+        "dtype": "bfloat16",
+        "padding_share": round(1 - tokens / computed, 4) if computed else 0.0,
+        "bytes_per_token": round(written / tokens, 1) if tokens else 0.0,
+        "state_bytes_per_token": bytes_per_token(plan.hidden_size),
+        "shards_reused": reused,
+    }
+    reporter.log(
         f"extract: {samples:,} samples, {tokens:,} tokens in {len(plan.shards)} shards, "
-        f"padding {manifest.details['padding_share']:.1%}"
+        f"padding {details['padding_share']:.1%}"
     )
-    return manifest
-
-
-def run_extract(
-    cfg: ExtractConfig,
-    target: TargetConfig,
-    sequences_dir: str | Path,
-    out_dir: str | Path,
-    reporter: Reporter | None = None,
-) -> StageManifest:
-    """sequences/ -> hidden/, resuming from finished shards; see the module docstring."""
-    from eagle3_core.extract.engines import release_engines
-
-    reporter = reporter or NullReporter()
-    plan = plan_extract(cfg, target, sequences_dir, out_dir, reporter)
-    if plan.complete is not None:
-        return plan.complete
-    total, done, reused = sum(s.tokens for s in plan.shards), 0, 0
-    try:
-        with guard_extract(plan):
-            for shard in plan.shards:
-                figures = extract_shard(plan, cfg, target, shard.index, reporter)
-                done, reused = done + shard.tokens, reused + int(figures["skipped"])
-                reporter.progress(STAGE, done, total, shard=shard.index, skipped=int(figures["skipped"]))
-    finally:
-        release_engines()
-    return finish_extract(plan, reporter, reused)
+    return counts, details

@@ -18,14 +18,12 @@ config or other inputs are discarded rather than resumed; a failed trainer raise
 from __future__ import annotations
 
 import contextlib
-import shutil
-import time
 from pathlib import Path
 
 from eagle3_core import errors
 from eagle3_core.base import stable_hash
 from eagle3_core.fsio import read_json, write_json_atomic
-from eagle3_core.lifecycle import StageLifecycle
+from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.target import TargetConfig
@@ -49,17 +47,6 @@ def input_fingerprints(cfg: TrainConfig, inputs: TrainInputs, vocab_dir) -> dict
     if cfg.deepspeed_config:
         found["deepspeed_config"] = stable_hash(read_user_file(cfg.deepspeed_config))
     return found
-
-
-def discard_stale(out: Path, existing: StageManifest | None, config_hash: str, inputs: dict, reporter) -> None:
-    """Checkpoints of another config or other inputs must never be resumed."""
-    if existing is None or (existing.config_hash == config_hash and existing.inputs == inputs):
-        return
-    reporter.log("train config or inputs changed since the last run: its checkpoints are discarded")
-    for name in ("checkpoints", "export"):
-        shutil.rmtree(out / name, ignore_errors=True)
-    for name in ("metrics.jsonl", SUMMARY_FILE):
-        (out / name).unlink(missing_ok=True)
 
 
 def trainer_error(out: Path, tail: list[str], returncode: int) -> errors.Eagle3Error:
@@ -102,76 +89,76 @@ def complete_manifest(manifest: StageManifest, summary: dict, inputs: TrainInput
     return manifest
 
 
-def verify_hidden_checksums(hidden_dir: str, life: StageLifecycle) -> None:
-    """Every hidden shard's blake2b against extract's manifest, before the trainer starts (and
-    before this folder is touched). Training reads each byte every epoch anyway, so one hashing
-    pass (~1 GB/s a core) costs less than an epoch; a skipped run (complete) pays nothing."""
-    from eagle3_core.readers import hidden
-
-    try:
-        hidden.verify(hidden_dir, checksums=True)
-    except BaseException:
-        life.release()
-        raise
-
-
-def run_train(
-    cfg: TrainConfig,
-    target: TargetConfig,
-    hidden_dir,
-    vocab_dir,
-    out_dir,
-    sequences_dir=None,
-    reporter: Reporter | None = None,
-) -> StageManifest:
+class TrainStage(Stage):
     """Train (or resume, or reuse) the drafter; see the module docstring."""
-    reporter, out, started = reporter or NullReporter(), Path(out_dir), time.monotonic()
-    if cfg.mode == "auto":  # the pipeline skipped extract when hidden/ would not fit: stream instead
-        cfg = cfg.model_copy(update={"mode": "offline" if hidden_is_complete(hidden_dir) else "online-vllm"})
-        reporter.log(f"train: mode auto -> {cfg.mode} (hidden/ {'complete' if cfg.mode == 'offline' else 'absent'})")
-    inputs = check_inputs(cfg.mode, target, hidden_dir, vocab_dir, sequences_dir)
-    fingerprints = input_fingerprints(cfg, inputs, vocab_dir)
-    config_hash = stable_hash({"train": cfg.output_hash(), "layers": inputs.aux_layer_ids})
-    life = StageLifecycle(
-        STAGE,
-        out,
-        config_hash,
-        fingerprints,
-        shards=("export/*",),
-        versions=("torch", "deepspeed", "transformers"),
-        reporter=reporter,
-    )
-    existing = life.open()
-    if existing is not None:
-        return existing
-    if inputs.mode == "offline":
-        verify_hidden_checksums(inputs.hidden_dir, life)
-    with life.guard():
-        discard_stale(out, life.previous, config_hash, fingerprints, reporter)
-        manifest = life.begin()
-        (out / ERROR_FILE).unlink(missing_ok=True)
-        reporter.log(
+
+    name, shards, versions = STAGE, ("export/*",), ("torch", "deepspeed", "transformers")
+    outputs = ("checkpoints", "export", "metrics.jsonl", SUMMARY_FILE)  # never resume another config's
+    changed = "its checkpoints are discarded"
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        target: TargetConfig,
+        hidden_dir: str | None,
+        vocab_dir: str,
+        out_dir: str,
+        sequences_dir: str | None = None,
+        reporter: Reporter | None = None,
+    ) -> None:
+        self.cfg, self.target, self.hidden_dir, self.vocab_dir = cfg, target, hidden_dir, vocab_dir
+        self.sequences_dir, self.out_dir, self.reporter = sequences_dir, Path(out_dir), reporter or NullReporter()
+
+    def keys(self) -> tuple[str, dict[str, str]]:
+        if self.cfg.mode == "auto":  # the pipeline skipped extract when hidden/ would not fit: stream instead
+            mode = "offline" if hidden_is_complete(self.hidden_dir) else "online-vllm"
+            self.cfg = self.cfg.model_copy(update={"mode": mode})
+            self.reporter.log(f"train: mode auto -> {mode} (hidden/ {'complete' if mode == 'offline' else 'absent'})")
+        self.inputs = check_inputs(self.cfg.mode, self.target, self.hidden_dir, self.vocab_dir, self.sequences_dir)
+        fingerprints = input_fingerprints(self.cfg, self.inputs, self.vocab_dir)
+        return stable_hash({"train": self.cfg.output_hash(), "layers": self.inputs.aux_layer_ids}), fingerprints
+
+    def plan(self) -> list[None]:
+        """Offline: every hidden shard's blake2b against extract's manifest, before the trainer starts
+        (and before this folder is written). Training reads each byte every epoch anyway, so one
+        hashing pass (~1 GB/s a core) costs less than an epoch; a skipped run pays nothing."""
+        from eagle3_core.readers import hidden
+
+        if self.inputs.mode == "offline":
+            hidden.verify(self.inputs.hidden_dir, checksums=True)
+        (self.out_dir / ERROR_FILE).unlink(missing_ok=True)
+        return [None]
+
+    def run(self, unit: None) -> None:
+        cfg, inputs, out = self.cfg, self.inputs, self.out_dir
+        self.reporter.log(
             f"train: {inputs.samples} samples, {inputs.tokens} tokens, draft vocab {inputs.draft_vocab_size}, "
             f"aux layers {inputs.aux_layer_ids}, mode {inputs.mode}"
         )
         if cfg.mode == "online-vllm":
-            online_run.prepare(cfg, inputs, out, reporter)
+            online_run.prepare(cfg, inputs, out, self.reporter)
         write_json_atomic(
             out / SPEC_FILE, {"cfg": cfg.model_dump(mode="json"), "inputs": vars(inputs), "out_dir": str(out)}
         )
-        engine = (
-            online_run.engine_for_run(cfg, target, inputs, out, reporter)
-            if cfg.mode == "online-vllm"
-            else contextlib.nullcontext({})
-        )
-        with engine as engine_figures:  # online-vllm: the engine lives as long as the trainer
-            outcome = launch(cfg, out / SPEC_FILE, reporter)
+        with self._engine() as engine_figures:  # online-vllm: the engine lives as long as the trainer
+            outcome = launch(cfg, out / SPEC_FILE, self.reporter)
         if outcome.returncode != 0:
             raise trainer_error(out, outcome.tail, outcome.returncode)
-        summary = read_json(out / SUMMARY_FILE)
-        manifest = complete_manifest(manifest, summary, inputs)
-        if cfg.mode == "online-vllm":
-            manifest.details["online"] = online_run.details(summary, engine_figures, cfg)
-            online_run.clean(cfg, out)
-        manifest.timings = {"train": round(time.monotonic() - started, 2)}
-    return life.complete(manifest)
+        self.engine_figures = engine_figures
+
+    def _engine(self):
+        if self.cfg.mode != "online-vllm":
+            return contextlib.nullcontext({})
+        return online_run.engine_for_run(self.cfg, self.target, self.inputs, self.out_dir, self.reporter)
+
+    def finish(self, manifest: StageManifest) -> None:
+        summary = read_json(self.out_dir / SUMMARY_FILE)
+        complete_manifest(manifest, summary, self.inputs)
+        if self.cfg.mode == "online-vllm":
+            manifest.details["online"] = online_run.details(summary, self.engine_figures, self.cfg)
+            online_run.clean(self.cfg, self.out_dir)
+
+
+def run_train(*args, **kwargs) -> StageManifest:
+    """The stage whole in this process (tests, benchmarks): ``drive(TrainStage(...))``."""
+    return drive(TrainStage(*args, **kwargs))
