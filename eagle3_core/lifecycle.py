@@ -262,10 +262,14 @@ class StageRun:
             verify=verify,
         )
         self.units: list[Any] = []
-        self.rejects = Rejects()
+        self.rejects: Rejects | None = None  # recorded only for a stage that rejects rows
         self.manifest: StageManifest | None = None
         self.timings: dict[str, float] = {}  # seconds per step, beside the stage's own in the manifest
         self._done = 0
+
+    def report_to(self, reporter: Reporter) -> None:
+        """Report through ``reporter`` from now on (a Prefect task's own logger, per task)."""
+        self.stage.reporter = self.life.reporter = reporter
 
     def open(self) -> StageManifest | None:
         done = self.life.open()
@@ -294,8 +298,7 @@ class StageRun:
     def run(self, unit: Any) -> None:
         with self.life.guard(), self._timed("run"):
             rejects = self.stage.run(unit)
-        if rejects is not None:
-            self.rejects.merge(rejects)
+        self._count(rejects)
         self._done += 1
         self.stage.reporter.progress(self.stage.name, self._done, len(self.units), unit="units")
 
@@ -306,10 +309,13 @@ class StageRun:
         assert self.manifest is not None, "finish before open"
         with self.life.guard(), self._timed("finish"):
             rejects = self.stage.finish(self.manifest)
-        if rejects is not None:
-            self.rejects.merge(rejects)
+        self._count(rejects)
         self.manifest.timings = {**self.timings, **self.manifest.timings}
         return self.life.complete(self.manifest, self.rejects)
+
+    def _count(self, rejects: Rejects | None) -> None:
+        if rejects is not None:
+            self.rejects = (self.rejects or Rejects()).merge(rejects)
 
     @contextlib.contextmanager
     def _timed(self, step: str) -> Iterator[None]:

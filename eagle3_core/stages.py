@@ -1,15 +1,15 @@
-"""The DAG, declared once: every stage's name, what it reads, where it writes, and its body.
+"""The DAG, declared once: every stage's name, what it reads, where it writes, and its shape.
 
     generate -> reconstruct -> vocab ─┐
                            └-> extract ┴> train -> evaluate
 
-The pipeline flow, the nightly, the CLI's stage commands, the recipes' ``stages`` list and
-the deployments all read ``STAGES``; nothing else states the order or the inputs. A stage is
-one declaration here plus its module ``eagle3_core/<name>/stage.py`` with the body
-``run_<name>(cfg, ..., out_dir, reporter=None) -> StageManifest``, which runs through the one
-lifecycle (``eagle3_core.lifecycle``). A stage that splits into several Prefect tasks (one per
-shard, one per batch) names its own flow; every other stage gets a flow built from its body
-(``flows.stages.stage_flow``).
+The pipeline flow, the nightly, the CLI's stage commands, the recipes' ``stages`` list, the run
+summary and the deployments all read ``STAGES``; nothing else states the order or the inputs. A
+stage is one declaration here plus its package ``eagle3_core/<name>/`` whose ``stage.py`` holds
+``<Name>Stage``, a ``lifecycle.Stage`` (keys, ``plan() -> units``, ``run(unit)``, ``finish``), run
+by the one driver (``lifecycle.StageRun``). Its Prefect flow is built from the declaration and the
+class's parameters (``flows.stages.stage_flow``): one task, or, where the declaration names its
+``unit``, a task per unit. Only generate still names a flow of its own.
 
 No Prefect here: the declarations are plain data, read by the flows.
 """
@@ -27,27 +27,54 @@ if TYPE_CHECKING:
     from eagle3_core.config import PipelineConfig
 
 
+def _target(c: PipelineConfig) -> dict[str, Any]:
+    return {"target": c.target}
+
+
 @dataclass(frozen=True)
 class StageSpec:
     """One node of the DAG."""
 
     name: str
     folder: str  # the RunLayout folder it writes
-    reads: Callable[[PipelineConfig], tuple[str, ...]]  # the stages whose folders it reads (may depend on config)
-    arguments: Callable[[PipelineConfig], dict[str, Any]]  # its flow's keyword arguments in a run directory
-    flow: str | None = None  # "module:function" of its own flow; None = one task calling run_<name>
+    # its inputs, {argument: upstream stage} ("train/export": a folder inside train's); may depend on config
+    inputs: Callable[[PipelineConfig], dict[str, str]]
+    extra: Callable[[PipelineConfig], dict[str, Any]] = _target  # its other arguments in a run directory
+    config: Callable[[PipelineConfig], Any] | None = None  # its config; None = the PipelineConfig section `name`
+    unit: str | None = None  # names its units ("shard": tasks extract-shard-00000, ...): a Prefect task each
+    unit_limit: str | None = None  # a global concurrency limit each unit task holds a slot of ("gpu:{host}")
+    flow: str | None = None  # "module:function" of a flow of its own (generate); None = built from the stage
+    out_argument: str = "out_dir"
     served: bool = False  # reads from the target served by vLLM, which the pipeline starts when `serve` is set
     is_done: Callable[[PipelineConfig], bool] | None = None  # its skip rule, asked before a service starts for it
     # settles a choice the recipe left to the run, once upstream folders exist: (config, why) before it runs
     settle: Callable[[PipelineConfig], tuple[PipelineConfig, str | None]] | None = None
 
     @property
-    def run(self) -> str:
-        """Its body: ``eagle3_core.<name>.stage:run_<name>``."""
-        return f"eagle3_core.{self.name}.stage:run_{self.name}"
+    def stage(self) -> str:
+        """Its shape: ``eagle3_core.<name>.stage:<Name>Stage``."""
+        return f"eagle3_core.{self.name}.stage:{self.name.capitalize()}Stage"
 
     def out(self, config: PipelineConfig) -> Path:
         return getattr(config.layout, self.folder)
+
+    def reads(self, config: PipelineConfig) -> tuple[str, ...]:
+        """The stages whose folders it reads, in DAG order."""
+        wanted = {upstream.split("/")[0] for upstream in self.inputs(config).values()}
+        return tuple(s.name for s in STAGES if s.name in wanted)
+
+    def arguments(self, config: PipelineConfig) -> dict[str, Any]:
+        """Its flow's keyword arguments in a run directory."""
+        section = self.config(config) if self.config else getattr(config, self.name)
+        folders = {argument: str(folder_of(upstream, config)) for argument, upstream in self.inputs(config).items()}
+        return {"cfg": section, **folders, self.out_argument: str(self.out(config)), **self.extra(config)}
+
+
+def folder_of(upstream: str, config: PipelineConfig) -> Path:
+    """``"train/export"`` -> the export/ folder inside train's; ``"vocab"`` -> vocab's folder."""
+    stage, _, inside = upstream.partition("/")
+    folder = BY_NAME[stage].out(config)
+    return folder / inside if inside else folder
 
 
 def load(reference: str) -> Any:
@@ -62,9 +89,22 @@ def _generate_is_done(c: PipelineConfig) -> bool:
     return is_complete(c.generate, c.layout.generations)
 
 
-def _train_reads(c: PipelineConfig) -> tuple[str, ...]:
+def _train_inputs(c: PipelineConfig) -> dict[str, str]:
     """Offline training reads hidden/ (extract); online training reads sequences/ itself."""
-    return ("extract", "vocab") if c.train.mode == "offline" else ("reconstruct", "vocab")
+    if c.train.mode == "offline":
+        return {"hidden_dir": "extract", "vocab_dir": "vocab"}
+    return {"vocab_dir": "vocab", "sequences_dir": "reconstruct"}
+
+
+def _train_extra(c: PipelineConfig) -> dict[str, Any]:
+    """The folder it does not wait for: sequences/ offline (the online reader's), hidden/ in auto."""
+    if c.train.mode == "offline":
+        return {"target": c.target, "sequences_dir": str(c.layout.sequences)}
+    return {"target": c.target, "hidden_dir": str(c.layout.hidden) if c.train.mode == "auto" else None}
+
+
+def _evaluate_extra(c: PipelineConfig) -> dict[str, Any]:
+    return {"target": c.target, "serve": c.serve, "generations_dir": str(c.layout.generations)}
 
 
 def _settle_train_mode(c: PipelineConfig) -> tuple[PipelineConfig, str | None]:
@@ -81,78 +121,49 @@ def _settle_train_mode(c: PipelineConfig) -> tuple[PipelineConfig, str | None]:
     return c.model_copy(update={"train": train, "stages": stages}), f"train.mode auto: {why}"
 
 
-STAGES: tuple[StageSpec, ...] = (
+STAGES: list[StageSpec] = [
     StageSpec(
         "generate",
         "generations",
-        lambda c: (),
-        lambda c: dict(cfg=c.generate, out=str(c.layout.generations), progress_bar=sys.stderr.isatty()),
+        lambda c: {},
+        lambda c: {"progress_bar": sys.stderr.isatty()},
         flow="flows.generate:generate_flow",
+        out_argument="out",
         served=True,
         is_done=_generate_is_done,
     ),
-    StageSpec(
-        "reconstruct",
-        "sequences",
-        lambda c: ("generate",),
-        lambda c: dict(
-            cfg=c.reconstruct,
-            target=c.target,
-            generations_dir=str(c.layout.generations),
-            out_dir=str(c.layout.sequences),
-        ),
-        flow="flows.reconstruct:reconstruct_flow",
-    ),
-    StageSpec(
-        "vocab",
-        "vocab",
-        lambda c: ("reconstruct",),
-        lambda c: dict(
-            cfg=c.vocab, target=c.target, sequences_dir=str(c.layout.sequences), out_dir=str(c.layout.vocab)
-        ),
-    ),
+    StageSpec("reconstruct", "sequences", lambda c: {"generations_dir": "generate"}),
+    StageSpec("vocab", "vocab", lambda c: {"sequences_dir": "reconstruct"}),
     StageSpec(
         "extract",
         "hidden",
-        lambda c: ("reconstruct",),
-        lambda c: dict(
-            cfg=c.extract, target=c.target, sequences_dir=str(c.layout.sequences), out_dir=str(c.layout.hidden)
-        ),
-        flow="flows.extract:extract_flow",
+        lambda c: {"sequences_dir": "reconstruct"},
+        unit="shard",
+        unit_limit="gpu:{host}",  # two runs on one machine take turns with its accelerator
         settle=_settle_train_mode,
     ),
-    StageSpec(
-        "train",
-        "drafter",
-        _train_reads,
-        lambda c: dict(
-            cfg=c.train,
-            target=c.target,
-            hidden_dir=str(c.layout.hidden) if c.train.mode in ("offline", "auto") else None,
-            vocab_dir=str(c.layout.vocab),
-            out_dir=str(c.layout.drafter),
-            sequences_dir=str(c.layout.sequences),
-        ),
-        flow="flows.train:train_flow",
-    ),
-    StageSpec(
-        "evaluate",
-        "eval",
-        lambda c: ("train",),
-        lambda c: dict(
-            cfg=c.evaluate,
-            target=c.target,
-            export_dir=str(c.layout.export),
-            out_dir=str(c.layout.eval),
-            serve=c.serve,
-            generations_dir=str(c.layout.generations),
-        ),
-        flow="flows.evaluate:evaluate_flow",
-    ),
-)
-
-STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
+    StageSpec("train", "drafter", _train_inputs, _train_extra),
+    StageSpec("evaluate", "eval", lambda c: {"export_dir": "train/export"}, _evaluate_extra),
+]
 BY_NAME: dict[str, StageSpec] = {s.name: s for s in STAGES}
+
+
+def stage_names() -> tuple[str, ...]:
+    """The declared stages' names, in DAG order (as declared now: a test may declare one more)."""
+    return tuple(s.name for s in STAGES)
+
+
+def declare(spec: StageSpec, after: str) -> None:
+    """Add a stage to the DAG after ``after`` (a plug-in's or a test's; the built-in ones are above)."""
+    STAGES.insert(stage_names().index(after) + 1, spec)
+    BY_NAME[spec.name] = spec
+
+
+def undeclare(name: str) -> None:
+    STAGES.remove(BY_NAME.pop(name))
+
+
+STAGE_NAMES: tuple[str, ...] = stage_names()  # the built-in stages
 
 
 def upstream_of(name: str, config: PipelineConfig) -> list[str]:
@@ -164,4 +175,4 @@ def upstream_of(name: str, config: PipelineConfig) -> list[str]:
         if stage not in found:
             found.add(stage)
             todo += BY_NAME[stage].reads(config)
-    return [s for s in STAGE_NAMES if s in found]
+    return [s for s in stage_names() if s in found]

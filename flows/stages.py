@@ -1,8 +1,11 @@
-"""Each declared stage's Prefect flow: its own (``StageSpec.flow``), or one built from its body.
+"""Each declared stage's Prefect flow, built from its declaration and its stage class.
 
-A built flow is named after the stage and takes exactly the body's parameters (less
-``reporter``), typed as the body declares them, so the Prefect UI renders its form and validates
-it as the CLI does; it runs one task, ``tasks.stage.stage_task``, that calls the body.
+A built flow is named after the stage and takes exactly the stage class's parameters (less
+``reporter``), typed as the class declares them, so the Prefect UI renders its form and validates
+it as the CLI does. It runs the stage through the one driver (``lifecycle.StageRun``): in one task
+named after the stage, or, where the declaration names a ``unit``, in a task per unit between a
+plan task and a finish task (``tasks.stage``). Only a stage that names a flow of its own
+(``StageSpec.flow``: generate) is not built here.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import typing
 
 from prefect import Flow, flow
 
-from eagle3_core.stages import BY_NAME, load
+from eagle3_core.stages import BY_NAME, StageSpec, load
 
 
 @functools.cache
@@ -22,24 +25,33 @@ def stage_flow(name: str) -> Flow:
     spec = BY_NAME[name]
     if spec.flow is not None:
         return load(spec.flow)
-    return _flow_from_body(name, load(spec.run))
+    return build_flow(spec)
 
 
-def _flow_from_body(name: str, body) -> Flow:
-    hints = typing.get_type_hints(body)
+def stage_parameters(spec: StageSpec) -> inspect.Signature:
+    """The stage class's parameters, less ``self`` and ``reporter``, with their resolved types."""
+    init = load(spec.stage).__init__
+    hints = typing.get_type_hints(init)
     parameters = [
         p.replace(annotation=hints.get(p.name, p.annotation))
-        for p in inspect.signature(body).parameters.values()
-        if p.name != "reporter"
+        for p in inspect.signature(init).parameters.values()
+        if p.name not in ("self", "reporter")
     ]
-    signature = inspect.Signature(parameters, return_annotation=hints.get("return"))
+    from eagle3_core.manifest import StageManifest
+
+    return inspect.Signature(parameters, return_annotation=StageManifest)
+
+
+def build_flow(spec: StageSpec) -> Flow:
+    signature = stage_parameters(spec)
 
     def run_stage_flow(*args, **kwargs):
-        from tasks.stage import stage_task
+        from tasks.stage import run_declared
 
-        return stage_task(name, dict(signature.bind(*args, **kwargs).arguments))
+        return run_declared(spec, dict(signature.bind(*args, **kwargs).arguments))
 
     run_stage_flow.__signature__ = signature
-    run_stage_flow.__doc__ = (body.__doc__ or "").strip().splitlines()[0] if body.__doc__ else None
-    run_stage_flow.__module__, run_stage_flow.__qualname__ = __name__, f"{name}_flow"
-    return flow(name=name, log_prints=True)(run_stage_flow)
+    run_stage_flow.__doc__ = (load(spec.stage).__doc__ or "").strip().splitlines()[0] or None
+    run_stage_flow.__module__ = __name__
+    run_stage_flow.__qualname__ = f"{spec.name}_flow"
+    return flow(name=spec.name, log_prints=True)(run_stage_flow)

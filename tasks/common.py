@@ -88,3 +88,19 @@ def publish_image(path: str | Path, key: str, description: str) -> None:
     create_markdown_artifact(
         f"![{description}](data:image/png;base64,{data})", key=artifact_key(key), description=description
     )
+
+
+def ensure_limit(name: str, slots: int) -> None:
+    """Create the global concurrency limit ``name`` with ``slots`` unless an operator already set it."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_global_concurrency_limit_by_name(name)
+        except ObjectNotFound:
+            try:
+                client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=slots))
+            except ObjectAlreadyExists:  # another run created it a moment ago
+                pass

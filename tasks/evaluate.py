@@ -1,40 +1,20 @@
-"""Prefect task of the evaluate stage: a call into the core, then the report as artifacts.
+"""The evaluate stage's own artifacts: report.md (``evaluate-report``) and each plot.
 
-No Prefect result cache here: the drafter export carries no manifest of its own, so a path-based
-cache key could not see a retrained drafter at the same path; ``run_evaluate`` skips itself
-from its manifest (which fingerprints the export's files), at the cost of reading a few headers.
+No Prefect result cache (``tasks/stage.py``): the drafter export carries no manifest of its own,
+so a path-based cache key could not see a retrained drafter at the same path; the stage skips
+itself from its manifest (which fingerprints the export's files).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import task
-
-from eagle3_core.evaluate.config import EvaluateConfig
-from eagle3_core.evaluate.stage import run_evaluate
 from eagle3_core.manifest import StageManifest
-from eagle3_core.serve.config import ServeConfig
-from eagle3_core.target import TargetConfig
-from tasks.common import PrefectReporter, artifact_key, publish_image, publish_manifest
+from tasks.common import artifact_key, publish_image
 
 
-@task(name="evaluate")
-def evaluate_task(
-    cfg: EvaluateConfig,
-    target: TargetConfig,
-    export_dir: str,
-    out_dir: str,
-    serve: ServeConfig | None = None,
-    generations_dir: str | None = None,
-) -> StageManifest:
-    """Measure the drafter in vLLM and offline; publish report.md and the plots."""
-    manifest = run_evaluate(
-        cfg, target, export_dir, out_dir, serve, generations_dir, reporter=PrefectReporter("evaluate")
-    )
-    publish_report(Path(out_dir))
-    publish_manifest(manifest, title="evaluate")
-    return manifest
+def publish(stage, manifest: StageManifest) -> None:
+    publish_report(stage.out_dir)
 
 
 def publish_report(out_dir: Path) -> None:

@@ -1,31 +1,16 @@
-"""Prefect task of the reconstruct stage: a decorator and a call into the core.
-
-Artifacts: the stage summary, and the server-id check (match rate plus the first differing
+"""The reconstruct stage's own artifact: the server-id check (match rate plus the first differing
 position of each mismatch) as a table, so a template that drifted from the server's is seen
 in the UI, not discovered after training.
 """
 
 from __future__ import annotations
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
 from eagle3_core.manifest import StageManifest
-from eagle3_core.reconstruct.config import ReconstructConfig
-from eagle3_core.reconstruct.stage import run_reconstruct
-from eagle3_core.target import TargetConfig
-from tasks.common import PrefectReporter, publish_manifest, publish_table
+from tasks.common import publish_table
 
 
-# No Prefect cache, as for every stage (tasks/stage.py): the stage's own skip checks its keys (the
-# tokenizer's bytes among them) and its shards; a cached result keyed on paths and mtimes hid both.
-@task(name="reconstruct", cache_policy=NO_CACHE)
-def reconstruct_task(cfg: ReconstructConfig, target: TargetConfig, generations_dir: str, out_dir: str) -> StageManifest:
-    """Rebuild token ids + loss mask for every accepted generation (resumes by shard)."""
-    manifest = run_reconstruct(cfg, target, generations_dir, out_dir, reporter=PrefectReporter("reconstruct"))
-    publish_manifest(manifest, title="reconstruct")
+def publish(stage, manifest: StageManifest) -> None:
     publish_server_check(manifest)
-    return manifest
 
 
 def publish_server_check(manifest: StageManifest) -> None:

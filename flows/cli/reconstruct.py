@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import click
 
+from eagle3_core.reconstruct.config import ReconstructConfig
+from flows.cli.options import field_option, run_stage
+
 FAMILIES = ["kimi_k2_5", "qwen3", "deepseek_r1", "llama3"]
 
 
@@ -19,20 +22,8 @@ FAMILIES = ["kimi_k2_5", "qwen3", "deepseek_r1", "llama3"]
     "--tokenizer", required=True, type=click.Path(file_okay=False), help="Local directory of the target's tokenizer."
 )
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="sequences/ folder to write.")
-@click.option(
-    "--max-length",
-    type=click.IntRange(min=8),
-    default=4096,
-    show_default=True,
-    help="Longest sequence kept, in tokens.",
-)
-@click.option(
-    "--overlong",
-    type=click.Choice(["truncate", "drop"]),
-    default="truncate",
-    show_default=True,
-    help="What to do with longer samples (counted either way).",
-)
+@field_option(ReconstructConfig, "max_length")
+@field_option(ReconstructConfig, "overlong")
 @click.option(
     "--family",
     type=click.Choice(FAMILIES),
@@ -46,20 +37,8 @@ FAMILIES = ["kimi_k2_5", "qwen3", "deepseek_r1", "llama3"]
     help="Take the target's token facts from this recipe's `target:` section instead.",
 )
 @click.option("--trust-remote-code", is_flag=True, help="Let the tokenizer run its own code (Kimi's needs it).")
-@click.option(
-    "--prefer",
-    type=click.Choice(["server", "text"]),
-    default="server",
-    show_default=True,
-    help="Train on the server's token ids when present, or on the re-tokenized text.",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Worker processes (one shard each at a time).",
-)
+@field_option(ReconstructConfig, "prefer")
+@field_option(ReconstructConfig, "workers")
 def command(
     generations_dir: str,
     tokenizer: str,
@@ -73,14 +52,12 @@ def command(
     workers: int,
 ) -> None:
     """Rebuild the exact token ids the target produced, think tokens in place, with a loss mask."""
-    from eagle3_core.reconstruct.config import ReconstructConfig
     from eagle3_core.reconstruct.recipes import target_from_recipe
-    from flows.reconstruct import reconstruct_flow
 
     # Remote code runs only on this flag, whatever a recipe says.
     target = target_from_recipe(recipe, family, path=tokenizer, trust_remote_code=trust_remote_code)
     cfg = ReconstructConfig(max_length=max_length, overlong=overlong, prefer=prefer, workers=workers)
-    manifest = reconstruct_flow(cfg=cfg, target=target, generations_dir=generations_dir, out_dir=out_dir)
+    manifest = run_stage("reconstruct", cfg=cfg, target=target, generations_dir=generations_dir, out_dir=out_dir)
     check = manifest.details["server_check"]
     rate = "n/a (no server ids)" if check["match_rate"] is None else f"{check['match_rate']:.2%} of {check['checked']}"
     click.echo(

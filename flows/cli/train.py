@@ -1,10 +1,35 @@
-"""`eagle3 train`: hidden/ (or sequences/) + vocab/ -> drafter/ (runs the train flow)."""
+"""`eagle3 train`: hidden/ (or sequences/) + vocab/ -> drafter/ (runs the train flow).
+
+Every option that sets a config field is built from it (``options.field_option``): its default,
+help and bounds are the field's.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
+
+from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
+from flows.cli.options import field_option, run_stage
+
+FIELDS = (
+    "max_steps",
+    "epochs",
+    "ttt_steps",
+    "micro_batch_tokens",
+    "lr",
+    "checkpoint_every",
+    "num_gpus",
+    "init_from",
+)  # TrainConfig fields set as they are, each its own --option
+ONLINE_FIELDS = ("spool_gb", "endpoint")  # OnlineVllmConfig's
+
+
+def field_options(function):
+    for field in reversed(FIELDS):
+        function = field_option(TrainConfig, field)(function)
+    return function
 
 
 @click.command("train")
@@ -13,7 +38,7 @@ import click
     "input_dir",
     required=True,
     type=click.Path(file_okay=False),
-    help="hidden/ folder (offline, from `eagle3 extract`), or sequences/ with --mode online.",
+    help="hidden/ folder (offline, from `eagle3 extract`), or sequences/ with --mode online, online-vllm or auto.",
 )
 @click.option(
     "--target",
@@ -36,135 +61,34 @@ import click
     default=None,
     help="vocab/ folder (from `eagle3 vocab`); default: vocab/ beside --input.",
 )
-@click.option(
-    "--deepspeed-config",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help='Your DeepSpeed JSON config ("auto" values are filled in); default: ZeRO-2, AdamW, cosine.',
-)
-@click.option(
-    "--mode",
-    type=click.Choice(["offline", "online", "online-vllm"]),
-    default="offline",
-    show_default=True,
-    help="offline reads hidden/; online runs the target inside the trainer over sequences/; online-vllm streams states from a vLLM engine over sequences/ through a bounded spool.",
-)
-@click.option(
-    "--spool-gb",
-    type=click.FloatRange(min=0, min_open=True),
-    default=16.0,
-    show_default=True,
-    help="online-vllm: the spool's byte budget (GiB); later epochs reuse the states it can keep, recompute the rest.",
-)
-@click.option(
-    "--endpoint",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="online-vllm: the spool folder of an engine already serving (python -m eagle3_core.train.online_engine serve); default: start one.",
-)
-@click.option(
-    "--max-steps",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Stop after this many optimizer steps (default: --epochs).",
-)
-@click.option(
-    "--epochs",
-    type=click.FloatRange(min=0, min_open=True),
-    default=1.0,
-    show_default=True,
-    help="Passes over the data.",
-)
-@click.option(
-    "--ttt-steps", type=click.IntRange(min=1), default=7, show_default=True, help="Training-time-test unroll length."
-)
-@click.option(
-    "--micro-batch-tokens",
-    type=click.IntRange(min=1),
-    default=16384,
-    show_default=True,
-    help="Tokens per micro-batch, padding included; a longer sample is cut to it.",
-)
-@click.option(
-    "--packing/--no-packing",
-    default=True,
-    show_default=True,
-    help="Pack several samples into one row (attention blocked at sample boundaries) instead of padding one a row.",
-)
-@click.option(
-    "--lr", type=click.FloatRange(min=0, min_open=True), default=1e-4, show_default=True, help="Peak learning rate."
-)
-@click.option(
-    "--checkpoint-every",
-    type=click.IntRange(min=1),
-    default=200,
-    show_default=True,
-    help="Save a checkpoint every N steps (and at the end).",
-)
+@field_option(TrainConfig, "deepspeed_config", type=click.Path(dir_okay=False))
+@field_option(TrainConfig, "mode")
+@field_option(OnlineVllmConfig, "spool_gb")
+@field_option(OnlineVllmConfig, "endpoint")
+@field_options
+@field_option(TrainConfig, "packing", "--packing/--no-packing")
 @click.option(
     "--layers", default=None, help="Auxiliary layer ids, e.g. 2,16,29 (default: what hidden/ was extracted with)."
 )
-@click.option(
-    "--num-gpus",
-    type=click.IntRange(min=1),
-    default=None,
-    help="GPUs for the deepspeed launcher (default: one process).",
-)
-@click.option(
-    "--hostfile", type=click.Path(dir_okay=False), default=None, help="DeepSpeed hostfile for multi-node runs."
-)
-@click.option(
-    "--init-from",
-    type=click.Path(),
-    default=None,
-    help="Start from an earlier drafter's weights (its drafter/ or export/ folder).",
-)
+@field_option(TrainConfig, "hostfile", type=click.Path(dir_okay=False))
 def command(
-    input_dir: str,
-    target_path: str,
-    out_dir: str,
-    vocab_dir: str | None,
-    deepspeed_config: str | None,
-    mode: str,
-    spool_gb: float,
-    endpoint: str | None,
-    max_steps: int | None,
-    epochs: float,
-    ttt_steps: int,
-    micro_batch_tokens: int,
-    packing: bool,
-    lr: float,
-    checkpoint_every: int,
-    layers: str | None,
-    num_gpus: int | None,
-    hostfile: str | None,
-    init_from: str | None,
+    input_dir: str, target_path: str, out_dir: str, vocab_dir: str | None, layers: str | None, **fields
 ) -> None:
     """Train the EAGLE-3 drafter with DeepSpeed and export it for vLLM / SGLang."""
     from eagle3_core.target import TargetConfig
-    from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
-    from flows.train import train_flow
 
-    cfg = TrainConfig(
-        mode=mode,
-        max_steps=max_steps,
-        epochs=epochs,
-        ttt_steps=ttt_steps,
-        lr=lr,
-        micro_batch_tokens=micro_batch_tokens,
-        packing=packing,
-        checkpoint_every=checkpoint_every,
-        deepspeed_config=deepspeed_config,
-        num_gpus=num_gpus,
-        hostfile=hostfile,
-        init_from=init_from,
-        online_vllm=OnlineVllmConfig(spool_gb=spool_gb, endpoint=endpoint),
-    )
+    online = OnlineVllmConfig(**{name: fields.pop(name) for name in ONLINE_FIELDS})
+    cfg = TrainConfig(**fields, online_vllm=online)
     target = TargetConfig(path=target_path, aux_layer_ids=parse_layers(layers))
-    vocab_dir = vocab_dir or str(Path(input_dir).parent / "vocab")
-    hidden, sequences = (input_dir, None) if mode == "offline" else (None, input_dir)
-    manifest = train_flow(
-        cfg=cfg, target=target, hidden_dir=hidden, vocab_dir=vocab_dir, out_dir=out_dir, sequences_dir=sequences
+    hidden, sequences = input_folders(cfg.mode, input_dir)
+    manifest = run_stage(
+        "train",
+        cfg=cfg,
+        target=target,
+        hidden_dir=hidden,
+        vocab_dir=vocab_dir or str(Path(input_dir).parent / "vocab"),
+        out_dir=out_dir,
+        sequences_dir=sequences,
     )
     d = manifest.details
     click.echo(
@@ -172,6 +96,17 @@ def command(
         f"{d.get('sim_acceptance_length_initial')} -> {d.get('sim_acceptance_length_final')}; "
         f"export: {Path(out_dir) / 'export'}"
     )
+
+
+def input_folders(mode: str, input_dir: str) -> tuple[str | None, str | None]:
+    """(hidden_dir, sequences_dir): --input is hidden/ offline, sequences/ online; in auto, hidden/
+    when extract wrote it (the stage trains offline on a complete one), else sequences/."""
+    if mode == "auto":
+        from eagle3_core.manifest import read_manifest
+
+        written_by = getattr(read_manifest(input_dir), "stage", None)
+        mode = "offline" if written_by == "extract" else "online-vllm"
+    return (input_dir, None) if mode == "offline" else (None, input_dir)
 
 
 def parse_layers(text: str | None) -> list[int] | None:

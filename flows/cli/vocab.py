@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import click
 
+from eagle3_core.vocab.config import VocabConfig
+from flows.cli.options import field_option, run_stage
+
 
 @click.command("vocab")
 @click.option(
@@ -20,23 +23,19 @@ import click
     help="Local directory of the target (tokenizer; config.json for the vocab size).",
 )
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="vocab/ folder to write.")
-@click.option(
-    "--draft-vocab-size",
-    type=click.IntRange(min=1),
-    default=32000,
-    show_default=True,
-    help="Draft vocabulary size (capped by the target's).",
-)
+@field_option(VocabConfig, "draft_vocab_size")
 @click.option("--trust-remote-code", is_flag=True, help="Let the tokenizer run its own code (Kimi's needs it).")
 def command(sequences_dir: str, tokenizer: str, out_dir: str, draft_vocab_size: int, trust_remote_code: bool) -> None:
     """Pick the draft vocabulary: the most frequent supervised target tokens."""
     from eagle3_core.target import TargetConfig
-    from eagle3_core.vocab.config import VocabConfig
-    from flows.stages import stage_flow
 
     target = TargetConfig(path=tokenizer, trust_remote_code=trust_remote_code)
-    manifest = stage_flow("vocab")(
-        cfg=VocabConfig(draft_vocab_size=draft_vocab_size), target=target, sequences_dir=sequences_dir, out_dir=out_dir
+    manifest = run_stage(
+        "vocab",
+        cfg=VocabConfig(draft_vocab_size=draft_vocab_size),
+        target=target,
+        sequences_dir=sequences_dir,
+        out_dir=out_dir,
     )
     d = manifest.details
     click.echo(

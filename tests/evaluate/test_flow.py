@@ -21,7 +21,9 @@ def artifacts(*keys: str):
 
 
 def test_the_flow_publishes_the_report_and_both_plots_as_artifacts(prefect_api, chat_target, chat_export, tmp_path):
-    from flows.evaluate import evaluate_flow
+    from flows.stages import stage_flow
+
+    evaluate_flow = stage_flow("evaluate")
 
     cfg = EvaluateConfig(online=False, max_tokens=8, k_sweep=[1, 2], threads=1)
     manifest = evaluate_flow(

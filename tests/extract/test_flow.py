@@ -14,7 +14,9 @@ from tests.extract.helpers import write_sequences
 def test_flow_runs_one_task_per_shard_under_the_gpu_limit_and_publishes_artifacts(prefect_api, tiny_llama, tmp_path):
     from prefect.client.orchestration import get_client
 
-    from flows.extract import extract_flow
+    from flows.stages import stage_flow
+
+    extract_flow = stage_flow("extract")
     from tasks.extract import gpu_limit_name
 
     write_sequences(tmp_path / "seq", [[30, 25, 40], [12]])

@@ -12,7 +12,7 @@ from eagle3_core.generate.config import GenerateConfig, PromptSource
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.target import TargetConfig
-from eagle3_core.train.config import TrainConfig
+from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
 from eagle3_core.vocab.config import VocabConfig
 
 # The configs each command builds; an option is checked against the field of the same name.
@@ -21,7 +21,7 @@ COMMAND_CONFIGS = {
     "reconstruct": [ReconstructConfig, TargetConfig],
     "vocab": [VocabConfig, TargetConfig],
     "extract": [ExtractConfig, TargetConfig],
-    "train": [TrainConfig, TargetConfig],
+    "train": [TrainConfig, OnlineVllmConfig, TargetConfig],
     "evaluate": [EvaluateConfig, PromptSource, TargetConfig],
     "serve": [ServeConfig],
 }

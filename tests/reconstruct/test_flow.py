@@ -28,7 +28,9 @@ def server_check_artifact():
 
 def test_reconstruct_flow_writes_sequences_and_publishes_the_server_check(prefect_api, family_dirs, tmp_path):
     from eagle3_core.vocab.config import VocabConfig
-    from flows.reconstruct import reconstruct_flow
+    from flows.stages import stage_flow
+
+    reconstruct_flow = stage_flow("reconstruct")
     from flows.stages import stage_flow
 
     target = TargetConfig(path=str(family_dirs["qwen3"]), **FAMILIES["qwen3"].target)
@@ -115,7 +117,9 @@ def test_a_family_whose_ids_do_not_match_the_tokenizer_is_one_clear_error(prefec
 
 
 def test_the_flow_redoes_a_deleted_shard_instead_of_returning_its_cached_result(prefect_api, family_dirs, tmp_path):
-    from flows.reconstruct import reconstruct_flow
+    from flows.stages import stage_flow
+
+    reconstruct_flow = stage_flow("reconstruct")
 
     target = TargetConfig(path=str(family_dirs["qwen3"]), **FAMILIES["qwen3"].target)
     gen = write_generations(tmp_path / "gen", [record("a", USER, "Two and two.", " 4.")])
@@ -138,7 +142,9 @@ def test_verify_checks_a_complete_runs_checksums_instead_of_returning_its_cached
     import pytest
 
     from eagle3_core.checksums import ShardError
-    from flows.reconstruct import reconstruct_flow
+    from flows.stages import stage_flow
+
+    reconstruct_flow = stage_flow("reconstruct")
 
     target = TargetConfig(path=str(family_dirs["qwen3"]), **FAMILIES["qwen3"].target)
     gen = write_generations(tmp_path / "gen", [record("a", USER, "Two and two.", " 4.")])
@@ -161,7 +167,9 @@ def test_a_tokenizer_changed_in_place_is_used_not_the_result_cached_under_its_pa
     rebuilds with it, as its own keys say, rather than handing back what the old one made."""
     import pyarrow.parquet as pq
 
-    from flows.reconstruct import reconstruct_flow
+    from flows.stages import stage_flow
+
+    reconstruct_flow = stage_flow("reconstruct")
     from tests.reconstruct.families import build_family_tokenizer
 
     tokenizer = build_family_tokenizer(FAMILIES["qwen3"], tmp_path / "tok")

@@ -15,7 +15,9 @@ from eagle3_core.train.config import TrainConfig
 def test_flow_trains_and_publishes_the_loss_curve_and_heldout_table(prefect_api, tiny_run, tmp_path, monkeypatch):
     from prefect.client.orchestration import get_client
 
-    from flows.train import train_flow
+    from flows.stages import stage_flow
+
+    train_flow = stage_flow("train")
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     cfg = TrainConfig(max_steps=3, micro_batch_tokens=256, warmup_steps=1, heldout_fraction=0.15)
@@ -93,7 +95,9 @@ def test_the_flow_starts_the_engine_or_uses_an_endpoint_and_shows_which_in_its_a
     from eagle3_core.extract.spool import Spool
     from eagle3_core.train.config import OnlineVllmConfig
     from eagle3_core.train.online_engine import build_engine, serve
-    from flows.train import train_flow
+    from flows.stages import stage_flow
+
+    train_flow = stage_flow("train")
     from tests.train.builders import LAYERS
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

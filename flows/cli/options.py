@@ -1,0 +1,68 @@
+"""Click options built from the config model, so a parameter is stated once: in its config field.
+
+``field_option(TrainConfig, "lr")`` is ``--lr`` with the field's default, its description as the
+help, and its type and bounds as the click type (``ge=1`` -> ``IntRange(min=1)``, ``gt=0`` ->
+``FloatRange(min=0, min_open=True)``, a ``Literal`` -> ``Choice``, a bool -> a flag). Only
+``click``, ``typing`` and ``annotated_types`` are imported here (the config classes come from the
+caller), so ``eagle3 --help`` stays quick.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+import annotated_types
+import click
+
+
+def field_option(model: type, field: str, *decls: str, **overrides: Any):
+    """The option for ``model.field`` (``--field-name`` unless ``decls`` name it otherwise; the
+    parameter is ``field`` unless ``decls`` hold a name without dashes)."""
+    info = model.model_fields[field]
+    decls = decls or (f"--{field.replace('_', '-')}",)
+    kind = _plain(info.annotation)
+    settings: dict[str, Any] = {"default": info.get_default(call_default_factory=True), "help": info.description}
+    if kind is bool and not any("/" in d for d in decls):
+        settings["is_flag"] = True  # --x/--no-x is a bool option click reads from the slash
+    elif kind is not bool:
+        settings["type"] = click_type(kind, info.metadata)
+    if settings["default"] is not None and not settings.get("is_flag"):
+        settings["show_default"] = True
+    named = any(not d.startswith("-") for d in decls)  # the caller named the parameter itself
+    return click.option(*decls, *(() if named else (field,)), **{**settings, **overrides})
+
+
+def _plain(annotation: Any) -> Any:
+    """``int | None`` -> ``int``: None is the default's business, not the type's."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        kinds = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return kinds[0] if len(kinds) == 1 else str
+    return annotation
+
+
+def click_type(kind: Any, metadata: list) -> Any:
+    if typing.get_origin(kind) is typing.Literal:
+        return click.Choice([str(v) for v in typing.get_args(kind)])
+    bounds = {type(m): m for m in metadata if isinstance(m, annotated_types.BaseMetadata)}
+    low = bounds.get(annotated_types.Ge) or bounds.get(annotated_types.Gt)
+    high = bounds.get(annotated_types.Le) or bounds.get(annotated_types.Lt)
+    limits = {
+        "min": None if low is None else getattr(low, "ge", getattr(low, "gt", None)),
+        "max": None if high is None else getattr(high, "le", getattr(high, "lt", None)),
+        "min_open": isinstance(low, annotated_types.Gt),
+        "max_open": isinstance(high, annotated_types.Lt),
+    }
+    if kind is int:
+        return click.IntRange(**limits) if low or high else int
+    if kind is float:
+        return click.FloatRange(**limits) if low or high else float
+    return str
+
+
+def run_stage(name: str, **arguments: Any):
+    """Run the declared stage's flow (``flows.stages.stage_flow``): its manifest."""
+    from flows.stages import stage_flow
+
+    return stage_flow(name)(**arguments)
