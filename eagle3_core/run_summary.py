@@ -112,16 +112,11 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def outputs(layout: RunLayout) -> dict[str, Path]:
-    return {
-        "generations": layout.generations,
-        "sequences": layout.sequences,
-        "vocab": layout.vocab,
-        "hidden states": layout.hidden,
-        "drafter checkpoints": layout.drafter / "checkpoints",
-        "drafter export": layout.export,
-        "evaluation": layout.eval,
-    }
+def outputs(config: PipelineConfig) -> dict[str, Path]:
+    """Each declared stage's folder, in DAG order (``eagle3_core.stages``)."""
+    from eagle3_core.stages import STAGES
+
+    return {spec.folder: spec.out(config) for spec in STAGES}
 
 
 def summary_lines(config: PipelineConfig, outcomes: dict[str, Any]) -> list[str]:
@@ -132,8 +127,7 @@ def summary_lines(config: PipelineConfig, outcomes: dict[str, Any]) -> list[str]
         lines.append(f"{name:<13} {o['status']:<14} {o['seconds']:>7.1f}  {o['reason'] or o['out_dir']}")
     lines += ["", "outputs:"]
     lines += [
-        f"  {name:<20} {path}{'' if path.exists() else '  (not written)'}"
-        for name, path in outputs(config.layout).items()
+        f"  {name:<20} {path}{'' if path.exists() else '  (not written)'}" for name, path in outputs(config).items()
     ]
     lines += ["", "headline:"]
     lines += [f"  {name:<27} {_show(value)}" for name, value in headline(config.layout).items()]

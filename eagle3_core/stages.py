@@ -45,6 +45,7 @@ class StageSpec:
     unit_limit: str | None = None  # a global concurrency limit each unit task holds a slot of ("gpu:{host}")
     flow: str | None = None  # "module:function" of a flow of its own (generate); None = built from the stage
     out_argument: str = "out_dir"
+    package: str | None = None  # where its package lives; None = eagle3_core.<name>
     served: bool = False  # reads from the target served by vLLM, which the pipeline starts when `serve` is set
     is_done: Callable[[PipelineConfig], bool] | None = None  # its skip rule, asked before a service starts for it
     # settles a choice the recipe left to the run, once upstream folders exist: (config, why) before it runs
@@ -53,10 +54,11 @@ class StageSpec:
     @property
     def stage(self) -> str:
         """Its shape: ``eagle3_core.<name>.stage:<Name>Stage``."""
-        return f"eagle3_core.{self.name}.stage:{self.name.capitalize()}Stage"
+        return f"{self.package or 'eagle3_core.' + self.name}.stage:{self.name.capitalize()}Stage"
 
     def out(self, config: PipelineConfig) -> Path:
-        return getattr(config.layout, self.folder)
+        """Its folder: the RunLayout property ``folder``, else ``folder`` under the run directory."""
+        return getattr(config.layout, self.folder, None) or config.layout.root / self.folder
 
     def reads(self, config: PipelineConfig) -> tuple[str, ...]:
         """The stages whose folders it reads, in DAG order."""

@@ -14,10 +14,25 @@ import sys
 
 import click
 
-from eagle3_core.stages import STAGE_NAMES
+from eagle3_core.stages import STAGE_NAMES, stage_names
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class StageCommands(click.Group):
+    """The commands below, plus one built from its declaration (``built.stage_command``) for a
+    declared stage without a ``flows/cli/<name>.py`` of its own."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*self.commands, *(n for n in stage_names() if n not in self.commands)]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.commands or name not in stage_names():
+            return self.commands.get(name)
+        from flows.cli.built import stage_command
+
+        return stage_command(name)
+
+
+@click.group(cls=StageCommands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="eagle3")
 @click.option(
     "--verify",

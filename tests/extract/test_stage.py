@@ -77,8 +77,8 @@ _KILLER = textwrap.dedent("""
     from eagle3_core.target import TargetConfig
 
     class KillAfterTwoShards:
-        def progress(self, stage, done, total, shard, skipped):
-            if shard == 1:
+        def progress(self, stage, done, total, **figures):
+            if done == 2:
                 os.kill(os.getpid(), signal.SIGKILL)  # a real kill, mid-run
         def log(self, message):
             pass

@@ -1,0 +1,43 @@
+"""sequences/ -> lengths/: one ``part-NNNNN.json`` of token counts per sequences part (one unit each)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from eagle3_core.base import stable_hash
+from eagle3_core.fsio import atomic_path
+from eagle3_core.lifecycle import Stage
+from eagle3_core.manifest import StageManifest, input_fingerprint
+from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.readers import sequences
+from eagle3_core.rejects import Rejects
+from tests.flows.lengths.config import LengthsConfig
+
+
+class LengthsStage(Stage):
+    """Count the tokens of every sequence; reject the short ones."""
+
+    name, shards = "lengths", ("part-*.json",)
+
+    def __init__(self, cfg: LengthsConfig, sequences_dir: str, out_dir: str, reporter: Reporter | None = None) -> None:
+        self.cfg, self.sequences_dir = cfg, sequences_dir
+        self.out_dir, self.reporter = Path(out_dir), reporter or NullReporter()
+
+    def keys(self) -> tuple[str, dict[str, str]]:
+        self.parts = sequences.parts(self.sequences_dir)
+        return stable_hash(self.cfg.model_dump()), {"sequences": input_fingerprint(self.sequences_dir)}
+
+    def plan(self) -> list[int]:
+        return list(range(len(self.parts)))
+
+    def run(self, index: int) -> Rejects:
+        counts = sequences.read(self.parts[index], ["num_tokens"]).column(0).to_pylist()
+        kept = [n for n in counts if n >= self.cfg.min_tokens]
+        with atomic_path(self.out_dir / f"part-{index:05d}.json", record=True) as tmp:
+            tmp.write_text(json.dumps({"label": self.cfg.label, "num_tokens": kept}))
+        return Rejects({"short": len(counts) - len(kept)})
+
+    def finish(self, manifest: StageManifest) -> None:
+        kept = [json.loads(p.read_text())["num_tokens"] for p in sorted(self.out_dir.glob("part-*.json"))]
+        manifest.counts = {"sequences": sum(len(k) for k in kept), "tokens": sum(sum(k) for k in kept)}
