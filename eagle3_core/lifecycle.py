@@ -4,7 +4,8 @@ Every stage has one shape, ``Stage`` (keys, ``plan() -> units``, ``run(unit) -> 
 ``finish(manifest)``), and one driver runs it, ``StageRun`` (or ``drive`` for a whole run in one
 process)::
 
-    class VocabStage(Stage):
+    @dataclass
+    class VocabStage(Stage):           # its parameters: cfg, target, sequences_dir, out_dir, reporter
         name, shards = "vocab", ("vocab.safetensors",)
         def keys(self): ...            # (config hash, input fingerprints), inputs checked first
         def run(self, unit): ...       # the work; write shards with fsio.atomic_path(path, record=True)
@@ -217,6 +218,11 @@ class Stage:
     changed: str = "its outputs are discarded"  # the log line's end when the keys changed
     out_dir: Path
     reporter: Reporter
+
+    def __post_init__(self) -> None:
+        """A stage is a dataclass of its parameters: the flow and the CLI read them from it."""
+        self.out_dir = Path(self.out_dir)
+        self.reporter = self.reporter or NullReporter()
 
     def keys(self) -> tuple[str, dict[str, str]]:
         raise NotImplementedError

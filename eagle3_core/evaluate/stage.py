@@ -15,6 +15,7 @@ generations) returns at once. There are no shards to resume: a failed evaluation
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
@@ -26,30 +27,30 @@ from eagle3_core.evaluate.report import write_report
 from eagle3_core.generate.config import PromptSource
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
-from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.progress import Reporter
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.target import TargetConfig
 
 TOY_HELDOUT = "prompts_heldout.jsonl"  # written by the toy builder beside the model
 
 
+@dataclass
 class EvaluateStage(Stage):
     """Evaluate the exported drafter; ``serve`` None = a default local vLLM (``ServeConfig()``)."""
 
     name, versions = "evaluate", ("torch", "transformers")
 
-    def __init__(
-        self,
-        cfg: EvaluateConfig,
-        target: TargetConfig,
-        export_dir: str,
-        out_dir: str,
-        serve: ServeConfig | None = None,
-        generations_dir: str | None = None,
-        reporter: Reporter | None = None,
-    ) -> None:
-        self.cfg, self.target, self.export_dir, self.serve = cfg, target, Path(export_dir), serve
-        self.generations_dir, self.out_dir, self.reporter = generations_dir, Path(out_dir), reporter or NullReporter()
+    cfg: EvaluateConfig
+    target: TargetConfig
+    export_dir: str
+    out_dir: str
+    serve: ServeConfig | None = None
+    generations_dir: str | None = None
+    reporter: Reporter | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.export_dir = Path(self.export_dir)
 
     def keys(self) -> tuple[str, dict[str, str]]:
         if not self.target.path:

@@ -15,6 +15,7 @@ complete manifest for the same config and inputs returns without loading the tar
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import Field
@@ -75,23 +76,19 @@ def plan_extract(
     )
 
 
+@dataclass
 class ExtractStage(Stage):
     """The target's low/mid/high and final hidden states for every token, resumable per shard."""
 
     name, shards = STAGE, ("shard-*.safetensors", "index.parquet")
     versions = ("torch", "transformers", "safetensors")
 
-    def __init__(
-        self,
-        cfg: ExtractConfig,
-        target: TargetConfig,
-        sequences_dir: str,
-        out_dir: str,
-        reporter: Reporter | None = None,
-    ) -> None:
-        self.cfg, self.target, self.sequences_dir = cfg, target, sequences_dir
-        self.out_dir, self.reporter = Path(out_dir), reporter or NullReporter()
-        self.rows: list[dict] = []  # per shard: tokens, reused, padding, speed (the flow's table)
+    cfg: ExtractConfig
+    target: TargetConfig
+    sequences_dir: str
+    out_dir: str
+    reporter: Reporter | None = None
+    rows: list[dict] = field(default_factory=list, init=False)  # per shard: tokens, reused, padding, speed
 
     def keys(self) -> tuple[str, dict[str, str]]:
         self.extract_plan = plan_extract(self.cfg, self.target, self.sequences_dir, self.out_dir)

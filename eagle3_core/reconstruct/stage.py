@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from eagle3_core.base import stable_hash
 from eagle3_core.errors import ConfigError, StageError
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
-from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.progress import Reporter
 from eagle3_core.reconstruct.build import Reconstructor
 from eagle3_core.reconstruct.chat import recorded_chat
 from eagle3_core.reconstruct.config import ReconstructConfig
@@ -45,22 +46,18 @@ STAGE = "reconstruct"
 MANIFEST_MISMATCHES = 100  # the manifest shows the first ones; the shard stats keep them all
 
 
+@dataclass
 class ReconstructStage(Stage):
     """Rebuild every accepted generation as ids + loss mask under ``out_dir`` (the sequences/ folder)."""
 
     name, shards, versions = STAGE, ("part-*.parquet",), ("transformers", "tokenizers", "pyarrow")
     outputs = ("part-*.parquet", "stats/part-*.json")  # shards made with other keys must not mix
 
-    def __init__(
-        self,
-        cfg: ReconstructConfig,
-        target: TargetConfig,
-        generations_dir: str,
-        out_dir: str,
-        reporter: Reporter | None = None,
-    ) -> None:
-        self.cfg, self.target, self.generations_dir = cfg, target, generations_dir
-        self.out_dir, self.reporter = Path(out_dir), reporter or NullReporter()
+    cfg: ReconstructConfig
+    target: TargetConfig
+    generations_dir: str
+    out_dir: str
+    reporter: Reporter | None = None
 
     def keys(self) -> tuple[str, dict[str, str]]:
         target = self.target

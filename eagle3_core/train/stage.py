@@ -18,6 +18,7 @@ config or other inputs are discarded rather than resumed; a failed trainer raise
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from eagle3_core import errors
@@ -25,7 +26,7 @@ from eagle3_core.base import stable_hash
 from eagle3_core.fsio import read_json, write_json_atomic
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
-from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.progress import Reporter
 from eagle3_core.target import TargetConfig
 from eagle3_core.train import online_run
 from eagle3_core.train.config import TrainConfig
@@ -89,6 +90,7 @@ def complete_manifest(manifest: StageManifest, summary: dict, inputs: TrainInput
     return manifest
 
 
+@dataclass
 class TrainStage(Stage):
     """Train (or resume, or reuse) the drafter; see the module docstring."""
 
@@ -96,18 +98,13 @@ class TrainStage(Stage):
     outputs = ("checkpoints", "export", "metrics.jsonl", SUMMARY_FILE)  # never resume another config's
     changed = "its checkpoints are discarded"
 
-    def __init__(
-        self,
-        cfg: TrainConfig,
-        target: TargetConfig,
-        hidden_dir: str | None,
-        vocab_dir: str,
-        out_dir: str,
-        sequences_dir: str | None = None,
-        reporter: Reporter | None = None,
-    ) -> None:
-        self.cfg, self.target, self.hidden_dir, self.vocab_dir = cfg, target, hidden_dir, vocab_dir
-        self.sequences_dir, self.out_dir, self.reporter = sequences_dir, Path(out_dir), reporter or NullReporter()
+    cfg: TrainConfig
+    target: TargetConfig
+    hidden_dir: str | None
+    vocab_dir: str
+    out_dir: str
+    sequences_dir: str | None = None
+    reporter: Reporter | None = None
 
     def keys(self) -> tuple[str, dict[str, str]]:
         if self.cfg.mode == "auto":  # the pipeline skipped extract when hidden/ would not fit: stream instead

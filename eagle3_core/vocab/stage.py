@@ -7,13 +7,14 @@ manifest for the same config, sequences and tokenizer returns at once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
 from eagle3_core.errors import ConfigError, InputError
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
-from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.progress import Reporter
 from eagle3_core.readers import sequences
 from eagle3_core.reconstruct.tokenizer import load_tokenizer, target_vocab_size, tokenizer_fingerprint
 from eagle3_core.target import TargetConfig
@@ -24,21 +25,17 @@ STAGE = "vocab"
 VOCAB_FILE = "vocab.safetensors"
 
 
+@dataclass
 class VocabStage(Stage):
     """Count supervised tokens over ``sequences_dir`` and write the draft vocabulary to ``out_dir``."""
 
     name, shards, versions = STAGE, (VOCAB_FILE,), ("safetensors", "numpy")
 
-    def __init__(
-        self,
-        cfg: VocabConfig,
-        target: TargetConfig,
-        sequences_dir: str,
-        out_dir: str,
-        reporter: Reporter | None = None,
-    ) -> None:
-        self.cfg, self.target, self.sequences_dir = cfg, target, sequences_dir
-        self.out_dir, self.reporter = Path(out_dir), reporter or NullReporter()
+    cfg: VocabConfig
+    target: TargetConfig
+    sequences_dir: str
+    out_dir: str
+    reporter: Reporter | None = None
 
     def keys(self) -> tuple[str, dict[str, str]]:
         if not self.target.path:

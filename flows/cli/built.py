@@ -12,7 +12,7 @@ import typing
 
 import click
 
-from flows.cli.options import field_option, run_stage
+from flows.cli.options import field_option, folder_option, run_stage
 
 SCALARS = (int, float, str, bool)
 
@@ -26,10 +26,10 @@ def stage_command(name: str) -> click.Command:
     hints = typing.get_type_hints(stage.__init__)
     model = hints["cfg"]
     folders = list(spec.inputs(PipelineConfig()))
-    params = [_folder_option(argument) for argument in folders]
-    params.append(click.Option(["--out", spec.out_argument], required=True, type=click.Path(file_okay=False)))
+    params = [_built(folder_option(_flag(argument), argument, f"{argument} folder.")) for argument in folders]
+    params.append(_built(folder_option("--out", spec.out_argument, f"{spec.folder}/ folder to write.")))
     if "target" in hints:
-        params.append(click.Option(["--target"], default=None, help="Local directory of the target model."))
+        params.append(_built(folder_option("--target", None, "Local directory of the target model.", required=False)))
     fields = [f for f, info in model.model_fields.items() if _scalar(info.annotation)]
     params += [_built(field_option(model, field)) for field in fields]
 
@@ -47,9 +47,8 @@ def stage_command(name: str) -> click.Command:
     return click.Command(name, params=params, callback=callback, help=doc[0] if doc else None)
 
 
-def _folder_option(argument: str) -> click.Option:
-    flag = "--" + argument.removesuffix("_dir").replace("_", "-")
-    return click.Option([flag, argument], required=True, type=click.Path(file_okay=False), help=f"{argument} folder.")
+def _flag(argument: str) -> str:
+    return "--" + argument.removesuffix("_dir").replace("_", "-")
 
 
 def _scalar(annotation) -> bool:

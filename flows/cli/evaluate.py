@@ -7,31 +7,24 @@ from pathlib import Path
 import click
 
 from eagle3_core.evaluate.config import EvaluateConfig
-from flows.cli.options import field_option, run_stage
+from flows.cli.options import field_option, folder_option, run_stage
 
 
 @click.command("evaluate")
-@click.option("--target", required=True, type=click.Path(file_okay=False), help="Local directory of the target model.")
-@click.option(
-    "--drafter",
-    "export_dir",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="The drafter's export folder (drafter/export, from `eagle3 train`).",
-)
+@folder_option("--target", None, "Local directory of the target model.")
+@folder_option("--drafter", "export_dir", "The drafter's export folder (drafter/export, from `eagle3 train`).")
 @click.option(
     "--input",
     "prompts",
     default=None,
     help="Held-out prompts (.jsonl/.parquet or a HF dataset); default: the toy target's prompts_heldout.jsonl.",
 )
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="eval/ folder to write.")
-@click.option(
+@folder_option("--out", "out_dir", "eval/ folder to write.")
+@folder_option(
     "--generations",
     "generations_dir",
-    default=None,
-    type=click.Path(file_okay=False),
-    help="generations/ the drafter was trained on: refuse held-out prompts found there.",
+    "generations/ the drafter was trained on: refuse held-out prompts found there.",
+    required=False,
 )
 @field_option(EvaluateConfig, "num_speculative_tokens", "-k", "--num-speculative-tokens", "k")
 @field_option(EvaluateConfig, "temperature")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from eagle3_core.extract.config import ExtractConfig
-from flows.cli.options import field_option, run_stage
+from flows.cli.options import field_option, folder_option, run_stage
 
 
 def _layers(value: str | None) -> list[int] | None:
@@ -24,21 +24,9 @@ def _layers(value: str | None) -> list[int] | None:
 
 
 @click.command("extract")
-@click.option(
-    "--input",
-    "sequences_dir",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="sequences/ folder (from `eagle3 reconstruct`).",
-)
-@click.option(
-    "--target",
-    "target_path",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Local Hugging Face directory of the target model.",
-)
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="hidden/ folder to write.")
+@folder_option("--input", "sequences_dir", "sequences/ folder (from `eagle3 reconstruct`).")
+@folder_option("--target", "target_path", "Local Hugging Face directory of the target model.")
+@folder_option("--out", "out_dir", "hidden/ folder to write.")
 @click.option(
     "--layers", default=None, help="Auxiliary layer ids low,mid,high in vLLM's counting (default 2,N//2,N-3)."
 )

@@ -66,3 +66,9 @@ def run_stage(name: str, **arguments: Any):
     from flows.stages import stage_flow
 
     return stage_flow(name)(**arguments)
+
+
+def folder_option(flag: str, name: str | None, help: str, required: bool = True):
+    """A folder option (``--input``, ``--out``, ``--target``): one line a folder, not seven."""
+    decls = (flag, name) if name else (flag,)
+    return click.option(*decls, required=required, default=None, type=click.Path(file_okay=False), help=help)

@@ -5,23 +5,15 @@ from __future__ import annotations
 import click
 
 from eagle3_core.reconstruct.config import ReconstructConfig
-from flows.cli.options import field_option, run_stage
+from flows.cli.options import field_option, folder_option, run_stage
 
 FAMILIES = ["kimi_k2_5", "qwen3", "deepseek_r1", "llama3"]
 
 
 @click.command("reconstruct")
-@click.option(
-    "--input",
-    "generations_dir",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="generations/ folder (from `eagle3 generate`).",
-)
-@click.option(
-    "--tokenizer", required=True, type=click.Path(file_okay=False), help="Local directory of the target's tokenizer."
-)
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="sequences/ folder to write.")
+@folder_option("--input", "generations_dir", "generations/ folder (from `eagle3 generate`).")
+@folder_option("--tokenizer", None, "Local directory of the target's tokenizer.")
+@folder_option("--out", "out_dir", "sequences/ folder to write.")
 @field_option(ReconstructConfig, "max_length")
 @field_option(ReconstructConfig, "overlong")
 @click.option(

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
-from flows.cli.options import field_option, run_stage
+from flows.cli.options import field_option, folder_option, run_stage
 
 FIELDS = (
     "max_steps",
@@ -33,33 +33,15 @@ def field_options(function):
 
 
 @click.command("train")
-@click.option(
+@folder_option(
     "--input",
     "input_dir",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="hidden/ folder (offline, from `eagle3 extract`), or sequences/ with --mode online, online-vllm or auto.",
+    "hidden/ folder (offline, from `eagle3 extract`), or sequences/ with --mode online, online-vllm or auto.",
 )
-@click.option(
-    "--target",
-    "target_path",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Local directory of the target model (config, embedding, lm_head).",
-)
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="drafter/ folder to write (checkpoints/, metrics.jsonl, export/).",
-)
-@click.option(
-    "--vocab",
-    "vocab_dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="vocab/ folder (from `eagle3 vocab`); default: vocab/ beside --input.",
+@folder_option("--target", "target_path", "Local directory of the target model (config, embedding, lm_head).")
+@folder_option("--out", "out_dir", "drafter/ folder to write (checkpoints/, metrics.jsonl, export/).")
+@folder_option(
+    "--vocab", "vocab_dir", "vocab/ folder (from `eagle3 vocab`); default: vocab/ beside --input.", required=False
 )
 @field_option(TrainConfig, "deepspeed_config", type=click.Path(dir_okay=False))
 @field_option(TrainConfig, "mode")

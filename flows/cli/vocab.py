@@ -5,24 +5,13 @@ from __future__ import annotations
 import click
 
 from eagle3_core.vocab.config import VocabConfig
-from flows.cli.options import field_option, run_stage
+from flows.cli.options import field_option, folder_option, run_stage
 
 
 @click.command("vocab")
-@click.option(
-    "--input",
-    "sequences_dir",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="sequences/ folder (from `eagle3 reconstruct`).",
-)
-@click.option(
-    "--tokenizer",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Local directory of the target (tokenizer; config.json for the vocab size).",
-)
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="vocab/ folder to write.")
+@folder_option("--input", "sequences_dir", "sequences/ folder (from `eagle3 reconstruct`).")
+@folder_option("--tokenizer", None, "Local directory of the target (tokenizer; config.json for the vocab size).")
+@folder_option("--out", "out_dir", "vocab/ folder to write.")
 @field_option(VocabConfig, "draft_vocab_size")
 @click.option("--trust-remote-code", is_flag=True, help="Let the tokenizer run its own code (Kimi's needs it).")
 def command(sequences_dir: str, tokenizer: str, out_dir: str, draft_vocab_size: int, trust_remote_code: bool) -> None:

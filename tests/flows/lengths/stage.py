@@ -3,26 +3,28 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from dataclasses import dataclass
 
 from eagle3_core.base import stable_hash
 from eagle3_core.fsio import atomic_path
 from eagle3_core.lifecycle import Stage
 from eagle3_core.manifest import StageManifest, input_fingerprint
-from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.progress import Reporter
 from eagle3_core.readers import sequences
 from eagle3_core.rejects import Rejects
 from tests.flows.lengths.config import LengthsConfig
 
 
+@dataclass
 class LengthsStage(Stage):
     """Count the tokens of every sequence; reject the short ones."""
 
     name, shards = "lengths", ("part-*.json",)
 
-    def __init__(self, cfg: LengthsConfig, sequences_dir: str, out_dir: str, reporter: Reporter | None = None) -> None:
-        self.cfg, self.sequences_dir = cfg, sequences_dir
-        self.out_dir, self.reporter = Path(out_dir), reporter or NullReporter()
+    cfg: LengthsConfig
+    sequences_dir: str
+    out_dir: str
+    reporter: Reporter | None = None
 
     def keys(self) -> tuple[str, dict[str, str]]:
         self.parts = sequences.parts(self.sequences_dir)
