@@ -124,31 +124,18 @@ def _evaluate(
     reporter: Reporter,
     timings: dict[str, float],
 ) -> dict:
-    target_path = target.path
-    info = check_drafter(export_dir, target_path)
+    info = check_drafter(export_dir, target.path)
     reporter.log(
         f"evaluate: drafter fits the target (hidden {info.hidden_size}, vocab {info.vocab_size}, "
         f"draft vocab {info.draft_vocab_size}, aux layers {info.aux_layer_ids})"
     )
-    prompts, skipped = load_heldout(cfg.prompts)
-    compared = None
-    if generations_dir is not None and (Path(generations_dir) / "accepted").is_dir():
-        compared = check_no_overlap(prompts, generations_dir)
-        reporter.log(f"evaluate: {len(prompts)} held-out prompts, none among {compared} training prompts")
-    else:
-        reporter.log("evaluate: no generations/ given: held-out/training overlap not checked")
+    prompts, heldout = _heldout(cfg, generations_dir, reporter)
     report = {
         "settings": settings(cfg, serve),
         "drafter": drafter_block(info),
-        "heldout": {
-            "source": cfg.prompts.input,
-            "prompts": len(prompts),
-            "skipped_rows": skipped,
-            "training_prompts_compared": compared,
-        },
+        "heldout": heldout,
         "online": None,
         "offline": None,
-        "simulated": None,
     }
     if cfg.online:
         t0 = time.monotonic()
@@ -162,6 +149,24 @@ def _evaluate(
 
     report["simulated"] = simulated_acceptance(export_dir.parent / "metrics.jsonl", cfg.num_speculative_tokens)
     return report
+
+
+def _heldout(cfg: EvaluateConfig, generations_dir, reporter: Reporter) -> tuple[list, dict]:
+    """The held-out prompts, checked against the training prompts when generations/ is there."""
+    prompts, skipped = load_heldout(cfg.prompts)
+    compared = None
+    if generations_dir is not None and (Path(generations_dir) / "accepted").is_dir():
+        compared = check_no_overlap(prompts, generations_dir)
+        reporter.log(f"evaluate: {len(prompts)} held-out prompts, none among {compared} training prompts")
+    else:
+        reporter.log("evaluate: no generations/ given: held-out/training overlap not checked")
+    block = {
+        "source": cfg.prompts.input,
+        "prompts": len(prompts),
+        "skipped_rows": skipped,
+        "training_prompts_compared": compared,
+    }
+    return prompts, block
 
 
 def settings(cfg: EvaluateConfig, serve: ServeConfig | None) -> dict:

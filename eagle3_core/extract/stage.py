@@ -184,20 +184,24 @@ def finish_extract(plan: ExtractPlan, reporter: Reporter, reused: int = 0) -> tu
         "computed_tokens": computed,
         "bytes": written,
     }
-    details = {
+    details = {**plan_details(plan), "padding_share": round(1 - tokens / computed, 4) if computed else 0.0}
+    details["bytes_per_token"] = round(written / tokens, 1) if tokens else 0.0
+    details["state_bytes_per_token"] = bytes_per_token(plan.hidden_size)
+    details["shards_reused"] = reused
+    reporter.log(
+        f"extract: {samples:,} samples, {tokens:,} tokens in {len(plan.shards)} shards, "
+        f"padding {details['padding_share']:.1%}"
+    )
+    return counts, details
+
+
+def plan_details(plan: ExtractPlan) -> dict:
+    """What hidden/ holds, for its readers: layers, shapes, engine, dtype."""
+    return {
         "layers": plan.layers,
         "hidden_size": plan.hidden_size,
         "num_hidden_layers": plan.num_hidden_layers,
         "vocab_size": plan.vocab_size,
         "engine": plan.engine,
         "dtype": "bfloat16",
-        "padding_share": round(1 - tokens / computed, 4) if computed else 0.0,
-        "bytes_per_token": round(written / tokens, 1) if tokens else 0.0,
-        "state_bytes_per_token": bytes_per_token(plan.hidden_size),
-        "shards_reused": reused,
     }
-    reporter.log(
-        f"extract: {samples:,} samples, {tokens:,} tokens in {len(plan.shards)} shards, "
-        f"padding {details['padding_share']:.1%}"
-    )
-    return counts, details

@@ -181,14 +181,9 @@ def summarize(
         for reject in shard["rejects"]:
             rejects.add(reject["reason"])
         mismatches += shard["mismatches"]
-    checked = counts.get("server_checked", 0)
     manifest.counts = {k: int(v) for k, v in sorted(counts.items())}
     manifest.details = {
-        "server_check": {
-            "checked": checked,
-            "matched": counts.get("server_matched", 0),
-            "match_rate": round(counts.get("server_matched", 0) / checked, 6) if checked else None,
-        },
+        "server_check": server_check(counts),
         "mismatches": mismatches[:MANIFEST_MISMATCHES],
         "token_ids": facts.as_dict(),
         "family": target.family,
@@ -198,11 +193,23 @@ def summarize(
         "shards": len(stats),
     }
     if counts.get("sequences", 0) == 0:
-        top = ", ".join(f"{k}: {v}" for k, v in rejects.as_dict().items()) or "none"
-        raise StageError(
-            f"reconstruct produced no sequences: every generation was rejected ({top})",
-            fix="read the reasons in the shard stats under sequences/stats/; a recipe that does "
-            "not match the generations (think tokens, template) rejects them all",
-            path=str(out_dir),
-        )
+        raise nothing_left(rejects, out_dir)
     return rejects
+
+
+def server_check(counts: Counter) -> dict[str, Any]:
+    """How many rebuilt sequences were checked against the server's ids, and matched."""
+    checked = counts.get("server_checked", 0)
+    matched = counts.get("server_matched", 0)
+    return {"checked": checked, "matched": matched, "match_rate": round(matched / checked, 6) if checked else None}
+
+
+def nothing_left(rejects: Rejects, out_dir: Path) -> StageError:
+    """The error of a run in which every generation was rejected, naming the top reasons."""
+    top = ", ".join(f"{k}: {v}" for k, v in rejects.as_dict().items()) or "none"
+    return StageError(
+        f"reconstruct produced no sequences: every generation was rejected ({top})",
+        fix="read the reasons in the shard stats under sequences/stats/; a recipe that does "
+        "not match the generations (think tokens, template) rejects them all",
+        path=str(out_dir),
+    )

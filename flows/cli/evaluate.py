@@ -46,49 +46,20 @@ from flows.cli.options import field_option, folder_option, run_stage
 def command(
     target: str,
     export_dir: str,
-    prompts: str | None,
     out_dir: str,
     generations_dir: str | None,
-    k: int,
-    temperature: float,
-    max_tokens: int,
-    max_samples: int | None,
-    concurrency: int,
-    offline_only: bool,
-    online_only: bool,
-    no_baseline: bool,
-    split: str,
-    threads: int,
     vllm_python: str | None,
     reasoning_parser: str,
+    **given,
 ) -> None:
     """Measure the drafter's acceptance length in real vLLM and offline."""
-    from eagle3_core.evaluate.stage import TOY_HELDOUT
-    from eagle3_core.generate.config import PromptSource
     from eagle3_core.serve.config import ServeConfig
     from eagle3_core.target import TargetConfig
 
-    if offline_only and online_only:
-        raise click.UsageError("--offline-only and --online-only exclude each other")
-    if prompts is None and (Path(target) / TOY_HELDOUT).exists():
-        prompts = str(Path(target) / TOY_HELDOUT)
-    source = PromptSource(input=prompts, split=split, max_samples=max_samples) if prompts else None
-    cfg = EvaluateConfig(
-        prompts=source,
-        num_speculative_tokens=k,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        concurrency=concurrency,
-        online=not offline_only,
-        offline=not online_only,
-        baseline=not no_baseline,
-        offline_max_prompts=max_samples or 32,
-        threads=threads,
-    )
     target_cfg = TargetConfig(path=target, reasoning_parser=None if reasoning_parser == "none" else reasoning_parser)
     manifest = run_stage(
         "evaluate",
-        cfg=cfg,
+        cfg=evaluate_config(target, **given),
         target=target_cfg,
         export_dir=export_dir,
         out_dir=out_dir,
@@ -101,6 +72,36 @@ def command(
         f"vLLM {_fmt(d['online_acceptance_length'])}, offline {_fmt(d['offline_acceptance_length'])}, "
         f"simulated {_fmt(d['simulated_acceptance_length'])}; speed-up {_fmt(d['speedup'])}x"
         f"{' (' + d['speedup_error'] + ')' if d.get('speedup_error') else ''} -> {out_dir}/report.md"
+    )
+
+
+def evaluate_config(
+    target: str,
+    prompts: str | None,
+    split: str,
+    max_samples: int | None,
+    k: int,
+    offline_only: bool,
+    online_only: bool,
+    no_baseline: bool,
+    **fields,
+) -> EvaluateConfig:
+    """The options as an EvaluateConfig: prompts default to the toy's held-out ones beside the target."""
+    from eagle3_core.evaluate.stage import TOY_HELDOUT
+    from eagle3_core.generate.config import PromptSource
+
+    if offline_only and online_only:
+        raise click.UsageError("--offline-only and --online-only exclude each other")
+    if prompts is None and (Path(target) / TOY_HELDOUT).exists():
+        prompts = str(Path(target) / TOY_HELDOUT)
+    return EvaluateConfig(
+        **fields,
+        prompts=PromptSource(input=prompts, split=split, max_samples=max_samples) if prompts else None,
+        num_speculative_tokens=k,
+        online=not offline_only,
+        offline=not online_only,
+        baseline=not no_baseline,
+        offline_max_prompts=max_samples or 32,
     )
 
 

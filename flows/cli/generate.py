@@ -4,6 +4,22 @@ from __future__ import annotations
 
 import click
 
+from eagle3_core.generate.config import GenerateConfig, PromptSource
+from flows.cli.options import field_option
+
+# GenerateConfig fields set as they are, each its own --option (default, help, bounds: the field's)
+FIELDS = (
+    "max_concurrency",
+    "request_timeout",
+    "max_retries",
+    "max_tokens",
+    "temperature",
+    "shard_rows",
+    "flush_seconds",
+    "retry_initial_wait",
+    "limit_lease_seconds",
+)
+
 
 class ConcurrencyType(click.ParamType):
     name = "INT|auto"
@@ -18,6 +34,12 @@ class ConcurrencyType(click.ParamType):
         if number < 1:
             self.fail("must be at least 1", param, ctx)
         return number
+
+
+def field_options(function):
+    for field in reversed(FIELDS):
+        function = field_option(GenerateConfig, field)(function)
+    return function
 
 
 @click.command("generate")
@@ -38,68 +60,11 @@ class ConcurrencyType(click.ParamType):
 @click.option(
     "--out", required=True, type=click.Path(file_okay=False), help="Stage folder: accepted/, rejected/, manifest.json."
 )
-@click.option("--split", default="train", show_default=True, help="Dataset split (Hugging Face datasets).")
-@click.option("--max-samples", type=click.IntRange(min=1), default=None, help="Take at most this many input rows.")
-@click.option(
-    "--concurrency",
-    type=ConcurrencyType(),
-    default="128",
-    show_default=True,
-    help="In-flight requests per endpoint, or 'auto' (AIMD).",
-)
-@click.option(
-    "--max-concurrency",
-    type=click.IntRange(min=1),
-    default=128,
-    show_default=True,
-    help="Upper bound for --concurrency auto.",
-)
-@click.option(
-    "--request-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=600.0,
-    show_default=True,
-    help="Deadline of one request, whole answer included; past it, a `timeout` retry.",
-)
-@click.option(
-    "--max-retries", type=click.IntRange(min=0), default=5, show_default=True, help="Retries of a transient failure."
-)
-@click.option(
-    "--max-tokens", type=click.IntRange(min=1), default=4096, show_default=True, help="Completion token limit."
-)
-@click.option(
-    "--temperature", type=click.FloatRange(min=0), default=0.6, show_default=True, help="Sampling temperature."
-)
-@click.option(
-    "--require-reasoning/--allow-empty-reasoning",
-    default=True,
-    show_default=True,
-    help="Reject answers without reasoning (after retries).",
-)
-@click.option(
-    "--shard-rows", type=click.IntRange(min=1), default=1000, show_default=True, help="Rows per Parquet shard."
-)
-@click.option(
-    "--flush-seconds",
-    type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    show_default=True,
-    help="Flush a shard at least this often.",
-)
-@click.option(
-    "--retry-initial-wait",
-    type=click.FloatRange(min=0),
-    default=1.0,
-    show_default=True,
-    help="First retry backoff (seconds).",
-)
-@click.option(
-    "--limit-lease-seconds",
-    type=click.FloatRange(min=60),
-    default=60.0,
-    show_default=True,
-    help="How long a killed run keeps its share of the endpoint's global concurrency limit.",
-)
+@field_option(PromptSource, "split")
+@field_option(PromptSource, "max_samples")
+@field_option(GenerateConfig, "concurrency", type=ConcurrencyType())
+@field_options
+@field_option(GenerateConfig, "require_reasoning", "--require-reasoning/--allow-empty-reasoning")
 @click.option(
     "--family",
     type=click.Choice(["kimi_k2_5", "qwen3", "deepseek_r1", "llama3"]),
@@ -112,55 +77,19 @@ class ConcurrencyType(click.ParamType):
     default=None,
     help="Take target.chat from this recipe instead (reconstruct checks the same recipe against what generate recorded).",
 )
-@click.option("--allow-empty", is_flag=True, help="Accept an input that yields no rows (otherwise an error).")
+@field_option(GenerateConfig, "allow_empty")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def command(
-    input_,
-    base_urls,
-    model,
-    out,
-    split,
-    max_samples,
-    concurrency,
-    max_concurrency,
-    request_timeout,
-    max_retries,
-    max_tokens,
-    temperature,
-    require_reasoning,
-    shard_rows,
-    flush_seconds,
-    retry_initial_wait,
-    limit_lease_seconds,
-    family,
-    recipe,
-    allow_empty,
-    no_progress,
-) -> None:
+def command(input_, base_urls, out, split, max_samples, family, recipe, no_progress, **fields) -> None:
     """Send every prompt to the endpoints; keep each answer with its reasoning, resumably."""
-    from eagle3_core.generate.config import GenerateConfig, PromptSource
     from eagle3_core.reconstruct.recipes import target_from_recipe
-
-    cfg = GenerateConfig(
-        prompts=PromptSource(input=input_, split=split, max_samples=max_samples),
-        base_urls=list(base_urls),
-        model=model,
-        concurrency=concurrency,
-        max_concurrency=max_concurrency,
-        request_timeout=request_timeout,
-        max_retries=max_retries,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        require_reasoning=require_reasoning,
-        shard_rows=shard_rows,
-        flush_seconds=flush_seconds,
-        retry_initial_wait=retry_initial_wait,
-        limit_lease_seconds=limit_lease_seconds,
-        chat=target_from_recipe(recipe, family).chat,
-        allow_empty=allow_empty,
-    )
     from flows.generate import generate_flow
 
+    cfg = GenerateConfig(
+        **fields,
+        prompts=PromptSource(input=input_, split=split, max_samples=max_samples),
+        base_urls=list(base_urls),
+        chat=target_from_recipe(recipe, family).chat,
+    )
     manifest = generate_flow(cfg, str(out), progress_bar=not no_progress)
     counts = manifest["counts"]
     click.echo(

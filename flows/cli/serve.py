@@ -59,9 +59,6 @@ def command(
 
     Arguments after `--` go to vLLM unchanged.
     """
-    import signal
-    import time
-
     from eagle3_core.serve.vllm_server import VLLMServer
 
     serve_cfg, toy_cfg, toy_parser = _configs(config_path)
@@ -71,17 +68,27 @@ def command(
         model = str(build_toy_target(toy_cfg, _EchoReporter()))
         reasoning_parser = reasoning_parser or toy_parser
         served_model_name = served_model_name or "toy"
-    serve_cfg = serve_cfg.model_copy(
-        update={
-            "host": host or serve_cfg.host,
-            "port": port or serve_cfg.port or DEFAULT_PORT,
-            "max_model_len": max_model_len or serve_cfg.max_model_len,
-            "served_model_name": served_model_name or serve_cfg.served_model_name,
-            "python": python or serve_cfg.python,
-        }
-    )
+    serve_cfg = serve_cfg.model_copy(update=_given(serve_cfg, host, port, max_model_len, served_model_name, python))
     server = VLLMServer(model, serve_cfg, reasoning_parser=reasoning_parser, extra_args=list(vllm_args))
     click.echo(f"starting vLLM for {model} (log: written under {serve_cfg.log_dir or 'a temporary directory'}) ...")
+    _serve_until_stopped(server, reasoning_parser)
+
+
+def _given(serve_cfg, host, port, max_model_len, served_model_name, python) -> dict:
+    """The options a person gave, over the recipe's serve section (a typed port, else 8000)."""
+    return {
+        "host": host or serve_cfg.host,
+        "port": port or serve_cfg.port or DEFAULT_PORT,
+        "max_model_len": max_model_len or serve_cfg.max_model_len,
+        "served_model_name": served_model_name or serve_cfg.served_model_name,
+        "python": python or serve_cfg.python,
+    }
+
+
+def _serve_until_stopped(server, reasoning_parser: str | None) -> None:
+    import signal
+    import time
+
     # SIGTERM (a supervisor, `kill`) must stop vLLM as Ctrl-C does: turn it into the same exception.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
