@@ -85,3 +85,16 @@ def test_a_users_error_ends_the_output_nothing_prefect_logs_at_shutdown_follows_
 
     assert result.returncode == 2, result.stderr
     assert error_line(result.stderr).startswith("error: no sequences found")  # and only its own lines after it
+
+
+def test_train_mode_auto_is_a_choice_and_reads_hidden_only_when_extract_wrote_it(tmp_path):
+    from eagle3_core.manifest import StageManifest, write_manifest
+    from flows.cli.train import command, input_folders
+
+    mode = next(p for p in command.params if p.name == "mode")
+    assert "auto" in mode.type.choices
+    write_manifest(tmp_path / "hidden", StageManifest(stage="extract", status="complete", config_hash="x"))
+    write_manifest(tmp_path / "sequences", StageManifest(stage="reconstruct", status="complete", config_hash="x"))
+    assert input_folders("auto", str(tmp_path / "hidden")) == (str(tmp_path / "hidden"), None)
+    assert input_folders("auto", str(tmp_path / "sequences")) == (None, str(tmp_path / "sequences"))
+    assert input_folders("offline", str(tmp_path / "x")) == (str(tmp_path / "x"), None)
