@@ -1,8 +1,8 @@
 """The whole DAG as one Prefect flow whose single parameter is the pipeline config.
 
 The stages declared in ``eagle3_core.stages`` (generate -> reconstruct -> vocab -> extract ->
-train -> evaluate), in their order, each its own flow run (a subflow) that waits for the results
-(manifests) of the stages it reads, so the run graph draws the DAG; each skips itself when its
+train -> evaluate), in their order, each its own flow run (a subflow) that waits for the stages it reads
+(``StageDone`` tokens, nothing else), so the run graph draws the DAG and only it; each skips itself when its
 manifest says it is complete for the same inputs and config. Because the parameter is ``PipelineConfig``, the Prefect UI renders it as a form and
 validates it exactly as ``eagle3 pipeline --config`` does.
 
@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -85,7 +86,8 @@ def with_target(config: PipelineConfig, outcomes: dict[str, Outcome]) -> Pipelin
     from tasks.toy import build_toy
 
     started, cached = time.time(), is_built(toy_target_dir(config.toy))
-    path = build_toy(config.toy)
+    # a copy: the task's own string, found in every stage's parameters, drew an edge from the toy to each
+    path = str(Path(build_toy(config.toy)))
     outcomes["toy"] = Outcome("toy", "reused" if cached else "ran", path, time.time() - started, started)
     return with_toy_paths(config, path)
 
@@ -180,7 +182,9 @@ def run_stage(
     outcome.started = time.time()
     upstream = [results[r] for r in spec.reads(config) if r in results]
     try:
-        results[name] = stage_flow(name)(**spec.arguments(config), wait_for=upstream)
+        state = stage_flow(name)(**spec.arguments(config), wait_for=upstream, return_state=True)
+        results[name] = edge_token(name, state)
+        state.result()  # raises the stage's own exception
     except BaseException as exc:  # recorded for the summary, then raised unchanged
         outcome.status, outcome.reason = "failed", (str(exc).splitlines() or [type(exc).__name__])[0]
         raise
@@ -192,6 +196,26 @@ def run_stage(
     outcome.counts = dict(after.counts) if after else {}
     logger.info("%s: %s in %.1f s", name, outcome.status, outcome.seconds)
     return outcome
+
+
+class StageDone:
+    """Stands for a stage's finished subflow in ``wait_for``: the run graph's one edge per read.
+
+    Prefect links a result to the run that returned it by object identity, and walks every value
+    passed in ``wait_for`` and in the parameters. A manifest shares strings (``"complete"``, paths)
+    with other stages' manifests and arguments, which drew five false edges (generate->vocab, ...);
+    a fresh object linked to the state alone is found in nothing but the ``wait_for`` given it."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+
+
+def edge_token(name: str, state: Any) -> StageDone:
+    from prefect.utilities.engine import link_state_to_flow_run_result
+
+    token = StageDone(name)
+    link_state_to_flow_run_result(state, token)
+    return token
 
 
 @contextlib.contextmanager
