@@ -79,6 +79,8 @@ def evaluate_into(
     manifest: StageManifest,
 ) -> None:
     """The stage's work: measure, write the report, put the headline into ``manifest``."""
+    serve = serve or ServeConfig()
+    serve = serve if serve.log_dir else serve.model_copy(update={"log_dir": str(out_dir / "logs")})  # not $TMPDIR
     report = _evaluate(cfg, target, export_dir, serve, generations_dir, reporter, manifest.timings)
     write_report(out_dir, report)
     manifest.counts = {"prompts": report["heldout"]["prompts"], "skipped_rows": report["heldout"]["skipped_rows"]}

@@ -32,6 +32,8 @@ from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.readers import sequences
 from eagle3_core.target import TargetConfig
 
+ENGINE_DIR = ".vllm"  # in hidden/: the vLLM engine's log and its transient state files, not $TMPDIR
+
 STAGE = "extract"
 
 
@@ -142,7 +144,8 @@ def extract_shard(
     shard = plan.shards[index]
     if shard_is_done(plan.out_dir, shard):
         return {**shard_figures(plan.out_dir, shard), "skipped": 1, "seconds": 0.0}
-    engine = get_engine(cfg, target, plan.layers, plan.num_hidden_layers, max(s.longest for s in plan.shards))
+    longest = max(s.longest for s in plan.shards)
+    engine = get_engine(cfg, target, plan.layers, plan.num_hidden_layers, longest, Path(plan.out_dir) / ENGINE_DIR)
     figures = write_shard(engine, plan.sequences_dir, plan.out_dir, shard, plan.hidden_size, plan.layers)
     (reporter or NullReporter()).log(
         f"extract: {shard.name} {shard.tokens:,} tokens in {figures['seconds']:.1f} s "
