@@ -4,7 +4,6 @@ and a full disk is one error naming the folder.
 The full disk is real: a 256 KiB tmpfs mounted for the test (``tests/full_disk.py``).
 """
 
-
 import pytest
 
 from eagle3_core.errors import StageError

@@ -104,11 +104,14 @@ def evaluation_inputs(
     prompts: PromptSource, target_path: str, export_dir: Path, generations_dir: str | Path | None
 ) -> dict[str, str]:
     """Fingerprints of what the figures depend on, in a fixed order."""
+    from eagle3_core.fingerprint import model_fingerprint
     from eagle3_core.generate.inputs import fingerprint
 
-    files = sorted(p for p in export_dir.glob("*") if p.is_file())
-    drafter = stable_hash([f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files])
-    inputs = {"target": f"path:{Path(target_path).resolve()}", "drafter": drafter, "prompts": fingerprint(prompts)}
+    inputs = {
+        "target": model_fingerprint(target_path),
+        "drafter": model_fingerprint(export_dir),  # its bytes: a copied run is still complete
+        "prompts": fingerprint(prompts),
+    }
     if generations_dir is not None:
         inputs["generations"] = input_fingerprint(generations_dir)
     return inputs

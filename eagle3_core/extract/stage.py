@@ -26,6 +26,7 @@ from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.extract.plan import ShardSpec, plan_shards
 from eagle3_core.extract.storage import bytes_per_token, check_fits, online_command, storage_line
 from eagle3_core.extract.target_facts import read_target_facts, resolve_layers
+from eagle3_core.fingerprint import model_fingerprint
 from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, input_fingerprint, runtime_versions
 from eagle3_core.progress import NullReporter, Reporter
@@ -73,7 +74,7 @@ def plan_extract(
     facts = read_target_facts(path)
     layers = resolve_layers(cfg.layers, target, facts.num_hidden_layers)
     config_hash = cfg.output_hash(str(Path(path).resolve()), layers)
-    inputs = {"sequences": input_fingerprint(sequences_dir), "target": f"path:{Path(path).resolve()}"}
+    inputs = {"sequences": input_fingerprint(sequences_dir), "target": model_fingerprint(path)}
     plan = ExtractPlan(
         sequences_dir=str(sequences_dir),
         out_dir=str(out_dir),
