@@ -38,20 +38,25 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
+from pydantic import ValidationError
 
-from eagle3_core.config import PipelineConfig
-from eagle3_core.errors import ConfigError, StagesBlocked
+from eagle3_core.config import PipelineConfig, format_validation_error
+from eagle3_core.errors import ConfigError, Eagle3Error, StagesBlocked
 from eagle3_core.manifest import read_manifest
 from eagle3_core.run_summary import Outcome, summary_markdown
 from eagle3_core.stages import BY_NAME, STAGES, StageSpec
 from flows.stages import stage_flow
 
 
-@flow(name="pipeline", log_prints=True)
+# validated in the body, not by Prefect: a refused run then fails with the config's own one-line error
+# and still leaves its summary (Prefect's refusal came before the body, with neither)
+@flow(name="pipeline", log_prints=True, validate_parameters=False)
 def pipeline(config: PipelineConfig) -> dict[str, dict]:
     """Run every selected stage of the DAG into ``config.out``."""
+    config = validated(config)
     outcomes: dict[str, Outcome] = {}
-    results: dict[str, Any] = {}  # stage -> what its subflow returned, passed on as the DAG's edges
+    results: dict[str, Any] = {}  # stage -> its StageDone token, passed on as the DAG's edges
+    refused: BaseException | None = None
     try:
         config.require_prompts()
         config = with_served_model(with_target(config, outcomes))
@@ -60,9 +65,25 @@ def pipeline(config: PipelineConfig) -> dict[str, dict]:
             with served_for(spec, config, outcomes) as served:
                 run_stage(spec.name, served, outcomes, results)
         refuse_blocked(outcomes)
-    finally:  # a failed run gets its summary too; the stage's own exception still fails the run
-        publish_summary(config, outcomes)
+    except BaseException as exc:
+        refused = exc
+        raise
+    finally:  # a failed run gets its summary too, with the reason; the stage's own exception still fails the run
+        publish_summary(config, outcomes, refused)
     return {name: vars(outcome) for name, outcome in outcomes.items()}
+
+
+def validated(config: PipelineConfig | dict) -> PipelineConfig:
+    """The flow's parameter as a ``PipelineConfig``; a form's values that are not one fail the run
+    with the config's error (one line per problem, each naming its fields), summary left first."""
+    if isinstance(config, PipelineConfig):
+        return config
+    try:
+        return PipelineConfig.model_validate(config)
+    except ValidationError as exc:
+        error = ConfigError(format_validation_error(exc))  # it names the fields and what to do: one line
+    publish_markdown(f"# eagle3 pipeline: `{config.get('out')}`\n\nrefused: {error.message}", str(config.get("out")))
+    raise error
 
 
 def refuse_blocked(outcomes: dict[str, Outcome]) -> None:
@@ -248,9 +269,16 @@ def served_for(spec: StageSpec, config: PipelineConfig, outcomes: dict[str, Outc
     logger.info("vLLM stopped")
 
 
-def publish_summary(config: PipelineConfig, outcomes: dict[str, Outcome]) -> None:
+def publish_summary(config: PipelineConfig, outcomes: dict[str, Outcome], error: BaseException | None) -> None:
+    """The run's ``pipeline-summary``: each stage's outcome, and why the run stopped when it did."""
+    markdown = summary_markdown(config, outcomes)
+    if error is not None:
+        reason = error.message if isinstance(error, Eagle3Error) else f"{type(error).__name__}: {error}"
+        markdown += f"\n\nfailed: {(reason.splitlines() or [''])[0]}"
+    publish_markdown(markdown, config.out)
+
+
+def publish_markdown(markdown: str, out: str) -> None:
     from prefect.artifacts import create_markdown_artifact
 
-    create_markdown_artifact(
-        summary_markdown(config, outcomes), key="pipeline-summary", description=f"eagle3 pipeline into {config.out}"
-    )
+    create_markdown_artifact(markdown, key="pipeline-summary", description=f"eagle3 pipeline into {out}")
