@@ -62,6 +62,19 @@ class PipelineConfig(StrictModel):
                 "or a dataset name), or leave generate out of `stages`",
             )
 
+    def require_target(self, recipe: str | None = None) -> None:
+        """Refuse, before the first stage, a run whose selected stages need the target model when
+        ``target.path`` is unset (the toy fills it first): reconstruct failed hours in, after
+        generate, asking for a flag the pipeline does not have."""
+        needs = [s for s in self.stages if s != "generate" or self.serve is not None]
+        if needs and not self.target.path:
+            raise ConfigError(
+                f"target.path is not set, and the selected stages {', '.join(needs)} need the target model",
+                path=recipe,
+                fix="set target.path in the recipe to the local model directory (its tokenizer, config and weights), "
+                "or leave those stages out of `stages`",
+            )
+
     @model_validator(mode="after")
     def _generate_sends_the_targets_chat_settings(self) -> "PipelineConfig":
         """``target.chat`` is the one source: generate gets a copy, never its own values. A

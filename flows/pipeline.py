@@ -60,6 +60,7 @@ def pipeline(config: PipelineConfig) -> dict[str, dict]:
     try:
         config.require_prompts()
         config = with_served_model(with_target(config, outcomes))
+        config.require_target()
         for spec in STAGES:
             config = settled(spec, config)
             with served_for(spec, config, outcomes) as served:

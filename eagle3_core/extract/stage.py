@@ -132,7 +132,8 @@ def _check_storage(plan: ExtractPlan, cfg: ExtractConfig, target_path: str, repo
     left = sum(s.tokens for s in plan.shards if not shard_is_done(plan.out_dir, s))
     line, need, free = storage_line(left, plan.hidden_size, plan.out_dir)
     reporter.log(f"extract: {len(plan.shards)} shards, layers {plan.layers}, engine {plan.engine}; {line}")
-    check_fits(need, free, cfg.disk_headroom, plan.out_dir, online_command(plan.sequences_dir, target_path, free, need))
+    online = online_command(plan.sequences_dir, target_path, free, need, cfg.layers)
+    check_fits(need, free, cfg.disk_headroom, plan.out_dir, online)
 
 
 def extract_shard(
