@@ -81,3 +81,20 @@ def test_a_full_disk_inside_a_write_is_one_error_and_leaves_the_old_file_and_no_
     assert "the stage resumes from its finished shards" in str(error.value)
     assert (disk / "manifest.json").read_text() == "old\n"
     assert not list(disk.glob("*.tmp"))
+
+
+def test_reconstruct_clears_a_symlinked_stats_folder_as_a_link_and_keeps_what_it_points_to(tmp_path):
+    from eagle3_core.reconstruct.stage import clear_outputs
+
+    other = tmp_path / "other-run-stats"
+    other.mkdir()
+    (other / "part-00000.json").write_text("{}")
+    out = tmp_path / "sequences"
+    out.mkdir()
+    (out / "stats").symlink_to(other)
+    (out / "part-00000.parquet").write_bytes(b"")
+
+    clear_outputs(out)
+
+    assert (other / "part-00000.json").exists()  # the glob through the link deleted it
+    assert not (out / "stats").is_symlink() and not list(out.glob("part-*"))
