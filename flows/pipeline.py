@@ -56,7 +56,7 @@ def pipeline(config: PipelineConfig) -> dict[str, dict]:
     config = validated(config)
     outcomes: dict[str, Outcome] = {}
     results: dict[str, Any] = {}  # stage -> its StageDone token, passed on as the DAG's edges
-    refused: BaseException | None = None
+    error: BaseException | None = None  # what stopped the run, for its summary
     try:
         config.require_prompts()
         config = with_served_model(with_target(config, outcomes))
@@ -67,10 +67,10 @@ def pipeline(config: PipelineConfig) -> dict[str, dict]:
                 run_stage(spec.name, served, outcomes, results)
         refuse_blocked(outcomes)
     except BaseException as exc:
-        refused = exc
+        error = exc
         raise
     finally:  # a failed run gets its summary too, with the reason; the stage's own exception still fails the run
-        publish_summary(config, outcomes, refused)
+        publish_summary(config, outcomes, error)
     return {name: vars(outcome) for name, outcome in outcomes.items()}
 
 
