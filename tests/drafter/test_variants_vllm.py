@@ -8,6 +8,7 @@ start per variant (about 3 minutes each on the shared 2-core machine). The toler
 """
 
 import json
+import shutil
 
 import pytest
 
@@ -83,3 +84,9 @@ def test_each_variant_loads_in_vllm_and_its_simulated_and_offline_figures_agree(
     assert online > 1.5  # learned: a random drafter gives about 1.0
     assert abs(online - offline) < 0.5
     assert abs(online - simulated) < 0.5
+    if config["norm_output"]:  # a key vLLM could ignore without failing: prove it was read
+        stripped = shutil.copytree(trained.export, tmp_path / "without-norm-output")
+        (stripped / "config.json").write_text(json.dumps({**config, "norm_output": False}))
+        without = offline_length(target, stripped, prompts)
+        print(f"{name}: offline with norm_output removed {without:.3f}")
+        assert abs(online - offline) < abs(online - without) - 0.2  # vLLM ran the post-norm feedback
