@@ -11,7 +11,8 @@ side, (B, h_kv, (k+1)T, d), and mask that row:
   memory quadratic in T (32K tokens at k = 7: 8 GiB of mask alone), so it runs only at short T.
 - ``flex``: ``flex_attention`` with the mask as a ``BlockMask`` (128 x 128 tiles, only the tiles
   the rule touches): linear memory and no score matrix, but only compiled (``compiled=True``, the
-  GPU path); eager, as on CPU here, it builds the full scores and serves the tests.
+  GPU path, the block mask compiled too); eager, as on CPU here, it builds the full scores and
+  serves the tests (and has no backward on CPU in torch 2.13).
 
 ``benchmarks/bench_long_context.py`` measures the three on a GPU (benchmarks/gpu.sh); the tests
 hold each to the dense reference (tests/drafter/test_attention_kernels.py).
@@ -44,23 +45,40 @@ def ttt_attention_sdpa(q: torch.Tensor, ks: list, vs: list, segments: torch.Tens
     return F.scaled_dot_product_attention(q, torch.cat(ks, 2), torch.cat(vs, 2), attn_mask=mask, enable_gqa=True)
 
 
+# flex's keys are padded to a multiple of this many steps, so every step of a K <= 8 unroll has one
+# shape: one compile per T instead of one per step (a compile costs tens of seconds).
+FLEX_STEP_SLOTS = 8
+
+
 def ttt_attention_flex(
     q: torch.Tensor, ks: list, vs: list, segments: torch.Tensor, block=None, compiled: bool = False
 ) -> torch.Tensor:
-    """As ``ttt_attention_sdpa``, through ``flex_attention`` and a block-sparse mask."""
-    from torch.nn.attention.flex_attention import create_block_mask
-
+    """As ``ttt_attention_sdpa``, through ``flex_attention`` and a block-sparse mask (padding keys
+    beyond the live steps are masked, and their tiles skipped)."""
     B, _, T, _ = q.shape
-    steps = len(ks)
+    slots = FLEX_STEP_SLOTS * -(-len(ks) // FLEX_STEP_SLOTS)
+    pad = [torch.zeros_like(ks[0])] * (slots - len(ks))
+    live = torch.tensor(len(ks) * T, device=q.device)  # a tensor, so a new step count is no recompile
 
     def allowed(b, h, i, j):
         pos = j % T
         step0 = (j < T) & (pos <= i) & (segments[b, pos] == segments[b, i])
-        return step0 | ((j >= T) & (pos == i))
+        return step0 | ((j >= T) & (j < live) & (pos == i))
 
-    mask = create_block_mask(allowed, B, None, T, steps * T, device=q.device)
-    attend = _compiled_flex() if compiled else _flex()
-    return attend(q, torch.cat(ks, 2), torch.cat(vs, 2), block_mask=mask, enable_gqa=True)
+    make_mask, attend = (_compiled_block_mask(), _compiled_flex()) if compiled else (_block_mask(), _flex())
+    mask = make_mask(allowed, B, None, T, slots * T, device=q.device)
+    return attend(q, torch.cat([*ks, *pad], 2), torch.cat([*vs, *pad], 2), block_mask=mask, enable_gqa=True)
+
+
+def _block_mask():
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    return create_block_mask
+
+
+@lru_cache(maxsize=1)
+def _compiled_block_mask():
+    return torch.compile(_block_mask())  # eager, it would build the whole (T, slots T) mask first
 
 
 def _flex():
