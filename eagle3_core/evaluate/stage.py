@@ -15,6 +15,7 @@ generations) returns at once. There are no shards to resume: a failed evaluation
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
@@ -149,21 +150,26 @@ def _evaluate(
     }
     answers = {}  # the target's own greedy answers, per source, for the context buckets
     if cfg.online:
-        t0 = time.monotonic()
-        report["online"], answers["vllm"] = _online(cfg, target, export_dir, serve or ServeConfig(), prompts, reporter)
-        timings["online"] = round(time.monotonic() - t0, 3)
+        online = partial(_online, cfg, target, export_dir, serve or ServeConfig(), prompts, reporter)
+        report["online"], answers["vllm"] = _timed(timings, "online", online)
     if cfg.offline:
-        t0 = time.monotonic()
-        report["offline"], answers["offline"] = _offline(cfg, target, export_dir, prompts, reporter)
-        timings["offline"] = round(time.monotonic() - t0, 3)
+        offline = partial(_offline, cfg, target, export_dir, prompts, reporter)
+        report["offline"], answers["offline"] = _timed(timings, "offline", offline)
     if cfg.by_context and answers:
-        t0 = time.monotonic()
-        report["by_context"] = _by_context(cfg, target, export_dir, prompts, answers, report["online"], reporter)
-        timings["by_context"] = round(time.monotonic() - t0, 3)
+        by_context = partial(_by_context, cfg, target, export_dir, prompts, answers, report["online"], reporter)
+        report["by_context"] = _timed(timings, "by_context", by_context)
     from eagle3_core.evaluate.simulated import simulated_acceptance
 
     report["simulated"] = simulated_acceptance(export_dir.parent / "metrics.jsonl", cfg.num_speculative_tokens)
     return report
+
+
+def _timed(timings: dict[str, float], name: str, measure):
+    """``measure()``, its wall seconds recorded under ``name``."""
+    t0 = time.monotonic()
+    result = measure()
+    timings[name] = round(time.monotonic() - t0, 3)
+    return result
 
 
 def settings(cfg: EvaluateConfig, serve: ServeConfig | None) -> dict:
