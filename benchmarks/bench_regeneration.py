@@ -45,13 +45,14 @@ def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     out = Path(args.out)
     base = toy_config(args)
-    results = {"settings": vars(args), "arms": {}}
+    results = read_results(out) | {"settings": vars(args)}
     for arm in ordered(args.arms):
         started = time.time()
         run_dir = prepare(arm, base, out)
         results["arms"][arm] = {"prep_s": round(time.time() - started, 1), "data": data_figures(run_dir), "seeds": {}}
-        for seed in args.seeds:
-            results["arms"][arm]["seeds"][seed] = train_and_measure(base, run_dir, seed, args.steps)
+    for seed in args.seeds:  # seed-major: a run cut short still has every arm at its first seed
+        for arm in ordered(args.arms):
+            results["arms"][arm]["seeds"][str(seed)] = train_and_measure(base, out / arm, seed, args.steps)
             write_results(out, results)
     if args.finetune:
         results["finetune"] = finetune(base, out, args.seeds[0], args.steps)
@@ -204,6 +205,12 @@ def finetune(base, out: Path, seed: int, steps: int) -> dict:
     first = curve[0][1] if curve else None
     result["passes_start_at_step"] = next((s for s, v in curve[1:] if first is not None and v > first), None)
     return result
+
+
+def read_results(out: Path) -> dict:
+    """What an earlier invocation into ``out`` measured (another arm's figures stay beside these)."""
+    path = out / "results.json"
+    return json.loads(path.read_text()) if path.is_file() else {"arms": {}}
 
 
 def write_results(out: Path, results: dict) -> None:
