@@ -24,6 +24,7 @@ input and what it looked for, raised before anything is written.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id,
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
 from eagle3_core.generate.stats import RunStats
 from eagle3_core.lifecycle import StageLifecycle
-from eagle3_core.manifest import StageManifest, runtime_versions, write_manifest
+from eagle3_core.manifest import StageManifest, runtime_versions
 from eagle3_core.progress import NullReporter, Reporter
 
 SOURCE = "dataset"
@@ -181,7 +182,7 @@ class DatasetRun:
             "token_id_layouts": {SOURCE: "none"},
         }
         details.pop("latency_s")  # nothing was requested
-        manifest = StageManifest(
+        return StageManifest(
             stage="generate",
             status="running",
             config_hash=self.life.config_hash,
@@ -191,14 +192,10 @@ class DatasetRun:
             details=details,
             versions=runtime_versions("polars"),
         )
-        write_manifest(self.out_dir, manifest)
-        return manifest
 
 
 def dataset_record(key: str, messages: list, tools: list | None, answer: DatasetAnswer, model: str) -> dict:
     """An accepted generations/ row for a dataset answer: the served record's fields, no ids."""
-    import json
-
     return {
         "sample_id": key,
         "messages": stored_messages(messages),

@@ -60,3 +60,19 @@ def _answer_of(tmp_path: Path, sample_id: str) -> str:
         [pl.read_parquet(f) for f in (tmp_path / "run" / "generations" / "accepted").glob("part-*.parquet")]
     )
     return generations.filter(pl.col("sample_id") == sample_id)["content"][0]
+
+
+def test_the_generate_command_takes_a_datasets_answers_without_any_endpoint(prefect_api, tmp_path):
+    from tests.generate.helpers import write_jsonl
+    from tests.generate.test_cli import EAGLE3, run_cli
+
+    rows = [{"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A", "reasoning": "R"}]}]
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    bare = write_jsonl(tmp_path / "bare.jsonl", [{"prompt": "Q"}])
+
+    done = run_cli([EAGLE3, "generate", "--source", "dataset", "--input", str(src), "--out", str(tmp_path / "out")])
+    refused = run_cli([EAGLE3, "generate", "--source", "dataset", "--input", str(bare), "--out", str(tmp_path / "b")])
+
+    assert done.returncode == 0, done.stderr
+    assert "generate: 1 accepted, 0 rejected, 0 skipped of 1 rows" in done.stdout
+    assert refused.returncode == 2 and "no row of" in refused.stderr and "final assistant turn" in refused.stderr
