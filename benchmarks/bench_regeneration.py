@@ -231,9 +231,18 @@ def markdown(results: dict) -> str:
         seq = figures["data"]["sequences"]
         lines.append(
             f"| {arm} | {len(runs)} | {statistics.mean(lengths):.3f} ± {spread:.3f} | "
-            f"{', '.join(f'{v:.3f}' for v in lengths)} | {per_pos} | {seq.get('written', seq.get('accepted'))} | "
+            f"{', '.join(f'{v:.3f}' for v in lengths)} | {per_pos} | {seq.get('sequences')} | "
             f"{seq.get('supervised_tokens', '-')} |"
         )
+    if "finetune" in results:
+        tuned = results["finetune"]
+        lines += [
+            "",
+            f"fine-tuned from dataset's drafter on the regenerated set: acceptance length "
+            f"{tuned['acceptance_length']:.3f} after {tuned['train']['steps']} steps; held-out simulated "
+            f"acceptance by step {tuned['train']['heldout_sim']}; passes its start at step "
+            f"{tuned['passes_start_at_step']}",
+        ]
     return "\n".join(lines)
 
 
