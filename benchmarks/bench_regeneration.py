@@ -68,7 +68,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=120, help="Optimizer steps of every drafter.")
     parser.add_argument("--samples", type=int, default=1000, help="Training prompts (the recipe's 1,000).")
     parser.add_argument("--micro-batch-tokens", type=int, default=2048, help="Tokens per step (packed), every arm.")
-    parser.add_argument("--eval-prompts", type=int, default=100, help="Held-out prompts measured in vLLM.")
+    parser.add_argument("--eval-prompts", type=int, default=50, help="Held-out prompts measured in vLLM.")
     parser.add_argument("--finetune", action="store_true", help="Also fine-tune dataset's drafter on regenerated.")
     return parser.parse_args()
 
