@@ -8,6 +8,7 @@ own answers, reconstruct rebuilds them on the text path and says so in its count
 from pathlib import Path
 
 from eagle3_core.config import PipelineConfig
+from eagle3_core.generate.config import PromptSource
 from eagle3_core.manifest import read_manifest
 from flows.pipeline import pipeline
 
@@ -19,7 +20,7 @@ def dataset_recipe(out: Path, answers: str, require_reasoning: bool) -> Pipeline
     generate = config.generate.model_copy(
         update={
             "source": "dataset",
-            "prompts": {"input": f"{{toy}}/{answers}", "max_samples": 20},
+            "prompts": PromptSource(input=f"{{toy}}/{answers}", max_samples=20),
             "require_reasoning": require_reasoning,
             "base_urls": [],
         }
