@@ -37,7 +37,6 @@ an upstream folder's shards against its manifest before they are read.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -46,6 +45,7 @@ from typing import Any
 from eagle3_core import lock
 from eagle3_core.checksums import ShardError, check_shards, shard_records, verify_requested
 from eagle3_core.errors import InputError
+from eagle3_core.fsio import no_space_as_error, remove_tree
 from eagle3_core.manifest import StageManifest, read_manifest, runtime_versions, write_manifest
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.rejects import Rejects
@@ -138,9 +138,10 @@ class StageLifecycle:
         """Around the work after ``open``: an error marks the run ``failed`` (with the manifest
         ``begin`` returned, as the work left it); an interrupt (Ctrl-C, SIGTERM, a test's
         KeyboardInterrupt) leaves it ``running``, as a kill would, for the next run to resume.
-        Either way the folder is let go."""
+        Either way the folder is let go; a full disk met by the work is one ``DiskFullError``."""
         try:
-            yield
+            with no_space_as_error(self.out_dir):
+                yield
         except Exception as exc:
             self.fail(exc)
             raise
@@ -295,10 +296,7 @@ class StageRun:
         stage.reporter.log(f"{stage.name} config or inputs changed since the last run: {stage.changed}")
         for pattern in stage.outputs or stage.shards:
             for path in stage.out_dir.glob(pattern):
-                if path.is_dir():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink(missing_ok=True)
+                remove_tree(path)  # for real, a symlink as a link, or one error: never mix what was discarded
         self.life.begin()
 
     def run(self, unit: Any) -> None:

@@ -46,7 +46,8 @@ class StageSpec:
     flow: str | None = None  # "module:function" of a flow of its own (generate); None = built from the stage
     out_argument: str = "out_dir"
     package: str | None = None  # where its package lives; None = eagle3_core.<name>
-    served: bool = False  # reads from the target served by vLLM, which the pipeline starts when `serve` is set
+    # reads from the target served by vLLM (which the pipeline starts when `serve` is set) for this config
+    served: Callable[[PipelineConfig], bool] = lambda c: False
     is_done: Callable[[PipelineConfig], bool] | None = None  # its skip rule, asked before a service starts for it
     # settles a choice the recipe left to the run, once upstream folders exist: (config, why) before it runs
     settle: Callable[[PipelineConfig], tuple[PipelineConfig, str | None]] | None = None
@@ -131,7 +132,7 @@ STAGES: list[StageSpec] = [
         lambda c: {"progress_bar": sys.stderr.isatty()},
         flow="flows.generate:generate_flow",
         out_argument="out",
-        served=True,
+        served=lambda c: c.generate.source == "server",  # `dataset` takes the rows' own answers
         is_done=_generate_is_done,
     ),
     StageSpec("reconstruct", "sequences", lambda c: {"generations_dir": "generate"}),

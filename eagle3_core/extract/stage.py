@@ -26,11 +26,14 @@ from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.extract.plan import ShardSpec, plan_shards
 from eagle3_core.extract.storage import bytes_per_token, check_fits, online_command, storage_line
 from eagle3_core.extract.target_facts import read_target_facts, resolve_layers
+from eagle3_core.fingerprint import model_fingerprint
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.readers import sequences
 from eagle3_core.target import TargetConfig
+
+ENGINE_DIR = ".vllm"  # in hidden/: the vLLM engine's log and its transient state files, not $TMPDIR
 
 STAGE = "extract"
 
@@ -92,11 +95,8 @@ class ExtractStage(Stage):
 
     def keys(self) -> tuple[str, dict[str, str]]:
         self.extract_plan = plan_extract(self.cfg, self.target, self.sequences_dir, self.out_dir)
-        path = Path(self.target.require_path()).resolve()
-        return self.extract_plan.config_hash, {
-            "sequences": input_fingerprint(self.sequences_dir),
-            "target": f"path:{path}",
-        }
+        target = model_fingerprint(self.target.require_path())
+        return self.extract_plan.config_hash, {"sequences": input_fingerprint(self.sequences_dir), "target": target}
 
     def plan(self) -> list[int]:
         """Every shard (a finished one is skipped by ``run``), once the storage left fits."""
@@ -106,7 +106,7 @@ class ExtractStage(Stage):
         left = sum(s.tokens for s in plan.shards if not shard_is_done(plan.out_dir, s))
         line, need, free = storage_line(left, plan.hidden_size, plan.out_dir)
         self.reporter.log(f"extract: {len(plan.shards)} shards, layers {plan.layers}, engine {plan.engine}; {line}")
-        command = online_command(plan.sequences_dir, self.target.require_path(), free, need)
+        command = online_command(plan.sequences_dir, self.target.require_path(), free, need, self.cfg.layers)
         check_fits(need, free, self.cfg.disk_headroom, plan.out_dir, command)
         return [shard.index for shard in plan.shards]
 
@@ -151,7 +151,8 @@ def extract_shard(
     shard = plan.shards[index]
     if shard_is_done(plan.out_dir, shard):
         return {**shard_figures(plan.out_dir, shard), "skipped": 1, "seconds": 0.0}
-    engine = get_engine(cfg, target, plan.layers, plan.num_hidden_layers, max(s.longest for s in plan.shards))
+    longest = max(s.longest for s in plan.shards)
+    engine = get_engine(cfg, target, plan.layers, plan.num_hidden_layers, longest, Path(plan.out_dir) / ENGINE_DIR)
     figures = write_shard(engine, plan.sequences_dir, plan.out_dir, shard, plan.hidden_size, plan.layers)
     (reporter or NullReporter()).log(
         f"extract: {shard.name} {shard.tokens:,} tokens in {figures['seconds']:.1f} s "

@@ -51,7 +51,9 @@ class ReconstructStage(Stage):
     """Rebuild every accepted generation as ids + loss mask under ``out_dir`` (the sequences/ folder)."""
 
     name, shards, versions = STAGE, ("part-*.parquet",), ("transformers", "tokenizers", "pyarrow")
-    outputs = ("part-*.parquet", "stats/part-*.json")  # shards made with other keys must not mix
+    # shards made with other keys must not mix; stats/ holds nothing else and goes whole (as a link
+    # when it is one: its target is not ours to empty)
+    outputs = ("part-*.parquet", "stats")
 
     cfg: ReconstructConfig
     target: TargetConfig

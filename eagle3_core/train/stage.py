@@ -23,6 +23,7 @@ from pathlib import Path
 
 from eagle3_core import errors
 from eagle3_core.base import stable_hash
+from eagle3_core.fingerprint import model_fingerprint
 from eagle3_core.fsio import read_json, write_json_atomic
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
@@ -40,7 +41,7 @@ STAGE = "train"
 
 
 def input_fingerprints(cfg: TrainConfig, inputs: TrainInputs, vocab_dir) -> dict[str, str]:
-    found = {"vocab": input_fingerprint(vocab_dir), "target": inputs.target_path}
+    found = {"vocab": input_fingerprint(vocab_dir), "target": model_fingerprint(inputs.target_path)}
     if inputs.mode == "offline":
         found["hidden"] = input_fingerprint(inputs.hidden_dir)
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 DEFAULT_PORT = 8000  # a server a person starts gets a port they can type (a config's None = a free one)
+SERVE_LOGS = "runs/serve"  # `eagle3 serve` has no run folder: its logs go here, under the working directory
 
 
 @click.command("serve")
@@ -69,8 +70,10 @@ def command(
         reasoning_parser = reasoning_parser or toy_parser
         served_model_name = served_model_name or "toy"
     serve_cfg = serve_cfg.model_copy(update=_given(serve_cfg, host, port, max_model_len, served_model_name, python))
-    server = VLLMServer(model, serve_cfg, reasoning_parser=reasoning_parser, extra_args=list(vllm_args))
-    click.echo(f"starting vLLM for {model} (log: written under {serve_cfg.log_dir or 'a temporary directory'}) ...")
+    server = VLLMServer(
+        model, serve_cfg, log_dir=SERVE_LOGS, reasoning_parser=reasoning_parser, extra_args=list(vllm_args)
+    )
+    click.echo(f"starting vLLM for {model} (log: written under {server.log_dir}) ...")
     _serve_until_stopped(server, reasoning_parser)
 
 
