@@ -175,49 +175,65 @@ def run_stage(
     The subflow waits for the results of the stages it reads that ran in this flow run
     (``results``), which makes those runs its parents in Prefect's run graph.
     """
-    spec, logger, results = BY_NAME[name], get_run_logger(), {} if results is None else results
+    spec, results = BY_NAME[name], {} if results is None else results
     outcome = Outcome(stage=name, status="not selected", out_dir=str(spec.out(config)))
     outcomes[name] = outcome
-    if name not in config.stages:
+    if name not in config.stages or not_to_run(spec, config, outcome, outcomes):
         return outcome
+    require_endpoint(spec, config, outcome)
+    before = read_manifest(spec.out(config))
+    run_subflow(spec, config, outcome, results)
+    after = read_manifest(spec.out(config))
+    unchanged = before is not None and after is not None and before.updated_at == after.updated_at
+    outcome.status = "reused" if unchanged and before.status == "complete" else "ran"
+    outcome.counts = dict(after.counts) if after else {}
+    get_run_logger().info("%s: %s in %.1f s", name, outcome.status, outcome.seconds)
+    return outcome
+
+
+def not_to_run(spec: StageSpec, config: PipelineConfig, outcome: Outcome, outcomes: dict[str, Outcome]) -> bool:
+    """True, with the outcome set, for a stage that is blocked or whose own skip rule says done."""
+    logger = get_run_logger()
     if missing := missing_inputs(spec, config):
         outcome.status = "blocked"
         outcome.reason = "needs " + ", ".join(
             f"{m} ({outcomes[m].status if m in outcomes else 'not run'})" for m in missing
         )
-        logger.warning("%s: blocked, %s", name, outcome.reason)
-        return outcome
+        logger.warning("%s: blocked, %s", spec.name, outcome.reason)
+        return True
     if spec.is_done is not None and spec.is_done(config):
         outcome.status = "reused"
         outcome.counts = dict(read_manifest(spec.out(config)).counts)
-        logger.info("%s: complete for these inputs and config in %s, reused", name, outcome.out_dir)
-        return outcome
-    if spec.served(config) and not config.generate.base_urls:  # the stage's own fix names a CLI flag pipeline lacks
+        logger.info("%s: complete for these inputs and config in %s, reused", spec.name, outcome.out_dir)
+        return True
+    return False
+
+
+def require_endpoint(spec: StageSpec, config: PipelineConfig, outcome: Outcome) -> None:
+    """A served stage with no endpoint stops here: the stage's own fix names a CLI flag pipeline lacks."""
+    if spec.served(config) and not config.generate.base_urls:
         outcome.status, outcome.reason = "failed", "no endpoint: generate.base_urls is empty and serve is not set"
         raise ConfigError(
-            f"{name} has {outcome.reason}",
+            f"{spec.name} has {outcome.reason}",
             fix="set generate.base_urls to your endpoints (http://host:port/v1) in the recipe, or serve: to start "
             "vLLM for target.path",
         )
-    logger.info("%s: starting -> %s", name, outcome.out_dir)
-    before = read_manifest(spec.out(config))
+
+
+def run_subflow(spec: StageSpec, config: PipelineConfig, outcome: Outcome, results: dict[str, Any]) -> None:
+    """The stage's flow as a subflow waiting for the stages it reads; its edge token into ``results``."""
+    get_run_logger().info("%s: starting -> %s", spec.name, outcome.out_dir)
     outcome.started = time.time()
     upstream = [results[r] for r in spec.reads(config) if r in results]
     try:
-        state = stage_flow(name)(**spec.arguments(config), wait_for=upstream, return_state=True)
-        results[name] = edge_token(name, state)
+        state = stage_flow(spec.name)(**spec.arguments(config), wait_for=upstream, return_state=True)
+        results[spec.name] = edge_token(spec.name, state)
         state.result()  # raises the stage's own exception
     except BaseException as exc:  # recorded for the summary, then raised unchanged
         outcome.status, outcome.reason = "failed", (str(exc).splitlines() or [type(exc).__name__])[0]
         raise
     finally:
         outcome.seconds = time.time() - outcome.started
-    after = read_manifest(spec.out(config))
-    unchanged = before is not None and after is not None and before.updated_at == after.updated_at
-    outcome.status = "reused" if unchanged and before.status == "complete" else "ran"
-    outcome.counts = dict(after.counts) if after else {}
-    logger.info("%s: %s in %.1f s", name, outcome.status, outcome.seconds)
-    return outcome
 
 
 class StageDone:
