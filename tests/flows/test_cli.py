@@ -30,7 +30,7 @@ def test_pipeline_prints_each_stage_outcome_and_fails_when_a_selected_stage_was_
     from flows.cli import main
 
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text("stages: [vocab]\n")
+    recipe.write_text(f"stages: [vocab]\ntarget: {{path: {tmp_path}}}\n")  # a target: only vocab's input is missing
     monkeypatch.setattr("sys.argv", ["eagle3", "pipeline", "--config", str(recipe), "--out", str(tmp_path / "run")])
     with prefect_console_to_current_stderr(), pytest.raises(SystemExit) as exit_info:
         main()
