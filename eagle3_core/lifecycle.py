@@ -304,7 +304,8 @@ class StageRun:
             rejects = self.stage.run(unit)
         self._count(rejects)
         self._done += 1
-        self.stage.reporter.progress(self.stage.name, self._done, len(self.units), unit="units")
+        if len(self.units) > 1:  # one unit reports its own progress (the trainer's steps, a pool's shards)
+            self.stage.reporter.progress(self.stage.name, self._done, len(self.units), unit="units")
 
     def close(self) -> None:
         self.stage.close()
