@@ -6,7 +6,9 @@ Order, each step refusing early what would waste a server start:
 2. online: vLLM with the drafter, then without it (tokens/s), counters from ``/metrics``;
 3. offline: the transformers chain loop at k and over ``k_sweep``; the simulated acceptance
    length from the training metrics when ``metrics.jsonl`` sits beside the export;
-4. ``report.json``, ``report.md``, plots; the manifest is written ``complete`` last.
+4. ``report.json``, ``report.md``, plots; the figures go to the training run's trackers
+   (``drafter/tracking.json``) and into the model card (``export/README.md``), neither of which
+   can fail the stage; the manifest is written ``complete`` last.
 
 Skip: a complete manifest for the same config hash and inputs (target, drafter files, prompts,
 generations) returns at once. There are no shards to resume: a failed evaluation reruns whole.
@@ -18,6 +20,7 @@ import time
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
+from eagle3_core.drafter.card import CARD_FILE
 from eagle3_core.errors import ConfigError
 from eagle3_core.evaluate.compat import DrafterInfo, check_drafter
 from eagle3_core.evaluate.config import EvaluateConfig
@@ -81,8 +84,22 @@ def evaluate_into(
     """The stage's work: measure, write the report, put the headline into ``manifest``."""
     report = _evaluate(cfg, target, export_dir, serve, generations_dir, reporter, manifest.timings)
     write_report(out_dir, report)
+    publish(export_dir, report, reporter)
     manifest.counts = {"prompts": report["heldout"]["prompts"], "skipped_rows": report["heldout"]["skipped_rows"]}
     manifest.details = headline(report)
+
+
+def publish(export_dir: Path, report: dict, reporter: Reporter) -> None:
+    """The figures into the training run's trackers and the model card: a warning line each
+    when they cannot be written, never a failed evaluation (the report is already on disk)."""
+    from eagle3_core.drafter.card import update_card
+    from eagle3_core.evaluate.tracking import log_evaluation
+
+    log_evaluation(export_dir.parent, report, reporter.log)
+    try:
+        update_card(export_dir, report)
+    except Exception as exc:  # noqa: BLE001 - the card is a copy of figures already in report.json
+        reporter.log(f"evaluate warning: the model card was not updated ({type(exc).__name__}: {exc})")
 
 
 def resolve_prompts(cfg: EvaluateConfig, target_path: str) -> PromptSource:
@@ -104,7 +121,7 @@ def evaluation_inputs(
     """Fingerprints of what the figures depend on, in a fixed order."""
     from eagle3_core.generate.inputs import fingerprint
 
-    files = sorted(p for p in export_dir.glob("*") if p.is_file())
+    files = sorted(p for p in export_dir.glob("*") if p.is_file() and p.name != CARD_FILE)  # evaluate writes the card
     drafter = stable_hash([f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files])
     inputs = {"target": f"path:{Path(target_path).resolve()}", "drafter": drafter, "prompts": fingerprint(prompts)}
     if generations_dir is not None:
@@ -199,6 +216,7 @@ def _online(
         reporter.log(f"evaluate: vLLM with the drafter (k={k}) up in {server.startup_seconds} s at {server.base_url}")
         with_drafter = measure_or_explain(server, prompts, gen, cfg.speed_repeats)
         aux_used = aux_layers_logged(server.log_path)
+        engine = {"name": "vllm", "version": server.version(), "argv": server.argv}
     reporter.log(
         f"evaluate: vLLM acceptance length {with_drafter.counters.acceptance_length} "
         f"(k={k}, {with_drafter.counters.drafts:.0f} drafts); aux layers used: {aux_used}"
@@ -207,7 +225,7 @@ def _online(
     if cfg.baseline:
         with serve_target(target, serve, None) as server:
             without = measure_or_explain(server, prompts, gen, cfg.speed_repeats)
-    return {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used}
+    return {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used, "engine": engine}
 
 
 def _offline(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, prompts: list, reporter: Reporter) -> dict:

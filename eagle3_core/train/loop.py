@@ -6,11 +6,14 @@ Guarantees:
 - Micro-batch ``n`` of the run is the plan's batch ``n * world + rank``; the checkpoint keeps
   ``n``, so a resumed run continues with the very batch the killed one would have read next.
 - A checkpoint is saved every ``checkpoint_every`` optimizer steps and after the last; the
-  export is written after the last checkpoint, by rank 0.
+  export is written after the last checkpoint, by rank 0, with its model card.
+- Rank 0 sends every metrics line to the ``report_to`` trackers (``train.tracking``); their run
+  ids live in the checkpoint, so a resumed run continues the same run.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -30,6 +33,7 @@ from eagle3_core.train.export import export_drafter, full_state
 from eagle3_core.train.inputs import TrainInputs
 from eagle3_core.train.loss import StepCounts, TargetHead, shift, simulated_acceptance_length, ttt_loss
 from eagle3_core.train.metrics import MetricsLog
+from eagle3_core.train.tracking import Tracker, log_record, start_tracker
 
 
 @dataclass
@@ -127,10 +131,12 @@ def rank_sum(counts: StepCounts, dev: Device) -> StepCounts:
 class Trainer:
     """Owns the engine and the data for one run; ``run`` trains to the last step and exports."""
 
-    def __init__(self, cfg: TrainConfig, inputs: TrainInputs, out_dir: str | Path) -> None:
+    def __init__(self, cfg: TrainConfig, inputs: TrainInputs, out_dir: str | Path, facts: dict | None = None) -> None:
         import deepspeed
 
         self.cfg, self.inputs, self.out = cfg, inputs, Path(out_dir)
+        self.facts = facts or {}  # provenance.run_facts: for the tracking run and the card
+        self.tracker = Tracker([])  # started in resume, once the run's step and ids are known
         self.dev = pick_device(cfg)
         self.reader = build_reader(inputs)
         # sample-id order: the same batch plan whichever reader lists the samples (disk or engine)
@@ -157,11 +163,14 @@ class Trainer:
 
     def resume(self) -> None:
         client = checkpoint.resume(self.engine, self.ckpt_dir)
+        sent_through = self.metrics.last_step()  # before the truncation: how far the killed run reported
         if client is not None:
             self.micro, self.evals = client["micro_step"], client.get("evals", {})
             self.resumed_from = int(client["step"])
         # no checkpoint: a fresh start, so every line is stale (the killed run's step-0 held-out line too)
         self.metrics.truncate_after(self.engine.global_steps if client is not None else -1)
+        self.tracker = start_tracker(self.cfg, self.facts, self.out, self.dev.rank, client, sent_through)
+        self.metrics.sink = functools.partial(log_record, self.tracker)
 
     def log_eval(self, name: str) -> None:
         record = evaluate(self.engine.module, self.head, self.reader, self.heldout, self.cfg, self.dev)
@@ -173,7 +182,12 @@ class Trainer:
             self.engine,
             self.ckpt_dir,
             self.engine.global_steps,
-            {"step": self.engine.global_steps, "micro_step": self.micro, "evals": self.evals},
+            {
+                "step": self.engine.global_steps,
+                "micro_step": self.micro,
+                "evals": self.evals,
+                "tracking": self.tracker.ids(),
+            },
             keep=self.cfg.keep_checkpoints,
         )
 
@@ -209,6 +223,16 @@ class Trainer:
             print(plan.describe(), flush=True)
 
     def run(self) -> dict[str, Any]:
+        """Train to the last step and export; the tracking run ends with it, failed or finished."""
+        try:
+            summary = self.train()
+        except BaseException:
+            self.tracker.close(failed=True)
+            raise
+        self.tracker.close()
+        return summary
+
+    def train(self) -> dict[str, Any]:
         self.resume()
         if self.inputs.mode == "online-vllm":
             self.request_states()
@@ -252,6 +276,7 @@ class Trainer:
                 {k: v.float() if v.is_floating_point() else v for k, v in state.items()}, strict=False
             )
             export_drafter(drafter, self.out / "export", self.cfg.ships_embedding)
+            self.write_card()
         return {
             "steps": self.engine.global_steps,
             "total_steps": self.total,
@@ -268,3 +293,19 @@ class Trainer:
             "world_size": self.dev.world,
             "spool": self.reader.stats() if self.inputs.mode == "online-vllm" else None,
         }
+
+    def write_card(self) -> None:
+        """drafter/export/README.md; a card that cannot be written is a warning, never a failed run."""
+        from eagle3_core.drafter.card import write_card
+        from eagle3_core.tracking import warn
+
+        final = self.evals.get("final") or {}
+        training = {
+            "steps": self.engine.global_steps,
+            "ttt_steps": self.cfg.ttt_steps,
+            "heldout_sim_acceptance_length": final.get("sim_acceptance_length"),
+        }
+        try:
+            write_card(self.out / "export", self.facts, training)
+        except Exception as exc:  # noqa: BLE001 - the weights are what the run is for
+            warn(f"the model card was not written ({type(exc).__name__}: {exc})")

@@ -7,7 +7,9 @@ On-disk layout (``out_dir`` is the drafter folder):
     drafter/checkpoints/         DeepSpeed checkpoints (``latest`` names the newest)
     drafter/metrics.jsonl        one line per logged step, plus held-out lines
     drafter/train.log            the trainer's whole output
-    drafter/export/              config.json + model.safetensors for vLLM / SGLang
+    drafter/export/              config.json + model.safetensors for vLLM / SGLang, README.md (the model card)
+    drafter/tensorboard/         TensorBoard event files (train.report_to; wandb/, mlflow.db beside when named)
+    drafter/tracking.json        the tracking run's ids and stores, for evaluate
 
 Guarantees: inputs are checked before the trainer starts (wrong width, foreign vocab, empty set
 are ``InputError``s, no step runs); a complete manifest for the same config and inputs returns
@@ -29,6 +31,7 @@ from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.target import TargetConfig
+from eagle3_core.tracking import RUN_FILE, check_backends
 from eagle3_core.train import online_run
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.ds_config import read_user_file
@@ -36,6 +39,7 @@ from eagle3_core.train.inputs import TrainInputs, check_inputs
 from eagle3_core.train.launcher import launch
 from eagle3_core.train.main import ERROR_FILE, SPEC_FILE, SUMMARY_FILE
 from eagle3_core.train.mode import hidden_is_complete
+from eagle3_core.train.provenance import run_facts
 
 STAGE = "train"
 
@@ -56,9 +60,9 @@ def discard_stale(out: Path, existing: StageManifest | None, config_hash: str, i
     if existing is None or (existing.config_hash == config_hash and existing.inputs == inputs):
         return
     reporter.log("train config or inputs changed since the last run: its checkpoints are discarded")
-    for name in ("checkpoints", "export"):
+    for name in ("checkpoints", "export", "tensorboard"):
         shutil.rmtree(out / name, ignore_errors=True)
-    for name in ("metrics.jsonl", SUMMARY_FILE):
+    for name in ("metrics.jsonl", SUMMARY_FILE, RUN_FILE):
         (out / name).unlink(missing_ok=True)
 
 
@@ -129,6 +133,7 @@ def run_train(
     if cfg.mode == "auto":  # the pipeline skipped extract when hidden/ would not fit: stream instead
         cfg = cfg.model_copy(update={"mode": "offline" if hidden_is_complete(hidden_dir) else "online-vllm"})
         reporter.log(f"train: mode auto -> {cfg.mode} (hidden/ {'complete' if cfg.mode == 'offline' else 'absent'})")
+    check_backends(cfg.report_to)  # a tracker whose package is missing: one error before any work
     inputs = check_inputs(cfg.mode, target, hidden_dir, vocab_dir, sequences_dir)
     fingerprints = input_fingerprints(cfg, inputs, vocab_dir)
     config_hash = stable_hash({"train": cfg.output_hash(), "layers": inputs.aux_layer_ids})
@@ -137,7 +142,7 @@ def run_train(
         out,
         config_hash,
         fingerprints,
-        shards=("export/*",),
+        shards=("export/*.json", "export/*.safetensors"),  # not the card: evaluate rewrites it
         versions=("torch", "deepspeed", "transformers"),
         reporter=reporter,
     )
@@ -157,7 +162,13 @@ def run_train(
         if cfg.mode == "online-vllm":
             online_run.prepare(cfg, inputs, out, reporter)
         write_json_atomic(
-            out / SPEC_FILE, {"cfg": cfg.model_dump(mode="json"), "inputs": vars(inputs), "out_dir": str(out)}
+            out / SPEC_FILE,
+            {
+                "cfg": cfg.model_dump(mode="json"),
+                "inputs": vars(inputs),
+                "out_dir": str(out),
+                "facts": run_facts(cfg, inputs, out, config_hash),
+            },
         )
         engine = (
             online_run.engine_for_run(cfg, target, inputs, out, reporter)
