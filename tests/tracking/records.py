@@ -43,6 +43,8 @@ def _chunks(data: bytes):
             pos += left
             continue
         _crc, length, kind = struct.unpack("<IHB", data[pos : pos + RECORD_HEADER])
+        if pos + RECORD_HEADER + length > len(data):  # a killed writer's last record, cut short
+            return
         body = data[pos + RECORD_HEADER : pos + RECORD_HEADER + length]
         pos += RECORD_HEADER + length
         if kind == FULL:
