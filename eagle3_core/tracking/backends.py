@@ -45,9 +45,9 @@ class TensorBoardBackend:
             shutil.rmtree(self.log_dir, ignore_errors=True)  # a fresh run: the old events are another run's
         purge = self.spec.resume_step + 1 if self.spec.resume_step is not None and not self.spec.reopen else None
         self.writer = SummaryWriter(str(self.log_dir), purge_step=purge)
-        if not self.spec.reopen:
+        if self.spec.resume_step is None and not self.spec.reopen:  # once per run: the killed run wrote it
             text = "```json\n" + json.dumps(self.spec.params, indent=2, default=str) + "\n```"
-            self.writer.add_text("run/params", text, global_step=self.spec.resume_step or 0)
+            self.writer.add_text("run/params", text, global_step=0)
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         for key, value in metrics.items():

@@ -25,7 +25,15 @@ from eagle3_core.train.metrics import PREFIX
 LOG_FILE = "train.log"
 TAIL_LINES = 40
 # Lines of DeepSpeed's start-up chatter that say nothing to a user of eagle3.
-QUIET = ("[INFO]", "Using /", "Emitting ninja", "Building extension", "Loading extension", "ninja: no work")
+QUIET = (
+    "[INFO]",
+    "Using /",
+    "Emitting ninja",
+    "Building extension",
+    "Loading extension",
+    "ninja: no work",
+    " INFO mlflow.",  # MLflow creating its local store's tables
+)
 
 
 @dataclass
