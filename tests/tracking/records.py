@@ -92,5 +92,8 @@ def wandb_run(run_file: Path) -> dict:
 
 def wandb_runs(out_dir: Path) -> list[dict]:
     """Every offline run segment under out_dir/wandb, in the order they started."""
+    import wandb
+
+    wandb.teardown()  # W&B's service writes the files after run.finish() returns: wait for it to end
     runs = [wandb_run(f) for f in (out_dir / "wandb").glob("offline-run-*/run-*.wandb")]
     return sorted(runs, key=lambda r: r["started"])
