@@ -28,6 +28,7 @@ from eagle3_core.tracking import RunSpec
 
 WANDB_HOST = "https://api.wandb.ai"
 WANDB_PROBE_S = 3.0
+WANDB_INIT_S = 30.0  # an online start slower than this is a warning, not a wait (W&B's default is 90 s)
 MLFLOW_BATCH = 100  # MLflow's log_batch takes at most 100 params and 1000 metrics a call
 
 
@@ -112,7 +113,7 @@ class WandbBackend:
             dir=str(self.spec.out_dir),
             mode=self.mode,
             config=None if self.spec.reopen else self.spec.params,
-            settings=wandb.Settings(console="off", silent=True),
+            settings=wandb.Settings(console="off", silent=True, init_timeout=WANDB_INIT_S),
         )
 
     def log(self, metrics: dict[str, float], step: int) -> None:
