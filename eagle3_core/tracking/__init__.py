@@ -7,8 +7,12 @@ Guarantees:
   work (``check_backends``), naming the package and the install command.
 - A resumed run continues the same run, with no step twice: TensorBoard purges the steps past
   the checkpoint (``purge_step``), W&B resumes by id and MLflow by run id (both ids kept in the
-  checkpoint), and the steps the killed run had already sent past the checkpoint are not sent
-  again to W&B or MLflow (their histories cannot be rewritten; TensorBoard's can).
+  checkpoint). Each backend says through which step it already holds the run (``through``:
+  the checkpoint's step for TensorBoard, whose events are flushed each step; W&B's own next step
+  less one, which offline is -1 since W&B buffers and a killed run's file may hold nothing; the
+  step MLflow stored last, kept as a run tag in the same write); the trainer then sends its
+  metrics.jsonl again up to the checkpoint and every backend takes only the steps past its own
+  ``through``: a step it holds is never sent twice, one it lost is sent again.
 - ``drafter/tracking.json`` names the run (each backend's id and store), so the evaluate stage
   logs its figures into the same run.
 
@@ -65,7 +69,6 @@ class RunSpec:
     mlflow_tracking_uri: str | None = None
     params: dict[str, Any] = field(default_factory=dict)  # the run's config and facts, nested
     resume_step: int | None = None  # the checkpoint's step, None for a fresh run
-    sent_through: int = -1  # the last step the killed run sent (W&B and MLflow get only later ones)
     ids: dict[str, dict] = field(default_factory=dict)  # backend -> its ids, from the checkpoint
     reopen: bool = False  # add figures to a finished run (evaluate): nothing purged, no config sent again
 

@@ -29,6 +29,7 @@ from eagle3_core.tracking import RunSpec
 WANDB_HOST = "https://api.wandb.ai"
 WANDB_PROBE_S = 3.0
 WANDB_INIT_S = 30.0  # an online start slower than this is a warning, not a wait (W&B's default is 90 s)
+STEP_TAG = "eagle3.last_step"  # MLflow: the last step stored
 MLFLOW_BATCH = 100  # MLflow's log_batch takes at most 100 params and 1000 metrics a call
 
 
@@ -38,6 +39,9 @@ class TensorBoardBackend:
     def __init__(self, spec: RunSpec) -> None:
         self.spec, self.writer = spec, None
         self.log_dir = spec.out_dir / "tensorboard"
+        # the killed run's events up to the checkpoint are on disk (flushed each step); the rest purged
+        known = spec.ids.get(self.name) and spec.resume_step is not None and not spec.reopen
+        self.through = spec.resume_step if known else -1
 
     def start(self) -> None:
         from torch.utils.tensorboard import SummaryWriter
@@ -51,6 +55,8 @@ class TensorBoardBackend:
             self.writer.add_text("run/params", text, global_step=0)
 
     def log(self, metrics: dict[str, float], step: int) -> None:
+        if step <= self.through:
+            return
         for key, value in metrics.items():
             self.writer.add_scalar(key, value, global_step=step)
         self.writer.flush()  # a watcher sees each step as it lands
@@ -98,7 +104,7 @@ class WandbBackend:
         self.spec, self.run = spec, None
         # a resumed run keeps the mode it began in: one run is all offline files or all on the server
         self.mode = spec.ids.get(self.name, {}).get("mode") or wandb_mode(spec.wandb_mode)
-        self.sent_through = spec.sent_through if spec.ids.get(self.name) else -1
+        self.through = -1
 
     def start(self) -> None:
         import wandb
@@ -115,9 +121,11 @@ class WandbBackend:
             config=None if self.spec.reopen else self.spec.params,
             settings=wandb.Settings(console="off", silent=True, init_timeout=WANDB_INIT_S),
         )
+        # the step W&B expects next: online a resumed run's last step + 1, offline 0 (it knows none)
+        self.through = self.run.step - 1
 
     def log(self, metrics: dict[str, float], step: int) -> None:
-        if step > self.sent_through:  # W&B steps only go forward: a step sent once stays as sent
+        if step > self.through:  # W&B's steps only go forward: one it holds stays as it is
             self.run.log(metrics, step=step)
 
     def log_summary(self, metrics: dict[str, float], step: int) -> None:
@@ -141,7 +149,7 @@ class MlflowBackend:
             known.get("tracking_uri") or spec.mlflow_tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or local
         )
         self.local = self.uri == local
-        self.sent_through = spec.sent_through if known else -1
+        self.through = -1
 
     def start(self) -> None:
         from mlflow.tracking import MlflowClient
@@ -150,6 +158,8 @@ class MlflowBackend:
         self.run_id = self.spec.ids.get(self.name, {}).get("run_id")
         if self.run_id is not None:
             self.client.update_run(self.run_id, status="RUNNING")
+            if not self.spec.reopen:  # what the killed run stored, not what it meant to
+                self.through = int(self.client.get_run(self.run_id).data.tags.get(STEP_TAG, -1))
             return
         self.run_id = self.client.create_run(self._experiment(), run_name=self.spec.run_name).info.run_id
         self._log_params()
@@ -169,12 +179,14 @@ class MlflowBackend:
             self.client.log_batch(self.run_id, params=params[first : first + MLFLOW_BATCH])
 
     def log(self, metrics: dict[str, float], step: int) -> None:
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric, RunTag
 
-        if step <= self.sent_through:  # MLflow keeps every value sent: a step sent once is not sent again
+        if step <= self.through:  # MLflow keeps every value sent: a step it holds is not sent again
             return
         now = int(time.time() * 1000)
-        self.client.log_batch(self.run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()])
+        metrics_at = [Metric(k, v, now, step) for k, v in metrics.items()]
+        # the step tag goes in the same write: after a kill it says exactly what MLflow holds
+        self.client.log_batch(self.run_id, metrics=metrics_at, tags=[RunTag(STEP_TAG, str(step))])
 
     def log_summary(self, metrics: dict[str, float], step: int) -> None:
         self.log(metrics, step)

@@ -163,13 +163,12 @@ class Trainer:
 
     def resume(self) -> None:
         client = checkpoint.resume(self.engine, self.ckpt_dir)
-        sent_through = self.metrics.last_step()  # before the truncation: how far the killed run reported
         if client is not None:
             self.micro, self.evals = client["micro_step"], client.get("evals", {})
             self.resumed_from = int(client["step"])
         # no checkpoint: a fresh start, so every line is stale (the killed run's step-0 held-out line too)
         self.metrics.truncate_after(self.engine.global_steps if client is not None else -1)
-        self.tracker = start_tracker(self.cfg, self.facts, self.out, self.dev.rank, client, sent_through)
+        self.tracker = start_tracker(self.cfg, self.facts, self.metrics.path, self.dev.rank, client)
         self.metrics.sink = functools.partial(log_record, self.tracker)
 
     def log_eval(self, name: str) -> None:

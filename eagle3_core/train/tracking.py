@@ -14,6 +14,7 @@ from typing import Any
 
 from eagle3_core.tracking import RunSpec, Tracker, flatten, warn, write_run_file
 from eagle3_core.train.config import TrainConfig
+from eagle3_core.train.metrics import read_metrics
 
 NOT_SCALARS = ("step", "split", "name", "total_steps")
 
@@ -24,7 +25,7 @@ def metrics_of(record: dict[str, Any]) -> dict[str, float]:
     return flatten(split, {k: v for k, v in record.items() if k not in NOT_SCALARS})
 
 
-def run_spec(cfg: TrainConfig, facts: dict, out: Path, client: dict | None, sent_through: int) -> RunSpec:
+def run_spec(cfg: TrainConfig, facts: dict, out: Path, client: dict | None) -> RunSpec:
     t = cfg.tracking
     return RunSpec(
         out_dir=out,
@@ -35,19 +36,22 @@ def run_spec(cfg: TrainConfig, facts: dict, out: Path, client: dict | None, sent
         mlflow_tracking_uri=t.mlflow_tracking_uri,
         params={"train": cfg.model_dump(mode="json"), "run": facts},
         resume_step=int(client["step"]) if client is not None else None,
-        sent_through=sent_through if client is not None else -1,
         ids=(client or {}).get("tracking", {}),
     )
 
 
-def start_tracker(
-    cfg: TrainConfig, facts: dict, out: Path, rank: int, client: dict | None, sent_through: int
-) -> Tracker:
-    """Rank 0's tracker, resumed from the checkpoint's ``client`` state when there is one."""
+def start_tracker(cfg: TrainConfig, facts: dict, metrics: Path, rank: int, client: dict | None) -> Tracker:
+    """Rank 0's tracker, resumed from the checkpoint's ``client`` state when there is one; a resumed
+    run sends ``metrics`` (drafter/metrics.jsonl, cut at the checkpoint) again, and each backend
+    takes the steps it does not hold."""
     if rank != 0 or not cfg.report_to:
         return Tracker([])
-    spec = run_spec(cfg, facts, out, client, sent_through)
+    out = metrics.parent
+    spec = run_spec(cfg, facts, out, client)
     tracker = Tracker.start(list(cfg.report_to), spec)
+    if client is not None:
+        for record in read_metrics(metrics):
+            log_record(tracker, record)
     try:
         write_run_file(out, [b.name for b in tracker.backends], tracker.ids(), spec)
     except OSError as exc:
