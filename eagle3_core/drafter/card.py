@@ -58,8 +58,17 @@ def drafter_shape(export_dir: Path) -> dict[str, Any]:
     config = json.loads((export_dir / "config.json").read_text(encoding="utf-8"))
     shape = {k: config.get(k) for k in SHAPE_KEYS}
     shape["architecture"] = (config.get("architectures") or ["?"])[0]
-    shape["variant"] = config.get("eagle3_variant") or "eagle3 (one decoder layer)"
+    shape["variant"] = variant_name(config)
     return shape
+
+
+def variant_name(config: dict[str, Any]) -> str:
+    """EAGLE-3 or EAGLE-3.1 (a norm per aux state, the post-norm state fed back), its extras, its depth."""
+    name = "eagle3.1" if config.get("fc_norm") and config.get("norm_output") else "eagle3"
+    extras = [k for k in ("fc_norm", "norm_output") if config.get(k) and name == "eagle3"]
+    extras += ["norm_before_fc"] if config.get("norm_before_fc") else []
+    layers = config.get("num_hidden_layers") or 1
+    return f"{name}{' + ' + ', '.join(extras) if extras else ''} ({layers} decoder layer{'s' if layers > 1 else ''})"
 
 
 def evaluation_facts(report: dict[str, Any]) -> dict[str, Any]:

@@ -68,7 +68,7 @@ def test_the_export_card_has_the_metadata_a_hub_reads(export):
     assert card.data.datasets == ["mlabonne/open-perfectblend"]
     for shown in ("8c10e107fea8de9c", "0.1.0", "81234", "98.7%", "served", "2026-12-01", "Not evaluated yet"):
         assert shown in card.text, shown
-    assert "| num_key_value_heads | 2 |" in card.text and "| variant | eagle3 (one decoder layer) |" in card.text
+    assert "| num_key_value_heads | 2 |" in card.text and "| variant | eagle3 (1 decoder layer) |" in card.text
 
 
 def test_before_evaluation_the_launch_lines_name_the_real_export_path_and_the_default_k(export):
@@ -105,3 +105,10 @@ def test_an_export_without_a_card_gets_one_from_evaluate(export):
     update_card(export, report(export, k=2))
     meta = read_meta(export / CARD_FILE)
     assert meta["evaluation"]["k"] == 2 and meta["drafter"]["draft_vocab_size"] == 20
+
+
+def test_the_card_names_the_variant_the_export_config_holds():
+    from eagle3_core.drafter.card import variant_name
+
+    assert variant_name({"fc_norm": True, "norm_output": True, "num_hidden_layers": 2}) == "eagle3.1 (2 decoder layers)"
+    assert variant_name({"norm_before_fc": True, "num_hidden_layers": 1}) == "eagle3 + norm_before_fc (1 decoder layer)"
