@@ -19,8 +19,8 @@ from pathlib import Path
 from pydantic import Field
 
 from eagle3_core.base import StrictModel, stable_hash
+from eagle3_core.contracts import sequences
 from eagle3_core.errors import InputError
-from eagle3_core.readers import sequences
 
 
 class ShardSpec(StrictModel):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from eagle3_core.readers.folder import redo_fix
+from eagle3_core.contracts.folder import redo_fix
 
 # Sorting by length inside windows of this many samples keeps padding low (most batches hold
 # similar lengths) while the window order stays shuffled.
@@ -170,7 +170,7 @@ class OfflineReader:
         self._open: dict[str, object] = {}
 
     def samples(self) -> list[Sample]:
-        from eagle3_core.readers import hidden
+        from eagle3_core.contracts import hidden
 
         t = hidden.read_index(self.hidden_dir).to_pydict()
         return [
@@ -215,7 +215,7 @@ class OnlineReader:
         self._model = None
 
     def samples(self) -> list[Sample]:
-        from eagle3_core.readers import sequences
+        from eagle3_core.contracts import sequences
 
         found = []
         for part in sequences.parts(self.sequences_dir):

@@ -1,6 +1,6 @@
 """Check the train stage's inputs before any step runs, and collect the facts the trainer needs.
 
-Cheap by design (no torch): safetensors headers are read as JSON, Parquet through its footer.
+Cheap by design (no torch): safetensors headers are read as JSON (``contracts``), Parquet through its footer.
 Every refusal is an ``InputError`` naming the file, what was expected and the fix:
 
 - hidden states whose width is not the target's ``hidden_size``, or not 3 auxiliary layers;
@@ -11,11 +11,11 @@ Every refusal is an ``InputError`` naming the file, what was expected and the fi
 
 from __future__ import annotations
 
-import json
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3_core.contracts.header import tensors as safetensors_header
+from eagle3_core.contracts.target import language_config
 from eagle3_core.errors import InputError
 from eagle3_core.manifest import read_manifest
 from eagle3_core.target import TargetConfig, aux_layer_problem, default_aux_layer_ids
@@ -48,29 +48,6 @@ class TrainInputs:
     @property
     def vocab_size(self) -> int:
         return int(self.target_config["vocab_size"])
-
-
-def safetensors_header(path: str | Path) -> dict:
-    """name -> {dtype, shape, data_offsets} from a safetensors file's JSON header."""
-    with open(path, "rb") as fh:
-        (size,) = struct.unpack("<Q", fh.read(8))
-        header = json.loads(fh.read(size))
-    header.pop("__metadata__", None)
-    return header
-
-
-def load_target_config(target: TargetConfig) -> tuple[str, dict]:
-    path = Path(target.require_path())
-    config_file = path / "config.json"
-    if not config_file.exists():
-        raise InputError(
-            f"the target has no config.json: {path}",
-            path=str(config_file),
-            fix="point --target at a Hugging Face model directory",
-        )
-    config = json.loads(config_file.read_text(encoding="utf-8"))
-    config = config.get("text_config") or config  # multimodal wrappers keep the LM inside
-    return str(path), config
 
 
 def check_vocab(vocab_dir: str | Path, vocab_size: int) -> tuple[str, int]:
@@ -111,7 +88,7 @@ def check_vocab(vocab_dir: str | Path, vocab_size: int) -> tuple[str, int]:
 
 def check_hidden(hidden_dir: str | Path, hidden_size: int) -> tuple[int, int, list[int] | None]:
     """(samples, tokens, layers from the manifest); refuses a damaged shard or a width other than the target's."""
-    from eagle3_core.readers import hidden
+    from eagle3_core.contracts import hidden
 
     hidden_dir = Path(hidden_dir)
     if not (hidden_dir / INDEX_FILE).exists():
@@ -144,7 +121,7 @@ def check_hidden(hidden_dir: str | Path, hidden_size: int) -> tuple[int, int, li
 
 def check_sequences(sequences_dir: str | Path) -> tuple[int, int]:
     """(samples, tokens) of sequences/ for online mode; refuses an empty or damaged one."""
-    from eagle3_core.readers import sequences
+    from eagle3_core.contracts import sequences
 
     files = sequences.parts(sequences_dir)
     rows = sum(sequences.num_rows(f) for f in files)
@@ -160,7 +137,8 @@ def check_sequences(sequences_dir: str | Path) -> tuple[int, int]:
 
 def check_inputs(mode: str, target: TargetConfig, hidden_dir, vocab_dir, sequences_dir=None) -> TrainInputs:
     """Validate everything the trainer will read; the first problem raises an ``InputError``."""
-    target_path, config = load_target_config(target)
+    target_path = str(Path(target.require_path()))
+    config = language_config(target_path)
     vocab_file, draft_vocab = check_vocab(vocab_dir, int(config["vocab_size"]))
     layers = target.aux_layer_ids
     if mode == "offline":

@@ -23,9 +23,9 @@ def offline_fits(
     target: TargetConfig, sequences_dir: str | Path, hidden_dir: str | Path, headroom: float
 ) -> tuple[bool, str]:
     """(whether hidden/ fits, the storage line saying why) for every token of sequences/."""
+    from eagle3_core.contracts import sequences
+    from eagle3_core.contracts.target import read_target_facts
     from eagle3_core.extract.storage import storage_line
-    from eagle3_core.extract.target_facts import read_target_facts
-    from eagle3_core.readers import sequences
 
     tokens = sum(
         int(sum(sequences.read(p, ["num_tokens"]).column(0).to_pylist())) for p in sequences.parts(sequences_dir)

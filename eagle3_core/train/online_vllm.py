@@ -1,6 +1,6 @@
 """train.mode online-vllm: each micro-batch's states come from an extraction engine through a spool.
 
-Two sides of one folder (``eagle3_core.extract.spool``):
+Two sides of one folder (``eagle3_core.spool.folder``):
 
 - the trainer (``SpoolReader``) plans what it will read from the seed's batch plan, from the
   micro-batch it resumes at to the last, writes that as the spool's requests, then reads unit
@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from eagle3_core.errors import StageError
-from eagle3_core.extract.spool import HEADER_SLACK, POLL_S, Requests, Spool, Unit, unit_bytes
+from eagle3_core.spool.folder import HEADER_SLACK, POLL_S, Requests, Spool, Unit, unit_bytes
 from eagle3_core.train.data import Sample, collate, on_device, plan_batches
 
 NAMES = {"input_ids": "input_ids", "aux": "aux_hidden_states", "final": "final_hidden_states", "loss_mask": "loss_mask"}
@@ -174,7 +174,7 @@ class SpoolReader:
         self.wait_s, self.first_wait_s, self.units_read, self.begun = 0.0, None, 0, None
 
     def samples(self) -> list[Sample]:
-        from eagle3_core.readers import sequences
+        from eagle3_core.contracts import sequences
 
         found = []
         for part in sequences.parts(self.sequences_dir):
@@ -253,7 +253,7 @@ class SpoolReader:
 
     def _await(self, index: int) -> None:
         """Block until the unit's file is in place, failing when the engine failed or went silent."""
-        from eagle3_core.extract.shard_io import read_metadata
+        from eagle3_core.contracts.hidden import read_metadata
 
         path, started, checked = self.spool.unit_path(index), time.monotonic(), 0.0
         while True:

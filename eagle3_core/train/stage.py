@@ -106,7 +106,7 @@ def verify_hidden_checksums(hidden_dir: str, life: StageLifecycle) -> None:
     """Every hidden shard's blake2b against extract's manifest, before the trainer starts (and
     before this folder is touched). Training reads each byte every epoch anyway, so one hashing
     pass (~1 GB/s a core) costs less than an epoch; a skipped run (complete) pays nothing."""
-    from eagle3_core.readers import hidden
+    from eagle3_core.contracts import hidden
 
     try:
         hidden.verify(hidden_dir, checksums=True)

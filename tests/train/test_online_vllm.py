@@ -13,11 +13,12 @@ import pytest
 import torch
 
 from eagle3_core.errors import ConfigError, StageError
-from eagle3_core.extract.spool import Spool, unit_bytes
+from eagle3_core.spool.folder import Spool, unit_bytes
+from eagle3_core.spool.producer import EngineProducer
 from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
 from eagle3_core.train.data import BatchPlan, OfflineReader, split_heldout
-from eagle3_core.train.online_engine import EngineProducer, build_engine
+from eagle3_core.train.online_engine import build_engine
 from eagle3_core.train.online_vllm import SpoolReader, plan_units, requests_for
 from tests.train.builders import HIDDEN, LAYERS, one_thread
 
@@ -50,7 +51,7 @@ def start(tiny_run, spool_dir, reader_run="run-1"):
 
 def tiny_requests(sequences_dir, units, budget_bytes: int, consumers: int = 1):
     """Requests for units written by hand (no engine, no target): run "r", the tiny target's shape."""
-    from eagle3_core.extract.spool import Requests
+    from eagle3_core.spool.folder import Requests
 
     return Requests(
         run_id="r",
@@ -143,7 +144,7 @@ def test_a_unit_the_trainer_deletes_the_moment_it_lands_does_not_fail_the_engine
     """The trainer may read and delete a unit before the engine's write returns (seen in CI)."""
     import os
 
-    from eagle3_core.extract.spool import Unit, UnitWriter
+    from eagle3_core.spool.folder import Unit, UnitWriter
 
     unit = Unit(sample_ids=["a", "b"], parts=["p", "p"], rows=[0, 1], tokens=[3, 2])
     requests = tiny_requests(tmp_path, [unit], budget_bytes=1 << 20)
@@ -176,7 +177,7 @@ def test_an_engine_that_fails_to_start_fails_the_trainer_at_once_with_its_error(
 
 
 def test_an_endpoint_serves_one_run_after_another_and_refuses_another_target(tiny_run, tmp_path):
-    from eagle3_core.train.online_engine import serve
+    from eagle3_core.spool.producer import serve
 
     cfg = OnlineVllmConfig(engine="transformers", device="cpu")
     spool, stop = Spool(tmp_path), threading.Event()
@@ -255,7 +256,7 @@ def test_the_pipeline_deployments_form_selects_the_train_mode_and_names_an_endpo
 def test_ranks_that_read_the_same_batch_in_different_epochs_each_read_their_own_unit(tmp_path):
     """A batch (here one long sample) comes back in a later epoch on another rank: each rank must
     read the unit made for its own turn, never the one another rank read and deleted."""
-    from eagle3_core.extract.spool import UnitWriter
+    from eagle3_core.spool.folder import UnitWriter
     from eagle3_core.train.data import Sample
 
     a, b = Sample("a", 200, "p", 0), Sample("b", 180, "p", 1)

@@ -1,4 +1,4 @@
-"""A standing engine named by URL: the spool protocol over HTTP (``eagle3_core.extract.spool_http``).
+"""A standing engine named by URL: the spool protocol over HTTP (``eagle3_core.spool.http``).
 
 The engine is the real ``serve`` loop (requests, budget, unit files) behind the real HTTP server,
 with a stand-in for the model whose states are a fixed function of the token ids, so the same
@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from eagle3_core.errors import ConfigError, EndpointError, StageError
-from eagle3_core.extract.spool import Spool, unit_bytes
-from eagle3_core.extract.spool_http import UnitFetcher, engine_status, serve_http
+from eagle3_core.spool.folder import Spool, unit_bytes
+from eagle3_core.spool.http import UnitFetcher, engine_status, serve_http
+from eagle3_core.spool.producer import serve
 from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
-from eagle3_core.train.online_engine import serve
 from eagle3_core.train.online_run import check_url_engine
 from eagle3_core.train.online_vllm import SpoolReader, plan_units, requests_for
 from tests.train.builders import HIDDEN, LAYERS

@@ -5,7 +5,7 @@ runs an extraction engine (``vllm_engine`` or ``hf_engine``) over those samples 
 each unit's states; the trainer deletes a unit once read unless it is pinned. Layout:
 
     requests.json                 run id, target, layers, width, budget, units (sample refs)
-    unit-00000042.safetensors     unit 42's states, the hidden/ shard layout (``shard_io``),
+    unit-00000042.safetensors     unit 42's states, the hidden/ shard layout (``contracts.hidden``),
                                   samples in request order, renamed into place when whole
     producer.json                 state (loading/waiting/running/full/done/failed), units written,
                                   tokens, engine seconds, peak bytes, heartbeat
@@ -31,6 +31,7 @@ from pathlib import Path
 from pydantic import Field
 
 from eagle3_core.base import StrictModel
+from eagle3_core.contracts.hidden import FORMAT, token_bytes
 from eagle3_core.errors import ConfigError, StageError
 from eagle3_core.fsio import atomic_path, read_json, stray_temps, write_json_atomic
 
@@ -46,7 +47,7 @@ def unit_name(index: int) -> str:
 
 def unit_bytes(tokens: int, hidden_size: int) -> int:
     """A unit file's size, at most: 3 aux + 1 final state in bf16, int32 id, uint8 mask per token."""
-    return tokens * (8 * hidden_size + 5) + HEADER_SLACK
+    return tokens * token_bytes(hidden_size) + HEADER_SLACK
 
 
 class Unit(StrictModel):
@@ -175,11 +176,10 @@ class UnitWriter:
     def write(self, ids: list[list[int]], masks: list[list[int]], states: list) -> int:
         import torch
 
-        from eagle3_core.extract.shard import refuse_non_finite
-        from eagle3_core.extract.shard_io import ShardWriter
+        from eagle3_core.states.writer import ShardWriter, refuse_non_finite
 
         unit, tokens = self.requests.units[self.index], sum(len(x) for x in ids)
-        meta = {"run_id": self.requests.run_id, "unit": str(self.index), "format": "eagle3-hidden-v1"}
+        meta = {"run_id": self.requests.run_id, "unit": str(self.index), "format": FORMAT}
         path = self.spool.unit_path(self.index)
         with atomic_path(path) as tmp:
             writer = ShardWriter(tmp, tokens, self.requests.hidden_size, meta)
@@ -266,7 +266,7 @@ class RowSource:
         self.root, self._tables = Path(sequences_dir), {}
 
     def _table(self, part: str):
-        from eagle3_core.readers import sequences
+        from eagle3_core.contracts import sequences
 
         if part not in self._tables:
             if len(self._tables) >= self.KEEP_PARTS:

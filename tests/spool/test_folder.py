@@ -2,8 +2,8 @@
 
 import torch
 
-from eagle3_core.extract.shard_io import read_metadata
-from eagle3_core.extract.spool import Requests, Spool, Unit, UnitWriter
+from eagle3_core.contracts.hidden import read_metadata
+from eagle3_core.spool.folder import Requests, Spool, Unit, UnitWriter
 
 HIDDEN = 64
 
@@ -25,16 +25,16 @@ def test_a_new_run_clearing_the_spool_while_the_engine_writes_a_unit_does_not_fa
     """A restarted trainer clears the spool at once; a standing engine may be mid-way through a unit of
     the run it replaces (its temp file is named unit-*). The engine must finish that write and move on to
     the new run, not die on its vanished temp file."""
-    from eagle3_core.extract import shard
+    from eagle3_core.states import writer
 
-    spool, refuse = Spool(tmp_path), shard.refuse_non_finite
+    spool, refuse = Spool(tmp_path), writer.refuse_non_finite
 
     def next_run_starts(*args):  # the new trainer's rank 0, between the engine's open and its rename
         spool.clear()
         spool.write_requests(_requests(tmp_path, "second"))
         return refuse(*args)
 
-    monkeypatch.setattr(shard, "refuse_non_finite", next_run_starts)
+    monkeypatch.setattr(writer, "refuse_non_finite", next_run_starts)
     states = [(torch.randn(n, 3, HIDDEN), torch.randn(n, HIDDEN)) for n in (3, 2)]
     UnitWriter(spool, _requests(tmp_path, "first"), 0).write([[5, 6, 7], [8, 9]], [[0, 1, 1], [1, 1]], states)
     # the late unit carries the earlier run's id: the new run's readers skip it and its engine replaces it

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eagle3_core.contracts import parquet
+from eagle3_core.contracts.folder import check_listed
 from eagle3_core.errors import InputError
-from eagle3_core.readers import parquet
-from eagle3_core.readers.folder import check_listed
 
 if TYPE_CHECKING:
     import pyarrow as pa
