@@ -116,4 +116,4 @@ def build_reader(inputs: TrainInputs):
         from eagle3_core.train.online_vllm import SpoolReader
 
         return SpoolReader(inputs.sequences_dir, inputs.spool["dir"], inputs.spool["run_id"], inputs.spool["timeout_s"])
-    return OnlineReader(inputs.sequences_dir, inputs.target_path, inputs.aux_layer_ids)
+    return OnlineReader(inputs.sequences_dir, inputs.target_path, inputs.aux_layer_ids, inputs.trust_remote_code)

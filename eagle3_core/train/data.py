@@ -209,8 +209,9 @@ class OfflineReader:
 class OnlineReader:
     """Runs the frozen target over sequences/ rows to make the same batches, storing nothing."""
 
-    def __init__(self, sequences_dir: str | Path, target_path: str, layers: list[int]) -> None:
+    def __init__(self, sequences_dir: str | Path, target_path: str, layers: list[int], trust_remote_code: bool) -> None:
         self.sequences_dir, self.target_path, self.layers = Path(sequences_dir), target_path, layers
+        self.trust_remote_code = trust_remote_code
         self._rows: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
         self._model = None
 
@@ -228,10 +229,9 @@ class OnlineReader:
 
     def _target(self, dtype: torch.dtype, device):
         if self._model is None:
-            from transformers import AutoModelForCausalLM
+            from eagle3_core.states.target_model import load_target_model
 
-            self._model = AutoModelForCausalLM.from_pretrained(self.target_path, dtype=dtype).to(device).eval()
-            self._model.requires_grad_(False)
+            self._model = load_target_model(self.target_path, self.trust_remote_code, str(device), dtype)
         return self._model
 
     @torch.no_grad()

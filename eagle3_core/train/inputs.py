@@ -39,6 +39,7 @@ class TrainInputs:
     samples: int = 0
     tokens: int = 0
     notes: list[str] = field(default_factory=list)
+    trust_remote_code: bool = False  # target.trust_remote_code: the online reader loads the target with it
     spool: dict | None = None  # online-vllm: {"dir", "run_id", "timeout_s"}, set by the stage
 
     @property
@@ -165,6 +166,7 @@ def check_inputs(mode: str, target: TargetConfig, hidden_dir, vocab_dir, sequenc
         mode=mode,
         hidden_dir=str(hidden_dir) if mode == "offline" else None,
         sequences_dir=str(sequences_dir) if sequences_dir else None,
+        trust_remote_code=target.trust_remote_code,
         samples=samples,
         tokens=tokens,
     )

@@ -38,10 +38,11 @@ def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest
         return VllmEngine(
             extract, target, layers, num_hidden_layers, max_model_len=longest + 1, devices=cfg.engine_devices
         )
-    from eagle3_core.extract.hf_engine import TransformersEngine, load_target, resolve_device
+    from eagle3_core.extract.hf_engine import TransformersEngine
+    from eagle3_core.states.target_model import load_target_model, resolve_device
 
     device = resolve_device(cfg.device)
-    model = load_target(target_path, device, target.trust_remote_code)  # as extract loads it (Kimi needs it)
+    model = load_target_model(target_path, target.trust_remote_code, device)
     return TransformersEngine(model, layers, device, cfg.max_tokens_per_batch)
 
 
