@@ -37,3 +37,19 @@ def num_rows(part: str | Path) -> int:
 def read(part: str | Path, columns: list[str] | None = None) -> "pa.Table":
     """One part (its ``columns``); a missing column or a damaged file names the part."""
     return parquet.read_table(part, STAGE, columns)
+
+
+def lengths(part: str | Path) -> tuple[list[str], list[int]]:
+    """(sample ids, token counts) of one part, in row order (its ``num_tokens`` column)."""
+    table = read(part, ["sample_id", "num_tokens"])
+    return table["sample_id"].to_pylist(), [int(n) for n in table["num_tokens"].to_pylist()]
+
+
+def token_total(sequences_dir: str | Path) -> int:
+    """Tokens of every sample of the folder."""
+    return sum(sum(lengths(p)[1]) for p in parts(sequences_dir))
+
+
+def longest(sequences_dir: str | Path) -> int:
+    """Tokens of the folder's longest sample."""
+    return max(max(lengths(p)[1], default=0) for p in parts(sequences_dir))

@@ -1,4 +1,4 @@
-"""Samples, the held-out split, the batch plan, and the two readers (offline hidden/, online target).
+"""Samples, the held-out split, the batch plan, and two readers (hidden/ shards, the target in process).
 
 Guarantees:
 - The split is a pure function of each sample id (sha256), so it never moves between runs.
@@ -162,7 +162,19 @@ def refuse_non_finite(
             )
 
 
-class OfflineReader:
+class Reader:
+    """The trainer's side of a source of hidden states (``sources.py``): ``samples()``, then
+    ``load(batch, budget, dtype, device, pack)`` -> the batch dict above."""
+
+    def start(self, trainer) -> None:
+        """Called once the trainer has resumed, before the first load (a spool requests its units here)."""
+
+    def stats(self) -> dict | None:
+        """The reader's own figures for the run summary (the spool's), or None."""
+        return None
+
+
+class OfflineReader(Reader):
     """Reads samples from hidden/ shards (safetensors slices: only the rows asked for)."""
 
     def __init__(self, hidden_dir: str | Path) -> None:
@@ -206,7 +218,7 @@ class OfflineReader:
         return on_device(collate(rows, pack), device, dtype)
 
 
-class OnlineReader:
+class OnlineReader(Reader):
     """Runs the frozen target over sequences/ rows to make the same batches, storing nothing."""
 
     def __init__(self, sequences_dir: str | Path, target_path: str, layers: list[int], trust_remote_code: bool) -> None:

@@ -15,10 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eagle3_core.contracts.header import tensors as safetensors_header
-from eagle3_core.contracts.target import language_config
 from eagle3_core.errors import InputError
 from eagle3_core.manifest import read_manifest
-from eagle3_core.target import TargetConfig, aux_layer_problem, default_aux_layer_ids
 
 VOCAB_FILE = "vocab.safetensors"
 INDEX_FILE = "index.parquet"
@@ -132,41 +130,4 @@ def check_sequences(sequences_dir: str | Path) -> tuple[int, int]:
             path=str(sequences_dir),
             fix="run `eagle3 reconstruct` first and pass its folder as --sequences",
         )
-    tokens = sum(int(sum(sequences.read(f, ["num_tokens"]).column(0).to_pylist())) for f in files)
-    return rows, tokens
-
-
-def check_inputs(mode: str, target: TargetConfig, hidden_dir, vocab_dir, sequences_dir=None) -> TrainInputs:
-    """Validate everything the trainer will read; the first problem raises an ``InputError``."""
-    target_path = str(Path(target.require_path()))
-    config = language_config(target_path)
-    vocab_file, draft_vocab = check_vocab(vocab_dir, int(config["vocab_size"]))
-    layers = target.aux_layer_ids
-    if mode == "offline":
-        samples, tokens, manifest_layers = check_hidden(hidden_dir, int(config["hidden_size"]))
-        layers = manifest_layers or layers
-    else:
-        if sequences_dir is None:
-            raise InputError("online training needs sequences/", fix="pass --sequences DIR (the reconstruct output)")
-        samples, tokens = check_sequences(sequences_dir)
-    layers = list(layers or default_aux_layer_ids(int(config["num_hidden_layers"])))
-    problem = aux_layer_problem(layers, int(config["num_hidden_layers"]))
-    if problem:
-        raise InputError(
-            f"auxiliary layers {problem}",
-            path=hidden_dir if mode == "offline" else None,
-            fix="extract hidden/ again with increasing, distinct --layers (or set target.aux_layer_ids)",
-        )
-    return TrainInputs(
-        target_path=target_path,
-        target_config=config,
-        vocab_file=vocab_file,
-        draft_vocab_size=draft_vocab,
-        aux_layer_ids=layers,
-        mode=mode,
-        hidden_dir=str(hidden_dir) if mode == "offline" else None,
-        sequences_dir=str(sequences_dir) if sequences_dir else None,
-        trust_remote_code=target.trust_remote_code,
-        samples=samples,
-        tokens=tokens,
-    )
+    return rows, sequences.token_total(sequences_dir)

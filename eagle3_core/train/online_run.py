@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from eagle3_core.contracts import sequences
 from eagle3_core.errors import ConfigError
 from eagle3_core.extract.storage import free_bytes, human
 from eagle3_core.progress import Reporter
@@ -36,14 +37,6 @@ def folder_endpoint(cfg: TrainConfig) -> str | None:
     """The endpoint when it names a spool folder (not a URL)."""
     endpoint = cfg.online_vllm.endpoint
     return None if is_url(endpoint) else endpoint
-
-
-def longest_sample(sequences_dir: str) -> int:
-    from eagle3_core.contracts import sequences
-
-    return max(
-        max(sequences.read(p, ["num_tokens"]).column(0).to_pylist(), default=0) for p in sequences.parts(sequences_dir)
-    )
 
 
 def prepare(cfg: TrainConfig, inputs: TrainInputs, out: Path, reporter: Reporter) -> None:
@@ -110,7 +103,7 @@ def engine_for_run(
         yield figures
         figures.update(Spool(spool_dir(cfg, out)).status())
         return
-    longest = min(longest_sample(inputs.sequences_dir), cfg.micro_batch_tokens)
+    longest = min(sequences.longest(inputs.sequences_dir), cfg.micro_batch_tokens)
     layers, n_layers = inputs.aux_layer_ids, int(inputs.target_config["num_hidden_layers"])
     producer = EngineProducer(
         spool_dir(cfg, out), lambda: build_engine(cfg.online_vllm, target, layers, n_layers, longest)

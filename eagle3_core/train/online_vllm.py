@@ -31,7 +31,7 @@ import torch
 
 from eagle3_core.errors import StageError
 from eagle3_core.spool.folder import HEADER_SLACK, POLL_S, Requests, Spool, Unit, unit_bytes
-from eagle3_core.train.data import Sample, collate, on_device, plan_batches
+from eagle3_core.train.data import Reader, Sample, collate, on_device, plan_batches
 
 NAMES = {"input_ids": "input_ids", "aux": "aux_hidden_states", "final": "final_hidden_states", "loss_mask": "loss_mask"}
 STATUS_EVERY_S = 1.0
@@ -160,7 +160,7 @@ def _partly_kept(
     return units, batch_of
 
 
-class SpoolReader:
+class SpoolReader(Reader):
     """The trainer's reader in mode online-vllm: samples from sequences/, states from the spool."""
 
     def __init__(self, sequences_dir: str | Path, spool_dir: str | Path, run_id: str, timeout_s: float) -> None:
@@ -178,13 +178,19 @@ class SpoolReader:
 
         found = []
         for part in sequences.parts(self.sequences_dir):
-            t = sequences.read(part, ["sample_id", "num_tokens"]).to_pydict()
-            found += [
-                Sample(sid, int(n), part.name, row)
-                for row, (sid, n) in enumerate(zip(t["sample_id"], t["num_tokens"]))
-                if int(n) > 0
-            ]
+            ids, counts = sequences.lengths(part)
+            found += [Sample(sid, n, part.name, row) for row, (sid, n) in enumerate(zip(ids, counts)) if n > 0]
         return found
+
+    def start(self, trainer) -> None:
+        """Ask the engine for the trainer's micro-batches from here to the last, and the held-out set."""
+        world = trainer.dev.world
+        requests, plan = requests_for(
+            self, trainer.cfg, trainer.inputs, trainer.batches_to_read(), trainer.heldout, world
+        )
+        self.begin(requests, plan, trainer.dev.rank, world)
+        if trainer.dev.rank == 0:
+            print(plan.describe(), flush=True)
 
     def begin(self, requests: Requests, plan: SpoolPlan, rank: int, world: int = 1) -> None:
         """Rank 0 clears the spool and writes the requests; every rank learns where each unit's samples are.

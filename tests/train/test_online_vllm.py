@@ -208,7 +208,7 @@ def test_an_endpoint_serves_one_run_after_another_and_refuses_another_target(tin
 
 
 def test_mode_auto_stores_the_states_when_they_fit_and_streams_them_when_they_do_not(tiny_run, tmp_path):
-    from eagle3_core.train.mode import choose_mode
+    from eagle3_core.train.sources import choose_mode
 
     target, cfg = TargetConfig(path=str(tiny_run.target)), TrainConfig(mode="auto")
     chosen, why = choose_mode(cfg, target, tiny_run.sequences, tiny_run.hidden, headroom=1e18)
