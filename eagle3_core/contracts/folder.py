@@ -26,7 +26,7 @@ def damaged(path: str | Path, why: str, stage: str) -> InputError:
 
 def check_listed(stage_dir: str | Path, stage: str, verify: bool | None = None) -> None:
     """Every shard the folder's complete manifest lists is there with its size (and checksum)."""
-    from eagle3_core.checksums import file_digest, verify_requested
+    from eagle3_core.checksums import shard_problem, verify_requested
     from eagle3_core.manifest import read_manifest
 
     manifest = read_manifest(stage_dir)
@@ -34,11 +34,6 @@ def check_listed(stage_dir: str | Path, stage: str, verify: bool | None = None) 
         return
     verify = verify_requested() if verify is None else verify
     for name, record in manifest.shards.items():
-        path = Path(stage_dir) / name
-        if not path.is_file():
-            raise damaged(path, "the file is missing (its folder's manifest lists it)", stage)
-        size = path.stat().st_size
-        if size != record.bytes:
-            raise damaged(path, f"{size} bytes, its manifest recorded {record.bytes} (truncated or overwritten)", stage)
-        if verify and file_digest(path) != record.blake2b:
-            raise damaged(path, "its blake2b checksum differs from its manifest's (the bytes changed)", stage)
+        problem = shard_problem(Path(stage_dir) / name, record, verify)
+        if problem:
+            raise damaged(Path(stage_dir) / name, problem, stage)
