@@ -37,6 +37,10 @@ FORMAT = "eagle3-hidden-v1"  # every shard's and unit's ``__metadata__.format``
 NAMES = {"input_ids": "input_ids", "aux": "aux_hidden_states", "final": "final_hidden_states", "loss_mask": "loss_mask"}
 TENSORS = tuple(NAMES.values())
 ID_MASK_BYTES = 5  # int32 id + uint8 mask per token
+# A spool unit carries the blake2b of its tensor bytes in its own header, so the check travels with
+# the file (over HTTP too): written as UNSEALED, overwritten in place once the bytes are written.
+SEAL = "data_blake2b"
+UNSEALED = "0" * 64
 
 
 def state_bytes_per_token(hidden_size: int) -> int:
@@ -98,18 +102,48 @@ def header(path: str | Path, stage: str = STAGE) -> dict:
     return found
 
 
+def layout_problem(found: dict, size: int) -> str | None:
+    """What is wrong with a parsed shard header against the file's ``size``, or None."""
+    missing = [t for t in TENSORS if t not in found]
+    if missing:
+        return f"lacks tensors {missing}"
+    end = max(found[t]["data_offsets"][1] for t in found if not t.startswith("__"))
+    expected = found["__header_bytes__"] + end
+    if size != expected:
+        return f"{size} bytes, its header says {expected} (truncated or overwritten)"
+    return None
+
+
 def check_shard(path: str | Path, stage: str = STAGE) -> dict:
     """The shard's header, after checking it holds the four tensors and is exactly its declared size."""
     path = Path(path)
     found = header(path, stage)
-    missing = [t for t in TENSORS if t not in found]
-    if missing:
-        raise damaged(path, f"lacks tensors {missing}", stage)
-    end = max(found[t]["data_offsets"][1] for t in found if not t.startswith("__"))
-    expected, size = found["__header_bytes__"] + end, path.stat().st_size
-    if size != expected:
-        raise damaged(path, f"{size} bytes, its header says {expected} (truncated or overwritten)", stage)
+    problem = layout_problem(found, path.stat().st_size)
+    if problem:
+        raise damaged(path, problem, stage)
     return found
+
+
+def data_digest(path: str | Path, header_bytes: int) -> str:
+    """blake2b of the tensor bytes (everything after the header)."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=32)
+    with open(path, "rb") as fh:
+        fh.seek(header_bytes)
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def seal_problem(found: dict, path: str | Path) -> str | None:
+    """A sealed file's tensor bytes against the digest its header carries (``SEAL``), or None."""
+    sealed = (found.get("__metadata__") or {}).get(SEAL)
+    if sealed is None or sealed == UNSEALED:
+        return f"it carries no {SEAL} (a unit is sealed when written)"
+    if data_digest(path, found["__header_bytes__"]) != sealed:
+        return f"its tensor bytes differ from the {SEAL} it was written with (the bytes changed)"
+    return None
 
 
 def is_whole(path: str | Path) -> bool:

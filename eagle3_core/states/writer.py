@@ -65,6 +65,22 @@ class ShardWriter:
         os.close(self._fd)
 
 
+def seal(path: str | Path) -> str:
+    """Write the digest of a finished file's tensor bytes over its ``UNSEALED`` placeholder (same
+    length, so no offset moves); returns it."""
+    from eagle3_core.contracts.header import read_header
+    from eagle3_core.contracts.hidden import SEAL, UNSEALED, data_digest
+
+    _, length = read_header(path)
+    digest = data_digest(path, length)
+    with open(path, "r+b") as fh:
+        head = fh.read(length)
+        at = head.index(f'"{SEAL}":"{UNSEALED}"'.encode()) + len(f'"{SEAL}":"')
+        fh.seek(at)
+        fh.write(digest.encode())
+    return digest
+
+
 def refuse_non_finite(aux, final, sample_id: str, file_name: str) -> None:
     """Stop before a NaN/Inf state is written: one error naming the sample and the file."""
     import torch

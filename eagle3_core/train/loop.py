@@ -92,6 +92,13 @@ def evaluate(module, head, reader, heldout: list[Sample], cfg: TrainConfig, dev:
         )
         _, c = forward_batch(module, head, batch, cfg)
         counts.add(c)
+    if not counts.count or counts.count[0] == 0:  # a loss of 0 over nothing would read as a perfect drafter
+        raise InputError(
+            f"the held-out set ({len(heldout)} samples) has no supervised position to evaluate",
+            path=heldout[0].where if heldout else None,
+            fix="check the loss_mask of sequences/ (every held-out sample is masked out), "
+            "or raise train.heldout_fraction",
+        )
     return step_record(counts)
 
 

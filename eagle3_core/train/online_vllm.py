@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from eagle3_core.errors import StageError
-from eagle3_core.spool.folder import HEADER_SLACK, POLL_S, Requests, Spool, Unit, unit_bytes
+from eagle3_core.spool.folder import HEADER_SLACK, POLL_S, Requests, Spool, Unit, check_unit, unit_bytes
 from eagle3_core.train.data import Reader, Sample, collate, on_device, plan_batches
 
 NAMES = {"input_ids": "input_ids", "aux": "aux_hidden_states", "final": "final_hidden_states", "loss_mask": "loss_mask"}
@@ -250,6 +250,7 @@ class SpoolReader(Reader):
         if index not in self._open:
             if index not in self._seen:
                 self._await(index)
+                check_unit(self.spool.unit_path(index))
                 self._seen.add(index)
                 self.units_read += 1
             if len(self._open) >= OPEN_UNITS:  # kept units are many when the set fits: bound the mappings
@@ -271,6 +272,8 @@ class SpoolReader(Reader):
                 return
             if meta is not None:  # an earlier run's producer finished late
                 path.unlink(missing_ok=True)
+            elif path.exists():  # units are renamed into place whole: an unreadable one is damaged
+                check_unit(path)
             if time.monotonic() - checked >= STATUS_EVERY_S:
                 checked = time.monotonic()
                 self._check_engine(started)
