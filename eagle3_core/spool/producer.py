@@ -37,43 +37,60 @@ def serve(
     status = StatusFile(spool, run_id="")
     beat_stop = threading.Event()
     status.beat_until(beat_stop)
-    started, engine = time.monotonic(), None
+    engine = None
     try:
-        status.update(state="loading")
-        try:
-            engine = engine_factory()
-        except Exception as exc:
-            status.update(state="failed", error=f"{type(exc).__name__}: {exc}")
-            raise
-        status.update(state="waiting", startup_s=round(time.monotonic() - started, 1))
+        engine = _load(engine_factory, status)
         served = ""
         while runs is None or runs > 0:
             requests = _next_requests(spool, served, stop)
             if requests is None:
                 return
             served = requests.run_id
-            status.update(run_id=served, units=0, tokens=0, peak_bytes=0, forward_s=0.0, room_wait_s=0.0, error=None)
-            try:
-                refuse_other_target(requests, target_path, layers)
-                with _run_watch(spool, served, stop) as run_stop:
-                    produce(spool, requests, engine, status, run_stop)
-            except Stopped:
-                if stop.is_set():
-                    return
-                continue
-            except ConfigError as exc:  # this run's request is wrong; a standing engine serves the next
-                status.update(state="failed", error=f"{type(exc).__name__}: {exc}")
-                if runs is not None:
-                    raise
-                continue
-            except Exception as exc:
-                status.update(state="failed", error=f"{type(exc).__name__}: {exc}")
-                raise
-            runs = None if runs is None else runs - 1
+            outcome = _serve_run(
+                spool, requests, engine, status, stop, standing=runs is None, owner=(target_path, layers)
+            )
+            if outcome == "stopped":
+                return
+            if outcome == "done" and runs is not None:
+                runs -= 1
     finally:
         beat_stop.set()
         if engine is not None:
             engine.close()
+
+
+def _load(engine_factory: Callable[[], object], status: StatusFile):
+    """The engine, its start-up time in the status (or its failure, re-raised)."""
+    started = time.monotonic()
+    status.update(state="loading")
+    try:
+        engine = engine_factory()
+    except Exception as exc:
+        status.update(state="failed", error=f"{type(exc).__name__}: {exc}")
+        raise
+    status.update(state="waiting", startup_s=round(time.monotonic() - started, 1))
+    return engine
+
+
+def _serve_run(spool, requests: Requests, engine, status: StatusFile, stop, standing: bool, owner) -> str:
+    """One run's units: "done", "replaced" (a newer run came, or a standing engine refused this one's
+    request) or "stopped" (the server stops); any other failure is in the status and raised."""
+    status.update(run_id=requests.run_id, units=0, tokens=0, peak_bytes=0, forward_s=0.0, room_wait_s=0.0, error=None)
+    try:
+        refuse_other_target(requests, *owner)
+        with _run_watch(spool, requests.run_id, stop) as run_stop:
+            produce(spool, requests, engine, status, run_stop)
+    except Stopped:
+        return "stopped" if stop.is_set() else "replaced"
+    except ConfigError as exc:  # this run's request is wrong; a standing engine serves the next
+        status.update(state="failed", error=f"{type(exc).__name__}: {exc}")
+        if not standing:
+            raise
+        return "replaced"
+    except Exception as exc:
+        status.update(state="failed", error=f"{type(exc).__name__}: {exc}")
+        raise
+    return "done"
 
 
 def _next_requests(spool: Spool, served: str, stop: threading.Event) -> Requests | None:

@@ -46,58 +46,60 @@ def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest
     return TransformersEngine(model, layers, device, cfg.max_tokens_per_batch)
 
 
+def parser():
+    import argparse
+
+    found = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    found.add_argument("command", choices=["serve"])
+    found.add_argument("--spool", required=True)
+    found.add_argument("--target", required=True)
+    found.add_argument("--trust-remote-code", action="store_true", help="The target ships its own code (Kimi's).")
+    found.add_argument("--layers", required=True, type=lambda s: [int(x) for x in s.split(",")])
+    found.add_argument("--max-tokens", type=int, required=True, help="Longest sample (train.micro_batch_tokens).")
+    found.add_argument(
+        "--http",
+        default=None,
+        metavar="HOST:PORT",
+        help="Also serve the spool over HTTP (train.online_vllm.endpoint: http://HOST:PORT).",
+    )
+    found.add_argument("--config", default="{}", help="OnlineVllmConfig fields as JSON (engine, devices, vLLM sizing).")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m eagle3_core.train.online_engine serve --spool DIR --target PATH --layers a,b,c ...``:
     an engine standing behind a spool folder (``train.online_vllm.endpoint``), until interrupted."""
-    import argparse
+    import functools
     import json
 
     from eagle3_core.contracts.target import read_target_facts
     from eagle3_core.target import TargetConfig
     from eagle3_core.train.config import OnlineVllmConfig
 
-    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["serve"])
-    parser.add_argument("--spool", required=True)
-    parser.add_argument("--target", required=True)
-    parser.add_argument("--layers", required=True, type=lambda s: [int(x) for x in s.split(",")])
-    parser.add_argument("--max-tokens", type=int, required=True, help="Longest sample (train.micro_batch_tokens).")
-    parser.add_argument(
-        "--http",
-        default=None,
-        metavar="HOST:PORT",
-        help="Also serve the spool over HTTP (train.online_vllm.endpoint: http://HOST:PORT).",
-    )
-    parser.add_argument(
-        "--config", default="{}", help="OnlineVllmConfig fields as JSON (engine, devices, vLLM sizing)."
-    )
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     cfg = OnlineVllmConfig.model_validate(json.loads(args.config))
+    target = TargetConfig(path=args.target, trust_remote_code=args.trust_remote_code)
     n_layers = read_target_facts(args.target).num_hidden_layers
     spool = Spool(args.spool)
     spool.root.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
     if args.http:
-        from eagle3_core.spool.http import serve_http
-
-        server = serve_http(spool, args.http, args.target, args.layers)
-        print(
-            f"eagle3 engine: spool {spool.root} at http://{args.http.rpartition(':')[0] or '127.0.0.1'}:"
-            f"{server.server_address[1]}",
-            flush=True,
-        )
+        serve_by_url(spool, args.http, args.target, args.layers)
     try:
-        serve(
-            spool,
-            lambda: build_engine(cfg, TargetConfig(path=args.target), args.layers, n_layers, args.max_tokens),
-            stop,
-            runs=None,
-            target_path=args.target,
-            layers=args.layers,
-        )
+        factory = functools.partial(build_engine, cfg, target, args.layers, n_layers, args.max_tokens)
+        serve(spool, factory, stop, runs=None, target_path=args.target, layers=args.layers)
     except KeyboardInterrupt:
         stop.set()
     return 0
+
+
+def serve_by_url(spool: Spool, address: str, target_path: str, layers: list[int]) -> None:
+    """The spool behind ``HOST:PORT`` too, and the URL it is reached at, printed."""
+    from eagle3_core.spool.http import serve_http
+
+    server = serve_http(spool, address, target_path, layers)
+    host = address.rpartition(":")[0] or "127.0.0.1"
+    print(f"eagle3 engine: spool {spool.root} at http://{host}:{server.server_address[1]}", flush=True)
 
 
 if __name__ == "__main__":

@@ -67,3 +67,15 @@ def test_offline_evaluation_loads_a_target_that_ships_its_own_code(remote_target
     export = make_export(tmp_path / "export", remote_target)
     decoder = ChainDecoder.load(remote_target, export, trust_remote_code=True)
     assert _is_remote(decoder.target)
+
+
+def test_a_standing_engine_loads_a_target_that_ships_its_own_code(remote_target, tmp_path, monkeypatch):
+    """``python -m eagle3_core.train.online_engine serve --trust-remote-code ...``: the engine it
+    would serve with (the serving loop is replaced by one that builds the engine and returns)."""
+    from eagle3_core.train import online_engine
+
+    built = []
+    monkeypatch.setattr(online_engine, "serve", lambda spool, factory, *a, **k: built.append(factory()))
+    argv = ["serve", "--spool", str(tmp_path), "--target", str(remote_target), "--layers", "1,2,3", "--max-tokens", "8"]
+    online_engine.main([*argv, "--trust-remote-code", "--config", '{"engine": "transformers", "device": "cpu"}'])
+    assert _is_remote(built[0].model)
