@@ -24,6 +24,25 @@ def damaged(path: str | Path, why: str, stage: str) -> InputError:
     return InputError(f"damaged {stage} shard {Path(path).name}: {why}", path=str(path), fix=redo_fix(stage))
 
 
+PARTS = "part-*.parquet"
+
+
+def listed_parts(stage_dir: str | Path, stage: str, found_what: str, under: str = "") -> list[Path]:
+    """Every ``part-*.parquet`` of the folder (in ``under``), in name order, after the folder is held
+    to its manifest (a listed part gone or cut short is named); when there are none, an error saying
+    what to run: "no <found_what> (<pattern>) in <folder>"."""
+    check_listed(stage_dir, stage)
+    folder = Path(stage_dir) / under
+    found = sorted(folder.glob(PARTS)) if folder.is_dir() else []
+    if not found:
+        raise InputError(
+            f"no {found_what} ({Path(under) / PARTS if under else PARTS}) in {stage_dir}",
+            path=str(folder),
+            fix=f"run `eagle3 {stage} --out DIR` first and pass that DIR as --input",
+        )
+    return found
+
+
 def check_listed(stage_dir: str | Path, stage: str, verify: bool | None = None) -> None:
     """Every shard the folder's complete manifest lists is there with its size (and checksum)."""
     from eagle3_core.checksums import shard_problem, verify_requested

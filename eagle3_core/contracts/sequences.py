@@ -6,28 +6,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eagle3_core.contracts import parquet
-from eagle3_core.contracts.folder import check_listed
-from eagle3_core.errors import InputError
+from eagle3_core.contracts.folder import listed_parts
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 STAGE = "reconstruct"
-PATTERN = "part-*.parquet"
 
 
 def parts(sequences_dir: str | Path) -> list[Path]:
-    """Every sequences part, in name order, after the folder is held to its manifest (a listed
-    part gone or cut short is named); an error that says what to run when there are none."""
-    check_listed(sequences_dir, STAGE)
-    found = sorted(Path(sequences_dir).glob(PATTERN)) if Path(sequences_dir).is_dir() else []
-    if not found:
-        raise InputError(
-            f"no sequences found (expected {PATTERN}) in {sequences_dir}",
-            path=str(sequences_dir),
-            fix="run `eagle3 reconstruct --out DIR` first and pass that DIR as --input",
-        )
-    return found
+    """Every sequences part, in name order (``folder.listed_parts``)."""
+    return listed_parts(sequences_dir, STAGE, "sequences found")
 
 
 def num_rows(part: str | Path) -> int:

@@ -4,21 +4,11 @@ import torch
 
 from eagle3_core.contracts.hidden import read_metadata
 from eagle3_core.spool.folder import Requests, Spool, Unit, UnitWriter
-
-HIDDEN = 64
+from tests.spool.helpers import HIDDEN, requests_for
 
 
 def _requests(tmp_path, run_id: str) -> Requests:
-    return Requests(
-        run_id=run_id,
-        sequences_dir=str(tmp_path),
-        target_path="t",
-        layers=[1, 2, 3],
-        num_hidden_layers=4,
-        hidden_size=HIDDEN,
-        budget_bytes=1 << 20,
-        units=[Unit(sample_ids=["a", "b"], parts=["p", "p"], rows=[0, 1], tokens=[3, 2])],
-    )
+    return requests_for(tmp_path, run_id, [Unit(sample_ids=["a", "b"], parts=["p", "p"], rows=[0, 1], tokens=[3, 2])])
 
 
 def test_a_new_run_clearing_the_spool_while_the_engine_writes_a_unit_does_not_fail_the_engine(tmp_path, monkeypatch):

@@ -7,27 +7,18 @@ import torch
 
 from eagle3_core.contracts.hidden import SEAL, read_metadata
 from eagle3_core.errors import InputError
-from eagle3_core.spool.folder import Requests, Spool, UnitWriter
+from eagle3_core.spool.folder import Spool, UnitWriter
 from eagle3_core.train.data import Sample
 from eagle3_core.train.online_vllm import SpoolReader, plan_units
+from tests.spool.helpers import HIDDEN, requests_for
 
-HIDDEN = 64
 BATCH = [Sample("a", 3, "p", 0), Sample("b", 2, "p", 1)]
 
 
 def written_unit(tmp_path):
     """One pinned unit of two samples written by the engine's writer, and a reader begun on it."""
     plan = plan_units([BATCH], [], 256, 0, HIDDEN, budget_bytes=1 << 20)
-    requests = Requests(
-        run_id="r",
-        sequences_dir=str(tmp_path),
-        target_path="t",
-        layers=[1, 2, 3],
-        num_hidden_layers=4,
-        hidden_size=HIDDEN,
-        budget_bytes=1 << 20,
-        units=plan.units,
-    )
+    requests = requests_for(tmp_path, "r", plan.units)
     spool = Spool(tmp_path / "spool")
     reader = SpoolReader(tmp_path, spool.root, "r", timeout_s=1)
     reader.begin(requests, plan, rank=0)

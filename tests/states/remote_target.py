@@ -24,25 +24,12 @@ class RemoteTinyForCausalLM(LlamaForCausalLM):
     config_class = RemoteTinyConfig
 """
 
-SIZES = dict(
-    vocab_size=96,
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=6,
-    num_attention_heads=2,
-    num_key_value_heads=1,
-    head_dim=32,
-    max_position_embeddings=256,
-)
-
 
 def make_remote_target(path: Path) -> Path:
-    """Weights of a random Llama under a config that names the folder's own classes (``auto_map``)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    """Weights of a random 6-layer Llama under a config that names the folder's own classes (``auto_map``)."""
+    from tests.evaluate.models import make_target
 
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(**SIZES, eos_token_id=None, bos_token_id=None)).save_pretrained(path)
+    make_target(path, num_hidden_layers=6)
     (path / "configuration_remote_tiny.py").write_text(CONFIGURATION)
     (path / "modeling_remote_tiny.py").write_text(MODELING)
     config = json.loads((path / "config.json").read_text())
