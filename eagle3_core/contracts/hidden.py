@@ -56,10 +56,10 @@ def token_bytes(hidden_size: int) -> int:
 def tensor_layout(tokens: int, hidden: int) -> list[tuple[str, str, list[int], int]]:
     """(name, dtype, shape, bytes per token) in file order."""
     return [
-        ("aux_hidden_states", "BF16", [tokens, 3, hidden], 3 * hidden * 2),
-        ("final_hidden_states", "BF16", [tokens, hidden], hidden * 2),
-        ("input_ids", "I32", [tokens], 4),
-        ("loss_mask", "U8", [tokens], 1),
+        (NAMES["aux"], "BF16", [tokens, 3, hidden], 3 * hidden * 2),
+        (NAMES["final"], "BF16", [tokens, hidden], hidden * 2),
+        (NAMES["input_ids"], "I32", [tokens], 4),
+        (NAMES["loss_mask"], "U8", [tokens], 1),
     ]
 
 

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eagle3_core.contracts.hidden import build_header, tensor_layout
+from eagle3_core.contracts.hidden import NAMES, build_header, tensor_layout
 from eagle3_core.errors import StageError
 
 if TYPE_CHECKING:
@@ -52,10 +52,10 @@ class ShardWriter:
         assert aux.shape == (n, 3, self.hidden) and final.shape == (n, self.hidden), (aux.shape, final.shape)
         assert 0 <= offset and offset + n <= self.tokens
         for name, tensor, dtype in (
-            ("aux_hidden_states", aux, torch.bfloat16),
-            ("final_hidden_states", final, torch.bfloat16),
-            ("input_ids", input_ids, torch.int32),
-            ("loss_mask", loss_mask, torch.uint8),
+            (NAMES["aux"], aux, torch.bfloat16),
+            (NAMES["final"], final, torch.bfloat16),
+            (NAMES["input_ids"], input_ids, torch.int32),
+            (NAMES["loss_mask"], loss_mask, torch.uint8),
         ):
             start, per_token = self._starts[name]
             data = tensor.to(device="cpu", dtype=dtype).contiguous().view(torch.uint8).numpy()

@@ -103,6 +103,17 @@ class BatchPlan:
         return [self.samples[j] for j in self._epoch(epoch)[n]]
 
 
+def slice_rows(pieces) -> dict[str, list[torch.Tensor]]:
+    """Per batch key, the token rows [start, end) of each (open safetensors shard or unit, start, end)."""
+    from eagle3_core.contracts.hidden import NAMES
+
+    rows: dict[str, list[torch.Tensor]] = {k: [] for k in NAMES}
+    for handle, start, end in pieces:
+        for key, name in NAMES.items():
+            rows[key].append(handle.get_slice(name)[start:end])
+    return rows
+
+
 def collate(rows: dict[str, list[torch.Tensor]], pack: bool) -> dict[str, torch.Tensor]:
     """Per-sample (T_i, ...) tensors -> the batch dict: padded rows, or one packed row; adds ``segments``."""
     lengths = [len(r) for r in rows["input_ids"]]
@@ -203,17 +214,7 @@ class OfflineReader(Reader):
     def load(
         self, batch: list[Sample], budget: int, dtype: torch.dtype, device, pack: bool = False
     ) -> dict[str, torch.Tensor]:
-        names = {
-            "input_ids": "input_ids",
-            "aux": "aux_hidden_states",
-            "final": "final_hidden_states",
-            "loss_mask": "loss_mask",
-        }
-        rows: dict[str, list[torch.Tensor]] = {k: [] for k in names}
-        for s in batch:
-            shard, end = self._shard(s.where), s.offset + min(s.length, budget)
-            for key, name in names.items():
-                rows[key].append(shard.get_slice(name)[s.offset : end])
+        rows = slice_rows((self._shard(s.where), s.offset, s.offset + min(s.length, budget)) for s in batch)
         refuse_non_finite(rows["aux"], rows["final"], batch, self.hidden_dir, redo_fix("extract"))
         return on_device(collate(rows, pack), device, dtype)
 

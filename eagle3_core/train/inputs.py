@@ -105,7 +105,7 @@ def check_hidden(hidden_dir: str | Path, hidden_size: int) -> tuple[int, int, li
             fix="extract hidden states from a non-empty sequences/ folder",
         )
     first = hidden_dir / hidden.verify(hidden_dir)[0]  # every shard whole (sizes), before any step
-    shape = safetensors_header(first)["aux_hidden_states"]["shape"]
+    shape = safetensors_header(first)[hidden.NAMES["aux"]]["shape"]
     if len(shape) != 3 or shape[1] != 3 or shape[2] != hidden_size:
         raise InputError(
             f"hidden states do not match the target: aux_hidden_states is {shape}, expected [T, 3, {hidden_size}] "

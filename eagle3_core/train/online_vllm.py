@@ -31,9 +31,8 @@ import torch
 
 from eagle3_core.errors import StageError
 from eagle3_core.spool.folder import HEADER_SLACK, POLL_S, Requests, Spool, Unit, check_unit, unit_bytes
-from eagle3_core.train.data import Reader, Sample, collate, on_device, plan_batches
+from eagle3_core.train.data import Reader, Sample, collate, on_device, plan_batches, slice_rows
 
-NAMES = {"input_ids": "input_ids", "aux": "aux_hidden_states", "final": "final_hidden_states", "loss_mask": "loss_mask"}
 STATUS_EVERY_S = 1.0
 OPEN_UNITS = 16  # safetensors mappings kept open (a batch of the reuse plan touches a few units)
 
@@ -233,11 +232,7 @@ class SpoolReader(Reader):
         self, batch: list[Sample], budget: int, dtype: torch.dtype, device, pack: bool = False
     ) -> dict[str, torch.Tensor]:
         pieces = self._pieces(batch)
-        rows: dict[str, list[torch.Tensor]] = {k: [] for k in NAMES}
-        for index, offset, tokens in pieces:
-            handle = self._handle(index)
-            for key, name in NAMES.items():
-                rows[key].append(handle.get_slice(name)[offset : offset + tokens])
+        rows = slice_rows((self._handle(index), offset, offset + tokens) for index, offset, tokens in pieces)
         for index in {p[0] for p in pieces}:
             if not self.plan.units[index].pinned:
                 self._open.pop(index, None)  # close the mapping before the file goes
