@@ -29,6 +29,7 @@ class Source:
 
     mode = ""
     reads_hidden = False  # its input folder is hidden/ (else sequences/)
+    layers_fix = "set target.aux_layer_ids to three increasing, distinct ids (or leave it unset for the defaults)"
 
     @staticmethod
     def check(hidden_dir, sequences_dir, hidden_size: int) -> tuple[int, int, list[int] | None]:
@@ -68,6 +69,7 @@ class Source:
 
 class HiddenShards(Source):
     mode, reads_hidden = "offline", True
+    layers_fix = "extract hidden/ again with increasing, distinct --layers (or set target.aux_layer_ids)"
 
     @staticmethod
     def check(hidden_dir, sequences_dir, hidden_size: int) -> tuple[int, int, list[int] | None]:
@@ -160,7 +162,7 @@ def check_inputs(mode: str, target: TargetConfig, hidden_dir, vocab_dir, sequenc
         raise InputError(
             f"auxiliary layers {problem}",
             path=hidden_dir if source.reads_hidden else None,
-            fix="extract hidden/ again with increasing, distinct --layers (or set target.aux_layer_ids)",
+            fix=source.layers_fix,
         )
     return TrainInputs(
         target_path=target_path,
