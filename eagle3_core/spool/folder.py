@@ -26,6 +26,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -42,6 +43,11 @@ REQUESTS = "requests.json"
 STATUS = "producer.json"
 HEADER_SLACK = 4096  # a unit's safetensors header (shapes + metadata) stays under this
 POLL_S = 0.05
+
+
+def mib(n: int) -> str:
+    """Bytes in MiB: a spool budget is often a few MiB, which GiB with two decimals shows as 0.00."""
+    return f"{n / 2**20:,.1f} MiB"
 
 
 def unit_name(index: int) -> str:
@@ -88,10 +94,9 @@ class Requests(StrictModel):
         need = pinned + (self.consumers + 1) * largest
         if need > self.budget_bytes:
             raise ConfigError(
-                f"the spool budget ({self.budget_bytes / 2**30:.2f} GiB) cannot hold the held-out "
-                f"states ({pinned / 2**30:.2f} GiB) plus {self.consumers + 1} micro-batches "
-                f"({largest / 2**30:.2f} GiB each)",
-                fix=f"raise train.online_vllm.spool_gb to at least {need / 2**30:.2f}, "
+                f"the spool budget ({mib(self.budget_bytes)}) cannot hold the held-out "
+                f"states ({mib(pinned)}) plus {self.consumers + 1} micro-batches ({mib(largest)} each)",
+                fix=f"raise train.online_vllm.spool_gb to at least {math.ceil(need / 2**30 * 1000) / 1000:g}, "
                 "or lower train.micro_batch_tokens / train.heldout_fraction",
             )
 
