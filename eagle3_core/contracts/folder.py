@@ -19,6 +19,14 @@ def redo_fix(stage: str) -> str:
     return f"delete it and rerun `eagle3 {stage}`: the stage redoes that shard"
 
 
+def required(path: str | Path, what: str, fix: str) -> Path:
+    """``path``, or an ``InputError`` "no <what> at <path>" with ``fix`` when it is not a file."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"no {what} at {path}", path=str(path), fix=fix)
+    return path
+
+
 def damaged(path: str | Path, why: str, stage: str) -> InputError:
     """The error for a shard that is missing or cannot be read."""
     return InputError(f"damaged {stage} shard {Path(path).name}: {why}", path=str(path), fix=redo_fix(stage))

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from eagle3_core.contracts.folder import required
 from eagle3_core.errors import InputError
 
 CONFIG = "config.json"
@@ -26,13 +27,9 @@ class TargetFacts:
 
 def language_config(path: str | Path) -> dict:
     """The language model's config: ``text_config`` when the target has one, else the whole file."""
-    config_file = Path(path) / CONFIG
-    if not config_file.is_file():
-        raise InputError(
-            f"the target has no {CONFIG}: {path}",
-            path=str(config_file),
-            fix="point --target at a local Hugging Face model directory",
-        )
+    config_file = required(
+        Path(path) / CONFIG, f"target {CONFIG}", "point --target at a local Hugging Face model directory"
+    )
     config = json.loads(config_file.read_text(encoding="utf-8"))
     return config.get("text_config") or config
 

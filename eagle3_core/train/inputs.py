@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3_core.contracts.folder import required
 from eagle3_core.contracts.header import tensors as safetensors_header
 from eagle3_core.errors import InputError
 from eagle3_core.manifest import read_manifest
@@ -51,13 +52,9 @@ class TrainInputs:
 
 def check_vocab(vocab_dir: str | Path, vocab_size: int) -> tuple[str, int]:
     """(vocab file, draft vocab size); refuses a vocab built for another tokenizer."""
-    file = Path(vocab_dir) / VOCAB_FILE
-    if not file.exists():
-        raise InputError(
-            f"no draft vocabulary at {file}",
-            path=str(file),
-            fix="run `eagle3 vocab` first and pass its folder as --vocab",
-        )
+    file = required(
+        Path(vocab_dir) / VOCAB_FILE, "draft vocabulary", "run `eagle3 vocab` first and pass its folder as --vocab"
+    )
     header = safetensors_header(file)
     missing = {"d2t", "t2d"} - set(header)
     if missing:

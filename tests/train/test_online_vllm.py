@@ -72,6 +72,17 @@ def test_the_same_seed_gives_the_same_batches_from_disk_or_from_the_engine(tiny_
     assert [[s.sample_id for s in b] for b in from_disk] == [[s.sample_id for s in b] for b in online]
 
 
+def streamed_requests(tiny_run, reader):
+    """Two epochs under a budget that keeps only the held-out set: the engine waits, units stream."""
+    batches, heldout = batches_of(reader.samples(), 2)
+    streamed = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=0)
+    held = sum(unit_bytes(sum(u.tokens), HIDDEN) for u in streamed.units if u.pinned)
+    largest = max(unit_bytes(sum(u.tokens), HIDDEN) for u in streamed.units if not u.pinned)
+    cfg = TrainConfig(micro_batch_tokens=BUDGET, online_vllm=OnlineVllmConfig(spool_gb=(held + 3 * largest) / 2**30))
+    requests, plan = requests_for(reader, cfg, inputs_for(tiny_run), batches, heldout, world=1)
+    return batches, requests, plan
+
+
 def test_a_set_that_fits_is_computed_once_and_one_that_does_not_keeps_what_fits_and_states_the_rest(tiny_run, tmp_path):
     batches, heldout = batches_of(SpoolReader(tiny_run.sequences, tmp_path, "r", 1).samples(), 3)
     tokens = sum(s.length for s in {s.sample_id: s for b in batches for s in b}.values()) + sum(
@@ -110,12 +121,7 @@ def test_a_budget_that_cannot_hold_two_micro_batches_is_refused_with_the_size_to
 def test_the_engine_waits_while_the_spool_is_full_and_the_trainer_deletes_what_it_read(tiny_run, tmp_path):
     spool_dir = tmp_path / "spool"
     producer, reader = start(tiny_run, spool_dir)
-    batches, heldout = batches_of(reader.samples(), 2)
-    streamed = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=0)
-    held = sum(unit_bytes(sum(u.tokens), HIDDEN) for u in streamed.units if u.pinned)
-    largest = max(unit_bytes(sum(u.tokens), HIDDEN) for u in streamed.units if not u.pinned)
-    cfg = TrainConfig(micro_batch_tokens=BUDGET, online_vllm=OnlineVllmConfig(spool_gb=(held + 3 * largest) / 2**30))
-    requests, plan = requests_for(reader, cfg, inputs_for(tiny_run), batches, heldout, world=1)
+    batches, requests, plan = streamed_requests(tiny_run, reader)
     assert not plan.reuse
     offline, spool = OfflineReader(tiny_run.hidden), Spool(spool_dir)
     on_disk = {s.sample_id: s for s in offline.samples()}
