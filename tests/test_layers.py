@@ -19,9 +19,9 @@ CORE = Path(__file__).resolve().parents[1] / "eagle3_core"
 # Lowest first. Each entry: units that may import any unit of the entries before it, and nothing else.
 LAYERS: list[tuple[str, ...]] = [
     ("__init__", "errors", "base"),
-    ("checksums", "target", "progress", "rejects", "lock", "layout"),
+    ("checksums", "target", "progress", "rejects", "layout"),
     ("fsio",),
-    ("manifest",),
+    ("manifest", "lock", "fingerprint"),
     ("contracts", "drafter", "lifecycle", "serve"),  # metadata of the on-disk contracts; the stage driver
     ("states", "toy"),  # tensors: the shard writer, the target model
     ("spool",),  # below both the engines (extract) and the reader (train)

@@ -26,7 +26,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -43,11 +42,6 @@ REQUESTS = "requests.json"
 STATUS = "producer.json"
 HEADER_SLACK = 4096  # a unit's safetensors header (shapes + metadata) stays under this
 POLL_S = 0.05
-
-
-def mib(n: int) -> str:
-    """Bytes in MiB: a spool budget is often a few MiB, which GiB with two decimals shows as 0.00."""
-    return f"{n / 2**20:,.1f} MiB"
 
 
 def unit_name(index: int) -> str:
@@ -94,11 +88,26 @@ class Requests(StrictModel):
         need = pinned + (self.consumers + 1) * largest
         if need > self.budget_bytes:
             raise ConfigError(
-                f"the spool budget ({mib(self.budget_bytes)}) cannot hold the held-out "
-                f"states ({mib(pinned)}) plus {self.consumers + 1} micro-batches ({mib(largest)} each)",
-                fix=f"raise train.online_vllm.spool_gb to at least {math.ceil(need / 2**30 * 1000) / 1000:g}, "
+                f"the spool budget ({gib(self.budget_bytes)} GiB) cannot hold the held-out "
+                f"states ({gib(pinned)} GiB) plus {self.consumers + 1} micro-batches "
+                f"({gib(largest)} GiB each)",
+                fix=f"raise train.online_vllm.spool_gb to at least {gib_up(need)}, "
                 "or lower train.micro_batch_tokens / train.heldout_fraction",
             )
+
+
+def gib(n: int) -> str:
+    """``n`` bytes in GiB to 3 significant digits: a budget of 0.01 reads 0.01, never 0.00."""
+    return f"{n / 2**30:.3g}"
+
+
+def gib_up(n: int) -> str:
+    """The smallest 3-significant-digit GiB figure that holds ``n`` bytes (a rounded-down figure
+    would name a budget that is still too small)."""
+    figure = float(gib(n))
+    while figure * 2**30 < n:
+        figure = float(f"{figure * 1.001 + 1e-12:.3g}")
+    return f"{figure:g}"
 
 
 class Spool:

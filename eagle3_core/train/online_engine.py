@@ -15,12 +15,13 @@ The trainer side (what is requested, and reading it) is ``eagle3_core.train.onli
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from eagle3_core.spool.folder import Spool
 from eagle3_core.spool.producer import serve
 
 
-def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest: int):
+def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest: int, workdir: Path):
     """The extraction engine of ``cfg`` (an ``OnlineVllmConfig``) for ``target`` (a ``TargetConfig``)
     and samples of at most ``longest`` tokens."""
     from eagle3_core.extract.config import ExtractConfig
@@ -36,7 +37,13 @@ def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest
             vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
         )
         return VllmEngine(
-            extract, target, layers, num_hidden_layers, max_model_len=longest + 1, devices=cfg.engine_devices
+            extract,
+            target,
+            layers,
+            num_hidden_layers,
+            max_model_len=longest + 1,
+            workdir=workdir,
+            devices=cfg.engine_devices,
         )
     from eagle3_core.extract.hf_engine import TransformersEngine
     from eagle3_core.states.target_model import load_target_model, resolve_device
@@ -86,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.http:
         serve_by_url(spool, args.http, args.target, args.layers)
     try:
-        factory = functools.partial(build_engine, cfg, target, args.layers, n_layers, args.max_tokens)
+        factory = functools.partial(
+            build_engine, cfg, target, args.layers, n_layers, args.max_tokens, Path(args.spool) / "engine"
+        )
         serve(spool, factory, stop, runs=None, target_path=args.target, layers=args.layers)
     except KeyboardInterrupt:
         stop.set()

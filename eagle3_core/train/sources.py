@@ -29,7 +29,7 @@ class Source:
 
     mode = ""
     reads_hidden = False  # its input folder is hidden/ (else sequences/)
-    layers_fix = "set target.aux_layer_ids to three increasing, distinct ids (or leave it unset for the defaults)"
+    layers_fix = "pass increasing, distinct --layers (or set target.aux_layer_ids): online training reads no hidden/"
 
     @staticmethod
     def check(hidden_dir, sequences_dir, hidden_size: int) -> tuple[int, int, list[int] | None]:
@@ -40,9 +40,9 @@ class Source:
         return samples, tokens, None
 
     @staticmethod
-    def input_folder(hidden_dir, sequences_dir) -> tuple[str, str | None]:
+    def input_folder(inputs) -> tuple[str, str | None]:
         """(the fingerprint's name, the folder) the trained weights depend on."""
-        return "sequences", sequences_dir
+        return "sequences", inputs.sequences_dir
 
     @staticmethod
     def verify(inputs) -> None:
@@ -85,8 +85,8 @@ class HiddenShards(Source):
         hidden.verify(inputs.hidden_dir, checksums=True)
 
     @staticmethod
-    def input_folder(hidden_dir, sequences_dir) -> tuple[str, str | None]:
-        return "hidden", hidden_dir
+    def input_folder(inputs) -> tuple[str, str | None]:
+        return "hidden", inputs.hidden_dir
 
     @staticmethod
     def reader(inputs):

@@ -17,13 +17,13 @@ config or other inputs are discarded rather than resumed; a failed trainer raise
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
 from eagle3_core import errors
 from eagle3_core.base import stable_hash
-from eagle3_core.fsio import read_json, write_json_atomic
+from eagle3_core.fingerprint import model_fingerprint
+from eagle3_core.fsio import read_json, remove_tree, write_json_atomic
 from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
@@ -39,8 +39,8 @@ STAGE = "train"
 
 
 def input_fingerprints(cfg: TrainConfig, inputs: TrainInputs, vocab_dir) -> dict[str, str]:
-    found = {"vocab": input_fingerprint(vocab_dir), "target": inputs.target_path}
-    name, folder = source_for(inputs.mode).input_folder(inputs.hidden_dir, inputs.sequences_dir)
+    found = {"vocab": input_fingerprint(vocab_dir), "target": model_fingerprint(inputs.target_path)}
+    name, folder = source_for(inputs.mode).input_folder(inputs)
     found[name] = input_fingerprint(folder)
     if cfg.deepspeed_config:
         found["deepspeed_config"] = stable_hash(read_user_file(cfg.deepspeed_config))
@@ -53,7 +53,7 @@ def discard_stale(out: Path, existing: StageManifest | None, config_hash: str, i
         return
     reporter.log("train config or inputs changed since the last run: its checkpoints are discarded")
     for name in ("checkpoints", "export"):
-        shutil.rmtree(out / name, ignore_errors=True)
+        remove_tree(out / name)  # for real, a symlink too, or one error: never resume what was said discarded
     for name in ("metrics.jsonl", SUMMARY_FILE):
         (out / name).unlink(missing_ok=True)
 
@@ -151,9 +151,8 @@ def run_train(
         write_json_atomic(
             out / SPEC_FILE, {"cfg": cfg.model_dump(mode="json"), "inputs": vars(inputs), "out_dir": str(out)}
         )
-        with source.running(
-            cfg, target, inputs, out, reporter
-        ) as engine_figures:  # an engine lives as long as the trainer
+        # an engine (online-vllm) lives as long as the trainer
+        with source.running(cfg, target, inputs, out, reporter) as engine_figures:
             outcome = launch(cfg, out / SPEC_FILE, reporter)
         if outcome.returncode != 0:
             raise trainer_error(out, outcome.tail, outcome.returncode)

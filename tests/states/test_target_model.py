@@ -27,12 +27,12 @@ def test_the_target_really_needs_trust_remote_code(remote_target):
     assert _is_remote(load_target_model(remote_target, trust_remote_code=True))
 
 
-def test_extract_loads_a_target_that_ships_its_own_code(remote_target):
+def test_extract_loads_a_target_that_ships_its_own_code(remote_target, tmp_path):
     from eagle3_core.extract.config import ExtractConfig
     from eagle3_core.extract.engines import get_engine, release_engines
 
     target = TargetConfig(path=str(remote_target), trust_remote_code=True)
-    engine = get_engine(ExtractConfig(device="cpu"), target, LAYERS, 6, longest=8)
+    engine = get_engine(ExtractConfig(device="cpu"), target, LAYERS, 6, longest=8, workdir=tmp_path)
     try:
         assert _is_remote(engine.model)
         [(aux, final)] = engine.forward([[1, 2, 3]])
@@ -41,12 +41,14 @@ def test_extract_loads_a_target_that_ships_its_own_code(remote_target):
         release_engines()
 
 
-def test_the_online_engine_loads_a_target_that_ships_its_own_code(remote_target):
+def test_the_online_engine_loads_a_target_that_ships_its_own_code(remote_target, tmp_path):
     from eagle3_core.train.config import OnlineVllmConfig
     from eagle3_core.train.online_engine import build_engine
 
     target = TargetConfig(path=str(remote_target), trust_remote_code=True)
-    engine = build_engine(OnlineVllmConfig(engine="transformers", device="cpu"), target, LAYERS, 6, longest=8)
+    engine = build_engine(
+        OnlineVllmConfig(engine="transformers", device="cpu"), target, LAYERS, 6, longest=8, workdir=tmp_path
+    )
     try:
         assert _is_remote(engine.model)
     finally:

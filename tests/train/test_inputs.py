@@ -65,13 +65,3 @@ def test_an_empty_dataset_is_refused(tiny_run, tmp_path):
     with pytest.raises(InputError, match="empty dataset: no index.parquet"):
         train(tiny_run, tmp_path / "drafter", hidden=tmp_path / "nowhere")
     assert_nothing_ran(tmp_path / "drafter")
-
-
-def test_bad_aux_layers_in_online_mode_name_the_setting_not_an_extract_there_is_none_of(tiny_run):
-    from eagle3_core.train.sources import check_inputs
-
-    target = TargetConfig(path=str(tiny_run.target), aux_layer_ids=[1, 2, 9])  # the tiny target has 4 layers
-    with pytest.raises(InputError, match="auxiliary layers") as err:
-        check_inputs("online", target, None, tiny_run.vocab, tiny_run.sequences)
-    assert "fix: set target.aux_layer_ids to three increasing, distinct ids" in str(err.value)
-    assert "extract" not in str(err.value)
