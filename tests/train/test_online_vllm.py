@@ -139,7 +139,7 @@ def test_the_engine_waits_while_the_spool_is_full_and_the_trainer_deletes_what_i
             assert torch.equal(got["input_ids"], want["input_ids"]) and torch.equal(got["loss_mask"], want["loss_mask"])
             torch.testing.assert_close(got["aux"], want["aux"], atol=0.05, rtol=0.02)  # both bf16, batched vs alone
             torch.testing.assert_close(got["final"], want["final"], atol=0.05, rtol=0.02)
-        status = producer.figures()
+    status = producer.figures()  # once joined: the last unit can be read before the engine writes "done"
     assert status["state"] == "done" and status["units"] == len(plan.units) and status["room_wait_s"] > 0
     assert 0 < status["peak_bytes"] <= requests.budget_bytes
     left = sorted(p.name for p in spool_dir.glob("unit-*"))
