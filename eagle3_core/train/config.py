@@ -83,9 +83,11 @@ class DrafterShape(StrictModel):
 
 Loader = Literal["vllm", "sglang"]
 
-# What each engine's llama_eagle3.py reads of the variant keys (vLLM 0.32; SGLang's main of 2026,
-# the version that reads `fc_norm`): SGLang has no `norm_before_fc` (it would load the export and
-# silently skip the norm, serving another model than the one trained).
+# What each engine's llama_eagle3.py reads of the variant keys (vLLM 0.32; SGLang's of 2026, the
+# version that reads `fc_norm`): that SGLang has no `norm_before_fc` (it would load the export and
+# silently skip the norm, serving another model than the one trained). SGLang PR 32334 (2026-07)
+# reads `eagle_config.norm_before_fc`, where the export writes it too, under a weight name not
+# verified here: list sglang in train.variant.loaders only for what is known to load.
 LOADER_READS: dict[str, frozenset[str]] = {
     "vllm": frozenset({"fc_norm", "norm_output", "norm_before_fc", "num_hidden_layers"}),
     "sglang": frozenset({"fc_norm", "norm_output", "num_hidden_layers"}),
@@ -121,9 +123,9 @@ class DrafterVariant(StrictModel):
         1, ge=1, le=8, description="Decoder layers: the first reads [embed; hidden], the others are Llama blocks."
     )
     loaders: list[Loader] = Field(
-        default_factory=lambda: ["vllm", "sglang"],
+        default_factory=lambda: ["vllm"],
         min_length=1,
-        description="Engines the export must load in; a variant key one of them does not read is refused.",
+        description="Engines the export must load in (vLLM is the one evaluate serves); add sglang to refuse a variant key SGLang does not read (norm_before_fc).",
     )
 
     def architecture(self) -> dict[str, bool | int]:

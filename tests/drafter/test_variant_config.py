@@ -43,15 +43,19 @@ def recipe(tmp_path, train_yaml: str):
 
 def test_norm_before_fc_for_sglang_is_a_config_error_naming_the_field(tmp_path):
     with pytest.raises(ConfigError) as info:
-        PipelineConfig.from_yaml(recipe(tmp_path, "  variant:\n    norm_before_fc: true\n"))
+        PipelineConfig.from_yaml(
+            recipe(tmp_path, "  variant:\n    norm_before_fc: true\n    loaders: [vllm, sglang]\n")
+        )
     message = str(info.value)
     assert "train.variant.norm_before_fc" in message and "sglang" in message
     assert "train.variant.loaders" in message  # the fix
 
 
-def test_norm_before_fc_served_by_vllm_only_is_accepted(tmp_path):
-    cfg = PipelineConfig.from_yaml(recipe(tmp_path, "  variant:\n    norm_before_fc: true\n    loaders: [vllm]\n"))
-    assert cfg.train.variant.architecture()["norm_before_fc"] is True
+def test_every_variant_served_by_vllm_is_accepted_and_eagle3_1_by_sglang_too(tmp_path):
+    cfg = PipelineConfig.from_yaml(recipe(tmp_path, "  variant:\n    norm_before_fc: true\n"))
+    assert cfg.train.variant.loaders == ["vllm"] and cfg.train.variant.architecture()["norm_before_fc"] is True
+    both = "  variant:\n    preset: eagle3.1\n    num_hidden_layers: 2\n    loaders: [vllm, sglang]\n"
+    assert PipelineConfig.from_yaml(recipe(tmp_path, both)).train.variant.architecture()["fc_norm"] is True
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ PROMPTS, MAX_TOKENS, K, STEPS = 16, 96, 3, 100
 VARIANTS = {
     "eagle3": {},
     "eagle3.1": {"preset": "eagle3.1"},
-    "norm_before_fc": {"norm_before_fc": True, "loaders": ["vllm"]},
+    "norm_before_fc": {"norm_before_fc": True},
     "two_layers": {"num_hidden_layers": 2},
 }
 
