@@ -96,4 +96,5 @@ def wandb_runs(out_dir: Path) -> list[dict]:
 
     wandb.teardown()  # W&B's service writes the files after run.finish() returns: wait for it to end
     runs = [wandb_run(f) for f in (out_dir / "wandb").glob("offline-run-*/run-*.wandb")]
-    return sorted(runs, key=lambda r: r["started"])
+    # a killed trainer's segment may hold only its file header (W&B buffers): no start time, and first
+    return sorted(runs, key=lambda r: r["started"] or 0)
