@@ -75,7 +75,7 @@ def test_the_commands_run_the_flows_and_print_what_they_did(prefect_api, family_
     assert result.exit_code == 0, result.output
     assert "1 sequences, 0 rejected" in result.output and "server ids match: n/a" in result.output
     manifest = json.loads((tmp_path / "seq" / "manifest.json").read_text())
-    assert manifest["details"]["token_ids"]["think_open_id"] == 163606
+    assert manifest["details"]["token_ids"]["think_open_ids"] == [163606]
     result = runner.invoke(
         cli,
         [
