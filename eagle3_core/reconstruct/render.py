@@ -4,7 +4,7 @@ vLLM (``renderers/chat_utils.py``, ``_postprocess_messages``) and SGLang (``serv
 parse an assistant turn's tool-call ``arguments`` string into an object before the template
 renders it: Qwen3 and Kimi then write ``{"city": "Paris"}`` (``tojson``'s spacing) where the
 string would give ``{"city":"Paris"}``, and Llama-3.1 would JSON-encode the string a second time.
-The rules are vLLM's: an empty or missing ``arguments`` becomes ``{}``, and so does one that is
+A null ``content`` (OpenAI's, beside tool calls) is rendered as empty text. The rules are vLLM's: an empty or missing ``arguments`` becomes ``{}``, and so does one that is
 not JSON or not a JSON object (vLLM coerces rather than fail the whole conversation).
 """
 
@@ -20,6 +20,8 @@ def server_messages(stored: list[dict[str, Any]]) -> Messages:
     """The messages of a record as the server hands them to its template."""
     messages = sent_messages(stored)
     for message in messages:
+        if message["content"] is None:  # OpenAI's null beside tool calls; vLLM renders it as empty text
+            message["content"] = ""
         if message["role"] == "assistant" and message.get("tool_calls"):
             message["tool_calls"] = [_parsed_call(call) for call in message["tool_calls"]]
     return messages

@@ -38,4 +38,7 @@ def family_tokenizers(family_dirs):
     """family name -> the loaded transformers tokenizer."""
     from eagle3_core.reconstruct.tokenizer import load_tokenizer
 
-    return _Built(lambda name: load_tokenizer(family_dirs[name]))
+    built = _Built(lambda name: load_tokenizer(family_dirs[name]))
+    for name in FAMILIES:  # loaded before any test runs the CLI: transformers' load-time warnings go to the
+        built[name]  # session's stderr, not to a test's captured (and later closed) one
+    return built
