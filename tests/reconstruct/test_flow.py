@@ -15,13 +15,13 @@ from tests.reconstruct.records import record, write_generations
 USER = [{"role": "user", "content": "What is 2 + 2?"}]
 
 
-def server_check_artifact():
+def server_check_artifact(key: str = "reconstruct-server-check"):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
         found = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["reconstruct-server-check"]))
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))
         )
     return found
 
@@ -42,6 +42,8 @@ def test_reconstruct_flow_writes_sequences_and_publishes_the_server_check(prefec
     assert manifest.details["reject_reasons"] == {"empty_completion": 1}
     artifacts = server_check_artifact()
     assert artifacts and "match rate" in artifacts[0].description
+    rejects = server_check_artifact("reconstruct-rejects")
+    assert rejects and {"group": "reject_reasons", "name": "empty_completion", "value": 1} in rejects[0].data
     vocab = stage_flow("vocab")(
         cfg=VocabConfig(draft_vocab_size=8),
         target=target,

@@ -11,15 +11,14 @@ from tests.reconstruct.families import FAMILIES
 
 
 def family_tokens(family: str, tokenizers) -> FamilyTokens:
-    fam = FAMILIES[family]
-    return FamilyTokens(
-        tokenizers[family],
-        fam.target["think_open"],
-        fam.target["think_close"],
-        fam.target["end_of_turn"],
-        fam.tool_call,
-        fam.tool_call_end,
-    )
+    """The fake server's view of a family: its reasoning markers (a think pair or harmony's channel
+    headers, as the recipe declares them), end-of-turn and tool-call tokens."""
+    from eagle3_core.target import TargetConfig
+    from tests.reconstruct.conftest import ALL_FAMILIES
+
+    fam = ALL_FAMILIES[family]
+    markers = TargetConfig(**fam.target).reasoning_markers() or (None, None)
+    return FamilyTokens(tokenizers[family], *markers, fam.target["end_of_turn"], fam.tool_call, fam.tool_call_end)
 
 
 def recipe(tmp_path, family: str, family_dirs, url: str, **chat) -> str:
