@@ -20,9 +20,7 @@ def server_check_artifact(key: str = "reconstruct-server-check"):
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
-        found = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))
-        )
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
     return found
 
 
