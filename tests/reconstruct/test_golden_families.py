@@ -36,6 +36,11 @@ SYSTEM_MULTI = [
     {"role": "assistant", "content": "It is 2."},
     {"role": "user", "content": Q},
 ]
+INTERLEAVED = [  # an earlier turn's reasoning, which MiniMax-M2's template keeps in the history
+    {"role": "user", "content": "What is 1 + 1?"},
+    {"role": "assistant", "content": "It is 2.", "reasoning": "One and one."},
+    {"role": "user", "content": Q},
+]
 AGENT = [
     {"role": "user", "content": "Add 2 and 3."},
     {"role": "assistant", "content": None, "tool_calls": CALL},
@@ -112,6 +117,7 @@ CASES: dict[str, dict[str, Case]] = {
             tools=ADD,
         ),
         "tools": ids_case(USER, MINIMAX_CALL, forced="<think>", tools=ADD, tool_calls=CALL),
+        "interleaved": ids_case(INTERLEAVED, f"{R}\n</think>\n\n{A}[e~[", forced="<think>"),
     },
     "deepseek_v3_1": {
         "single": Case(USER, R, A, chat=ON, supervised=f"<think>{R}</think>{A}{EOS}"),
@@ -212,3 +218,10 @@ def test_the_supervised_span_is_what_the_target_generated_and_the_ids_decide_whe
     ids, mask, source = rebuild(family, name, tokenizer, case_record(family, name, tokenizer))
     supervised = tokenizer.decode([t for t, m in zip(ids, mask) if m], skip_special_tokens=False)
     assert (supervised, source) == (case.supervised, case.source)
+
+
+def test_an_interleaved_template_renders_the_earlier_turns_reasoning_into_the_prompt(family_tokenizers):
+    tokenizer = family_tokenizers["minimax_m2"]
+    ids, mask, _ = rebuild("minimax_m2", "interleaved", tokenizer, case_record("minimax_m2", "interleaved", tokenizer))
+    prompt = tokenizer.decode([t for t, m in zip(ids, mask) if not m])
+    assert "]~b]ai\n<think>\nOne and one.\n</think>\n\nIt is 2.[e~[" in prompt

@@ -51,3 +51,22 @@ def test_every_layout_trains_on_the_servers_ids(
             gens[s["sample_id"]]["completion_token_ids"]
         )
     assert manifest.details["server_check"]["match_rate"] == match_rate
+
+
+def test_an_interleaved_history_is_sent_with_its_reasoning_and_rendered_as_the_server_rendered_it(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server
+):
+    history = [
+        {"role": "user", "content": "What is 1 + 1?"},
+        {"role": "assistant", "content": "It is 2.", "reasoning_content": "One and one."},
+        {"role": "user", "content": "And 2 + 2?"},
+    ]
+    server = make_fake_server(family=family_tokens("minimax_m2", family_tokenizers))
+    src = write_jsonl(tmp_path / "in.jsonl", [{"messages": history}])
+    run_generate(config(src, [server.url]), tmp_path / "gen")
+    assert server.requests[-1]["messages"][1]["reasoning"] == "One and one."
+    target = TargetConfig(path=str(family_dirs["minimax_m2"]), **ALL_FAMILIES["minimax_m2"].target)
+    manifest = run_reconstruct(ReconstructConfig(), target, tmp_path / "gen", tmp_path / "seq")
+    assert manifest.details["server_check"] == {"checked": 1, "matched": 1, "match_rate": 1.0}
+    prompt = family_tokenizers["minimax_m2"].decode(accepted(tmp_path / "gen")["prompt_token_ids"][0].to_list())
+    assert "<think>\nOne and one.\n</think>\n\nIt is 2." in prompt
