@@ -4,7 +4,7 @@ The server's token ids are the truth; reconstruct's text path rebuilds them from
 server returned. Each case of ``SUITE`` is one chat request with the recipe's settings
 (``target.chat``, ``generate``) at the boundaries a single short question misses:
 
-- ``question``: one question with room to finish (``max_tokens`` 1024 by default), so the
+- ``question``: one question with room to finish (the run's own ``generate.max_tokens``), so the
   ``</think>`` -> answer boundary and the end-of-turn token are in the ids;
 - ``system``: a system prompt;
 - ``two_turns``: a history with an earlier answer (how the template renders past turns);
@@ -83,8 +83,9 @@ class PreflightReport:
         return "\n".join([head] + [f"  {c.name}: {c.note}" for c in self.cases])
 
 
-def preflight(target: TargetConfig, gen: GenerateConfig, url: str, max_tokens: int = 1024) -> PreflightReport:
-    """Run ``SUITE`` against ``url``; the report when every case agrees, else ``EndpointError``."""
+def preflight(target: TargetConfig, gen: GenerateConfig, url: str, max_tokens: int | None = None) -> PreflightReport:
+    """Run ``SUITE`` against ``url``; the report when every case agrees, else ``EndpointError``.
+    ``max_tokens`` defaults to the run's own ``generate.max_tokens``: the room the run gives."""
     from eagle3_core.reconstruct.tokenizer import load_tokenizer, token_facts
 
     tokenizer = load_tokenizer(target.require_path(), target.trust_remote_code)

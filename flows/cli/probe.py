@@ -33,11 +33,13 @@ import click
 @click.option(
     "--max-tokens",
     type=click.IntRange(min=1),
-    default=1024,
-    show_default=True,
-    help="Completion limit of each request: room for the reasoning to finish, so the </think> boundary and the end-of-turn are checked.",
+    default=None,
+    help="Completion limit of each request; default: the recipe's generate.max_tokens, the room its run gives the "
+    "reasoning to finish (so the </think> boundary and the end-of-turn are checked).",
 )
-def command(recipe: str, base_urls: tuple[str, ...], tokenizer: str | None, model: str | None, max_tokens: int) -> None:
+def command(
+    recipe: str, base_urls: tuple[str, ...], tokenizer: str | None, model: str | None, max_tokens: int | None
+) -> None:
     """Send the pre-flight suite (a question, a system prompt, a two-turn history, a tool round trip) to each
     endpoint; check per case that the server's token ids equal the reconstruction of its own text."""
     from eagle3_core.config import PipelineConfig
