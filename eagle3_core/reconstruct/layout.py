@@ -4,7 +4,13 @@ Layout (every family; what differs between families lives in the tokenizer's cha
 and in the recipe's token texts, never here)::
 
     prompt  = chat_template(messages, add_generation_prompt=True)        # as the server rendered it
-    output  = [think_open]? + ids(reasoning) + [think_close] + ids(content) + [end_of_turn]
+    output  = open? + ids(reasoning) + close + ids(content) + [end_of_turn]
+
+``open`` and ``close`` are the recipe's reasoning markers (``TokenFacts.think_open_ids`` /
+``think_close_ids``): one id each for a think pair, or harmony's channel headers for gpt-oss
+(``<|channel|>analysis<|message|>`` and ``<|end|><|start|>assistant<|channel|>final<|message|>``,
+the generation prompt ending ``<|start|>assistant``). Where the text says ``<think>`` below, read
+the open marker.
 
 - Kimi-K2.5 and DeepSeek-R1 put the think-open token into the generation prompt
   (``...<|im_middle|><think>``, ``<｜Assistant｜><think>\\n``); the target then generates the
@@ -15,8 +21,8 @@ and in the recipe's token texts, never here)::
   and content are encoded apart: a special id splits the text on both sides in every
   Hugging Face tokenizer, so this equals encoding the whole completion with the specials.
 - Thinking switched off by the template (Qwen3 ``enable_thinking: false`` renders
-  ``<think>\n\n</think>\n\n``, K2.5 ``thinking: false`` renders ``<think></think>`` into the
-  generation prompt): the think block is closed before the target speaks, so
+  ``<think>\n\n</think>\n\n``, K2.5 ``thinking: false`` renders ``<think></think>``, DeepSeek-V3.1
+  chat mode a bare ``</think>`` into the generation prompt): the think block is closed before the target speaks, so
   ``output = ids(content) + [end_of_turn]`` and the whole forced block stays masked out.
 - ``finish_reason == "length"``: the target stopped mid-way, so no end-of-turn.
 - Whether the output holds ``think_open`` / ``think_close`` is a fact about the ids, never a
