@@ -79,6 +79,8 @@ def evaluate_into(
     manifest: StageManifest,
 ) -> None:
     """The stage's work: measure, write the report, put the headline into ``manifest``."""
+    serve = serve or ServeConfig()
+    serve = serve if serve.log_dir else serve.model_copy(update={"log_dir": str(out_dir / "logs")})  # not $TMPDIR
     report = _evaluate(cfg, target, export_dir, serve, generations_dir, reporter, manifest.timings)
     write_report(out_dir, report)
     manifest.counts = {"prompts": report["heldout"]["prompts"], "skipped_rows": report["heldout"]["skipped_rows"]}
@@ -102,11 +104,14 @@ def evaluation_inputs(
     prompts: PromptSource, target_path: str, export_dir: Path, generations_dir: str | Path | None
 ) -> dict[str, str]:
     """Fingerprints of what the figures depend on, in a fixed order."""
+    from eagle3_core.fingerprint import model_fingerprint
     from eagle3_core.generate.inputs import fingerprint
 
-    files = sorted(p for p in export_dir.glob("*") if p.is_file())
-    drafter = stable_hash([f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files])
-    inputs = {"target": f"path:{Path(target_path).resolve()}", "drafter": drafter, "prompts": fingerprint(prompts)}
+    inputs = {
+        "target": model_fingerprint(target_path),
+        "drafter": model_fingerprint(export_dir),  # its bytes: a copied run is still complete
+        "prompts": fingerprint(prompts),
+    }
     if generations_dir is not None:
         inputs["generations"] = input_fingerprint(generations_dir)
     return inputs

@@ -120,7 +120,11 @@ class GenerateRun:
 
     def _open(self) -> None:
         if not self.cfg.base_urls:
-            raise ConfigError("generate needs at least one endpoint", fix="pass --base-url http://host:port/v1")
+            raise ConfigError(
+                "generate needs at least one endpoint: base_urls is empty",
+                fix="set base_urls to your servers (http://host:port/v1): generate.base_urls in a recipe, cfg.base_urls "
+                "in the Prefect form, --base-url on the command line",
+            )
         if next(iter_rows(self.cfg.prompts), None) is None and not self.cfg.allow_empty:  # before the probe
             raise InputError(
                 f"the input holds no rows: {self.cfg.prompts.input}",
