@@ -28,10 +28,10 @@ class Token(StrictModel):
 class HarmonyChannels(StrictModel):
     """gpt-oss's harmony format: the reasoning is the `analysis` channel, the answer the `final` one.
 
-    The generation prompt ends ``<|start|>assistant``; the target writes
-    ``<|channel|>analysis<|message|>REASONING<|end|><|start|>assistant<|channel|>final<|message|>ANSWER<|return|>``
+    The generation prompt ends `<|start|>assistant`; the target writes
+    `<|channel|>analysis<|message|>REASONING<|end|><|start|>assistant<|channel|>final<|message|>ANSWER<|return|>`
     (openai/harmony, "Reasoning" and "Receiving messages"), so the reasoning's open marker is
-    ``channel + analysis + message`` and its close marker ``end + start + role + channel + final + message``.
+    `channel + analysis + message` and its close marker `end + start + role + channel + final + message`.
     """
 
     start: Token = Field(default_factory=lambda: Token(text="<|start|>"), description="Starts a message header.")
@@ -140,7 +140,7 @@ class TargetConfig(StrictModel):
     )
     other_turn_ends: list[Token] = Field(
         default_factory=list,
-        description="Other tokens that end an assistant turn (Llama-3.1 <|eom_id|>, gpt-oss <|call|>, GLM <|user|>/<|observation|>): checked against the tokenizer; a turn ending in one of them is held by the server's ids only.",
+        description="Other tokens that end an assistant turn (Llama-3.1 `<|eom_id|>`, gpt-oss `<|call|>`, GLM `<|user|>`/`<|observation|>`): checked against the tokenizer; a turn ending in one of them is held by the server's ids only.",
     )
     thinking: ThinkingSwitch | None = Field(
         None, description="The template's thinking switch; null for a model that always thinks or never does."
