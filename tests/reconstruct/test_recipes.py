@@ -28,3 +28,17 @@ def test_the_cli_target_takes_the_family_recipe_and_the_given_path(tmp_path):
 def test_a_missing_recipe_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="recipe not found"):
         target_from_recipe(tmp_path / "nope.yaml", None, path=str(tmp_path))
+
+
+def test_an_unknown_family_is_a_config_error_listing_the_bundled_ones(tmp_path):
+    with pytest.raises(ConfigError, match="no bundled recipe for family 'nope'") as err:
+        target_from_recipe(None, "nope", path=str(tmp_path))
+    assert "gpt_oss" in str(err.value) and "deepseek_r1_distill_qwen" in str(err.value)
+
+
+def test_the_distills_have_their_own_ids_not_r1s():
+    r1 = target_from_recipe(None, "deepseek_r1")
+    qwen = target_from_recipe(None, "deepseek_r1_distill_qwen")
+    llama = target_from_recipe(None, "deepseek_r1_distill_llama")
+    assert (r1.think_open_id, qwen.think_open_id, llama.think_open_id) == (128798, 151648, 128013)
+    assert (r1.end_of_turn_id, qwen.end_of_turn_id, llama.end_of_turn_id) == (1, 151643, 128001)
