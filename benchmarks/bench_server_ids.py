@@ -52,7 +52,8 @@ def start_proxy(upstream: str, legacy: bool) -> tuple[ThreadingHTTPServer, str]:
     class Proxy(BaseHTTPRequestHandler):
         def _relay(self, method: str) -> None:
             data = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if method == "POST" else None
-            reply = httpx.request(method, upstream + self.path, content=data, timeout=300)
+            headers = {"Content-Type": "application/json"} if data is not None else {}
+            reply = httpx.request(method, upstream + self.path, content=data, headers=headers, timeout=300)
             payload = reply.content
             if self.path.endswith("/chat/completions") and reply.status_code == 200:
                 payload = json.dumps(sglang_layout(reply.json(), legacy)).encode()

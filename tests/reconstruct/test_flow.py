@@ -41,7 +41,8 @@ def test_reconstruct_flow_writes_sequences_and_publishes_the_server_check(prefec
     artifacts = server_check_artifact()
     assert artifacts and "match rate" in artifacts[0].description
     rejects = server_check_artifact("reconstruct-rejects")
-    assert rejects and {"group": "reject_reasons", "name": "empty_completion", "value": 1} in rejects[0].data
+    data = json.loads(rejects[0].data) if isinstance(rejects[0].data, str) else rejects[0].data
+    assert {"group": "reject_reasons", "name": "empty_completion", "value": 1} in data
     vocab = stage_flow("vocab")(
         cfg=VocabConfig(draft_vocab_size=8),
         target=target,

@@ -66,6 +66,6 @@ def test_a_history_tool_call_renders_as_vllm_renders_it(tool_server):
     ours = tok.apply_chat_template(server_messages(stored), tokenize=False, add_generation_prompt=True)
     as_string = tok.apply_chat_template(sent_messages(stored), tokenize=False, add_generation_prompt=True)
     assert tok.encode(ours, add_special_tokens=False) == served
-    assert '<call>add {"a": 2, "b": 3}</call><call>add {}</call>' in ours
+    assert '<call>add{"a": 2, "b": 3}</call><call>add{}</call>' in ours
     assert tok.encode(as_string, add_special_tokens=False) != served  # the string as given: not what vLLM renders
     assert json.loads(CALLS[0]["function"]["arguments"]) == {"a": 2, "b": 3}
