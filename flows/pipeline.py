@@ -192,7 +192,7 @@ def run_stage(
         outcome.counts = dict(read_manifest(spec.out(config)).counts)
         logger.info("%s: complete for these inputs and config in %s, reused", name, outcome.out_dir)
         return outcome
-    if spec.served and not config.generate.base_urls:  # the stage's own fix names a CLI flag pipeline lacks
+    if spec.served(config) and not config.generate.base_urls:  # the stage's own fix names a CLI flag pipeline lacks
         outcome.status, outcome.reason = "failed", "no endpoint: generate.base_urls is empty and serve is not set"
         raise ConfigError(
             f"{name} has {outcome.reason}",
@@ -246,7 +246,7 @@ def served_for(spec: StageSpec, config: PipelineConfig, outcomes: dict[str, Outc
     while that stage runs, and stop vLLM afterwards, error or not. Not started when the recipe
     names its own endpoints (``serve`` unset), the stage is not selected, or it has nothing to do."""
     if (
-        not spec.served
+        not spec.served(config)
         or config.serve is None
         or spec.name not in config.stages
         or (spec.is_done is not None and spec.is_done(config))

@@ -34,6 +34,7 @@ from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.engine import Engine, WorkItem, rejected_record, run_coroutine
 from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.generate.keys import KeySet, key64
+from eagle3_core.generate.life import lifecycle_for
 from eagle3_core.generate.probe import ProbeReport, probe_endpoints
 from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
@@ -48,6 +49,10 @@ STAGE = "generate"
 
 def run_generate(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageManifest:
     """Generate every prompt of ``cfg.prompts`` into ``out_dir``; resume or skip when possible."""
+    if cfg.source == "dataset":  # the rows' own answers, no server (dataset_source.py)
+        from eagle3_core.generate.dataset_source import run_dataset_source
+
+        return run_dataset_source(cfg, out_dir, reporter)
     run = GenerateRun(cfg, out_dir, reporter)
     finished = run.open()
     if finished is not None:
@@ -66,6 +71,10 @@ def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
     Endpoint URLs are left out on purpose: the same prompts and sampling served on another port
     (a second demo, a moved server) are the same samples.
     """
+    if cfg.source == "dataset":  # keyed apart from every served run (dataset_source.py)
+        from eagle3_core.generate import dataset_source
+
+        return dataset_source.stage_keys(cfg)
     config_hash = stable_hash(
         {
             "sampling": cfg.sampling_key(),
@@ -77,14 +86,7 @@ def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
 
 
 def lifecycle(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageLifecycle:
-    return StageLifecycle(
-        STAGE,
-        out_dir,
-        *stage_keys(cfg),
-        shards=("accepted/part-*.parquet", "rejected/part-*.parquet"),
-        versions=("openai", "polars", "httpx"),
-        reporter=reporter,
-    )
+    return lifecycle_for(stage_keys(cfg), out_dir, reporter)
 
 
 def is_complete(cfg: GenerateConfig, out_dir: str | Path) -> bool:

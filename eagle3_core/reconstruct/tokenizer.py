@@ -11,7 +11,6 @@ target emits a single id, and the drafter would learn a sequence the target neve
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,13 +112,12 @@ def target_vocab_size(path: str | Path, tokenizer: Any) -> int:
     The model's vocab is often padded past the tokenizer (Qwen3: 151936 vs 151669 ids);
     ``t2d`` must cover the model's rows, so the config wins when present.
     """
-    config = Path(path) / "config.json"
-    if config.is_file():
-        data = json.loads(config.read_text(encoding="utf-8"))
-        size = data.get("vocab_size") or (data.get("text_config") or {}).get("vocab_size")
-        if size:
-            return max(int(size), len(tokenizer))
-    return len(tokenizer)
+    from eagle3_core.contracts.target import CONFIG, language_config
+
+    if not (Path(path) / CONFIG).is_file():
+        return len(tokenizer)
+    size = language_config(path).get("vocab_size")
+    return max(int(size), len(tokenizer)) if size else len(tokenizer)
 
 
 def single_id(tokenizer: Any, text: str, expected: int | None, field: str, id_field: str | None = None) -> int:

@@ -33,6 +33,7 @@ def served(tmp_path_factory, toy_target):
     recipe.pop("serve", None)
     recipe["stages"] = ["vocab"]
     (tmp / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    (tmp / "home").mkdir()
     with running_prefect_server(tmp / "home", PREFECT_LOGGING_LEVEL="INFO") as env:
         log = tmp / "serve.log"
         serve = start(

@@ -92,11 +92,11 @@ def sigkill_and_find_left(starter: subprocess.Popen, engine: list[int]) -> list[
     return [pid for pid in engine if alive(pid)]
 
 
-def test_a_sigkilled_evaluate_leaves_no_vllm_process_and_its_log_is_in_the_run(tmp_path):
-    from tests.evaluate.models import make_chat_target, make_export
+def test_a_sigkilled_evaluate_leaves_no_vllm_process_and_its_log_is_in_the_run(tmp_path, toy_target):
+    from tests.evaluate.models import make_export
 
     require_vllm()
-    target = make_chat_target(tmp_path / "target")
+    target = toy_target  # a served model of the toy recipe's size (max_model_len 2048, evaluate's default)
     export = make_export(tmp_path / "drafter" / "export", target)
     out = tmp_path / "eval"
     command = ["-c", "from flows.cli import main; main()", "evaluate", "--target", str(target), "--drafter"]
@@ -105,7 +105,8 @@ def test_a_sigkilled_evaluate_leaves_no_vllm_process_and_its_log_is_in_the_run(t
         starter = subprocess.Popen([sys.executable, *command], env=ENV, cwd=tmp_path, start_new_session=True)
         try:
             watchdog = wait_until(lambda: watchdog_of(starter.pid), 300, "evaluate to start vLLM")
-            wait_until(lambda: healthy(out / "logs"), 300, "vLLM to answer /health")
+            wait_until(lambda: starter.poll() is not None or healthy(out / "logs"), 300, "vLLM to answer /health")
+            assert starter.poll() is None, "evaluate stopped before vLLM was up"
             engine = group(watchdog)
             assert len(engine) >= 3  # the watchdog, the api_server and vLLM's engine processes
 
