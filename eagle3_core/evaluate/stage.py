@@ -245,7 +245,9 @@ def _by_context(cfg, target, export_dir, prompts, answers: dict, online: dict | 
 def _offline(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, prompts: list, reporter: Reporter):
     from eagle3_core.evaluate.offline import ChainDecoder, prompt_token_ids, run_offline
 
-    decoder = ChainDecoder.load(target.path, export_dir, threads=cfg.threads)
+    decoder = ChainDecoder.load(
+        target.path, export_dir, threads=cfg.threads, trust_remote_code=target.trust_remote_code
+    )
     ids = prompt_token_ids(target.path, prompts[: cfg.offline_max_prompts], target.chat)
     k = cfg.num_speculative_tokens
     results = {}

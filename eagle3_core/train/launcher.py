@@ -67,7 +67,9 @@ def trainer_command(cfg: TrainConfig, spec_file: Path) -> list[str]:
 
 
 def train_devices(cfg: TrainConfig) -> str | None:
-    return cfg.online_vllm.train_devices if cfg.mode == "online-vllm" else None
+    from eagle3_core.train.sources import source_for
+
+    return source_for(cfg.mode).train_devices(cfg)
 
 
 def trainer_env(cfg: TrainConfig) -> dict[str, str]:

@@ -92,6 +92,13 @@ def evaluate(module, head, reader, heldout: list[Sample], cfg: TrainConfig, dev:
         )
         _, c = forward_batch(module, head, batch, cfg)
         counts.add(c)
+    if not counts.count or counts.count[0] == 0:  # a loss of 0 over nothing would read as a perfect drafter
+        raise InputError(
+            f"the held-out set ({len(heldout)} samples) has no supervised position to evaluate",
+            path=heldout[0].where if heldout else None,
+            fix="check the loss_mask of sequences/ (every held-out sample is masked out), "
+            "or raise train.heldout_fraction",
+        )
     return step_record(counts)
 
 
@@ -196,22 +203,15 @@ class Trainer:
             tokens += sum(min(s.length, self.cfg.micro_batch_tokens) for s in samples)
         return rank_mean(sum(losses) / len(losses), self.dev), rank_sum(counts, self.dev), tokens
 
-    def request_states(self) -> None:
-        """online-vllm: ask the engine for the micro-batches from here to the last, and the held-out set."""
-        from eagle3_core.train.online_vllm import requests_for
-
+    def batches_to_read(self) -> list[list[Sample]]:
+        """This run's micro-batches from the resumed one to the last, every rank's, in reading order."""
         world, first = self.dev.world, self.micro * self.dev.world
         end = self.total * self.engine.gradient_accumulation_steps() * world
-        batches = [self.plan.batch(n) for n in range(first, end)]
-        requests, plan = requests_for(self.reader, self.cfg, self.inputs, batches, self.heldout, world)
-        self.reader.begin(requests, plan, self.dev.rank, world)
-        if self.dev.rank == 0:
-            print(plan.describe(), flush=True)
+        return [self.plan.batch(n) for n in range(first, end)]
 
     def run(self) -> dict[str, Any]:
         self.resume()
-        if self.inputs.mode == "online-vllm":
-            self.request_states()
+        self.reader.start(self)  # a spool asks its engine for what this run will read
         if "initial" not in self.evals and self.heldout:
             self.log_eval("initial")
         started, tokens, window_tokens, window_start = time.monotonic(), 0, 0, time.monotonic()
@@ -268,5 +268,5 @@ class Trainer:
             "deepspeed_config": self.ds_config,
             "device": str(self.dev.device),
             "world_size": self.dev.world,
-            "spool": self.reader.stats() if self.inputs.mode == "online-vllm" else None,
+            "spool": self.reader.stats(),
         }

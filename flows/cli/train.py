@@ -190,6 +190,6 @@ def parse_layers(text: str | None) -> list[int] | None:
 
 def reads_hidden(mode: str, input_dir: str) -> bool:
     """Whether --input is hidden/ (offline, or auto given a complete hidden/) rather than sequences/."""
-    from eagle3_core.train.mode import hidden_is_complete
+    from eagle3_core.train.sources import hidden_is_complete
 
     return mode == "offline" or (mode == "auto" and hidden_is_complete(input_dir))

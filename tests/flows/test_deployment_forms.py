@@ -9,7 +9,6 @@ import pytest
 from tests.flows.forms import filled_form, single_edits
 
 ROOT = Path(__file__).resolve().parents[2]
-COPIES = ("generate.chat.", "recipe.generate.chat.")  # a copy of target.chat: editing it is a conflict
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +21,16 @@ def deployments(tmp_path_factory):
 def form_of(deployment) -> tuple[dict, dict]:
     schema = deployment._parameter_openapi_schema.model_dump()
     return schema, filled_form(schema, deployment.parameters)
+
+
+def validate_as_the_run_does(deployment, form: dict) -> None:
+    """Each parameter through its declared model (the pipeline validates its own parameter so)."""
+    import typing
+
+    hints = typing.get_type_hints(flow_of(deployment).fn)
+    for name, value in form.items():
+        if hasattr(hints[name], "model_validate"):
+            hints[name].model_validate(value)
 
 
 def flow_of(deployment):
@@ -39,24 +48,26 @@ def test_the_form_submitted_with_nothing_edited_is_accepted(deployments, name):
 
 
 @pytest.mark.parametrize("name", ["eagle3-pipeline", "eagle3-generate", "eagle3-nightly"])
-def test_the_form_with_any_one_field_edited_to_another_valid_value_is_accepted(deployments, name):
-    from eagle3_core.config import PipelineConfig
-    from eagle3_core.generate.config import GenerateConfig
+def test_the_form_with_any_one_field_edited_is_accepted_or_refused_in_one_line_naming_it(deployments, name):
+    """Another valid value of one field runs; where it conflicts with another field (a copy of
+    target.chat, a variant a loader cannot read) the refusal is one line naming the field edited."""
+    from pydantic import ValidationError
+
+    from eagle3_core.config import format_validation_error
 
     schema, form = form_of(deployments[name])
-    model = {"eagle3-pipeline": PipelineConfig, "eagle3-generate": GenerateConfig}.get(name)
-    refused, tried = [], 0
+    wrong, accepted, tried = [], 0, 0
     for field, edited in single_edits(schema, form):
-        if any(f".{copy}" in f".{field}" for copy in COPIES) and name != "eagle3-generate":
-            continue  # the conflict: tests below
         tried += 1
         try:
-            flow_of(deployments[name]).validate_parameters(edited) if model is None else model.model_validate(
-                next(iter(edited.values()))
-            )
-        except Exception as exc:  # noqa: BLE001 - collected, to name every refused field at once
-            refused.append(f"{field}: {str(exc).splitlines()[:2]}")
-    assert tried >= 20 and refused == []
+            validate_as_the_run_does(deployments[name], edited)
+            accepted += 1
+        except ValidationError as exc:
+            message = format_validation_error(exc)
+            group = field.split(".", 1)[1].removeprefix("recipe.").rsplit(".", 1)[0]  # config.x.y.z -> x.y
+            if "\n" in message or group not in message:
+                wrong.append(f"{field}: {message}")
+    assert tried >= 20 and accepted >= tried - 3 and wrong == []
 
 
 def test_a_copy_set_to_another_value_than_its_source_is_one_line_naming_both_fields(deployments):
