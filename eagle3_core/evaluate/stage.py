@@ -248,12 +248,12 @@ def _online(
 
 def _by_context(cfg, target, export_dir, prompts, answers: dict, online: dict | None, reporter: Reporter) -> dict:
     """Acceptance per context bucket, replayed on vLLM's answers (else the offline loop's)."""
-    from eagle3_core.evaluate.buckets import context_report
+    from eagle3_core.evaluate.buckets import context_report, ends
 
     source = "vllm" if "vllm" in answers else "offline"
     chosen = prompts if source == "vllm" else prompts[: cfg.offline_max_prompts]
     block = context_report(cfg, target, export_dir, chosen, answers[source], online, source)
-    first, last = block["buckets"][0], block["buckets"][-1]
+    first, last = (ends(block) or block["buckets"])[0], (ends(block) or block["buckets"])[-1]
     reporter.log(
         f"evaluate: acceptance by context (k={cfg.num_speculative_tokens}, {source} answers): "
         f"{first['label']} {first['acceptance_length']}, {last['label']} {last['acceptance_length']}; "
@@ -304,9 +304,12 @@ def headline(report: dict) -> dict:
 
 def context_headline(block: dict | None) -> dict | None:
     """The first and last context buckets' acceptance lengths (the pipeline summary shows them)."""
-    if not block or not block["buckets"]:
+    from eagle3_core.evaluate.buckets import ends
+
+    held = ends(block or {})
+    if not held:
         return None
-    first, last = block["buckets"][0], block["buckets"][-1]
+    first, last = held[0], held[-1]
     return {
         "k": block["k"],
         "first": {"label": first["label"], "acceptance_length": first["acceptance_length"]},

@@ -36,6 +36,7 @@ def _schemas() -> dict[str, dict]:
                 "tool_calls": pl.String,
                 "tool_call_id": pl.String,
                 "name": pl.String,
+                "reasoning": pl.String,
             }
         )
     )
