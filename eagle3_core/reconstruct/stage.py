@@ -87,7 +87,7 @@ class ReconstructStage(Stage):
         return [todo]
 
     def run(self, todo: list[ShardJob]) -> None:
-        reconstructor = Reconstructor(self.tokenizer, self.facts, self.cfg, self.chat)
+        reconstructor = Reconstructor(self.tokenizer, self.facts, self.cfg, self.chat, self.target)
         run_jobs(todo, self.inputs, self.out_dir, reconstructor, self.target, self.reporter, len(self.jobs))
 
     def finish(self, manifest: StageManifest) -> Rejects:
@@ -101,8 +101,10 @@ def run_reconstruct(*args, **kwargs) -> StageManifest:
 
 
 def target_tokens(target: TargetConfig) -> dict[str, Any]:
-    """The parts of the target that decide the layout (not where it lives)."""
-    return target.model_dump(mode="json", include={"family", "think_open", "think_close", "end_of_turn"})
+    """The parts of the target that decide the layout (not where it lives, nor its template's provenance)."""
+    return target.model_dump(
+        mode="json", exclude={"path", "trust_remote_code", "chat", "aux_layer_ids", "template_version"}
+    )
 
 
 def run_jobs(
@@ -157,7 +159,7 @@ def _init_worker(target: TargetConfig, facts: TokenFacts, cfg: ReconstructConfig
     global _WORKER
     os.environ["RAYON_NUM_THREADS"] = "1"
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    _WORKER = Reconstructor(load_tokenizer(target.path, target.trust_remote_code), facts, cfg, chat)
+    _WORKER = Reconstructor(load_tokenizer(target.path, target.trust_remote_code), facts, cfg, chat, target)
 
 
 def _worker_shard(job: ShardJob, plan: InputPlan, out_dir: Path) -> str:

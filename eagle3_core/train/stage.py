@@ -7,7 +7,9 @@ On-disk layout (``out_dir`` is the drafter folder):
     drafter/checkpoints/         DeepSpeed checkpoints (``latest`` names the newest)
     drafter/metrics.jsonl        one line per logged step, plus held-out lines
     drafter/train.log            the trainer's whole output
-    drafter/export/              config.json + model.safetensors for vLLM / SGLang
+    drafter/export/              config.json + model.safetensors for vLLM / SGLang, README.md (the model card)
+    drafter/tensorboard/         TensorBoard event files (train.report_to; wandb/, mlflow.db beside when named)
+    drafter/tracking.json        the tracking run's ids and stores, for evaluate
 
 Guarantees: inputs are checked before the trainer starts (wrong width, foreign vocab, empty set
 are ``InputError``s, no step runs); a complete manifest for the same config and inputs returns
@@ -17,7 +19,6 @@ config or other inputs are discarded rather than resumed; a failed trainer raise
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,23 +30,22 @@ from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import Reporter
 from eagle3_core.target import TargetConfig
-from eagle3_core.train import online_run
+from eagle3_core.tracking import RUN_FILE, check_backends
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.ds_config import read_user_file
-from eagle3_core.train.inputs import TrainInputs, check_inputs
+from eagle3_core.train.inputs import TrainInputs
 from eagle3_core.train.launcher import launch
 from eagle3_core.train.main import ERROR_FILE, SPEC_FILE, SUMMARY_FILE
-from eagle3_core.train.mode import hidden_is_complete
+from eagle3_core.train.provenance import run_facts
+from eagle3_core.train.sources import check_inputs, resolve_auto, source_for
 
 STAGE = "train"
 
 
 def input_fingerprints(cfg: TrainConfig, inputs: TrainInputs, vocab_dir) -> dict[str, str]:
     found = {"vocab": input_fingerprint(vocab_dir), "target": model_fingerprint(inputs.target_path)}
-    if inputs.mode == "offline":
-        found["hidden"] = input_fingerprint(inputs.hidden_dir)
-    else:
-        found["sequences"] = input_fingerprint(inputs.sequences_dir)
+    name, folder = source_for(inputs.mode).input_folder(inputs)
+    found[name] = input_fingerprint(folder)
     if cfg.deepspeed_config:
         found["deepspeed_config"] = stable_hash(read_user_file(cfg.deepspeed_config))
     return found
@@ -95,8 +95,10 @@ def complete_manifest(manifest: StageManifest, summary: dict, inputs: TrainInput
 class TrainStage(Stage):
     """Train (or resume, or reuse) the drafter; see the module docstring."""
 
-    name, shards, versions = STAGE, ("export/*",), ("torch", "deepspeed", "transformers")
-    outputs = ("checkpoints", "export", "metrics.jsonl", SUMMARY_FILE)  # never resume another config's
+    name, versions = STAGE, ("torch", "deepspeed", "transformers")
+    shards = ("export/*.json", "export/*.safetensors")  # not the card: evaluate rewrites it
+    # never resume another config's checkpoints
+    outputs = ("checkpoints", "export", "tensorboard", "metrics.jsonl", SUMMARY_FILE, RUN_FILE)
     changed = "its checkpoints are discarded"
 
     cfg: TrainConfig
@@ -108,22 +110,20 @@ class TrainStage(Stage):
     reporter: Reporter | None = None
 
     def keys(self) -> tuple[str, dict[str, str]]:
-        if self.cfg.mode == "auto":  # the pipeline skipped extract when hidden/ would not fit: stream instead
-            mode = "offline" if hidden_is_complete(self.hidden_dir) else "online-vllm"
+        mode, line = resolve_auto(self.cfg.mode, self.hidden_dir)
+        if line:
             self.cfg = self.cfg.model_copy(update={"mode": mode})
-            self.reporter.log(f"train: mode auto -> {mode} (hidden/ {'complete' if mode == 'offline' else 'absent'})")
+            self.reporter.log(line)
+        self.source = source_for(self.cfg.mode)
+        check_backends(self.cfg.report_to)  # a tracker whose package is missing: one error before any work
         self.inputs = check_inputs(self.cfg.mode, self.target, self.hidden_dir, self.vocab_dir, self.sequences_dir)
         fingerprints = input_fingerprints(self.cfg, self.inputs, self.vocab_dir)
-        return stable_hash({"train": self.cfg.output_hash(), "layers": self.inputs.aux_layer_ids}), fingerprints
+        self.config_hash = stable_hash({"train": self.cfg.output_hash(), "layers": self.inputs.aux_layer_ids})
+        return self.config_hash, fingerprints
 
     def plan(self) -> list[None]:
-        """Offline: every hidden shard's blake2b against extract's manifest, before the trainer starts
-        (and before this folder is written). Training reads each byte every epoch anyway, so one
-        hashing pass (~1 GB/s a core) costs less than an epoch; a skipped run pays nothing."""
-        from eagle3_core.readers import hidden
-
-        if self.inputs.mode == "offline":
-            hidden.verify(self.inputs.hidden_dir, checksums=True)
+        """The source's full input check (hidden/: every shard's blake2b), before this folder is written."""
+        self.source.verify(self.inputs)
         (self.out_dir / ERROR_FILE).unlink(missing_ok=True)
         return [None]
 
@@ -133,28 +133,21 @@ class TrainStage(Stage):
             f"train: {inputs.samples} samples, {inputs.tokens} tokens, draft vocab {inputs.draft_vocab_size}, "
             f"aux layers {inputs.aux_layer_ids}, mode {inputs.mode}"
         )
-        if cfg.mode == "online-vllm":
-            online_run.prepare(cfg, inputs, out, self.reporter)
-        write_json_atomic(
-            out / SPEC_FILE, {"cfg": cfg.model_dump(mode="json"), "inputs": vars(inputs), "out_dir": str(out)}
-        )
-        with self._engine() as engine_figures:  # online-vllm: the engine lives as long as the trainer
+        self.source.prepare(cfg, inputs, out, self.reporter)
+        facts = run_facts(cfg, inputs, out, self.config_hash)
+        spec = {"cfg": cfg.model_dump(mode="json"), "inputs": vars(inputs), "out_dir": str(out), "facts": facts}
+        write_json_atomic(out / SPEC_FILE, spec)
+        # an engine (online-vllm) lives as long as the trainer
+        with self.source.running(cfg, self.target, inputs, out, self.reporter) as engine_figures:
             outcome = launch(cfg, out / SPEC_FILE, self.reporter)
         if outcome.returncode != 0:
             raise trainer_error(out, outcome.tail, outcome.returncode)
         self.engine_figures = engine_figures
 
-    def _engine(self):
-        if self.cfg.mode != "online-vllm":
-            return contextlib.nullcontext({})
-        return online_run.engine_for_run(self.cfg, self.target, self.inputs, self.out_dir, self.reporter)
-
     def finish(self, manifest: StageManifest) -> None:
         summary = read_json(self.out_dir / SUMMARY_FILE)
         complete_manifest(manifest, summary, self.inputs)
-        if self.cfg.mode == "online-vllm":
-            manifest.details["online"] = online_run.details(summary, self.engine_figures, self.cfg)
-            online_run.clean(self.cfg, self.out_dir)
+        self.source.finish(self.cfg, self.out_dir, manifest, summary, self.engine_figures)
 
 
 def run_train(*args, **kwargs) -> StageManifest:

@@ -49,7 +49,7 @@ def command(
     trust_remote_code: bool,
 ) -> None:
     """Store the target's low/mid/high and final hidden states for every token (bf16 safetensors)."""
-    from eagle3_core.readers.sequences import parts
+    from eagle3_core.contracts.sequences import parts
     from eagle3_core.target import TargetConfig
 
     parts(sequences_dir)  # the input folder first: a wrong --input is not a layer error

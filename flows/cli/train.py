@@ -53,6 +53,14 @@ def field_options(function):
     "--layers", default=None, help="Auxiliary layer ids, e.g. 2,16,29 (default: what hidden/ was extracted with)."
 )
 @field_option(TrainConfig, "hostfile", type=click.Path(dir_okay=False))
+@click.option(
+    "--report-to",
+    multiple=True,
+    type=click.Choice(["tensorboard", "wandb", "mlflow", "none"]),
+    default=("tensorboard",),
+    show_default=True,
+    help="Experiment trackers rank 0 logs each step to (repeat for several; `none` for none); wandb and mlflow: pip install 'eagle3[tracking]'.",
+)
 def command(
     input_dir: str, target_path: str, out_dir: str, vocab_dir: str | None, layers: str | None, **fields
 ) -> None:
@@ -60,7 +68,7 @@ def command(
     from eagle3_core.target import TargetConfig
 
     online = OnlineVllmConfig(**{name: fields.pop(name) for name in ONLINE_FIELDS})
-    cfg = TrainConfig(**fields, online_vllm=online)
+    cfg = TrainConfig(**fields, report_to=trackers(fields.pop("report_to")), online_vllm=online)
     target = TargetConfig(path=target_path, aux_layer_ids=parse_layers(layers))
     hidden, sequences = input_folders(cfg.mode, input_dir)
     manifest = run_stage(
@@ -89,6 +97,10 @@ def input_folders(mode: str, input_dir: str) -> tuple[str | None, str | None]:
         written_by = getattr(read_manifest(input_dir), "stage", None)
         mode = "offline" if written_by == "extract" else "online-vllm"
     return (input_dir, None) if mode == "offline" else (None, input_dir)
+
+
+def trackers(names: tuple[str, ...]) -> list[str]:
+    return [name for name in dict.fromkeys(names) if name != "none"]
 
 
 def parse_layers(text: str | None) -> list[int] | None:
