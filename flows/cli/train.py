@@ -68,7 +68,8 @@ def command(
     from eagle3_core.target import TargetConfig
 
     online = OnlineVllmConfig(**{name: fields.pop(name) for name in ONLINE_FIELDS})
-    cfg = TrainConfig(**fields, report_to=trackers(fields.pop("report_to")), online_vllm=online)
+    report_to = trackers(fields.pop("report_to"))
+    cfg = TrainConfig(**fields, report_to=report_to, online_vllm=online)
     target = TargetConfig(path=target_path, aux_layer_ids=parse_layers(layers))
     hidden, sequences = input_folders(cfg.mode, input_dir)
     manifest = run_stage(
