@@ -6,11 +6,11 @@ import json
 from dataclasses import dataclass
 
 from eagle3_core.base import stable_hash
+from eagle3_core.contracts import sequences
 from eagle3_core.fsio import atomic_path
 from eagle3_core.lifecycle import Stage
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import Reporter
-from eagle3_core.readers import sequences
 from eagle3_core.rejects import Rejects
 from tests.flows.lengths.config import LengthsConfig
 
