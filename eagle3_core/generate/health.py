@@ -115,9 +115,9 @@ class Breaker:
         self.opened += 1
 
     def describe(self) -> str:
-        if self.state == "closed":
+        if self.state == "closed" or self.down_since is None:
             return "up"
-        return f"{self.state.replace('_', '-')} for {self.clock() - (self.down_since or self.clock()):.0f} s"
+        return f"{self.state.replace('_', '-')} for {self.clock() - self.down_since:.0f} s"
 
 
 class Outage:
@@ -131,7 +131,7 @@ class Outage:
         if not states or any(b.state == "closed" for b in states):
             return None
         now = states[0].clock()
-        together = now - max(b.down_since or now for b in states)
+        together = now - max(now if b.down_since is None else b.down_since for b in states)
         if together < self.outage_seconds:
             return None
         each = "; ".join(f"{url}: {b.last_failure}" for url, b in self.breakers.items())
