@@ -12,7 +12,7 @@ back on the same port ``--down`` seconds later. ``run_generate`` runs with the d
 Either way it keeps what finished, and once the server is back the rerun sends the prompts the
 outage rejected again.
 
-Figures: rejects for server failures, the seconds from the kill to the stop, and after the rerun
+Figures: rows left open, the seconds from the kill to the stop, and after the rerun
 its outcome and the prompts it sent (the outage's rejects plus those the first run never started).
 
     .venv/bin/python benchmarks/bench_outage.py [--prompts 3000] [--concurrency 64] [--delay 0.5]
@@ -61,7 +61,6 @@ def outage(port: int, delay: float, up: float, down: float, server: list[subproc
 def one_run(args, outage_seconds: float) -> dict:
     from eagle3_core.errors import StageError
     from eagle3_core.generate.config import GenerateConfig, PromptSource
-    from eagle3_core.generate.health import is_server_failure
     from eagle3_core.generate.stage import run_generate
     from eagle3_core.manifest import read_manifest
 
@@ -85,12 +84,12 @@ def one_run(args, outage_seconds: float) -> dict:
             stopped = time.monotonic() - started - args.up
             print(f"  stopped: {str(exc).splitlines()[0][:140]}", flush=True)
         first = read_manifest(out)
-        lost = sum(n for reason, n in first.details["reject_reasons"].items() if is_server_failure(reason))
+        lost = first.counts["open"]  # rows the outage left open (health.is_open): the rerun sends them
         figures = {
             "outage_seconds": outage_seconds,
             "status": first.status,
             "wall_s": round(time.monotonic() - started, 1),
-            "server_failure_rejects": lost,
+            "open_rows": lost,
             "stopped_s_after_the_kill": round(stopped, 1) if stopped is not None else None,
         }
         if first.status == "failed":

@@ -122,15 +122,18 @@ class Engine:
                 raise self._stop from None
             raise
         finally:
-            self._closing, self.unstarted = True, False
-            for task in list(alive) + helpers:
-                task.cancel()
-            await asyncio.gather(*helpers, *alive, return_exceptions=True)
-            if keeping is not None:  # after the requests: every slot is free to give back
-                keeper.stop()
-                await keeping
-            for endpoint in self.pool.endpoints:
-                await close_clients(endpoint)
+            await self._close(list(alive) + helpers, keeper, keeping)
+
+    async def _close(self, tasks: list[asyncio.Task], keeper: SlotKeeper | None, keeping: asyncio.Task | None) -> None:
+        self._closing, self.unstarted = True, False
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if keeping is not None:  # after the requests: every slot is free to give back
+            keeper.stop()
+            await keeping
+        for endpoint in self.pool.endpoints:
+            await close_clients(endpoint)
 
     def _fail(self, exc: BaseException) -> None:
         """Stop the run with ``exc`` now, wherever ``process`` waits (a window place, the last
