@@ -34,7 +34,9 @@ from benchmarks.bench_generate import free_port  # noqa: E402
 
 def serve(port: int, delay: float) -> subprocess.Popen:
     args = [sys.executable, "-m", "tests.fixtures.fake_server", "--port", str(port), "--delay", str(delay)]
-    proc = subprocess.Popen([*args, "--mix", "sigma=0.5"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*args, "--mix", "sigma=0.5"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     proc.stdout.readline()  # the URL: it listens
     return proc
 
@@ -63,12 +65,15 @@ def figures(out: Path, url0: str, args, marks: dict, started: float, ended: floa
     from eagle3_core.manifest import read_manifest
 
     manifest = read_manifest(out)
-    rows = pl.concat([pl.read_parquet(f, columns=["endpoint", "created_at"]) for f in (out / "accepted").glob("*")])
+    rows = pl.concat(
+        [pl.read_parquet(f, columns=["endpoint", "created_at"]) for f in (out / "accepted").glob("part-*.parquet")]
+    )
     per_endpoint = args.concurrency / args.delay  # rows/s one endpoint can give
     down_for = marks["back"] - marks["killed"]
     capacity = per_endpoint * (args.endpoints * (ended - started) - down_for)
     window = rows.filter((pl.col("created_at") > marks["killed"] + args.delay) & (pl.col("created_at") < marks["back"]))
     window_s = marks["back"] - marks["killed"] - args.delay
+    back = rows.filter((pl.col("endpoint") == url0) & (pl.col("created_at") > marks["back"]))
     return {
         "status": manifest.status,
         "accepted": manifest.counts["accepted"],
@@ -77,23 +82,18 @@ def figures(out: Path, url0: str, args, marks: dict, started: float, ended: floa
         "wall_s": round(ended - started, 1),
         "killed_at_s": round(marks["killed"] - started, 1),
         "back_at_s": round(marks["back"] - started, 1),
-        "rows_from_the_restarted_server_after_it_came_back": rows.filter(
-            (pl.col("endpoint") == url0) & (pl.col("created_at") > marks["back"])
-        ).height,
+        "rows_from_the_restarted_server_after_it_came_back": back.height,
+        "rejoined_s_after_restart": round(back["created_at"].min() - marks["back"], 1) if back.height else None,
         "throughput_rows_per_s": round(len(rows) / (ended - started), 1),
         "vs_capacity_of_endpoints_up": round(len(rows) / capacity, 3),
         "one_down_window_rows_per_s": round(window.height / window_s, 1),
-        "one_down_window_vs_7_endpoints": round(window.height / window_s / (per_endpoint * (args.endpoints - 1)), 3),
+        "one_down_window_vs_the_others": round(window.height / window_s / (per_endpoint * (args.endpoints - 1)), 3),
         "breaker_opened": manifest.details["breaker_opened"][url0],
         "retries": manifest.counts["retries"],
     }
 
 
 def main() -> None:
-    from eagle3_core.errors import StageError
-    from eagle3_core.generate.config import GenerateConfig, PromptSource
-    from eagle3_core.generate.stage import run_generate
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--endpoints", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=64)
@@ -103,6 +103,18 @@ def main() -> None:
     ports = [free_port() for _ in range(args.endpoints)]
     servers = [serve(port, args.delay) for port in ports]
     urls = [f"http://127.0.0.1:{port}/v1" for port in ports]
+    try:
+        print(json.dumps(one_run(args, urls, ports, servers)), flush=True)
+    finally:
+        for server in servers:
+            server.kill()
+
+
+def one_run(args, urls: list[str], ports: list[int], servers: list) -> dict:
+    from eagle3_core.errors import StageError
+    from eagle3_core.generate.config import GenerateConfig, PromptSource
+    from eagle3_core.generate.stage import run_generate
+
     expected = args.prompts / (args.endpoints * args.concurrency / args.delay)
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "prompts.jsonl", Path(tmp) / "out"
@@ -123,9 +135,7 @@ def main() -> None:
             print(f"  stopped: {str(exc).splitlines()[0][:200]}", flush=True)
         ended = time.time()
         killer.join()
-        print(json.dumps(figures(out, urls[0], args, marks, started, ended)), flush=True)
-    for server in servers:
-        server.kill()
+        return figures(out, urls[0], args, marks, started, ended)
 
 
 if __name__ == "__main__":
