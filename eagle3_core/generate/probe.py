@@ -103,7 +103,7 @@ def probe_endpoints(cfg: GenerateConfig) -> ProbeReport:
 
 
 def _probe_one(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[str, dict]:
-    listed = _list_models(http, url, cfg)
+    listed = _listed_models(http, url, cfg.api_key_env)
     models = [m.get("id") for m in listed]
     model = model or (models[0] if models else None)
     if model not in models:
@@ -111,7 +111,7 @@ def _probe_one(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[
             f"{url} does not serve model {model!r} (it serves: {', '.join(map(str, models)) or 'none'})",
             fix="pass --model with one of the served names",
         )
-    body = _chat(http, url, request_body(cfg, model, PROBE_MESSAGES, cfg.probe_max_tokens), cfg)
+    body = _chat(http, url, request_body(cfg, model, PROBE_MESSAGES, cfg.probe_max_tokens), cfg.api_key_env)
     _check_context(cfg, url, next(m for m in listed if m.get("id") == model), body)
     return model, body
 
@@ -143,13 +143,18 @@ def _redacted(exc: EndpointError, cfg: GenerateConfig) -> EndpointError:
     return type(exc)(redact(exc.message, secret), fix=exc.fix)
 
 
-def _list_models(http, url: str, cfg: GenerateConfig) -> list[dict]:
-    response = _send(http, "GET", f"{url.rstrip('/')}/models", cfg)
+def _list_models(http, url: str, key_env: str = "OPENAI_API_KEY") -> list[str]:
+    return [m.get("id") for m in _listed_models(http, url, key_env)]
+
+
+def _listed_models(http, url: str, key_env: str) -> list[dict]:
+    """The entries of ``/models`` (vLLM's carry ``max_model_len``)."""
+    response = _send(http, "GET", f"{url.rstrip('/')}/models", key_env)
     return [m for m in response.get("data", []) if isinstance(m, dict)]
 
 
-def _chat(http, url: str, payload: dict, cfg: GenerateConfig) -> dict:
-    body = _send(http, "POST", f"{url.rstrip('/')}/chat/completions", cfg, json=payload)
+def _chat(http, url: str, payload: dict, key_env: str = "OPENAI_API_KEY") -> dict:
+    body = _send(http, "POST", f"{url.rstrip('/')}/chat/completions", key_env, json=payload)
     if not body.get("choices") or not isinstance(body["choices"][0].get("message"), dict):
         raise EndpointError(
             f"{url} answered the probe without choices[0].message", fix="is this an OpenAI-compatible chat endpoint?"
@@ -157,7 +162,7 @@ def _chat(http, url: str, payload: dict, cfg: GenerateConfig) -> dict:
     return body
 
 
-def _send(http, method: str, url: str, cfg: GenerateConfig, **kwargs) -> dict:
+def _send(http, method: str, url: str, key_env: str, **kwargs) -> dict:
     import httpx
 
     last = ""
@@ -173,19 +178,19 @@ def _send(http, method: str, url: str, cfg: GenerateConfig, **kwargs) -> dict:
                 except ValueError:
                     last = f"{url} answered with a body that is not JSON"
             else:
-                _refused(response, url, cfg)
+                _refused(response, url, key_env)
                 last = f"{url} answered HTTP {response.status_code}"
         time.sleep(0.5 * (attempt + 1))
     raise Unreachable(last, fix="start the server (eagle3 serve) or fix --base-url (http://host:port/v1)")
 
 
-def _refused(response, url: str, cfg: GenerateConfig) -> None:
+def _refused(response, url: str, key_env: str) -> None:
     """Raise for a status no retry changes: a refused key names the setting that holds it."""
     code, text = response.status_code, " ".join(response.text[:300].split())
     if code in (401, 403, 407):
         raise EndpointError(
             f"{url} refused the key (HTTP {code}: {text})",
-            fix=f"set the endpoint's API key in the environment variable {cfg.api_key_env} "
+            fix=f"set the endpoint's API key in the environment variable {key_env} "
             "(generate.api_key_env names the variable)",
         )
     if code < 500 and code not in (408, 409, 425, 429):

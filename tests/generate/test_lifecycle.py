@@ -9,15 +9,16 @@ from tests.generate.helpers import Recorder, accepted, config, prompts, write_js
 
 
 class Interrupting(Recorder):
-    """Ctrl-C once ``after`` rows are done (as the terminal would deliver it, mid-run)."""
+    """Ctrl-C once ``after`` rows are done (once, as the terminal delivers it, mid-run)."""
 
     def __init__(self, after: int) -> None:
         super().__init__()
-        self.after = after
+        self.after, self.sent = after, False
 
     def progress(self, stage, done, total, **figures) -> None:
         super().progress(stage, done, total, **figures)
-        if done >= self.after:
+        if done >= self.after and not self.sent:
+            self.sent = True
             raise KeyboardInterrupt
 
 
