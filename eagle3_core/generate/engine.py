@@ -10,7 +10,8 @@ a rejected record, final or open by its reason (``health.is_open``); a failure t
 disk), an outage (every endpoint down for ``outage_seconds``), endpoints that all refuse, or a
 failure every request shares stops the run, after cancelling what is in flight: a prompt cut off
 so has no row and stays open. Final rejects that match the current shared-failure streak are held
-back until the streak breaks, so a streak that turns out to be a setting leaves none of them final. With a ``SlotKeeper`` (runs sharing an endpoint's limit), the keeper's loop runs beside
+back until the streak breaks, so a streak that turns out to be a setting leaves none of them
+final. With a ``SlotKeeper`` (runs sharing an endpoint's limit), the keeper's loop runs beside
 the requests and the endpoints' bounds follow the slots it holds.
 """
 

@@ -257,7 +257,7 @@ class GenerateRun:
             return  # every row on disk belongs to this run
         dropped = drop_stale(self._earlier, self._seen.__contains__, self._bad_rows)
         self.reporter.log(
-            f"generate: dropped {dropped} earlier rows ({self.resent} server failures this run sent again; "
+            f"generate: dropped {dropped} earlier rows ({self.resent} open rows this run sent again; "
             "the rest written for other prompts or settings)"
         )
 

@@ -5,6 +5,7 @@ and the rerun, once the server behaves, accepts everything the first run left op
 import pytest
 
 from eagle3_core.errors import EndpointError, StageError
+from eagle3_core.generate.health import SharedFailure
 from eagle3_core.generate.stage import run_generate
 from eagle3_core.manifest import read_manifest
 from tests.generate.helpers import accepted, config, prompts, rejected, write_jsonl
@@ -111,3 +112,19 @@ def test_a_key_echoed_mid_run_is_kept_out_of_every_row_and_error(tmp_path, fake_
     assert row["reason"] == "http_401" and "Bearer [redacted]" in row["detail"] and KEY not in row["detail"]
     assert KEY not in str(err.value) and KEY not in (out / "manifest.json").read_text()
     rerun_accepts_all(fake_server, cfg, out, 8)
+
+
+def test_a_shared_failure_is_a_streak_of_identical_answers_that_connection_failures_do_not_break():
+    shared = SharedFailure(attempts=3)
+    assert not shared.failed("http_400", "HTTP 400: max_tokens too large")
+    assert not shared.failed("connection", "refused")  # the breakers' business: neither counts nor breaks
+    assert not shared.failed("http_400", "HTTP 400: max_tokens too large")
+    assert shared.failed("http_400", "HTTP 400: max_tokens too large")
+    assert (
+        shared.error()
+        == "every request fails the same way: 3 answers in a row were http_400: HTTP 400: max_tokens too large"
+    )
+    shared.answered()
+    assert not shared.failed("http_400", "HTTP 400: prompt of 9000 tokens")
+    assert not shared.failed("http_400", "HTTP 400: prompt of 9100 tokens")  # another prompt's own words
+    assert shared.count == 1 and not shared.every_answer()
