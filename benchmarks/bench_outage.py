@@ -5,12 +5,12 @@ A loopback server (tests/fixtures/fake_server.py, its own process) answers after
 back on the same port ``--down`` seconds later. ``run_generate`` runs with the default retries
 (5, backoff from 1 s doubling to 60 s, full jitter) at ``--concurrency`` in flight, twice:
 
-1. ``outage_seconds`` larger than the outage: the run goes on through the outage until its input
-   runs out, then stops as down (before ``health.py`` it ended complete there, every prompt whose
-   retries ran out a final reject);
-2. ``outage_seconds`` = ``--outage-seconds``: the run stops that long after the last answer.
-Either way it keeps what finished, and once the server is back the rerun sends the prompts the
-outage rejected again.
+1. ``outage_seconds`` larger than the outage: the endpoint's breaker opens, the prompts wait
+   (none is rejected for the outage) and the run goes on once a half-open probe finds the server
+   back (before the breakers, every prompt whose retries ran out became a reject);
+2. ``outage_seconds`` = ``--outage-seconds``: the run stops that long after the breaker opened.
+Either way it keeps what finished, and once the server is back the rerun sends every prompt left
+open.
 
 Figures: rows left open, the seconds from the kill to the stop, and after the rerun
 its outcome and the prompts it sent (the outage's rejects plus those the first run never started).

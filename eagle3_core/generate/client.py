@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from eagle3_core.generate.concurrency import Endpoint, EndpointPool
 from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.generate.health import SharedFailure, is_final_status, is_open
+from eagle3_core.generate.health import Breaker, SharedFailure, is_final_status, is_open
 from eagle3_core.generate.parse import Completion, MalformedBody, parse_completion
 from eagle3_core.generate.redact import redact, secret_of
 
@@ -180,7 +180,10 @@ async def answer_all(cfg: GenerateConfig, model: str, base_url: str, prompts: li
     For callers that want answers, not a dataset (evaluation)."""
     from eagle3_core.generate.concurrency import controller_for
 
-    endpoint = Endpoint(base_url, controller_for(cfg))
+    # a breaker that never opens: no outage watcher runs here, so each prompt's retries decide
+    endpoint = Endpoint(
+        base_url, controller_for(cfg), breaker=Breaker(1 << 30, cfg.breaker_backoff, cfg.breaker_backoff)
+    )
     open_clients(endpoint, cfg)
     requester = Requester(cfg, model, EndpointPool([endpoint]))
     try:
