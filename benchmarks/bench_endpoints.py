@@ -2,7 +2,8 @@
 
 Eight loopback servers (tests/fixtures/fake_server.py, each its own process; log-normal latency
 around ``--delay``, sigma 0.5), ``--concurrency`` in flight on each. At a third of the expected
-run one server is SIGKILLed; at two thirds it starts again on the same port. ``run_generate``
+run (counted from the end of the probe) one server is SIGKILLed; at two thirds it starts again
+on the same port. ``run_generate``
 runs once with the defaults (breaker: 5 failures in a row, 1 s backoff doubling to 30 s).
 
 Figures: accepted / open / rejected rows (expected: all accepted, none open or rejected, in the
@@ -41,11 +42,30 @@ def serve(port: int, delay: float) -> subprocess.Popen:
     return proc
 
 
-def chaos(port: int, delay: float, kill_at: float, back_at: float, servers: list, marks: dict) -> threading.Thread:
-    """SIGKILL ``servers[0]`` at ``kill_at`` s, start it again at ``back_at`` s (wall, from now)."""
-    t0 = time.time()
+class ProbeClock:
+    """A reporter that notes when the probe is done: the run's clock starts there."""
+
+    def __init__(self) -> None:
+        self.probed = threading.Event()
+        self.at = 0.0
+
+    def progress(self, stage, done, total, **figures) -> None:
+        pass
+
+    def log(self, message: str) -> None:
+        if message.startswith("probe:"):
+            self.at = time.time()
+            self.probed.set()
+
+
+def chaos(
+    port: int, delay: float, kill_at: float, back_at: float, servers: list, marks: dict, clock: ProbeClock
+) -> threading.Thread:
+    """SIGKILL ``servers[0]`` at ``kill_at`` s, start it again at ``back_at`` s (from the probe)."""
 
     def run() -> None:
+        clock.probed.wait()
+        t0 = clock.at
         time.sleep(kill_at)
         servers[0].kill()
         servers[0].wait()
@@ -127,15 +147,15 @@ def one_run(args, urls: list[str], ports: list[int], servers: list) -> dict:
             request_timeout=20 * args.delay,
         )
         marks: dict[str, float] = {}
-        started = time.time()
-        killer = chaos(ports[0], args.delay, expected / 3, 2 * expected / 3, servers, marks)
+        clock = ProbeClock()
+        killer = chaos(ports[0], args.delay, expected / 3, 2 * expected / 3, servers, marks, clock)
         try:
-            run_generate(cfg, out)
+            run_generate(cfg, out, clock)
         except StageError as exc:
             print(f"  stopped: {str(exc).splitlines()[0][:200]}", flush=True)
         ended = time.time()
         killer.join()
-        return figures(out, urls[0], args, marks, started, ended)
+        return figures(out, urls[0], args, marks, clock.at, ended)
 
 
 if __name__ == "__main__":

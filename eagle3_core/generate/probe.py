@@ -26,6 +26,7 @@ from eagle3_core.generate.parse import parse_completion, reasoning_layout
 from eagle3_core.generate.redact import redact, secret_of
 
 PROBE_MESSAGES = [{"role": "user", "content": "What is 2 + 3? Think briefly, then answer."}]
+UNREACHABLE_FIX = "start the server (eagle3 serve) or fix --base-url (http://host:port/v1)"
 PROBE_TRIES = 3  # a 503 while the server warms up should not stop the run
 LAYOUT_WORDS = {
     "reasoning": "`reasoning`",
@@ -74,32 +75,55 @@ class ProbeReport:
 
 
 def probe_endpoints(cfg: GenerateConfig) -> ProbeReport:
-    """Probe every endpoint; raise ``EndpointError`` when one is unusable, or none answers."""
+    """Probe every endpoint at once (8 endpoints of a reasoning model, one after another, cost 8
+    probe answers: 16 s at 2 s each in benchmarks/bench_endpoints.py); raise ``EndpointError``
+    when one is unusable, or none answers."""
     import os
+    from concurrent.futures import ThreadPoolExecutor
 
     import httpx
 
-    layouts, id_layouts, down, model = {}, {}, {}, cfg.model
     key = os.environ.get(cfg.api_key_env)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     with httpx.Client(timeout=min(cfg.request_timeout, 120.0), headers=headers) as http:
-        for url in cfg.base_urls:
-            try:
-                model, body = _probe_one(http, cfg, url, model)
-            except Unreachable as exc:
-                down[url] = exc.message
-                continue
-            except EndpointError as exc:
-                raise _redacted(exc, cfg) from None
-            layouts[url] = reasoning_layout(body["choices"][0]["message"])
-            id_layouts[url] = parse_completion(body).id_layout
+        model = cfg.model or _first_model(http, cfg)
+        with ThreadPoolExecutor(max_workers=len(cfg.base_urls)) as pool:
+            outcomes = list(pool.map(lambda url: _outcome(http, cfg, url, model), cfg.base_urls))
+    layouts, id_layouts, down = {}, {}, {}
+    for url, outcome in zip(cfg.base_urls, outcomes):
+        if isinstance(outcome, Unreachable):
+            down[url] = outcome.message
+        elif isinstance(outcome, EndpointError):
+            raise _redacted(outcome, cfg)
+        else:
+            layouts[url] = reasoning_layout(outcome["choices"][0]["message"])
+            id_layouts[url] = parse_completion(outcome).id_layout
             _check_reasoning(cfg, url, layouts[url])
     if not layouts:
         first = next(iter(down.values()))
-        raise _redacted(
-            EndpointError(first, fix="start the server (eagle3 serve) or fix --base-url (http://host:port/v1)"), cfg
-        )
+        raise _redacted(EndpointError(first, fix=UNREACHABLE_FIX), cfg)
     return ProbeReport(model=model, layouts=layouts, id_layouts=id_layouts, down=down)
+
+
+def _first_model(http, cfg: GenerateConfig) -> str | None:
+    """The model the first endpoint that answers lists first (when --model is not given)."""
+    for url in cfg.base_urls:
+        try:
+            models = _list_models(http, url, cfg.api_key_env)
+        except Unreachable:
+            continue
+        except EndpointError as exc:
+            raise _redacted(exc, cfg) from None
+        return models[0] if models else None
+    return None
+
+
+def _outcome(http, cfg: GenerateConfig, url: str, model: str | None) -> dict | EndpointError:
+    """The probe's answer body, or the error it met (raised by the caller, in endpoint order)."""
+    try:
+        return _probe_one(http, cfg, url, model)[1]
+    except EndpointError as exc:
+        return exc
 
 
 def _probe_one(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[str, dict]:
@@ -181,7 +205,7 @@ def _send(http, method: str, url: str, key_env: str, **kwargs) -> dict:
                 _refused(response, url, key_env)
                 last = f"{url} answered HTTP {response.status_code}"
         time.sleep(0.5 * (attempt + 1))
-    raise Unreachable(last, fix="start the server (eagle3 serve) or fix --base-url (http://host:port/v1)")
+    raise Unreachable(last, fix=UNREACHABLE_FIX)
 
 
 def _refused(response, url: str, key_env: str) -> None:
