@@ -177,6 +177,7 @@ def bench_vllm(args, work: Path, shape: dict, figures: dict) -> dict:
         plan.layers,
         plan.num_hidden_layers,
         max_model_len=max(s.longest for s in plan.shards) + 1,
+        workdir=work / "engine",
     )
     try:
         startup = time.perf_counter() - started

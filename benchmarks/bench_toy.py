@@ -77,7 +77,8 @@ def serve(path: Path, recipe: dict, prompts: int, concurrency: int) -> dict:
 
     heldout = [json.loads(line)["messages"][0]["content"] for line in (path / "prompts_heldout.jsonl").open()][:prompts]
     cfg = ServeConfig.model_validate(recipe["serve"])
-    with VLLMServer(path, cfg, reasoning_parser=recipe["target"]["reasoning_parser"]) as server:
+    logs = ROOT / "runs" / "bench-toy"  # the benchmark's own folder, not $TMPDIR
+    with VLLMServer(path, cfg, log_dir=logs, reasoning_parser=recipe["target"]["reasoning_parser"]) as server:
         t0 = time.monotonic()
         chat(server.base_url, heldout[0])
         first = time.monotonic() - t0

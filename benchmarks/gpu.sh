@@ -2,6 +2,8 @@
 # The project's GPU benchmarks in one short run, for a task that is lent a GPU machine.
 #
 #   bash benchmarks/gpu.sh            # on the GPU machine, in the repo root; figures land in $OUT
+#   DRY_RUN=1 bash benchmarks/gpu.sh  # anywhere, on the CPU: the same table at tiny shapes (a check of the script)
+#   GPU_ALL=1 bash benchmarks/gpu.sh  # also the older lines below the table (more than one call's 10 minutes)
 #
 # That machine has python3 with torch, transformers, safetensors and pyarrow but no pydantic:
 # carry it as wheels in .whl/ (benchmarks/README.md, "Running on a lent GPU"). Budget: the
@@ -15,7 +17,20 @@ if [ -d .whl ]; then
   export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
 fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+
+# long context (cap 470 s, issue 24): at 2K/8K/16K/32K tokens, an 8B-shaped drafter (H=4096, 128K target /
+# 32K draft vocab, bf16, random weights, K=7): one train step through the blocked TTT attention,
+# flex_attention (compiled) and SDPA (dense mask), each where it runs: peak memory, step time, tokens/s;
+# then the extract engine on an 8B-shaped target against a bare forward. One table.
+if [ "${DRY_RUN:-0}" = 1 ]; then
+  timeout 300 $PY benchmarks/bench_long_context.py --dry-run --json "$OUT/long_context_dry_run.json" 2>&1 \
+    | grep -v "Loading weights" | tee "$OUT/long_context_dry_run.log"
+  exit 0
+fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+timeout 470 $PY benchmarks/bench_long_context.py --device cuda --budget 400 --json "$OUT/long_context.json" 2>&1 \
+  | grep -v "Loading weights" | tee "$OUT/long_context.log"
+[ "${GPU_ALL:-0}" = 1 ] || exit 0
 
 # extract (cap 180 s): an 8B-shaped Llama (H=4096, 32 layers, 128K vocab), random bf16 weights,
 # 64 samples of ~1K tokens (log-normal), 16K-token batches; extraction vs a bare forward pass.

@@ -21,7 +21,7 @@ from eagle3_core.layout import RunLayout
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.stages import STAGE_NAMES
-from eagle3_core.target import TargetConfig
+from eagle3_core.target import ChatSettings, TargetConfig
 from eagle3_core.toy.config import ToyTargetConfig
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.vocab.config import VocabConfig
@@ -62,15 +62,30 @@ class PipelineConfig(StrictModel):
                 "or a dataset name), or leave generate out of `stages`",
             )
 
+    def require_target(self, recipe: str | None = None) -> None:
+        """Refuse, before the first stage, a run whose selected stages need the target model when
+        ``target.path`` is unset (the toy fills it first): reconstruct failed hours in, after
+        generate, asking for a flag the pipeline does not have."""
+        needs = [s for s in self.stages if s != "generate" or self.serve is not None]
+        if needs and not self.target.path:
+            raise ConfigError(
+                f"target.path is not set, and the selected stages {', '.join(needs)} need the target model",
+                path=recipe,
+                fix="set target.path in the recipe to the local model directory (its tokenizer, config and weights), "
+                "or leave those stages out of `stages`",
+            )
+
     @model_validator(mode="after")
     def _generate_sends_the_targets_chat_settings(self) -> "PipelineConfig":
-        """``target.chat`` is the one source: generate gets a copy, never its own values."""
+        """``target.chat`` is the one source: generate gets a copy, never its own values. A
+        ``generate.chat`` equal to its default counts as unset: the Prefect form fills every field
+        from its default, and a run submitted with nothing edited was refused over that."""
         if self.generate.chat != self.target.chat:
-            if "chat" in self.generate.model_fields_set:
+            if self.generate.chat != ChatSettings():
                 raise ValueError(
                     f"generate.chat {self.generate.chat.model_dump()} differs from target.chat "
                     f"{self.target.chat.model_dump()}: set template variables and detokenizer "
-                    "settings once, in target.chat"
+                    "settings once, in target.chat (generate.chat is its copy)"
                 )
             self.generate = self.generate.model_copy(update={"chat": self.target.chat})
         return self
@@ -120,10 +135,13 @@ def read_yaml(path: Path) -> dict:
 
 
 def format_validation_error(exc: ValidationError) -> str:
-    """One line per problem, each naming the dotted field (a rule across fields names them itself)."""
-    lines = ["invalid config:"]
+    """One line per problem, each naming the dotted field (a rule across fields names them itself);
+    one problem is one line, so it is the whole failure message of a Prefect run too."""
+    problems = []
     for err in exc.errors():
         field = ".".join(str(part) for part in err["loc"])
         message = err["msg"].removeprefix("Value error, ")
-        lines.append(f"  {field}: {message}" if field else f"  {message}")
-    return "\n".join(lines)
+        problems.append(f"{field}: {message}" if field else message)
+    if len(problems) == 1:
+        return f"invalid config: {problems[0]}"
+    return "\n".join(["invalid config:", *(f"  {problem}" for problem in problems)])

@@ -9,18 +9,67 @@ processes writing one name never share (or delete) each other's temp file.
 ``record=True`` marks the file a shard of its stage: once it is in place, its size and checksum
 go to the folder's shard ledger (``eagle3_core.checksums``), from which the stage's manifest
 lists them.
+
+A full disk is one error, ``DiskFullError`` naming the folder, wherever a write meets it (inside an
+``atomic_path`` block, the lock, ``no_space_as_error``): never a raw ``OSError`` traceback. The
+temp file goes, the old file stays, so the stage resumes once there is room. ``remove_tree``
+clears a stage's own folder for real, or raises one error saying why it cannot.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
 import secrets
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from eagle3_core.errors import StageError
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # no space left, quota exceeded: the same fix
+
+
+class DiskFullError(StageError):
+    """The disk holding a stage's folder is full."""
+
+
+@contextlib.contextmanager
+def no_space_as_error(folder: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn a full disk met inside the block into one ``DiskFullError`` naming ``folder``."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in NO_SPACE:
+            raise
+        raise DiskFullError(
+            f"no space left on the disk of {folder} ({exc.strerror})",
+            path=str(folder),
+            fix="free space there (or point --out at a larger disk) and rerun: the stage resumes from its finished "
+            "shards",
+        ) from None
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """Remove ``path`` for real. A symbolic link goes as a link: what it points to is not this
+    stage's to empty, and ``rmtree`` refuses a link (with ``ignore_errors`` that refusal was silent,
+    and training resumed another config's checkpoints). What cannot go is one ``StageError``."""
+    path = Path(path)
+    try:
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.exists():
+            shutil.rmtree(path)
+    except OSError as exc:
+        raise StageError(
+            f"cannot clear {path}: {exc.strerror}",
+            path=str(path),
+            fix="remove it yourself (or give this user write access to it), then rerun",
+        ) from None
 
 
 def temp_name(final: Path) -> Path:
@@ -32,15 +81,16 @@ def temp_name(final: Path) -> Path:
 def atomic_path(path: str | os.PathLike[str], record: bool = False) -> Iterator[Path]:
     """Yield a temporary path; on success fsync it and rename it over ``path``."""
     final = Path(path)
-    final.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_name(final)
-    try:
-        yield tmp
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with no_space_as_error(final.parent):
+        final.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            yield tmp
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, final)
+        finally:
+            tmp.unlink(missing_ok=True)
     if record:
         from eagle3_core.checksums import record_shard
 

@@ -44,6 +44,7 @@ from typing import Any
 from eagle3_core import lock
 from eagle3_core.checksums import ShardError, check_shards, shard_records, verify_requested
 from eagle3_core.errors import InputError
+from eagle3_core.fsio import no_space_as_error
 from eagle3_core.manifest import StageManifest, read_manifest, runtime_versions, write_manifest
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.rejects import Rejects
@@ -136,9 +137,10 @@ class StageLifecycle:
         """Around the work after ``open``: an error marks the run ``failed`` (with the manifest
         ``begin`` returned, as the work left it); an interrupt (Ctrl-C, SIGTERM, a test's
         KeyboardInterrupt) leaves it ``running``, as a kill would, for the next run to resume.
-        Either way the folder is let go."""
+        Either way the folder is let go; a full disk met by the work is one ``DiskFullError``."""
         try:
-            yield
+            with no_space_as_error(self.out_dir):
+                yield
         except Exception as exc:
             self.fail(exc)
             raise

@@ -6,12 +6,14 @@ killed or not, so a lock is never stale and nothing needs cleaning. The holder w
 
 Within one process the lock is re-entrant (a flow and the core it calls both take it): a
 count per folder, the file released when the last holder lets go. Local file systems only:
-flock on NFS is advisory at best.
+flock on NFS is advisory at best. The file is opened without following links (``O_NOFOLLOW``), and
+a full disk there is one ``DiskFullError`` naming the folder.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import socket
@@ -20,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from eagle3_core.errors import StageError
+from eagle3_core.fsio import no_space_as_error
 
 LOCK_NAME = ".lock"
 _held: dict[Path, list] = {}  # folder -> [fd, count]
@@ -37,21 +40,46 @@ def acquire(folder: str | os.PathLike[str]) -> None:
         if folder in _held:
             _held[folder][1] += 1
             return
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
-            os.close(fd)
-            raise FolderBusyError(
-                f"another run is writing {folder} ({holder})",
-                fix="wait for it to finish, or pass another --out",
-                path=str(folder),
-            ) from None
+        with no_space_as_error(folder):
+            _held[folder] = [_lock_file(folder), 1]
+
+
+def _lock_file(folder: Path) -> int:
+    """The locked ``.lock`` of ``folder``, holding this process's pid line."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = _open_lock(folder / LOCK_NAME)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
+        os.close(fd)
+        raise FolderBusyError(
+            f"another run is writing {folder} ({holder})",
+            fix="wait for it to finish, or pass another --out",
+            path=str(folder),
+        ) from None
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode(), 0)
-        _held[folder] = [fd, 1]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _open_lock(path: Path) -> int:
+    """Open the lock file without following a link: a ``.lock`` that is a symlink would have the
+    file it points to truncated and overwritten with the pid line."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise StageError(
+            f"{path} is a symbolic link (to {os.readlink(path)}); a lock file is never followed",
+            path=str(path),
+            fix="delete the link (what it points to is untouched) and rerun",
+        ) from None
 
 
 def release(folder: str | os.PathLike[str]) -> None:

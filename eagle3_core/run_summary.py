@@ -61,6 +61,9 @@ def headline(layout: RunLayout) -> dict[str, Any]:
         "acceptance length (vLLM)": _pick(report, "online.with_drafter.acceptance_length"),
         "acceptance length (offline)": _pick(report, "offline.acceptance_length"),
     }
+    by_context = _by_context(report.get("by_context"))
+    if by_context is not None:  # reports written before buckets existed keep their headline
+        figures["acceptance by context"] = by_context
     engine = _engine(_figures(read_manifest(layout.drafter)))
     if engine is not None:  # online training only; an offline run's headline stays as it was
         figures["hidden-state engine"] = engine
@@ -77,6 +80,16 @@ def _engine(drafter: dict[str, Any]) -> str | None:
         if online.get("endpoint")
         else f"{online.get('engine')} engine started by the stage"
     )
+
+
+def _by_context(block: dict | None) -> str | None:
+    """The first and last context buckets of eval/report.json: where long answers lose acceptance."""
+    buckets = (block or {}).get("buckets") or []
+    if not buckets:
+        return None
+    ends = [buckets[0], buckets[-1]] if len(buckets) > 1 else buckets
+    shown = ", ".join(f"{b['label']} tokens {_show(b['acceptance_length'])}" for b in ends)
+    return f"{shown} (k = {block['k']}, {block['source']} answers)"
 
 
 def _percent(rate: float | None) -> str | None:

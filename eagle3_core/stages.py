@@ -36,7 +36,8 @@ class StageSpec:
     reads: Callable[[PipelineConfig], tuple[str, ...]]  # the stages whose folders it reads (may depend on config)
     arguments: Callable[[PipelineConfig], dict[str, Any]]  # its flow's keyword arguments in a run directory
     flow: str | None = None  # "module:function" of its own flow; None = one task calling run_<name>
-    served: bool = False  # reads from the target served by vLLM, which the pipeline starts when `serve` is set
+    # reads from the target served by vLLM (which the pipeline starts when `serve` is set) for this config
+    served: Callable[[PipelineConfig], bool] = lambda c: False
     is_done: Callable[[PipelineConfig], bool] | None = None  # its skip rule, asked before a service starts for it
     # settles a choice the recipe left to the run, once upstream folders exist: (config, why) before it runs
     settle: Callable[[PipelineConfig], tuple[PipelineConfig, str | None]] | None = None
@@ -88,7 +89,7 @@ STAGES: tuple[StageSpec, ...] = (
         lambda c: (),
         lambda c: dict(cfg=c.generate, out=str(c.layout.generations), progress_bar=sys.stderr.isatty()),
         flow="flows.generate:generate_flow",
-        served=True,
+        served=lambda c: c.generate.source == "server",  # `dataset` takes the rows' own answers
         is_done=_generate_is_done,
     ),
     StageSpec(

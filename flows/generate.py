@@ -12,6 +12,10 @@ from eagle3_core.generate.config import GenerateConfig
 @flow(name="generate", log_prints=True, validate_parameters=True)
 def generate_flow(cfg: GenerateConfig, out: str, progress_bar: bool = False) -> dict:
     """Generate every prompt of ``cfg`` into ``out`` (accepted/, rejected/, manifest.json)."""
+    if cfg.source == "dataset":  # no server, so none of the three served tasks
+        from tasks.generate_dataset import generate_from_dataset
+
+        return generate_from_dataset(cfg, out).model_dump(mode="json")
     from eagle3_core.generate.stage import GenerateRun
     from eagle3_core.generate.terminal import Fanout, TerminalProgress
     from tasks.common import PrefectReporter

@@ -41,7 +41,9 @@ TRAINED = "train"  # the stage the nightly continues to; every stage it reads ex
 class NightlyConfig(StrictModel):
     """Where the dataset versions live, the recipe to generate (and train) with, and what to keep."""
 
-    root: str = Field("runs/nightly", description="Dataset root: versions/<date>/ and drafters/<date>/ live under it.")
+    root: str = Field(
+        "runs/nightly", description="Dataset root: `versions/<date>/` and `drafters/<date>/` live under it."
+    )
     recipe: PipelineConfig = Field(
         default_factory=PipelineConfig,
         description="The pipeline recipe: its generate section (prompts, endpoints, sampling) and, for training, target and stage sections.",

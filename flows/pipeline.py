@@ -1,8 +1,8 @@
 """The whole DAG as one Prefect flow whose single parameter is the pipeline config.
 
 The stages declared in ``eagle3_core.stages`` (generate -> reconstruct -> vocab -> extract ->
-train -> evaluate), in their order, each its own flow run (a subflow) that waits for the results
-(manifests) of the stages it reads, so the run graph draws the DAG; each skips itself when its
+train -> evaluate), in their order, each its own flow run (a subflow) that waits for the stages it reads
+(``StageDone`` tokens, nothing else), so the run graph draws the DAG and only it; each skips itself when its
 manifest says it is complete for the same inputs and config. Because the parameter is ``PipelineConfig``, the Prefect UI renders it as a form and
 validates it exactly as ``eagle3 pipeline --config`` does.
 
@@ -34,34 +34,57 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
+from pydantic import ValidationError
 
-from eagle3_core.config import PipelineConfig
-from eagle3_core.errors import ConfigError, StagesBlocked
+from eagle3_core.config import PipelineConfig, format_validation_error
+from eagle3_core.errors import ConfigError, Eagle3Error, StagesBlocked
 from eagle3_core.manifest import read_manifest
 from eagle3_core.run_summary import Outcome, summary_markdown
 from eagle3_core.stages import BY_NAME, STAGES, StageSpec
 from flows.stages import stage_flow
 
 
-@flow(name="pipeline", log_prints=True)
+# validated in the body, not by Prefect: a refused run then fails with the config's own one-line error
+# and still leaves its summary (Prefect's refusal came before the body, with neither)
+@flow(name="pipeline", log_prints=True, validate_parameters=False)
 def pipeline(config: PipelineConfig) -> dict[str, dict]:
     """Run every selected stage of the DAG into ``config.out``."""
+    config = validated(config)
     outcomes: dict[str, Outcome] = {}
-    results: dict[str, Any] = {}  # stage -> what its subflow returned, passed on as the DAG's edges
+    results: dict[str, Any] = {}  # stage -> its StageDone token, passed on as the DAG's edges
+    error: BaseException | None = None  # what stopped the run, for its summary
     try:
         config.require_prompts()
         config = with_served_model(with_target(config, outcomes))
+        config.require_target()
         for spec in STAGES:
             config = settled(spec, config)
             with served_for(spec, config, outcomes) as served:
                 run_stage(spec.name, served, outcomes, results)
         refuse_blocked(outcomes)
-    finally:  # a failed run gets its summary too; the stage's own exception still fails the run
-        publish_summary(config, outcomes)
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:  # a failed run gets its summary too, with the reason; the stage's own exception still fails the run
+        publish_summary(config, outcomes, error)
     return {name: vars(outcome) for name, outcome in outcomes.items()}
+
+
+def validated(config: PipelineConfig | dict) -> PipelineConfig:
+    """The flow's parameter as a ``PipelineConfig``; a form's values that are not one fail the run
+    with the config's error (one line per problem, each naming its fields), summary left first."""
+    if isinstance(config, PipelineConfig):
+        return config
+    try:
+        return PipelineConfig.model_validate(config)
+    except ValidationError as exc:
+        error = ConfigError(format_validation_error(exc))  # it names the fields and what to do: one line
+    publish_markdown(f"# eagle3 pipeline: `{config.get('out')}`\n\nrefused: {error.message}", str(config.get("out")))
+    raise error
 
 
 def refuse_blocked(outcomes: dict[str, Outcome]) -> None:
@@ -85,7 +108,8 @@ def with_target(config: PipelineConfig, outcomes: dict[str, Outcome]) -> Pipelin
     from tasks.toy import build_toy
 
     started, cached = time.time(), is_built(toy_target_dir(config.toy))
-    path = build_toy(config.toy)
+    # a copy: the task's own string, found in every stage's parameters, drew an edge from the toy to each
+    path = str(Path(build_toy(config.toy)))
     outcomes["toy"] = Outcome("toy", "reused" if cached else "ran", path, time.time() - started, started)
     return with_toy_paths(config, path)
 
@@ -168,7 +192,7 @@ def run_stage(
         outcome.counts = dict(read_manifest(spec.out(config)).counts)
         logger.info("%s: complete for these inputs and config in %s, reused", name, outcome.out_dir)
         return outcome
-    if spec.served and not config.generate.base_urls:  # the stage's own fix names a CLI flag pipeline lacks
+    if spec.served(config) and not config.generate.base_urls:  # the stage's own fix names a CLI flag pipeline lacks
         outcome.status, outcome.reason = "failed", "no endpoint: generate.base_urls is empty and serve is not set"
         raise ConfigError(
             f"{name} has {outcome.reason}",
@@ -180,7 +204,9 @@ def run_stage(
     outcome.started = time.time()
     upstream = [results[r] for r in spec.reads(config) if r in results]
     try:
-        results[name] = stage_flow(name)(**spec.arguments(config), wait_for=upstream)
+        state = stage_flow(name)(**spec.arguments(config), wait_for=upstream, return_state=True)
+        results[name] = edge_token(name, state)
+        state.result()  # raises the stage's own exception
     except BaseException as exc:  # recorded for the summary, then raised unchanged
         outcome.status, outcome.reason = "failed", (str(exc).splitlines() or [type(exc).__name__])[0]
         raise
@@ -194,13 +220,33 @@ def run_stage(
     return outcome
 
 
+class StageDone:
+    """Stands for a stage's finished subflow in ``wait_for``: the run graph's one edge per read.
+
+    Prefect links a result to the run that returned it by object identity, and walks every value
+    passed in ``wait_for`` and in the parameters. A manifest shares strings (``"complete"``, paths)
+    with other stages' manifests and arguments, which drew five false edges (generate->vocab, ...);
+    a fresh object linked to the state alone is found in nothing but the ``wait_for`` given it."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+
+
+def edge_token(name: str, state: Any) -> StageDone:
+    from prefect.utilities.engine import link_state_to_flow_run_result
+
+    token = StageDone(name)
+    link_state_to_flow_run_result(state, token)
+    return token
+
+
 @contextlib.contextmanager
 def served_for(spec: StageSpec, config: PipelineConfig, outcomes: dict[str, Outcome]) -> Iterator[PipelineConfig]:
     """Yield the config with vLLM serving the target for a stage that reads from it (``served``)
     while that stage runs, and stop vLLM afterwards, error or not. Not started when the recipe
     names its own endpoints (``serve`` unset), the stage is not selected, or it has nothing to do."""
     if (
-        not spec.served
+        not spec.served(config)
         or config.serve is None
         or spec.name not in config.stages
         or (spec.is_done is not None and spec.is_done(config))
@@ -212,7 +258,10 @@ def served_for(spec: StageSpec, config: PipelineConfig, outcomes: dict[str, Outc
     logger, started = get_run_logger(), time.time()
     logger.info("starting vLLM for %s (about 30 s on CPU)", config.target.path)
     with VLLMServer(
-        config.target.require_path(), config.serve, reasoning_parser=config.target.reasoning_parser
+        config.target.require_path(),
+        config.serve,
+        log_dir=config.layout.root / "logs",
+        reasoning_parser=config.target.reasoning_parser,
     ) as server:
         outcomes["serve"] = Outcome("serve", "ran", server.base_url, time.time() - started, started)
         logger.info("vLLM serves %s at %s (pid %s)", server.model, server.base_url, server.pid)
@@ -221,9 +270,16 @@ def served_for(spec: StageSpec, config: PipelineConfig, outcomes: dict[str, Outc
     logger.info("vLLM stopped")
 
 
-def publish_summary(config: PipelineConfig, outcomes: dict[str, Outcome]) -> None:
+def publish_summary(config: PipelineConfig, outcomes: dict[str, Outcome], error: BaseException | None) -> None:
+    """The run's ``pipeline-summary``: each stage's outcome, and why the run stopped when it did."""
+    markdown = summary_markdown(config, outcomes)
+    if error is not None:
+        reason = error.message if isinstance(error, Eagle3Error) else f"{type(error).__name__}: {error}"
+        markdown += f"\n\nfailed: {(reason.splitlines() or [''])[0]}"
+    publish_markdown(markdown, config.out)
+
+
+def publish_markdown(markdown: str, out: str) -> None:
     from prefect.artifacts import create_markdown_artifact
 
-    create_markdown_artifact(
-        summary_markdown(config, outcomes), key="pipeline-summary", description=f"eagle3 pipeline into {config.out}"
-    )
+    create_markdown_artifact(markdown, key="pipeline-summary", description=f"eagle3 pipeline into {out}")

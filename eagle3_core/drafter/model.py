@@ -1,18 +1,26 @@
 """The EAGLE-3 drafter, in one file: what vLLM's ``LlamaForCausalLMEagle3`` serves.
 
-Equations (H = hidden size, V_d = draft vocab; the drafter's H equals the target's):
+Equations (H = hidden size, H_t = the target's, V_d = draft vocab; the drafter's H equals the target's):
 
-    g      = fc([a_low; a_mid; a_high])                   # (B, T, H)   step 0: target states
+    a      = [a_low; a_mid; a_high]                        # (B, T, 3H_t) target states
+    a      = input_norm(a)               if norm_before_fc  # one norm over all 3H_t
+    a      = [fc_norm_j(a_j)]_j          if fc_norm         # EAGLE-3.1: one norm per aux state
+    g      = fc(a)                                         # (B, T, H)   step 0's hidden
     e      = input_layernorm(embed(x))                     # (B, T, H)   embed: the target's, frozen
-    u      = [e; hidden_norm(g)]                           # (B, T, 2H)  attention reads 2H
+    u      = [e; hidden_norm(g)]                           # (B, T, 2H)  layer 0 reads 2H
     r      = g + attn(u)                                   # (B, T, H)   residual stream
     r      = r + mlp(post_attention_layernorm(r))          # (B, T, H)
+    r      = r + attn(input_layernorm(r))                  # (B, T, H)   layers 1..L-1: Llama blocks,
+    r      = r + mlp(post_attention_layernorm(r))          #             attention reads H
     logits = lm_head(norm(r))                              # (B, T, V_d)
-    g'     = r                                             # fed back as the next step's hidden
+    g'     = norm(r) if norm_output else r                 # fed back as the next step's hidden
 
 This is vLLM's ``llama_eagle3.py`` exactly: residual taken before ``hidden_norm``, the final
 ``norm`` fused with the residual add, and the *pre-norm* stream returned as the hidden for the
-next draft step. Draft token d maps to target token ``d + d2t[d]``.
+next draft step (the *post-norm* one with EAGLE-3.1's ``norm_output``). Draft token d maps to
+target token ``d + d2t[d]``. The variants (``fc_norm``, ``norm_output``, ``norm_before_fc``,
+``num_hidden_layers``) are ``DrafterConfig`` fields, written to ``config.json`` under the keys
+vLLM 0.32 reads; SGLang reads the same keys except ``norm_before_fc``.
 
 Inference API (the offline speculative-decoding loop uses this):
 
@@ -30,9 +38,9 @@ Alignment: at position i the drafter reads the target's state at i and the token
 predicts the token at i+2 (vLLM shifts ``input_ids`` left by one against the hidden states).
 
 Training-time test (``unroll``): K steps over the same positions; step k reads token i+1+k,
-its own hidden from step k-1, position i+k, and attends to step 0's keys at j <= i plus its
-own earlier steps' keys at i (the diagonal) — exactly the keys it would see at inference.
-``attention.py`` computes that in memory linear in T (no T×T score tensor is kept).
+its own hidden from step k-1, position i+k, and each layer attends to its own step-0 keys at
+j <= i plus its own earlier steps' keys at i (the diagonal) — exactly the keys it would see at
+inference. ``attention.py`` computes that in memory linear in T (no T×T score tensor is kept).
 """
 
 from __future__ import annotations
@@ -68,14 +76,24 @@ class DrafterConfig:
     max_position_embeddings: int = 8192
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
+    num_hidden_layers: int = 1  # decoder layers: the first reads [embed; hidden] (2H), the others H
+    fc_norm: bool = False  # EAGLE-3.1: an RMSNorm on each aux state before fc
+    norm_output: bool = False  # EAGLE-3.1: the post-norm state is fed back as the next hidden
+    norm_before_fc: bool = False  # one RMSNorm over the concatenated aux states before fc
 
     @classmethod
     def from_target(
-        cls, target: dict, draft_vocab_size: int, aux_layer_ids: list[int], shape: dict | None = None
+        cls,
+        target: dict,
+        draft_vocab_size: int,
+        aux_layer_ids: list[int],
+        shape: dict | None = None,
+        variant: dict | None = None,
     ) -> "DrafterConfig":
         """The drafter for a target's ``config.json`` (dict): same widths, heads and rope, except
         what ``shape`` sets (``num_attention_heads``, ``num_key_value_heads``, ``head_dim``,
-        ``intermediate_size``; None values copy the target)."""
+        ``intermediate_size``; None values copy the target); ``variant`` sets the architecture
+        fields (``num_hidden_layers``, ``fc_norm``, ``norm_output``, ``norm_before_fc``)."""
         shape = {k: v for k, v in (shape or {}).items() if v is not None}
         heads = shape.get("num_attention_heads", target["num_attention_heads"])
         return cls(
@@ -93,18 +111,22 @@ class DrafterConfig:
             max_position_embeddings=target.get("max_position_embeddings", 8192),
             bos_token_id=target.get("bos_token_id"),
             eos_token_id=target.get("eos_token_id"),
+            **(variant or {}),
         )
 
     def trainable_parameters(self) -> int:
         """Weights the trainer updates and the export ships (the frozen embedding excluded)."""
         H, q, kv = self.hidden_size, self.num_attention_heads * self.head_dim, self.num_key_value_heads * self.head_dim
-        attention = 2 * H * (q + 2 * kv) + q * H
+        first = 2 * H * (q + 2 * kv) + q * H + 3 * H * self.intermediate_size + 3 * H  # 3 norms
+        upper = H * (q + 2 * kv) + q * H + 3 * H * self.intermediate_size + 2 * H  # 2 norms
+        aux_norms = 3 * self.target_hidden_size * (int(self.fc_norm) + int(self.norm_before_fc))
         return (
             3 * self.target_hidden_size * H
-            + attention
-            + 3 * H * self.intermediate_size
+            + aux_norms
+            + first
+            + (self.num_hidden_layers - 1) * upper
             + self.draft_vocab_size * H
-            + 4 * H
+            + H
         )
 
     def to_hf(self) -> dict:
@@ -112,7 +134,9 @@ class DrafterConfig:
 
         The aux layer ids are written twice, once in each engine's numbering: vLLM reads the top
         level (id k = the input of decoder layer k); SGLang reads ``eagle_config`` and adds 1 to
-        each id (``set_eagle3_layers_to_capture``), so it gets k - 1 there.
+        each id (``set_eagle3_layers_to_capture``), so it gets k - 1 there. The variant keys sit at
+        the top level, where both read them; ``norm_before_fc`` also in ``eagle_config``, which vLLM
+        reads first (the SGLang that reads ``fc_norm`` reads no ``norm_before_fc``).
         """
         return {
             "architectures": ["LlamaForCausalLMEagle3"],
@@ -122,7 +146,10 @@ class DrafterConfig:
             "num_attention_heads": self.num_attention_heads,
             "num_key_value_heads": self.num_key_value_heads,
             "head_dim": self.head_dim,
-            "num_hidden_layers": 1,
+            "num_hidden_layers": self.num_hidden_layers,
+            "fc_norm": self.fc_norm,
+            "norm_output": self.norm_output,
+            "norm_before_fc": self.norm_before_fc,
             "hidden_act": "silu",
             "rms_norm_eps": self.rms_norm_eps,
             "rope_theta": self.rope_theta,
@@ -135,6 +162,7 @@ class DrafterConfig:
             "eagle_config": {
                 "eagle_aux_hidden_state_layer_ids": [k - 1 for k in self.aux_layer_ids],
                 "use_aux_hidden_state": True,
+                "norm_before_fc": self.norm_before_fc,
             },
             "attention_bias": False,
             "mlp_bias": False,
@@ -146,11 +174,15 @@ class DrafterConfig:
 
     @classmethod
     def from_hf(cls, hf: dict) -> "DrafterConfig":
-        """Read an export: vLLM's ids at the top level, else SGLang's in ``eagle_config`` (+1)."""
-        sglang = (hf.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+        """Read an export: vLLM's ids at the top level, else SGLang's in ``eagle_config`` (+1);
+        ``norm_before_fc`` from ``eagle_config`` first, as vLLM reads it."""
+        eagle = hf.get("eagle_config") or {}
+        sglang = eagle.get("eagle_aux_hidden_state_layer_ids")
         ids = hf.get("eagle_aux_hidden_state_layer_ids") or ([k + 1 for k in sglang] if sglang else [2, 16, 29])
         names = {f for f in cls.__dataclass_fields__ if f != "aux_layer_ids"}
-        return cls(aux_layer_ids=list(ids), **{k: v for k, v in hf.items() if k in names})
+        fields = {k: v for k, v in hf.items() if k in names}
+        fields["norm_before_fc"] = bool(eagle.get("norm_before_fc", hf.get("norm_before_fc", False)))
+        return cls(aux_layer_ids=list(ids), **fields)
 
 
 def _rope_theta(target: dict) -> float:
@@ -187,37 +219,45 @@ def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor
 
 @dataclass
 class KVCache:
-    """Keys and values of the positions drafted so far, (B, h_kv, S, d) each; ``crop`` rolls back."""
+    """Per decoder layer, the keys and values of the positions drafted so far, (B, h_kv, S, d) each;
+    ``crop`` rolls every layer back."""
 
-    k: torch.Tensor | None = None
-    v: torch.Tensor | None = None
+    k: list[torch.Tensor] = field(default_factory=list)
+    v: list[torch.Tensor] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return 0 if self.k is None else self.k.shape[2]
+        return self.past(0)
 
-    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
-        return self.k, self.v
+    def past(self, layer: int) -> int:
+        return self.k[layer].shape[2] if layer < len(self.k) else 0
+
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if layer == len(self.k):
+            self.k.append(k)
+            self.v.append(v)
+        else:
+            self.k[layer] = torch.cat([self.k[layer], k], dim=2)
+            self.v[layer] = torch.cat([self.v[layer], v], dim=2)
+        return self.k[layer], self.v[layer]
 
     def crop(self, length: int) -> None:
-        if self.k is not None:
-            self.k, self.v = self.k[:, :, :length], self.v[:, :, :length]
+        self.k = [k[:, :, :length] for k in self.k]
+        self.v = [v[:, :, :length] for v in self.v]
 
 
 class Attention(nn.Module):
-    """Grouped-query attention whose q/k/v read the 2H concatenation [embed; hidden]."""
+    """Grouped-query attention whose q/k/v read ``width`` features: [embed; hidden] (2H) in layer 0, H above."""
 
-    def __init__(self, c: DrafterConfig) -> None:
+    def __init__(self, c: DrafterConfig, width: int) -> None:
         super().__init__()
         self.c = c
-        self.q_proj = nn.Linear(2 * c.hidden_size, c.num_attention_heads * c.head_dim, bias=False)
-        self.k_proj = nn.Linear(2 * c.hidden_size, c.num_key_value_heads * c.head_dim, bias=False)
-        self.v_proj = nn.Linear(2 * c.hidden_size, c.num_key_value_heads * c.head_dim, bias=False)
+        self.q_proj = nn.Linear(width, c.num_attention_heads * c.head_dim, bias=False)
+        self.k_proj = nn.Linear(width, c.num_key_value_heads * c.head_dim, bias=False)
+        self.v_proj = nn.Linear(width, c.num_key_value_heads * c.head_dim, bias=False)
         self.o_proj = nn.Linear(c.num_attention_heads * c.head_dim, c.hidden_size, bias=False)
 
     def qkv(self, u: torch.Tensor, positions: torch.Tensor):
-        B, T, _ = u.shape  # u: (B, T, 2H)
+        B, T, _ = u.shape  # u: (B, T, width)
         q = self.q_proj(u).view(B, T, -1, self.c.head_dim).transpose(1, 2)  # (B, h, T, d)
         k = self.k_proj(u).view(B, T, -1, self.c.head_dim).transpose(1, 2)  # (B, h_kv, T, d)
         v = self.v_proj(u).view(B, T, -1, self.c.head_dim).transpose(1, 2)  # (B, h_kv, T, d)
@@ -227,12 +267,12 @@ class Attention(nn.Module):
         B, _, T, _ = y.shape  # y: (B, h, T, d)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, -1))  # (B, T, H)
 
-    def forward(self, u: torch.Tensor, positions: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
-        """Causal attention over the cache (if any) plus these T positions."""
+    def forward(self, u: torch.Tensor, positions: torch.Tensor, cache: KVCache | None, layer: int) -> torch.Tensor:
+        """Causal attention over this layer's cache (if any) plus these T positions."""
         q, k, v = self.qkv(u, positions)
-        past = len(cache) if cache is not None else 0
+        past = cache.past(layer) if cache is not None else 0
         if cache is not None:
-            k, v = cache.append(k, v)  # (B, h_kv, S, d)
+            k, v = cache.append(layer, k, v)  # (B, h_kv, S, d)
         T, S = q.shape[2], k.shape[2]
         mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=past)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
@@ -251,25 +291,30 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """The ``midlayer``: a Llama block whose attention input is [input_layernorm(e); hidden_norm(g)]."""
+    """A Llama block. The first (``midlayer``) attends over [input_layernorm(e); hidden_norm(g)];
+    the others (``layers.N``) are plain pre-norm blocks on the stream, attending over input_layernorm(r)."""
 
-    def __init__(self, c: DrafterConfig) -> None:
+    def __init__(self, c: DrafterConfig, first: bool) -> None:
         super().__init__()
+        self.first = first
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        self.self_attn = Attention(c)
+        if first:
+            self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.self_attn = Attention(c, (2 if first else 1) * c.hidden_size)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.mlp = MLP(c)
 
     def inputs(self, e: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        if not self.first:
+            return self.input_layernorm(g)  # (B, T, H): upper layers never see the embedding
         return torch.cat([self.input_layernorm(e), self.hidden_norm(g)], dim=-1)  # (B, T, 2H)
 
     def finish(self, g: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
         r = g + a  # (B, T, H)
         return r + self.mlp(self.post_attention_layernorm(r))  # (B, T, H) pre-norm
 
-    def forward(self, e, g, positions, cache: KVCache | None = None) -> torch.Tensor:
-        return self.finish(g, self.self_attn(self.inputs(e, g), positions, cache))
+    def forward(self, e, g, positions, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+        return self.finish(g, self.self_attn(self.inputs(e, g), positions, cache, layer))
 
 
 @dataclass
@@ -287,22 +332,42 @@ class Eagle3Drafter(nn.Module):
         self.config = c
         self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)  # the target's, frozen
         self.embed_tokens.weight.requires_grad_(False)
+        self.input_norm = RMSNorm(3 * c.target_hidden_size, c.rms_norm_eps) if c.norm_before_fc else None
+        self.fc_norm = (
+            nn.ModuleList(RMSNorm(c.target_hidden_size, c.rms_norm_eps) for _ in range(3)) if c.fc_norm else None
+        )
         self.fc = nn.Linear(3 * c.target_hidden_size, c.hidden_size, bias=False)
-        self.midlayer = DecoderLayer(c)
+        self.midlayer = DecoderLayer(c, first=True)
+        # named as the engines load them: layers.1 .. layers.L-1 (vLLM maps midlayer to layers.0)
+        self.layers = nn.ModuleDict({str(n): DecoderLayer(c, first=False) for n in range(1, c.num_hidden_layers)})
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.lm_head = nn.Linear(c.hidden_size, c.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(c.draft_vocab_size, dtype=torch.long))
         # identity until ``set_vocab``: draft id d is target id d (d2t = 0)
         self.register_buffer("t2d", torch.arange(c.vocab_size) < c.draft_vocab_size)
 
+    def decoder_layers(self) -> list[DecoderLayer]:
+        return [self.midlayer, *self.layers.values()]
+
     def combine(self, aux: torch.Tensor) -> torch.Tensor:
         """(B, T, 3, H_t) or (B, T, 3H_t) target aux states -> (B, T, H) step-0 hidden."""
-        return self.fc(aux.flatten(-2) if aux.dim() == 4 else aux)
+        a = aux.flatten(-2) if aux.dim() == 4 else aux  # (B, T, 3H_t)
+        if self.input_norm is not None:
+            a = self.input_norm(a)  # one norm over all three
+        if self.fc_norm is not None:
+            a = torch.cat([norm(x) for norm, x in zip(self.fc_norm, a.chunk(3, dim=-1))], dim=-1)  # one each
+        return self.fc(a)  # (B, T, H)
+
+    def feedback(self, r: torch.Tensor) -> torch.Tensor:
+        """(B, T, H) stream -> the next draft step's hidden: post-norm with ``norm_output``, else as is."""
+        return self.norm(r) if self.config.norm_output else r
 
     def forward(self, input_ids, hidden, positions, cache: KVCache | None = None) -> DraftOutput:
         e = self.embed_tokens(input_ids).to(hidden.dtype)  # (B, T, H)
-        r = self.midlayer(e, hidden, positions, cache)  # (B, T, H)
-        return DraftOutput(self.logits(r), r)
+        r = hidden  # (B, T, H): layer 0's residual is the hidden it reads
+        for n, layer in enumerate(self.decoder_layers()):
+            r = layer(e, r, positions, cache, n)  # (B, T, H)
+        return DraftOutput(self.logits(r), self.feedback(r))
 
     def unroll(
         self,
@@ -326,24 +391,36 @@ class Eagle3Drafter(nn.Module):
         if segments is None:
             segments = torch.zeros_like(input_ids)
         positions = segment_positions(segments)  # (B, T)
-        g, ks, vs, outputs = self.combine(aux), [], [], []  # g: (B, T, H)
+        g = self.combine(aux)  # (B, T, H)
+        keys: list[list[torch.Tensor]] = [[] for _ in self.decoder_layers()]  # per layer: k, v of each step
+        outputs = []
         for k in range(steps):
-            args = (g, F.pad(input_ids[:, k:], (0, k)), positions + k, segments, *ks, *vs)  # token i+1+k
-            g, kk, vv = (
-                checkpoint(self._ttt_step, *args, use_reentrant=False)
-                if recompute and torch.is_grad_enabled()
-                else self._ttt_step(*args)
-            )
-            ks.append(kk), vs.append(vv), outputs.append(g)  # g: (B, T, H) fed back
+            args = (g, F.pad(input_ids[:, k:], (0, k)), positions + k, segments, *sum(keys, []))  # token i+1+k
+            if recompute and torch.is_grad_enabled():
+                r, *new = checkpoint(self._ttt_step, *args, use_reentrant=False)
+            else:
+                r, *new = self._ttt_step(*args)
+            for n, layer_keys in enumerate(keys):
+                layer_keys += new[2 * n : 2 * n + 2]  # this step's (k, v) of layer n
+            outputs.append(r)  # (B, T, H) pre-norm: the loss's logits
+            g = self.feedback(r)  # (B, T, H) the next step's hidden
         return outputs
 
     def _ttt_step(self, g, ids, positions, segments, *past):
-        """One unroll step over the same positions: (next hidden, its keys, its values)."""
-        ks, vs = list(past[: len(past) // 2]), list(past[len(past) // 2 :])
+        """One unroll step over the same positions: its stream, then each layer's keys and values.
+
+        ``past`` holds, layer by layer, the (k, v) of every earlier step (B, h_kv, T, d) each."""
+        layers = self.decoder_layers()
+        per_layer = len(past) // len(layers)
         e = self.embed_tokens(ids).to(g.dtype)  # (B, T, H)
-        q, k, v = self.midlayer.self_attn.qkv(self.midlayer.inputs(e, g), positions)
-        a = self.midlayer.self_attn.out(ttt_attention(q, [*ks, k], [*vs, v], segments))  # (B, T, H)
-        return self.midlayer.finish(g, a), k, v
+        r, new = g, []
+        for n, layer in enumerate(layers):
+            mine = past[n * per_layer : (n + 1) * per_layer]  # k0, v0, k1, v1, ...
+            q, k, v = layer.self_attn.qkv(layer.inputs(e, r), positions)
+            a = ttt_attention(q, [*mine[0::2], k], [*mine[1::2], v], segments)  # (B, h, T, d)
+            r = layer.finish(r, layer.self_attn.out(a))  # (B, T, H)
+            new += [k, v]
+        return r, *new
 
     def logits(self, g: torch.Tensor) -> torch.Tensor:
         """(B, T, H) pre-norm stream -> (B, T, V_d) draft-vocab logits."""
@@ -370,6 +447,7 @@ class Eagle3Drafter(nn.Module):
         """
         skip = ("d2t", "t2d") if with_embedding else ("embed_tokens.weight", "d2t", "t2d")
         state = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in self.state_dict().items() if k not in skip}
+        state.update(sglang_aliases(state))
         if self.full_vocab():
             order = torch.empty_like(self.d2t)
             order[self.to_target_ids(torch.arange(len(self.d2t)))] = torch.arange(len(self.d2t))
@@ -396,7 +474,7 @@ class Eagle3Drafter(nn.Module):
         export_dir = Path(export_dir)
         config = DrafterConfig.from_hf(json.loads((export_dir / EXPORT_CONFIG).read_text()))
         model = cls(config)
-        state = load_file(str(export_dir / EXPORT_WEIGHTS))
+        state = without_aliases(load_file(str(export_dir / EXPORT_WEIGHTS)))
         if embed_tokens is None and target_path is not None and "embed_tokens.weight" not in state:
             embed_tokens = load_target_tensor(target_path, "embed_tokens.weight")
         if embed_tokens is not None:
@@ -419,6 +497,24 @@ class Eagle3Drafter(nn.Module):
                 fix="pass a drafter/export/ folder written by `eagle3 train`",
             )
         return model.eval()
+
+
+def sglang_aliases(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``layers.N.hidden_norm.weight`` for each layer above the first: the same tensor as its
+    ``input_layernorm``. vLLM normalises an upper layer's input with ``input_layernorm``, SGLang
+    with ``hidden_norm`` (its llama_eagle3 fuses the residual add into it); shipping both names
+    makes the two engines compute the same layer."""
+    suffix = ".input_layernorm.weight"
+    return {
+        k.replace(suffix, ".hidden_norm.weight"): v.clone()
+        for k, v in state.items()
+        if k.startswith("layers.") and k.endswith(suffix)
+    }
+
+
+def without_aliases(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """An export's weights less ``sglang_aliases`` (copies this model does not hold twice)."""
+    return {k: v for k, v in state.items() if not (k.startswith("layers.") and k.endswith(".hidden_norm.weight"))}
 
 
 def load_target_tensor(target_path: str | Path, suffix: str) -> torch.Tensor:

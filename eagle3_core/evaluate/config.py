@@ -48,8 +48,23 @@ class EvaluateConfig(StrictModel):
         description="torch threads for the offline loop: 1 is fastest for a small target on shared cores (several x faster than 2 under load); None = torch's default, for a large target on CPU.",
     )
 
+    context_buckets: list[int] = Field(
+        default_factory=lambda: [512, 2048, 4096, 8192],
+        description="Upper edges (tokens of context, prompt included) of the buckets acceptance is reported in: 0-512, 512-2K, 2K-4K, 4K-8K, and beyond the last edge when an answer reaches it.",
+    )
+    by_context: bool = Field(
+        True,
+        description="Report acceptance per context bucket: greedy decoding replayed offline on the target's own answers (vLLM's, else the offline loop's), its total beside vLLM's counters.",
+    )
+
     @model_validator(mode="after")
     def _sweep_is_positive(self) -> "EvaluateConfig":
         if any(k < 1 for k in self.k_sweep):
             raise ValueError(f"evaluate.k_sweep must hold k >= 1, got {self.k_sweep}")
+        edges = self.context_buckets
+        if not edges or edges[0] < 1 or any(b <= a for a, b in zip(edges, edges[1:])):
+            raise ValueError(
+                f"evaluate.context_buckets must be increasing positive token counts, got {edges}; "
+                "for example [512, 2048, 4096, 8192]"
+            )
         return self

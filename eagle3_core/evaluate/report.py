@@ -22,10 +22,14 @@ DEFINITIONS = {
     "accuracies (teacher-forced; held-out split when logged); bonus token INCLUDED",
     "output_tokens_per_s": "completion tokens of all prompts / wall seconds of the whole batch (informative on CPU)",
     "agreement": "online minus offline acceptance length at the same k, greedy; relative = that / offline",
+    "by_context": "acceptance length per bucket of context length (tokens before the round's first draft, prompt "
+    "included), greedy speculative decoding replayed offline on the target's own answers to the held-out prompts; "
+    "its total is set beside vLLM's counters for the same answers",
 }
 
 PER_POSITION_PNG = "acceptance_per_position.png"
 LENGTH_VS_K_PNG = "acceptance_length_vs_k.png"
+BY_CONTEXT_PNG = "acceptance_by_context.png"
 
 
 def agreement(online: dict | None, offline: dict | None) -> dict | None:
@@ -105,6 +109,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{sim['training_step']}): {_fmt(sim['acceptance_length'])}",
         ]
     lines += _speed_lines(report.get("online")) + _agreement_lines(report.get("agreement"))
+    lines += _context_lines(report.get("by_context"))
     sweep = (report.get("offline") or {}).get("k_sweep") or []
     if sweep:
         lines += ["", "| k | offline acceptance length |", "|---|---|"]
@@ -141,6 +146,30 @@ def _agreement_lines(agree: dict | None) -> list[str]:
         f"{_fmt(agree['offline_acceptance_length'])}, difference {_fmt(agree['difference'])} "
         f"({_fmt(100 * agree['relative_difference'], 1)} %).",
     ]
+
+
+def _context_lines(block: dict | None) -> list[str]:
+    """One row per context bucket: rounds, acceptance length at the evaluated k and at each swept k."""
+    if not block or not block["buckets"]:
+        return []
+    ks = sorted(block["buckets"][0]["acceptance_length_by_k"], key=int)
+    lines = [
+        "",
+        f"## Acceptance by context length (k = {block['k']}, replayed on {block['source']}'s answers, "
+        f"{block['answers']} of them)",
+        "",
+        "| context (tokens) | rounds | acceptance length | " + " | ".join(f"k={k}" for k in ks) + " |",
+        "|---|---|---|" + "---|" * len(ks),
+    ]
+    for b in block["buckets"]:
+        by_k = " | ".join(_fmt(b["acceptance_length_by_k"][k]) for k in ks)
+        lines.append(f"| {b['label']} | {b['drafts']} | {_fmt(b['acceptance_length'])} | {by_k} |")
+    lines += [
+        "",
+        f"Total {_fmt(block['total']['acceptance_length'])} replayed, {_fmt(block['vllm_acceptance_length'])} "
+        f"in vLLM's counters (difference {_fmt(block['difference_from_vllm'])}).",
+    ]
+    return lines
 
 
 def plot_report(out_dir: Path, report: dict[str, Any]) -> list[Path]:
@@ -185,7 +214,27 @@ def plot_report(out_dir: Path, report: dict[str, Any]) -> list[Path]:
         )
         ax.legend()
         paths.append(_save(fig, out_dir / LENGTH_VS_K_PNG))
+    if (report.get("by_context") or {}).get("buckets"):
+        paths.append(_plot_by_context(out_dir, report["by_context"], plt))
     return paths
+
+
+def _plot_by_context(out_dir: Path, block: dict, plt) -> Path:
+    """Acceptance length against context position (one point per bucket), one line per k."""
+    buckets = block["buckets"]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for k in sorted(buckets[0]["acceptance_length_by_k"], key=int):
+        values = [b["acceptance_length_by_k"][k] for b in buckets]
+        xs = [i for i, v in enumerate(values) if v is not None]
+        ax.plot(xs, [values[i] for i in xs], marker="o", label=f"k={k}")
+    ax.set_xticks(range(len(buckets)), [b["label"] for b in buckets])
+    ax.set(
+        xlabel="context position (tokens, prompt included)",
+        ylabel="acceptance length (bonus incl.)",
+        title="Acceptance by context length",
+    )
+    ax.legend()
+    return _save(fig, out_dir / BY_CONTEXT_PNG)
 
 
 def _save(fig, path: Path) -> Path:

@@ -15,6 +15,7 @@ generations) returns at once. There are no shards to resume: a failed evaluation
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
@@ -79,6 +80,8 @@ def evaluate_into(
     manifest: StageManifest,
 ) -> None:
     """The stage's work: measure, write the report, put the headline into ``manifest``."""
+    serve = serve or ServeConfig()
+    serve = serve if serve.log_dir else serve.model_copy(update={"log_dir": str(out_dir / "logs")})  # not $TMPDIR
     report = _evaluate(cfg, target, export_dir, serve, generations_dir, reporter, manifest.timings)
     write_report(out_dir, report)
     manifest.counts = {"prompts": report["heldout"]["prompts"], "skipped_rows": report["heldout"]["skipped_rows"]}
@@ -102,11 +105,14 @@ def evaluation_inputs(
     prompts: PromptSource, target_path: str, export_dir: Path, generations_dir: str | Path | None
 ) -> dict[str, str]:
     """Fingerprints of what the figures depend on, in a fixed order."""
+    from eagle3_core.fingerprint import model_fingerprint
     from eagle3_core.generate.inputs import fingerprint
 
-    files = sorted(p for p in export_dir.glob("*") if p.is_file())
-    drafter = stable_hash([f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files])
-    inputs = {"target": f"path:{Path(target_path).resolve()}", "drafter": drafter, "prompts": fingerprint(prompts)}
+    inputs = {
+        "target": model_fingerprint(target_path),
+        "drafter": model_fingerprint(export_dir),  # its bytes: a copied run is still complete
+        "prompts": fingerprint(prompts),
+    }
     if generations_dir is not None:
         inputs["generations"] = input_fingerprint(generations_dir)
     return inputs
@@ -147,18 +153,28 @@ def _evaluate(
         "offline": None,
         "simulated": None,
     }
+    answers = {}  # the target's own greedy answers, per source, for the context buckets
     if cfg.online:
-        t0 = time.monotonic()
-        report["online"] = _online(cfg, target, export_dir, serve or ServeConfig(), prompts, reporter)
-        timings["online"] = round(time.monotonic() - t0, 3)
+        online = partial(_online, cfg, target, export_dir, serve or ServeConfig(), prompts, reporter)
+        report["online"], answers["vllm"] = _timed(timings, "online", online)
     if cfg.offline:
-        t0 = time.monotonic()
-        report["offline"] = _offline(cfg, target, export_dir, prompts, reporter)
-        timings["offline"] = round(time.monotonic() - t0, 3)
+        offline = partial(_offline, cfg, target, export_dir, prompts, reporter)
+        report["offline"], answers["offline"] = _timed(timings, "offline", offline)
+    if cfg.by_context and answers:
+        by_context = partial(_by_context, cfg, target, export_dir, prompts, answers, report["online"], reporter)
+        report["by_context"] = _timed(timings, "by_context", by_context)
     from eagle3_core.evaluate.simulated import simulated_acceptance
 
     report["simulated"] = simulated_acceptance(export_dir.parent / "metrics.jsonl", cfg.num_speculative_tokens)
     return report
+
+
+def _timed(timings: dict[str, float], name: str, measure):
+    """``measure()``, its wall seconds recorded under ``name``."""
+    t0 = time.monotonic()
+    result = measure()
+    timings[name] = round(time.monotonic() - t0, 3)
+    return result
 
 
 def settings(cfg: EvaluateConfig, serve: ServeConfig | None) -> dict:
@@ -207,10 +223,26 @@ def _online(
     if cfg.baseline:
         with serve_target(target, serve, None) as server:
             without = measure_or_explain(server, prompts, gen, cfg.speed_repeats)
-    return {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used}
+    return {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used}, with_drafter.outputs
 
 
-def _offline(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, prompts: list, reporter: Reporter) -> dict:
+def _by_context(cfg, target, export_dir, prompts, answers: dict, online: dict | None, reporter: Reporter) -> dict:
+    """Acceptance per context bucket, replayed on vLLM's answers (else the offline loop's)."""
+    from eagle3_core.evaluate.buckets import context_report
+
+    source = "vllm" if "vllm" in answers else "offline"
+    chosen = prompts if source == "vllm" else prompts[: cfg.offline_max_prompts]
+    block = context_report(cfg, target, export_dir, chosen, answers[source], online, source)
+    first, last = block["buckets"][0], block["buckets"][-1]
+    reporter.log(
+        f"evaluate: acceptance by context (k={cfg.num_speculative_tokens}, {source} answers): "
+        f"{first['label']} {first['acceptance_length']}, {last['label']} {last['acceptance_length']}; "
+        f"total {block['total']['acceptance_length']} (vLLM {block['vllm_acceptance_length']})"
+    )
+    return block
+
+
+def _offline(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, prompts: list, reporter: Reporter):
     from eagle3_core.evaluate.offline import ChainDecoder, prompt_token_ids, run_offline
 
     decoder = ChainDecoder.load(target.path, export_dir, threads=cfg.threads)
@@ -227,7 +259,7 @@ def _offline(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, prompt
         "wall_s": main.wall_s,
         "output_tokens": sum(len(c) for c in main.completions),
         "k_sweep": [{"k": kk, **results[kk].counters.summary(kk)} for kk in sorted(set(cfg.k_sweep))],
-    }
+    }, main.completions
 
 
 def headline(report: dict) -> dict:
@@ -244,4 +276,17 @@ def headline(report: dict) -> dict:
         "speedup_spread": (report.get("online") or {}).get("speedup_spread"),
         "speedup_error": (report.get("online") or {}).get("speedup_error"),
         "simulated_acceptance_length": (report.get("simulated") or {}).get("acceptance_length"),
+        "acceptance_by_context": context_headline(report.get("by_context")),
+    }
+
+
+def context_headline(block: dict | None) -> dict | None:
+    """The first and last context buckets' acceptance lengths (the pipeline summary shows them)."""
+    if not block or not block["buckets"]:
+        return None
+    first, last = block["buckets"][0], block["buckets"][-1]
+    return {
+        "k": block["k"],
+        "first": {"label": first["label"], "acceptance_length": first["acceptance_length"]},
+        "last": {"label": last["label"], "acceptance_length": last["acceptance_length"]},
     }

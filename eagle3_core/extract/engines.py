@@ -9,26 +9,28 @@ per shard in the same process); ``release_engines`` frees them at the end of a r
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 _ENGINES: dict[tuple, Any] = {}
 _LOCK = threading.Lock()
 
 
-def get_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest: int):
-    """The cached engine for (config, target, layers, longest sample), built on first use."""
+def get_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest: int, workdir: Path):
+    """The cached engine for (config, target, layers, longest sample), built on first use; a vLLM
+    engine works (and logs) in ``workdir``."""
     key = (cfg.content_hash(), target.content_hash(), tuple(layers), longest)
     with _LOCK:
         if key not in _ENGINES:
-            _ENGINES[key] = _build(cfg, target, layers, num_hidden_layers, longest)
+            _ENGINES[key] = _build(cfg, target, layers, num_hidden_layers, longest, workdir)
         return _ENGINES[key]
 
 
-def _build(cfg, target, layers: list[int], num_hidden_layers: int, longest: int):
+def _build(cfg, target, layers: list[int], num_hidden_layers: int, longest: int, workdir: Path):
     if cfg.engine == "vllm":
         from eagle3_core.extract.vllm_engine import VllmEngine
 
-        return VllmEngine(cfg, target, layers, num_hidden_layers, max_model_len=longest + 1)
+        return VllmEngine(cfg, target, layers, num_hidden_layers, max_model_len=longest + 1, workdir=workdir)
     from eagle3_core.extract.hf_engine import TransformersEngine, load_target, resolve_device
 
     device = resolve_device(cfg.device)

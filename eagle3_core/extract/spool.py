@@ -84,12 +84,26 @@ class Requests(StrictModel):
         need = pinned + (self.consumers + 1) * largest
         if need > self.budget_bytes:
             raise ConfigError(
-                f"the spool budget ({self.budget_bytes / 2**30:.2f} GiB) cannot hold the held-out "
-                f"states ({pinned / 2**30:.2f} GiB) plus {self.consumers + 1} micro-batches "
-                f"({largest / 2**30:.2f} GiB each)",
-                fix=f"raise train.online_vllm.spool_gb to at least {need / 2**30:.2f}, "
+                f"the spool budget ({gib(self.budget_bytes)} GiB) cannot hold the held-out "
+                f"states ({gib(pinned)} GiB) plus {self.consumers + 1} micro-batches "
+                f"({gib(largest)} GiB each)",
+                fix=f"raise train.online_vllm.spool_gb to at least {gib_up(need)}, "
                 "or lower train.micro_batch_tokens / train.heldout_fraction",
             )
+
+
+def gib(n: int) -> str:
+    """``n`` bytes in GiB to 3 significant digits: a budget of 0.01 reads 0.01, never 0.00."""
+    return f"{n / 2**30:.3g}"
+
+
+def gib_up(n: int) -> str:
+    """The smallest 3-significant-digit GiB figure that holds ``n`` bytes (a rounded-down figure
+    would name a budget that is still too small)."""
+    figure = float(gib(n))
+    while figure * 2**30 < n:
+        figure = float(f"{figure * 1.001 + 1e-12:.3g}")
+    return f"{figure:g}"
 
 
 class Spool:

@@ -26,11 +26,14 @@ from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.extract.plan import ShardSpec, plan_shards
 from eagle3_core.extract.storage import bytes_per_token, check_fits, online_command, storage_line
 from eagle3_core.extract.target_facts import read_target_facts, resolve_layers
+from eagle3_core.fingerprint import model_fingerprint
 from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, input_fingerprint, runtime_versions
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.readers import sequences
 from eagle3_core.target import TargetConfig
+
+ENGINE_DIR = ".vllm"  # in hidden/: the vLLM engine's log and its transient state files, not $TMPDIR
 
 STAGE = "extract"
 
@@ -71,7 +74,7 @@ def plan_extract(
     facts = read_target_facts(path)
     layers = resolve_layers(cfg.layers, target, facts.num_hidden_layers)
     config_hash = cfg.output_hash(str(Path(path).resolve()), layers)
-    inputs = {"sequences": input_fingerprint(sequences_dir), "target": f"path:{Path(path).resolve()}"}
+    inputs = {"sequences": input_fingerprint(sequences_dir), "target": model_fingerprint(path)}
     plan = ExtractPlan(
         sequences_dir=str(sequences_dir),
         out_dir=str(out_dir),
@@ -129,7 +132,8 @@ def _check_storage(plan: ExtractPlan, cfg: ExtractConfig, target_path: str, repo
     left = sum(s.tokens for s in plan.shards if not shard_is_done(plan.out_dir, s))
     line, need, free = storage_line(left, plan.hidden_size, plan.out_dir)
     reporter.log(f"extract: {len(plan.shards)} shards, layers {plan.layers}, engine {plan.engine}; {line}")
-    check_fits(need, free, cfg.disk_headroom, plan.out_dir, online_command(plan.sequences_dir, target_path, free, need))
+    online = online_command(plan.sequences_dir, target_path, free, need, cfg.layers)
+    check_fits(need, free, cfg.disk_headroom, plan.out_dir, online)
 
 
 def extract_shard(
@@ -142,7 +146,8 @@ def extract_shard(
     shard = plan.shards[index]
     if shard_is_done(plan.out_dir, shard):
         return {**shard_figures(plan.out_dir, shard), "skipped": 1, "seconds": 0.0}
-    engine = get_engine(cfg, target, plan.layers, plan.num_hidden_layers, max(s.longest for s in plan.shards))
+    longest = max(s.longest for s in plan.shards)
+    engine = get_engine(cfg, target, plan.layers, plan.num_hidden_layers, longest, Path(plan.out_dir) / ENGINE_DIR)
     figures = write_shard(engine, plan.sequences_dir, plan.out_dir, shard, plan.hidden_size, plan.layers)
     (reporter or NullReporter()).log(
         f"extract: {shard.name} {shard.tokens:,} tokens in {figures['seconds']:.1f} s "

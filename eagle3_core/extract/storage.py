@@ -45,13 +45,16 @@ def storage_line(tokens_left: int, hidden_size: int, out_dir: str | Path) -> tup
     return line, need, free
 
 
-def online_command(sequences_dir: str | Path, target_path: str, free: int, need: int) -> str:
+def online_command(
+    sequences_dir: str | Path, target_path: str, free: int, need: int, layers: list[int] | None = None
+) -> str:
     """The command that trains without writing hidden/: states streamed from vLLM through a spool
-    of at most half the free space (or the whole set, when that is smaller)."""
+    of at most half the free space (or the whole set, when that is smaller), on the layers given."""
     spool_gb = max(0.1, round(min(free / 2, need) / 2**30, 1))
+    given = f" --layers {','.join(map(str, layers))}" if layers else ""
     return (
         f"eagle3 train --mode online-vllm --input {sequences_dir} --target {target_path} "
-        f"--vocab VOCAB_DIR --out DRAFTER_DIR --spool-gb {spool_gb:g}"
+        f"--vocab VOCAB_DIR --out DRAFTER_DIR --spool-gb {spool_gb:g}{given}"
     )
 
 

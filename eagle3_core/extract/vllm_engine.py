@@ -8,7 +8,9 @@ output before the final norm, so the final norm is applied here, with the target
 norm weight and epsilon read from its files, and ``hidden/`` means the same as with
 transformers. Each shard goes to vLLM as one request list (vLLM batches by itself, so
 no padding is computed); the files are read back under their lock, checked against the
-prompt ids, and deleted.
+prompt ids, and deleted. The worker runs under ``serve.process.start_engine`` (it dies with the
+process that started it, SIGKILL included) and works in ``workdir``, a folder of the run
+(``worker.log`` stays there; ``states/`` goes with ``close``), never $TMPDIR.
 
 The final norm here is Llama-style RMSNorm (``weight * x / rms(x)``, Llama, Qwen, DeepSeek,
 Kimi); a target with another final norm is refused rather than silently mis-normed.
@@ -23,13 +25,13 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eagle3_core.errors import ConfigError, StageError
 from eagle3_core.extract.batching import Batch
 from eagle3_core.serve.locate import vllm_python
+from eagle3_core.serve.process import start_engine
 
 if TYPE_CHECKING:
     import torch
@@ -78,12 +80,20 @@ class VllmEngine:
     name = "vllm"
 
     def __init__(
-        self, cfg, target, layers: list[int], num_hidden_layers: int, max_model_len: int, devices: str | None = None
+        self,
+        cfg,
+        target,
+        layers: list[int],
+        num_hidden_layers: int,
+        max_model_len: int,
+        workdir: str | os.PathLike[str],
+        devices: str | None = None,
     ) -> None:
         self.layers, self.num_hidden_layers = list(layers), num_hidden_layers
         self.max_model_len = cfg.vllm_max_model_len or max(max_model_len, 16)
         self.norm_weight, self.eps = final_norm(target.require_path())
-        self.workdir = Path(tempfile.mkdtemp(prefix="eagle3-vllm-"))
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / "worker.log"
         self.devices = devices  # CUDA_VISIBLE_DEVICES of the worker (online training keeps it off the trainer's)
         self.proc = self._start(cfg, target)
@@ -121,15 +131,7 @@ class VllmEngine:
         if self.devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.devices
         log = open(self.log_path, "wb")
-        return subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env=env,
-            text=True,
-            start_new_session=True,
-        )
+        return start_engine(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, text=True)
 
     def _await_ready(self) -> float:
         reply = self._read()
@@ -205,4 +207,4 @@ class VllmEngine:
                     break
                 except subprocess.TimeoutExpired:
                     continue
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        shutil.rmtree(self.workdir / "states", ignore_errors=True)  # the log stays with the run

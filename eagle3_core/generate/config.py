@@ -38,6 +38,10 @@ class GenerateConfig(StrictModel):
     """Send prompts to OpenAI-compatible endpoints and keep every answer with its reasoning."""
 
     prompts: PromptSource | None = Field(None, description="The prompts. Required for a generate run.")
+    source: Literal["server", "dataset"] = Field(
+        "server",
+        description="Where the answers come from: `server` sends each prompt to the endpoints; `dataset` takes each input row's own final assistant turn (its reasoning from a `reasoning_content` field or inline think tags), no server involved (`generate/dataset_source.py`).",
+    )
     base_urls: list[str] = Field(
         default_factory=list,
         description="OpenAI-compatible endpoints (`http://host:port/v1`); several are balanced by load. Filled in by `eagle3 demo`.",

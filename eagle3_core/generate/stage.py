@@ -55,6 +55,10 @@ STAGE = "generate"
 
 def run_generate(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageManifest:
     """Generate every prompt of ``cfg.prompts`` into ``out_dir``; resume or skip when possible."""
+    if cfg.source == "dataset":  # the rows' own answers, no server (dataset_source.py)
+        from eagle3_core.generate.dataset_source import run_dataset_source
+
+        return run_dataset_source(cfg, out_dir, reporter)
     run = GenerateRun(cfg, out_dir, reporter)
     finished = run.open()
     if finished is not None:
@@ -70,6 +74,10 @@ def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
     Endpoint URLs are left out on purpose: the same prompts and sampling served on another port
     (a second demo, a moved server) are the same samples.
     """
+    if cfg.source == "dataset":  # keyed apart from every served run (dataset_source.py)
+        from eagle3_core.generate import dataset_source
+
+        return dataset_source.stage_keys(cfg)
     config_hash = stable_hash(
         {
             "sampling": cfg.sampling_key(),
@@ -148,7 +156,11 @@ class GenerateRun:
     def _check_input(self) -> None:
         """Before the probe: an endpoint, some rows, and rows of a known shape."""
         if not self.cfg.base_urls:
-            raise ConfigError("generate needs at least one endpoint", fix="pass --base-url http://host:port/v1")
+            raise ConfigError(
+                "generate needs at least one endpoint: base_urls is empty",
+                fix="set base_urls to your servers (http://host:port/v1): generate.base_urls in a recipe, cfg.base_urls "
+                "in the Prefect form, --base-url on the command line",
+            )
         if next(iter_rows(self.cfg.prompts), None) is None and not self.cfg.allow_empty:
             raise InputError(
                 f"the input holds no rows: {self.cfg.prompts.input}",

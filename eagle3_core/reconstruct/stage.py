@@ -23,6 +23,7 @@ from typing import Any
 
 from eagle3_core.base import stable_hash
 from eagle3_core.errors import ConfigError, StageError
+from eagle3_core.fsio import remove_tree
 from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
@@ -100,8 +101,10 @@ def target_tokens(target: TargetConfig) -> dict[str, Any]:
 
 
 def clear_outputs(out_dir: Path) -> None:
-    """Remove shards made with another config, tokenizer or input: they must not mix."""
-    for file in [*out_dir.glob("part-*.parquet"), *(out_dir / "stats").glob("part-*.json")]:
+    """Remove shards made with another config, tokenizer or input: they must not mix. ``stats/``
+    holds nothing else, and goes whole (as a link when it is one: its target is not ours to empty)."""
+    remove_tree(out_dir / "stats")
+    for file in out_dir.glob("part-*.parquet"):
         file.unlink()
 
 

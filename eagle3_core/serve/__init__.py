@@ -23,6 +23,7 @@ def serve_model(
     *,
     speculative_config: dict | None = None,
     extra_args: list[str] | None = None,
+    log_dir: str | None = None,
 ) -> Iterator[str]:
     """Serve ``target.path`` with the target's reasoning parser; yield the base URL (``.../v1``)
     and stop the server on exit, whatever happens inside the block."""
@@ -32,6 +33,7 @@ def serve_model(
         reasoning_parser=target.reasoning_parser,
         speculative_config=speculative_config,
         extra_args=extra_args,
+        log_dir=log_dir,
     )
     with server:
         yield server.base_url

@@ -35,5 +35,8 @@ class ServeConfig(StrictModel):
     startup_timeout: float = Field(
         300.0, gt=0, description="Seconds to wait for /health (about 25-36 s here on 2 cores)."
     )
-    log_dir: str | None = Field(None, description="Where the server log goes; None = a fresh temporary directory.")
+    log_dir: str | None = Field(
+        None,
+        description="Where the server log goes; None = the run's folder (`<out>/logs` for the pipeline, `eval/logs` for evaluate, `runs/serve` for `eagle3 serve`), never $TMPDIR.",
+    )
     extra_args: list[str] = Field(default_factory=list, description="More vLLM arguments, passed through.")

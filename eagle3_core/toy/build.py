@@ -6,6 +6,7 @@ Layout of ``<cache>/toy/<recipe hash>/``::
     tokenizer.json  tokenizer_config.json  chat_template.jinja   K2.5-layout fast tokenizer
     prompts_train.jsonl    training-pool prompts for the generate stage (`messages` rows)
     prompts_heldout.jsonl  held-out prompts, never trained on (`messages` rows)
+    dataset_answers*.jsonl the training prompts answered as public datasets answer (dataset_answers.py)
     toy_report.json        recipe, held-out accuracy, training figures; written last
 
 Guarantees: the directory appears complete or not at all (built in a temporary sibling, then
@@ -33,6 +34,7 @@ from eagle3_core.manifest import runtime_versions
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.toy.config import ToyTargetConfig
 from eagle3_core.toy.corpus import OPS, Question, distinct_training_prompts, split_questions
+from eagle3_core.toy.dataset_answers import ensure_dataset_answers
 
 # Bump when the code changes what a recipe builds (corpus wording, tokenizer, training loop).
 BUILD_VERSION = 2  # 2: no newline before </think> (vLLM's parser strips it from the reasoning)
@@ -62,12 +64,17 @@ def build_toy_target(cfg: ToyTargetConfig, reporter: Reporter | None = None) -> 
     """The toy target's directory, built first when no build of this recipe is cached."""
     reporter = reporter or NullReporter()
     final = toy_target_dir(cfg)
-    if is_built(final):
-        return final
+    if not is_built(final):
+        _build_once(cfg, final, reporter)
+    ensure_dataset_answers(final)  # outside the recipe hash: a cached build gains them without retraining
+    return final
+
+
+def _build_once(cfg: ToyTargetConfig, final: Path, reporter: Reporter) -> None:
     final.parent.mkdir(parents=True, exist_ok=True)
     with _locked(final.with_name(final.name + ".lock")):
         if is_built(final):  # another process built it while we waited
-            return final
+            return
         reporter.log(f"building the toy target (recipe {final.name}, 2.5-6 minutes on 2 CPU cores) -> {final}")
         tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -78,7 +85,6 @@ def build_toy_target(cfg: ToyTargetConfig, reporter: Reporter | None = None) -> 
                 os.rename(tmp, final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    return final
 
 
 @contextlib.contextmanager

@@ -50,7 +50,7 @@ class ToyTargetConfig(StrictModel):
     seed: int = Field(0, description="Seed for the question split, sampling and weights.")
     cache_dir: str | None = Field(
         None,
-        description="Where built targets are cached (under toy/<recipe hash>/); None = $EAGLE3_CACHE or ~/.cache/eagle3. Not part of the recipe hash.",
+        description="Where built targets are cached (under `toy/<recipe hash>/`); None = $EAGLE3_CACHE or ~/.cache/eagle3. Not part of the recipe hash.",
     )
 
     @model_validator(mode="after")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from eagle3_core.drafter.model import DrafterConfig, Eagle3Drafter, load_target_tensor
+from eagle3_core.drafter.model import DrafterConfig, Eagle3Drafter, load_target_tensor, without_aliases
 from eagle3_core.errors import InputError
 from eagle3_core.train.inputs import TrainInputs
 from eagle3_core.train.loss import TargetHead
@@ -23,13 +23,20 @@ def load_vocab(vocab_file: str) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def build_drafter(
-    inputs: TrainInputs, seed: int, init_from: str | None = None, shape: dict | None = None
+    inputs: TrainInputs,
+    seed: int,
+    init_from: str | None = None,
+    shape: dict | None = None,
+    variant: dict | None = None,
 ) -> Eagle3Drafter:
     """A fresh drafter for the target (seeded init), with the target's frozen embedding and the vocab.
 
-    ``shape`` (``TrainConfig.drafter`` as a dict) overrides the heads and widths copied from the target.
+    ``shape`` (``TrainConfig.drafter`` as a dict) overrides the heads and widths copied from the target;
+    ``variant`` (``TrainConfig.variant.architecture()``) sets the architecture.
     """
-    config = DrafterConfig.from_target(inputs.target_config, inputs.draft_vocab_size, inputs.aux_layer_ids, shape)
+    config = DrafterConfig.from_target(
+        inputs.target_config, inputs.draft_vocab_size, inputs.aux_layer_ids, shape, variant
+    )
     if config.num_attention_heads % config.num_key_value_heads:
         raise InputError(
             f"the drafter's {config.num_key_value_heads} KV heads do not divide its "
@@ -68,7 +75,7 @@ def load_init_weights(drafter: Eagle3Drafter, init_from: str) -> None:
     from safetensors.torch import load_file
 
     file = resolve_init(init_from)
-    state = load_file(str(file))
+    state = without_aliases(load_file(str(file)))
     d2t, _ = state.pop("d2t", None), state.pop("t2d", None)
     own = drafter.state_dict()
     wrong = [k for k, v in state.items() if k not in own or own[k].shape != v.shape]

@@ -81,6 +81,76 @@ class DrafterShape(StrictModel):
         return self
 
 
+Loader = Literal["vllm", "sglang"]
+
+# What each engine's llama_eagle3.py reads of the variant keys (vLLM 0.32; SGLang's of 2026, the
+# version that reads `fc_norm`): that SGLang has no `norm_before_fc` (it would load the export and
+# silently skip the norm, serving another model than the one trained). SGLang PR 32334 (2026-07)
+# reads `eagle_config.norm_before_fc`, where the export writes it too, under a weight name not
+# verified here: list sglang in train.variant.loaders only for what is known to load.
+LOADER_READS: dict[str, frozenset[str]] = {
+    "vllm": frozenset({"fc_norm", "norm_output", "norm_before_fc", "num_hidden_layers"}),
+    "sglang": frozenset({"fc_norm", "norm_output", "num_hidden_layers"}),
+}
+PRESETS: dict[str, dict[str, bool]] = {
+    "eagle3": {"fc_norm": False, "norm_output": False},
+    "eagle3.1": {"fc_norm": True, "norm_output": True},  # a norm per aux state, the post-norm state fed back
+}
+
+
+class DrafterVariant(StrictModel):
+    """The drafter's architecture: EAGLE-3, EAGLE-3.1, a norm before fc, and its depth.
+
+    Every field is written to ``export/config.json`` under the key the engines read, so the served
+    drafter is the trained one; a variant one of ``loaders`` cannot read is a config error.
+    """
+
+    preset: Literal["eagle3", "eagle3.1"] = Field(
+        "eagle3",
+        description="eagle3: as published; eagle3.1: fc_norm and norm_output on (the fields below override it).",
+    )
+    fc_norm: bool | None = Field(
+        None, description="An RMSNorm on each auxiliary state before fc (EAGLE-3.1); None = the preset's."
+    )
+    norm_output: bool | None = Field(
+        None,
+        description="Feed the post-norm state back as the next draft step's hidden (EAGLE-3.1); None = the preset's.",
+    )
+    norm_before_fc: bool = Field(
+        False, description="One RMSNorm over the three concatenated auxiliary states before fc (vLLM only)."
+    )
+    num_hidden_layers: int = Field(
+        1, ge=1, le=8, description="Decoder layers: the first reads [embed; hidden], the others are Llama blocks."
+    )
+    loaders: list[Loader] = Field(
+        default_factory=lambda: ["vllm"],
+        min_length=1,
+        description="Engines the export must load in (vLLM is the one evaluate serves); add sglang to refuse a variant key SGLang does not read (norm_before_fc).",
+    )
+
+    def architecture(self) -> dict[str, bool | int]:
+        """The model's fields (``DrafterConfig``): the preset with the explicit fields over it."""
+        chosen = {k: v for k, v in {"fc_norm": self.fc_norm, "norm_output": self.norm_output}.items() if v is not None}
+        return {
+            **PRESETS[self.preset],
+            **chosen,
+            "norm_before_fc": self.norm_before_fc,
+            "num_hidden_layers": self.num_hidden_layers,
+        }
+
+    @model_validator(mode="after")
+    def _loaders_read_it(self) -> "DrafterVariant":
+        used = {k for k, v in self.architecture().items() if v and (k != "num_hidden_layers" or v > 1)}
+        for loader in self.loaders:
+            unread = sorted(used - LOADER_READS[loader])
+            if unread:
+                raise ValueError(
+                    f"train.variant.{unread[0]}: {loader}'s LlamaForCausalLMEagle3 does not read it, so it would "
+                    f"serve another drafter than the one trained; drop it, or set train.variant.loaders without {loader}"
+                )
+        return self
+
+
 class TrainConfig(StrictModel):
     """Train the EAGLE-3 drafter with DeepSpeed."""
 
@@ -94,6 +164,10 @@ class TrainConfig(StrictModel):
     drafter: DrafterShape = Field(
         default_factory=DrafterShape,
         description="Drafter heads, KV heads, head_dim and MLP width; unset fields copy the target.",
+    )
+    variant: DrafterVariant = Field(
+        default_factory=DrafterVariant,
+        description="Drafter architecture (EAGLE-3, EAGLE-3.1, norm_before_fc, layers), recorded in the export.",
     )
     ttt_steps: int = Field(7, ge=1, description="Training-time-test unroll length K.")
     recompute_ttt_steps: bool = Field(

@@ -9,19 +9,18 @@ half-written export.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from eagle3_core.drafter.model import Eagle3Drafter
+from eagle3_core.fsio import remove_tree
 
 
 def export_drafter(drafter: Eagle3Drafter, export_dir: str | Path, with_embedding: bool = False) -> Path:
     final = Path(export_dir)
     tmp = final.with_name(final.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    remove_tree(tmp)
     drafter.save_export(tmp, with_embedding)
-    if final.exists():
-        shutil.rmtree(final)
+    remove_tree(final)  # a symlinked export/ goes as a link: the folder it points to is another run's
     tmp.rename(final)
     return final
 

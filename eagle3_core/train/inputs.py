@@ -176,7 +176,9 @@ def check_inputs(mode: str, target: TargetConfig, hidden_dir, vocab_dir, sequenc
         raise InputError(
             f"auxiliary layers {problem}",
             path=hidden_dir if mode == "offline" else None,
-            fix="extract hidden/ again with increasing, distinct --layers (or set target.aux_layer_ids)",
+            fix="extract hidden/ again with increasing, distinct --layers (or set target.aux_layer_ids)"
+            if mode == "offline"
+            else "pass increasing, distinct --layers (or set target.aux_layer_ids): online training reads no hidden/",
         )
     return TrainInputs(
         target_path=target_path,

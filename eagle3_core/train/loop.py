@@ -144,7 +144,7 @@ class Trainer:
             )
         self.plan = BatchPlan(train, cfg.micro_batch_tokens, cfg.seed, pack=cfg.packing)
         self.total = total_steps(cfg, self.plan.per_epoch, self.dev.world)
-        drafter = build_drafter(inputs, cfg.seed, cfg.init_from, cfg.drafter.model_dump())
+        drafter = build_drafter(inputs, cfg.seed, cfg.init_from, cfg.drafter.model_dump(), cfg.variant.architecture())
         self.ds_config = deepspeed_config(cfg, self.total, bf16=self.dev.dtype == torch.bfloat16)
         drafter.to(self.dev.device)
         self.engine, _, _, self.scheduler = deepspeed.initialize(
@@ -247,7 +247,9 @@ class Trainer:
     def finish(self, tokens: int, seconds: float) -> dict[str, Any]:
         state = full_state(self.engine)
         if self.dev.rank == 0:
-            drafter = build_drafter(self.inputs, self.cfg.seed, shape=self.cfg.drafter.model_dump())
+            drafter = build_drafter(
+                self.inputs, self.cfg.seed, shape=self.cfg.drafter.model_dump(), variant=self.cfg.variant.architecture()
+            )
             drafter.load_state_dict(
                 {k: v.float() if v.is_floating_point() else v for k, v in state.items()}, strict=False
             )

@@ -10,6 +10,7 @@ caller can raise the same error; a crash exits 1 with the exception in ``error.j
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -84,13 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out_dir = args.spec.parent
     from eagle3_core.errors import Eagle3Error
-    from eagle3_core.fsio import write_json_atomic
+    from eagle3_core.fsio import no_space_as_error, write_json_atomic
 
     try:
-        summary = run(args.spec)
+        with no_space_as_error(out_dir):  # a checkpoint on a full disk: one error naming drafter/
+            summary = run(args.spec)
     except Eagle3Error as exc:
-        write_error(out_dir, exc)
         print(f"eagle3 train error: {exc}", file=sys.stderr, flush=True)
+        with contextlib.suppress(Eagle3Error, OSError):  # on a full disk the record may not fit either
+            write_error(out_dir, exc)
         return 2
     except Exception as exc:  # noqa: BLE001 - report any crash to the caller, then fail
         write_error(out_dir, exc)

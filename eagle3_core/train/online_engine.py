@@ -27,7 +27,7 @@ from eagle3_core.extract.spool import POLL_S, Requests, Spool, SpoolFeeder, Stat
 STATUS_EVERY_S = 1.0
 
 
-def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest: int):
+def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest: int, workdir: Path):
     """The extraction engine of ``cfg`` (an ``OnlineVllmConfig``) for ``target`` (a ``TargetConfig``)
     and samples of at most ``longest`` tokens."""
     from eagle3_core.extract.config import ExtractConfig
@@ -43,7 +43,13 @@ def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest
             vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
         )
         return VllmEngine(
-            extract, target, layers, num_hidden_layers, max_model_len=longest + 1, devices=cfg.engine_devices
+            extract,
+            target,
+            layers,
+            num_hidden_layers,
+            max_model_len=longest + 1,
+            workdir=workdir,
+            devices=cfg.engine_devices,
         )
     from eagle3_core.extract.hf_engine import TransformersEngine, load_target, resolve_device
 
@@ -218,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         serve(
             spool,
-            lambda: build_engine(cfg, TargetConfig(path=args.target), args.layers, n_layers, args.max_tokens),
+            lambda: build_engine(
+                cfg, TargetConfig(path=args.target), args.layers, n_layers, args.max_tokens, Path(args.spool) / "engine"
+            ),
             stop,
             runs=None,
             target_path=args.target,

@@ -112,7 +112,8 @@ def engine_for_run(
     longest = min(longest_sample(inputs.sequences_dir), cfg.micro_batch_tokens)
     layers, n_layers = inputs.aux_layer_ids, int(inputs.target_config["num_hidden_layers"])
     producer = EngineProducer(
-        spool_dir(cfg, out), lambda: build_engine(cfg.online_vllm, target, layers, n_layers, longest)
+        spool_dir(cfg, out),
+        lambda: build_engine(cfg.online_vllm, target, layers, n_layers, longest, Path(out) / "engine"),
     )
     reporter.log(
         f"train: starting the {cfg.online_vllm.engine} engine beside the trainer "

@@ -18,13 +18,13 @@ config or other inputs are discarded rather than resumed; a failed trainer raise
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 from pathlib import Path
 
 from eagle3_core import errors
 from eagle3_core.base import stable_hash
-from eagle3_core.fsio import read_json, write_json_atomic
+from eagle3_core.fingerprint import model_fingerprint
+from eagle3_core.fsio import read_json, remove_tree, write_json_atomic
 from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
@@ -41,7 +41,7 @@ STAGE = "train"
 
 
 def input_fingerprints(cfg: TrainConfig, inputs: TrainInputs, vocab_dir) -> dict[str, str]:
-    found = {"vocab": input_fingerprint(vocab_dir), "target": inputs.target_path}
+    found = {"vocab": input_fingerprint(vocab_dir), "target": model_fingerprint(inputs.target_path)}
     if inputs.mode == "offline":
         found["hidden"] = input_fingerprint(inputs.hidden_dir)
     else:
@@ -57,7 +57,7 @@ def discard_stale(out: Path, existing: StageManifest | None, config_hash: str, i
         return
     reporter.log("train config or inputs changed since the last run: its checkpoints are discarded")
     for name in ("checkpoints", "export"):
-        shutil.rmtree(out / name, ignore_errors=True)
+        remove_tree(out / name)  # for real, a symlink too, or one error: never resume what was said discarded
     for name in ("metrics.jsonl", SUMMARY_FILE):
         (out / name).unlink(missing_ok=True)
 

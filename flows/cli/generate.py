@@ -31,8 +31,15 @@ class ConcurrencyType(click.ParamType):
     "--base-url",
     "base_urls",
     multiple=True,
-    required=True,
-    help="OpenAI-compatible endpoint (http://host:port/v1); repeat for several.",
+    default=(),
+    help="OpenAI-compatible endpoint (http://host:port/v1); repeat for several. Not used with --source dataset.",
+)
+@click.option(
+    "--source",
+    type=click.Choice(["server", "dataset"]),
+    default="server",
+    show_default=True,
+    help="server: the endpoints answer each prompt; dataset: each row's own final assistant turn is the answer.",
 )
 @click.option("--model", default=None, help="Served model name (default: the first one the endpoint lists).")
 @click.option(
@@ -117,6 +124,7 @@ class ConcurrencyType(click.ParamType):
 def command(
     input_,
     base_urls,
+    source,
     model,
     out,
     split,
@@ -144,6 +152,7 @@ def command(
     cfg = GenerateConfig(
         prompts=PromptSource(input=input_, split=split, max_samples=max_samples),
         base_urls=list(base_urls),
+        source=source,
         model=model,
         concurrency=concurrency,
         max_concurrency=max_concurrency,

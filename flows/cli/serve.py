@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 DEFAULT_PORT = 8000  # a server a person starts gets a port they can type (a config's None = a free one)
+SERVE_LOGS = "runs/serve"  # `eagle3 serve` has no run folder: its logs go here, under the working directory
 
 
 @click.command("serve")
@@ -80,8 +81,10 @@ def command(
             "python": python or serve_cfg.python,
         }
     )
-    server = VLLMServer(model, serve_cfg, reasoning_parser=reasoning_parser, extra_args=list(vllm_args))
-    click.echo(f"starting vLLM for {model} (log: written under {serve_cfg.log_dir or 'a temporary directory'}) ...")
+    server = VLLMServer(
+        model, serve_cfg, log_dir=SERVE_LOGS, reasoning_parser=reasoning_parser, extra_args=list(vllm_args)
+    )
+    click.echo(f"starting vLLM for {model} (log: written under {server.log_dir}) ...")
     # SIGTERM (a supervisor, `kill`) must stop vLLM as Ctrl-C does: turn it into the same exception.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:

@@ -44,10 +44,10 @@ import click
 )
 @click.option(
     "--mode",
-    type=click.Choice(["offline", "online", "online-vllm"]),
+    type=click.Choice(["offline", "online", "online-vllm", "auto"]),
     default="offline",
     show_default=True,
-    help="offline reads hidden/; online runs the target inside the trainer over sequences/; online-vllm streams states from a vLLM engine over sequences/ through a bounded spool.",
+    help="offline reads hidden/; online runs the target inside the trainer over sequences/; online-vllm streams states from a vLLM engine over sequences/ through a bounded spool; auto is offline when --input is a complete hidden/, else online-vllm over it as sequences/.",
 )
 @click.option(
     "--spool-gb",
@@ -58,9 +58,8 @@ import click
 )
 @click.option(
     "--endpoint",
-    type=click.Path(file_okay=False),
     default=None,
-    help="online-vllm: the spool folder of an engine already serving (python -m eagle3_core.train.online_engine serve); default: start one.",
+    help="online-vllm: an engine already serving, by its spool folder or its URL http://HOST:PORT (python -m eagle3_core.train.online_engine serve [--http HOST:PORT]); default: start one.",
 )
 @click.option(
     "--max-steps",
@@ -162,7 +161,7 @@ def command(
     )
     target = TargetConfig(path=target_path, aux_layer_ids=parse_layers(layers))
     vocab_dir = vocab_dir or str(Path(input_dir).parent / "vocab")
-    hidden, sequences = (input_dir, None) if mode == "offline" else (None, input_dir)
+    hidden, sequences = (input_dir, None) if reads_hidden(mode, input_dir) else (None, input_dir)
     manifest = train_flow(
         cfg=cfg, target=target, hidden_dir=hidden, vocab_dir=vocab_dir, out_dir=out_dir, sequences_dir=sequences
     )
@@ -187,3 +186,10 @@ def parse_layers(text: str | None) -> list[int] | None:
     if problem:
         raise click.BadParameter(problem, param_hint="--layers")
     return layers
+
+
+def reads_hidden(mode: str, input_dir: str) -> bool:
+    """Whether --input is hidden/ (offline, or auto given a complete hidden/) rather than sequences/."""
+    from eagle3_core.train.mode import hidden_is_complete
+
+    return mode == "offline" or (mode == "auto" and hidden_is_complete(input_dir))

@@ -146,3 +146,14 @@ def test_the_report_puts_online_offline_and_simulated_figures_side_by_side(repor
     assert report["simulated"]["acceptance_length"] > 1.0
     assert report["heldout"]["training_prompts_compared"] == 160
     assert [p["k"] for p in offline["k_sweep"]] == [1, 3, 5]
+
+
+def test_acceptance_by_context_replayed_on_vllms_answers_totals_vllms_counters(report):
+    block = report["by_context"]
+    print(json.dumps({k: v for k, v in block.items() if k != "buckets"}, indent=1))
+    print([(b["label"], b["drafts"], b["acceptance_length"]) for b in block["buckets"]])
+    assert block["source"] == "vllm" and block["answers"] == PROMPTS
+    assert block["buckets"][0]["label"] == "0-512" and block["buckets"][0]["drafts"] > 0
+    assert abs(block["difference_from_vllm"]) < 0.5  # today's online/offline tolerance
+    drafts = report["online"]["with_drafter"]["drafts"]
+    assert abs(block["total"]["drafts"] - drafts) <= 0.1 * drafts  # the same rounds, give or take numerics

@@ -95,6 +95,41 @@ def write_generations(out: Path, prompts: list[list[dict]]) -> Path:
     return out
 
 
+def prepare_data(target: TargetConfig, root: Path, prompts: int = 240, max_new_tokens: int = 96, draft_vocab: int = 40):
+    """sequences/, generations/, vocab/ and hidden/ under ``root`` from the target's greedy answers."""
+    from eagle3_core.extract.config import ExtractConfig
+    from eagle3_core.extract.stage import run_extract
+    from eagle3_core.vocab.config import VocabConfig
+    from eagle3_core.vocab.stage import run_vocab
+
+    target_path = Path(target.require_path())
+    lines = (target_path / "prompts_train.jsonl").read_text().splitlines()[:prompts]
+    messages = [json.loads(line)["messages"] for line in lines]
+    sequences = write_sequences(root / "sequences", greedy_answers(target_path, messages, max_new_tokens))
+    write_generations(root / "generations", messages)
+    vocab_size = json.loads((target_path / "config.json").read_text())["vocab_size"]
+    run_vocab(VocabConfig(draft_vocab_size=min(draft_vocab, vocab_size)), target, sequences, root / "vocab")
+    run_extract(ExtractConfig(layers=target.aux_layer_ids), target, sequences, root / "hidden")
+
+
+def train_on(target: TargetConfig, root: Path, drafter_dir: Path, steps: int = 300, variant: dict | None = None):
+    """The real train stage on ``prepare_data``'s folders, with a ``train.variant`` (dict) if given."""
+    from eagle3_core.train.config import TrainConfig
+    from eagle3_core.train.stage import run_train
+
+    cfg = TrainConfig(
+        max_steps=steps,
+        micro_batch_tokens=2048,
+        lr=3e-3,
+        warmup_steps=10,
+        checkpoint_every=steps,
+        heldout_fraction=0.05,
+        **({"variant": variant} if variant else {}),
+    )
+    run_train(cfg, target, root / "hidden", root / "vocab", drafter_dir)
+    return TrainedDrafter(target, drafter_dir / "export", drafter_dir, root / "generations")
+
+
 def train_drafter(
     target: TargetConfig,
     root: Path,
@@ -104,33 +139,5 @@ def train_drafter(
     draft_vocab: int = 40,
 ) -> TrainedDrafter:
     """``target.aux_layer_ids`` should name three distinct layers (the toy recipe's do)."""
-    from eagle3_core.extract.config import ExtractConfig
-    from eagle3_core.extract.stage import run_extract
-    from eagle3_core.train.config import TrainConfig
-    from eagle3_core.train.stage import run_train
-    from eagle3_core.vocab.config import VocabConfig
-    from eagle3_core.vocab.stage import run_vocab
-
-    target_path = Path(target.require_path())
-    lines = (target_path / "prompts_train.jsonl").read_text().splitlines()[:prompts]
-    messages = [json.loads(line)["messages"] for line in lines]
-    sequences = write_sequences(root / "sequences", greedy_answers(target_path, messages, max_new_tokens))
-    generations = write_generations(root / "generations", messages)
-    vocab_size = json.loads((target_path / "config.json").read_text())["vocab_size"]
-    run_vocab(VocabConfig(draft_vocab_size=min(draft_vocab, vocab_size)), target, sequences, root / "vocab")
-    run_extract(ExtractConfig(layers=target.aux_layer_ids), target, sequences, root / "hidden")
-    run_train(
-        TrainConfig(
-            max_steps=steps,
-            micro_batch_tokens=2048,
-            lr=3e-3,
-            warmup_steps=10,
-            checkpoint_every=steps,
-            heldout_fraction=0.05,
-        ),
-        target,
-        root / "hidden",
-        root / "vocab",
-        root / "drafter",
-    )
-    return TrainedDrafter(target, root / "drafter" / "export", root / "drafter", generations)
+    prepare_data(target, root, prompts, max_new_tokens, draft_vocab)
+    return train_on(target, root, root / "drafter", steps)

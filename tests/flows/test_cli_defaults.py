@@ -56,7 +56,8 @@ def option_defaults(command_name: str):
     for param in command.params:
         if isinstance(param, click.Option) and not param.required:
             raw = param.get_default(ctx)
-            yield param.name, None if raw is None else param.type_cast_value(ctx, raw)
+            value = None if raw is None else param.type_cast_value(ctx, raw)
+            yield param.name, list(value) if param.multiple else value  # a repeatable option is a list field
 
 
 def checked_options():

@@ -17,8 +17,9 @@ def config(tmp_path):
     return PipelineConfig(out=str(tmp_path / "run"))
 
 
-def test_a_stage_whose_inputs_were_never_made_is_blocked_not_run_and_fails_the_flow_run(prefect_api, config):
+def test_a_stage_whose_inputs_were_never_made_is_blocked_not_run_and_fails_the_flow_run(prefect_api, config, tmp_path):
     config.stages = ["vocab"]
+    config.target.path = str(tmp_path)  # a target is there: only the stage's input is missing
 
     state = pipeline(config, return_state=True)
 
@@ -74,8 +75,9 @@ def test_a_recipe_without_endpoints_is_told_which_recipe_fields_to_set(prefect_a
     assert "generate.base_urls" in str(error.value) and "serve" in str(error.value)  # not a flag pipeline lacks
 
 
-def test_every_run_leaves_a_keyed_summary_artifact(prefect_api, config):
+def test_every_run_leaves_a_keyed_summary_artifact(prefect_api, config, tmp_path):
     config.stages = ["vocab"]
+    config.target.path = str(tmp_path)
     state = pipeline(config, return_state=True)
 
     assert "| vocab | blocked |" in summary_of(state)

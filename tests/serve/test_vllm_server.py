@@ -137,6 +137,7 @@ def test_eagle3_serve_runs_until_ctrl_c_or_sigterm_and_stops_vllm(fake_vllm, tmp
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        cwd=tmp_path,  # its log goes under runs/serve there
     )
     lines = []
     for line in proc.stdout:
@@ -172,7 +173,12 @@ def test_eagle3_serve_binds_where_the_recipes_serve_section_says(fake_vllm, tmp_
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ["PYTHONPATH"], root])}
     command = [sys.executable, "-c", "from flows.cli import main; main()", "serve", "--model", str(model)]
     proc = subprocess.Popen(
-        [*command, "--config", str(recipe)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        [*command, "--config", str(recipe)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=tmp_path,
     )
     lines = []
     for line in proc.stdout:
@@ -183,3 +189,60 @@ def test_eagle3_serve_binds_where_the_recipes_serve_section_says(fake_vllm, tmp_
     proc.communicate(timeout=30)
 
     assert any("vLLM ready" in line and f"http://127.0.0.1:{port}/v1" in line for line in lines), lines
+
+
+STARTER = """
+import sys, time
+from eagle3_core.serve import ServeConfig, VLLMServer
+server = VLLMServer(sys.argv[1], ServeConfig.model_validate_json(sys.argv[2])).start()
+print(server.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def group(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid``."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.getpgid(int(entry)) == pgid and alive(int(entry)):
+                found.append(int(entry))
+        except ProcessLookupError:
+            continue
+    return found
+
+
+def wait_gone(pids: list[int], seconds: float = 30) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while any(map(alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [pid for pid in pids if alive(pid)]
+
+
+def test_a_sigkilled_starter_leaves_no_engine_process(fake_vllm):
+    model, cfg, child_file = fake_vllm
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ["PYTHONPATH"], root])}
+    starter = subprocess.Popen(
+        [sys.executable, "-c", STARTER, str(model), cfg.model_dump_json()], stdout=subprocess.PIPE, text=True, env=env
+    )
+    watchdog = int(starter.stdout.readline())
+    engine = group(watchdog)
+    assert int(child_file.read_text()) in engine  # the api_server's worker
+
+    starter.kill()  # SIGKILL: nothing in the starter runs
+    starter.wait()
+
+    assert wait_gone(engine) == []
+
+
+def test_an_engine_killed_alone_takes_its_workers_with_it(fake_vllm):
+    model, cfg, child_file = fake_vllm
+    server = VLLMServer(model, cfg).start()
+    try:
+        api_server = next(p for p in group(server.pid) if p not in (server.pid, int(child_file.read_text())))
+        os.kill(api_server, signal.SIGKILL)  # as the OOM killer would: its EngineCore and Worker stayed
+        assert server.proc.wait(timeout=30) == 128 + signal.SIGKILL
+        assert wait_gone([int(child_file.read_text())]) == []
+    finally:
+        server.stop()

@@ -103,7 +103,14 @@ def test_the_flow_starts_the_engine_or_uses_an_endpoint_and_shows_which_in_its_a
     endpoint.root.mkdir()
     standing = threading.Thread(
         target=serve,
-        args=(endpoint, lambda: build_engine(engine, target, LAYERS, 4, 256), stop, None, str(tiny_run.target), LAYERS),
+        args=(
+            endpoint,
+            lambda: build_engine(engine, target, LAYERS, 4, 256, tmp_path / "engine"),
+            stop,
+            None,
+            str(tiny_run.target),
+            LAYERS,
+        ),
         daemon=True,
     )
     standing.start()

@@ -43,7 +43,8 @@ def start(tiny_run, spool_dir, reader_run="run-1"):
     """A transformers engine serving ``spool_dir`` and a reader for the tiny run's sequences."""
     cfg = OnlineVllmConfig(engine="transformers", device="cpu")
     producer = EngineProducer(
-        spool_dir, lambda: build_engine(cfg, TargetConfig(path=str(tiny_run.target)), LAYERS, 4, BUDGET)
+        spool_dir,
+        lambda: build_engine(cfg, TargetConfig(path=str(tiny_run.target)), LAYERS, 4, BUDGET, spool_dir / "engine"),
     )
     return producer, SpoolReader(tiny_run.sequences, spool_dir, reader_run, timeout_s=120)
 
@@ -181,7 +182,7 @@ def test_an_endpoint_serves_one_run_after_another_and_refuses_another_target(tin
     cfg = OnlineVllmConfig(engine="transformers", device="cpu")
     spool, stop = Spool(tmp_path), threading.Event()
     spool.root.mkdir(exist_ok=True)
-    engine = lambda: build_engine(cfg, TargetConfig(path=str(tiny_run.target)), LAYERS, 4, BUDGET)  # noqa: E731
+    engine = lambda: build_engine(cfg, TargetConfig(path=str(tiny_run.target)), LAYERS, 4, BUDGET, tmp_path / "engine")  # noqa: E731
     thread = threading.Thread(target=serve, args=(spool, engine, stop, None, str(tiny_run.target), LAYERS), daemon=True)
     thread.start()
     try:

@@ -1,0 +1,105 @@
+"""The training-time-test attention through PyTorch's fused kernels, beside the blocked form.
+
+Each computes exactly ``attention.ttt_attention``: the query at i attends to step 0's keys at
+j <= i of its own sample and to steps 1..k's keys at i. Both lay the keys of every step side by
+side, (B, h_kv, (k+1)T, d), and mask that row:
+
+    allowed(i, j) = j < T  and  j <= i  and  segment(j) == segment(i)     # step 0: causal, in-sample
+                  | j >= T and  j mod T == i                              # steps 1..k: the diagonal
+
+- ``sdpa``: ``scaled_dot_product_attention`` with that mask as a (B, 1, T, (k+1)T) bool tensor:
+  memory quadratic in T (32K tokens at k = 7: 8 GiB of mask alone), so it runs only at short T.
+- ``flex``: ``flex_attention`` with the mask as a ``BlockMask`` (128 x 128 tiles, only the tiles
+  the rule touches): linear memory and no score matrix, but only compiled (``compiled=True``, the
+  GPU path, the block mask compiled too); eager, as on CPU here, it builds the full scores and
+  serves the tests (and has no backward on CPU in torch 2.13).
+
+``benchmarks/bench_long_context.py`` measures the three on a GPU (benchmarks/gpu.sh); the tests
+hold each to the dense reference (tests/drafter/test_attention_kernels.py).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+
+IMPLEMENTATIONS = ("blocked", "flex", "sdpa")
+
+
+def ttt_mask(segments: torch.Tensor, steps: int) -> torch.Tensor:
+    """(B, T, steps * T) bool: may the query at i see the key at j (steps = k + 1 keys per position)."""
+    T = segments.shape[1]
+    i = torch.arange(T, device=segments.device)[:, None]
+    j = torch.arange(steps * T, device=segments.device)[None, :]
+    pos = j % T  # (1, steps * T) the key's position
+    same = segments[:, :, None] == segments[:, pos[0]][:, None, :]  # (B, T, steps * T)
+    return torch.where(j < T, (pos <= i) & same, pos == i)
+
+
+def ttt_attention_sdpa(q: torch.Tensor, ks: list, vs: list, segments: torch.Tensor, block=None) -> torch.Tensor:
+    """q (B, h, T, d); ks/vs one (B, h_kv, T, d) per step so far; -> (B, h, T, d)."""
+    import torch.nn.functional as F
+
+    mask = ttt_mask(segments, len(ks))[:, None]  # (B, 1, T, (k+1)T)
+    return F.scaled_dot_product_attention(q, torch.cat(ks, 2), torch.cat(vs, 2), attn_mask=mask, enable_gqa=True)
+
+
+# flex's keys are padded to a multiple of this many steps, so every step of a K <= 8 unroll has one
+# shape: one compile per T instead of one per step (a compile costs tens of seconds).
+FLEX_STEP_SLOTS = 8
+
+
+def ttt_attention_flex(
+    q: torch.Tensor, ks: list, vs: list, segments: torch.Tensor, block=None, compiled: bool = False
+) -> torch.Tensor:
+    """As ``ttt_attention_sdpa``, through ``flex_attention`` and a block-sparse mask (padding keys
+    beyond the live steps are masked, and their tiles skipped)."""
+    B, _, T, _ = q.shape
+    slots = FLEX_STEP_SLOTS * -(-len(ks) // FLEX_STEP_SLOTS)
+    pad = [torch.zeros_like(ks[0])] * (slots - len(ks))
+    live = torch.tensor(len(ks) * T, device=q.device)  # a tensor, so a new step count is no recompile
+
+    def allowed(b, h, i, j):
+        pos = j % T
+        step0 = (j < T) & (pos <= i) & (segments[b, pos] == segments[b, i])
+        return step0 | ((j >= T) & (j < live) & (pos == i))
+
+    make_mask, attend = (_compiled_block_mask(), _compiled_flex()) if compiled else (_block_mask(), _flex())
+    mask = make_mask(allowed, B, None, T, slots * T, device=q.device)
+    return attend(q, torch.cat([*ks, *pad], 2), torch.cat([*vs, *pad], 2), block_mask=mask, enable_gqa=True)
+
+
+def _block_mask():
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    return create_block_mask
+
+
+@lru_cache(maxsize=1)
+def _compiled_block_mask():
+    return torch.compile(_block_mask())  # eager, it would build the whole (T, slots T) mask first
+
+
+def _flex():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return flex_attention
+
+
+@lru_cache(maxsize=1)
+def _compiled_flex():
+    return torch.compile(_flex(), dynamic=False)
+
+
+def ttt_attention_for(name: str, compiled: bool = False):
+    """The implementation called ``name`` (one of IMPLEMENTATIONS), with ``ttt_attention``'s signature."""
+    from eagle3_core.drafter.attention import ttt_attention
+
+    if name == "blocked":
+        return ttt_attention
+    if name == "sdpa":
+        return ttt_attention_sdpa
+    if name == "flex":
+        return lambda q, ks, vs, segments, block=None: ttt_attention_flex(q, ks, vs, segments, compiled=compiled)
+    raise ValueError(f"unknown TTT attention {name!r}; one of {IMPLEMENTATIONS}")

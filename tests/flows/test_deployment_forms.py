@@ -1,0 +1,87 @@
+"""Every deployment runs from its Prefect UI form: with nothing edited, and with any one field
+edited to another valid value (the parameters the form sends, validated as the flow run does).
+The same forms go to a real `prefect server` in tests/integration/test_deployment_forms.py."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.flows.forms import filled_form, single_edits
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def deployments(tmp_path_factory):
+    from deployments.serve import build_deployments
+
+    return {d.name: d for d in build_deployments(ROOT / "configs" / "toy.yaml", str(tmp_path_factory.mktemp("out")))}
+
+
+def form_of(deployment) -> tuple[dict, dict]:
+    schema = deployment._parameter_openapi_schema.model_dump()
+    return schema, filled_form(schema, deployment.parameters)
+
+
+def validate_as_the_run_does(deployment, form: dict) -> None:
+    """Each parameter through its declared model (the pipeline validates its own parameter so)."""
+    import typing
+
+    hints = typing.get_type_hints(flow_of(deployment).fn)
+    for name, value in form.items():
+        if hasattr(hints[name], "model_validate"):
+            hints[name].model_validate(value)
+
+
+def flow_of(deployment):
+    from prefect.flows import load_flow_from_entrypoint
+
+    return load_flow_from_entrypoint(str(ROOT / deployment.entrypoint))
+
+
+@pytest.mark.parametrize("name", ["eagle3-pipeline", "eagle3-generate", "eagle3-nightly"])
+def test_the_form_submitted_with_nothing_edited_is_accepted(deployments, name):
+    schema, form = form_of(deployments[name])
+    assert form != deployments[name].parameters  # the form does fill fields in (generate.chat among them)
+
+    flow_of(deployments[name]).validate_parameters(form)
+
+
+@pytest.mark.parametrize("name", ["eagle3-pipeline", "eagle3-generate", "eagle3-nightly"])
+def test_the_form_with_any_one_field_edited_is_accepted_or_refused_in_one_line_naming_it(deployments, name):
+    """Another valid value of one field runs; where it conflicts with another field (a copy of
+    target.chat, a variant a loader cannot read) the refusal is one line naming the field edited."""
+    from pydantic import ValidationError
+
+    from eagle3_core.config import format_validation_error
+
+    schema, form = form_of(deployments[name])
+    wrong, accepted, tried = [], 0, 0
+    for field, edited in single_edits(schema, form):
+        tried += 1
+        try:
+            validate_as_the_run_does(deployments[name], edited)
+            accepted += 1
+        except ValidationError as exc:
+            message = format_validation_error(exc)
+            group = field.split(".", 1)[1].removeprefix("recipe.").rsplit(".", 1)[0]  # config.x.y.z -> x.y
+            if "\n" in message or group not in message:
+                wrong.append(f"{field}: {message}")
+    assert tried >= 20 and accepted >= tried - 3 and wrong == []
+
+
+def test_a_copy_set_to_another_value_than_its_source_is_one_line_naming_both_fields(deployments):
+    from pydantic import ValidationError
+
+    from eagle3_core.config import PipelineConfig, format_validation_error
+
+    _, form = form_of(deployments["eagle3-pipeline"])
+    form["config"]["generate"]["chat"]["skip_special_tokens"] = False  # target.chat's is False, spaces differ
+    form["config"]["generate"]["chat"]["spaces_between_special_tokens"] = True
+
+    with pytest.raises(ValidationError) as error:
+        PipelineConfig.model_validate(form["config"])
+
+    message = format_validation_error(error.value)
+    assert "\n" not in message
+    assert message.startswith("invalid config: generate.chat {") and "differs from target.chat {" in message
