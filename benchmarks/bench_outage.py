@@ -38,7 +38,7 @@ from benchmarks.bench_generate import free_port  # noqa: E402
 
 def serve(port: int, delay: float) -> subprocess.Popen:
     args = [sys.executable, "-m", "tests.fixtures.fake_server", "--port", str(port), "--delay", str(delay)]
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     proc.stdout.readline()  # the URL: it listens
     return proc
 

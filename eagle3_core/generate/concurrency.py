@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 from eagle3_core.generate.health import Breaker
 
-BREAKER_TICK = 0.25  # how often a waiter looks again for an endpoint whose breaker's backoff ended
 TIMELINE_POINTS = 500  # enough to plot; a long run is decimated to stay this small
 
 
@@ -136,22 +135,16 @@ class EndpointPool:
         async with self._changed:
             self.waiting += 1
             try:
-                while (endpoint := self._free()) is None:
-                    await self._wait(BREAKER_TICK)
+                # no timed wait here: asyncio.wait_for (3.11) can swallow a cancel, and a run stopping
+                # would then wait forever; the engine's health watcher wakes waiters every tick instead,
+                # so a breaker whose backoff ended gets its probe
+                endpoint = await self._changed.wait_for(self._free)
             finally:
                 self.waiting -= 1
             endpoint.in_flight += 1
             endpoint.requests += 1
             endpoint.breaker.sent()
             return endpoint
-
-    async def _wait(self, seconds: float) -> None:
-        """Wait for a release or a bound change, or ``seconds``: a breaker's backoff ends with no
-        event, and the half-open probe must still go out."""
-        try:
-            await asyncio.wait_for(self._changed.wait(), seconds)
-        except TimeoutError:
-            pass
 
     async def release(self, endpoint: Endpoint) -> None:
         assert self._changed is not None
