@@ -74,7 +74,7 @@ def chaos(
         servers[0] = serve(port, delay)
         marks["back"] = time.time()
 
-    thread = threading.Thread(target=run, daemon=True)
+    thread = threading.Thread(target=run, daemon=True)  # never joined with --healthy
     thread.start()
     return thread
 
@@ -89,7 +89,8 @@ def figures(out: Path, url0: str, args, marks: dict, started: float, ended: floa
         [pl.read_parquet(f, columns=["endpoint", "created_at"]) for f in (out / "accepted").glob("part-*.parquet")]
     )
     per_endpoint = args.concurrency / args.delay  # rows/s one endpoint can give
-    down_for = marks["back"] - marks["killed"]
+    down_for = 0.0 if args.healthy else marks["back"] - marks["killed"]
+    up_in_window = args.endpoints - (0 if args.healthy else 1)
     capacity = per_endpoint * (args.endpoints * (ended - started) - down_for)
     window = rows.filter((pl.col("created_at") > marks["killed"] + args.delay) & (pl.col("created_at") < marks["back"]))
     window_s = marks["back"] - marks["killed"] - args.delay
@@ -107,7 +108,7 @@ def figures(out: Path, url0: str, args, marks: dict, started: float, ended: floa
         "throughput_rows_per_s": round(len(rows) / (ended - started), 1),
         "vs_capacity_of_endpoints_up": round(len(rows) / capacity, 3),
         "one_down_window_rows_per_s": round(window.height / window_s, 1),
-        "one_down_window_vs_the_others": round(window.height / window_s / (per_endpoint * (args.endpoints - 1)), 3),
+        "one_down_window_vs_the_others": round(window.height / window_s / (per_endpoint * up_in_window), 3),
         "breaker_opened": manifest.details["breaker_opened"][url0],
         "retries": manifest.counts["retries"],
     }
@@ -119,6 +120,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--delay", type=float, default=2.0)
     parser.add_argument("--prompts", type=int, default=8000)
+    parser.add_argument("--healthy", action="store_true", help="kill nothing: the baseline of the same run")
     args = parser.parse_args()
     ports = [free_port() for _ in range(args.endpoints)]
     servers = [serve(port, args.delay) for port in ports]
@@ -148,13 +150,17 @@ def one_run(args, urls: list[str], ports: list[int], servers: list) -> dict:
         )
         marks: dict[str, float] = {}
         clock = ProbeClock()
-        killer = chaos(ports[0], args.delay, expected / 3, 2 * expected / 3, servers, marks, clock)
+        kill_at, back_at = (expected / 3, 2 * expected / 3) if not args.healthy else (1e9, 1e9)
+        killer = chaos(ports[0], args.delay, kill_at, back_at, servers, marks, clock)
         try:
             run_generate(cfg, out, clock)
         except StageError as exc:
             print(f"  stopped: {str(exc).splitlines()[0][:200]}", flush=True)
         ended = time.time()
-        killer.join()
+        if args.healthy:  # no kill: the window is the middle third, the capacity all eight endpoints'
+            marks |= {"killed": clock.at + expected / 3, "back": clock.at + 2 * expected / 3}
+        else:
+            killer.join()
         return figures(out, urls[0], args, marks, clock.at, ended)
 
 
