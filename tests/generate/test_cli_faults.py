@@ -27,7 +27,7 @@ def texts_of(out: Path) -> str:
     parts = []
     for file in out.rglob("*"):
         if file.suffix == ".parquet":
-            parts.append(pl.read_parquet(file).write_csv())
+            parts.append(repr(pl.read_parquet(file).to_dicts()))
         elif file.is_file():
             parts.append(file.read_bytes().decode("utf-8", errors="replace"))
     return "\n".join(parts)
