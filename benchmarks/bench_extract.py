@@ -111,12 +111,13 @@ def _sync() -> None:
 def bench_transformers(args, work: Path, shape: dict) -> dict:
     import torch
 
+    from eagle3_core.contracts.hidden import state_bytes_per_token as bytes_per_token
     from eagle3_core.extract.batching import padding_share
     from eagle3_core.extract.config import ExtractConfig
-    from eagle3_core.extract.hf_engine import TransformersEngine, resolve_device
+    from eagle3_core.extract.hf_engine import TransformersEngine
     from eagle3_core.extract.plan import load_shard_rows
     from eagle3_core.extract.stage import plan_extract
-    from eagle3_core.extract.storage import bytes_per_token
+    from eagle3_core.states.target_model import resolve_device
     from eagle3_core.target import TargetConfig
 
     device = resolve_device(args.device)

@@ -46,10 +46,11 @@ def main() -> None:
     out = Path(args.out)
     base = toy_config(args)
     results = read_results(out) | {"settings": vars(args)}
+    suffix = f"-{args.tag}" if args.tag else ""
     for arm in ordered(args.arms):
         started = time.time()
         run_dir = prepare(arm, base, out)
-        results["arms"][arm + args.tag] = {
+        results["arms"][arm + suffix] = {
             "prep_s": round(time.time() - started, 1),
             "steps": args.steps,
             "data": data_figures(run_dir),
@@ -57,8 +58,8 @@ def main() -> None:
         }
     for seed in args.seeds:  # seed-major: a run cut short still has every arm at its first seed
         for arm in ordered(args.arms):
-            figures = train_and_measure(base, out / arm, seed, args.steps, name=f"s{seed}{args.tag}")
-            results["arms"][arm + args.tag]["seeds"][str(seed)] = figures
+            figures = train_and_measure(base, out / arm, seed, args.steps, name=f"s{seed}{suffix}")
+            results["arms"][arm + suffix]["seeds"][str(seed)] = figures
             write_results(out, results)
     if args.finetune:
         results["finetune"] = finetune(base, out, args.seeds[0], args.steps)
@@ -75,7 +76,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=1000, help="Training prompts (the recipe's 1,000).")
     parser.add_argument("--micro-batch-tokens", type=int, default=2048, help="Tokens per step (packed), every arm.")
     parser.add_argument("--eval-prompts", type=int, default=50, help="Held-out prompts measured in vLLM.")
-    parser.add_argument("--tag", default="", help="Suffix of this invocation's arms and drafters (other --steps).")
+    parser.add_argument(
+        "--tag",
+        default="",
+        help="Suffix of this invocation's arms and drafters (say, for other --steps): `same-tokens` -> dataset-same-tokens.",
+    )
     parser.add_argument("--finetune", action="store_true", help="Also fine-tune dataset's drafter on regenerated.")
     return parser.parse_args()
 
@@ -136,8 +141,8 @@ def write_without_reasoning(generations: Path, path: Path) -> Path:
     """The target's accepted answers as dataset rows whose final turn keeps the answer only."""
     import polars as pl
 
+    from eagle3_core.contracts.generations import accepted_parts
     from eagle3_core.generate.rows import sent_messages
-    from eagle3_core.readers.generations import accepted_parts
 
     records = [r for part in accepted_parts(generations) for r in pl.read_parquet(part).iter_rows(named=True)]
     with open(path, "w", encoding="utf-8") as fh:

@@ -1,8 +1,8 @@
 """What checking hidden/ costs before training: sizes and headers (every run) vs full checksums.
 
 Writes ``--shards`` shards of ``--tokens`` tokens each at width ``--hidden`` in the extract
-stage's format (eagle3_core.extract.shard_io, random bf16 states), their index and a complete
-manifest listing them (as extract's lifecycle does), then times ``readers.hidden.verify`` with
+stage's format (eagle3_core.states.writer, random bf16 states), their index and a complete
+manifest listing them (as extract's lifecycle does), then times ``contracts.hidden.verify`` with
 and without checksums, and the blake2b rate it implies.
 
     .venv/bin/python benchmarks/bench_verify.py --shards 4 --tokens 16384 --hidden 1024
@@ -22,8 +22,8 @@ def build(root: Path, shards: int, tokens: int, hidden: int) -> int:
     import torch
 
     from eagle3_core.checksums import shard_records
-    from eagle3_core.extract.shard_io import ShardWriter
     from eagle3_core.manifest import StageManifest, write_manifest
+    from eagle3_core.states.writer import ShardWriter
 
     index = {"sample_id": [], "shard": [], "offset": [], "length": []}
     for s in range(shards):
@@ -59,7 +59,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16384)
     parser.add_argument("--hidden", type=int, default=1024)
     args = parser.parse_args()
-    from eagle3_core.readers import hidden
+    from eagle3_core.contracts import hidden
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

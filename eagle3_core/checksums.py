@@ -12,7 +12,8 @@ Checks, for stages (skip) and readers (before reading):
 - ``check_shards(stage_dir, shards, verify=False)``: every listed shard exists with its size;
   with ``verify=True`` its blake2b too. A missing shard is returned (the stage redoes it); a
   wrong one raises ``ShardError`` naming it, with the fix "delete it and rerun".
-- ``verify_shard(stage_dir, name, record)``: one shard, full checksum.
+- ``shard_problem(path, record, verify)``: one shard against its record, the check behind both
+  (readers raise its answer as ``contracts.folder.damaged``).
 
 blake2b (hashlib, no extra package) hashed 256 MiB in 0.77 s (333 MiB/s, one core of a busy
 2-core machine): a check of a 32 GB hidden/ folder costs one to two minutes, which is why the
@@ -108,27 +109,33 @@ def shard_records(stage_dir: str | os.PathLike[str], files: Iterable[Path]) -> d
     return records
 
 
-def verify_shard(stage_dir: str | os.PathLike[str], name: str, record: ShardRecord, verify: bool = True) -> bool:
-    """False when the shard is missing; ``ShardError`` when its size (or, with ``verify``, its
-    checksum) differs from ``record``; True when it holds."""
-    path = Path(stage_dir) / name
+MISSING = "the file is missing (its folder's manifest lists it)"
+
+
+def shard_problem(path: str | os.PathLike[str], record: ShardRecord, verify: bool) -> str | None:
+    """What is wrong with a listed shard against its record (``MISSING``, its size, or with ``verify``
+    its checksum), or None when it holds: the one check behind a stage's skip and a reader's."""
+    path = Path(path)
     if not path.is_file():
-        return False
+        return MISSING
     size = path.stat().st_size
     if size != record.bytes:
-        raise ShardError(
-            f"shard {name} is {size} bytes; the manifest recorded {record.bytes}", path=str(path), fix=REDO_FIX
-        )
+        return f"{size} bytes, its manifest recorded {record.bytes} (truncated or overwritten)"
     if verify and file_digest(path) != record.blake2b:
-        raise ShardError(
-            f"shard {name} does not match its checksum in the manifest (blake2b)", path=str(path), fix=REDO_FIX
-        )
-    return True
+        return "its blake2b checksum differs from its manifest's (the bytes changed)"
+    return None
 
 
 def check_shards(stage_dir: str | os.PathLike[str], shards: dict[str, ShardRecord], verify: bool = False) -> list[str]:
-    """The listed shards that are missing; raises ``ShardError`` on the first damaged one."""
-    return [name for name, record in shards.items() if not verify_shard(stage_dir, name, record, verify)]
+    """The listed shards that are missing (the stage redoes them); ``ShardError`` on the first damaged one."""
+    missing = []
+    for name, record in shards.items():
+        problem = shard_problem(Path(stage_dir) / name, record, verify)
+        if problem == MISSING:
+            missing.append(name)
+        elif problem:
+            raise ShardError(f"shard {name}: {problem}", path=str(Path(stage_dir) / name), fix=REDO_FIX)
+    return missing
 
 
 def verify_requested() -> bool:

@@ -90,6 +90,25 @@ class PipelineConfig(StrictModel):
             self.generate = self.generate.model_copy(update={"chat": self.target.chat})
         return self
 
+    @model_validator(mode="after")
+    def _train_knows_its_recipe(self) -> "PipelineConfig":
+        """The train stage reports the recipe's hash to its tracking run and model card."""
+        found = self.recipe_hash()
+        if self.train.tracking.recipe_hash != found:
+            self.train = self.train.model_copy(
+                update={"tracking": self.train.tracking.model_copy(update={"recipe_hash": found})}
+            )
+        return self
+
+    def recipe_hash(self) -> str:
+        """What the recipe asks for, as a 16-hex digest: every section but where the run goes
+        (``out``), which stages run now, and the hash itself."""
+        from eagle3_core.base import stable_hash
+
+        recipe = self.model_dump(mode="json", exclude={"out", "stages"})
+        recipe["train"]["tracking"].pop("recipe_hash")
+        return stable_hash(recipe)
+
     @property
     def layout(self) -> RunLayout:
         return RunLayout(root=Path(self.out))

@@ -35,9 +35,10 @@ WHOLE_LIMIT = 16 * 1024 * 1024  # config, tokenizer (Qwen3's tokenizer.json: 11 
 CHUNK = 1 << 20
 
 
-def model_fingerprint(path: str | os.PathLike[str], verify: bool | None = None) -> str:
-    """The key of the model in ``path``: ``model:<hex>`` (see the module docstring)."""
-    files = model_files(Path(path))
+def model_fingerprint(path: str | os.PathLike[str], verify: bool | None = None, leave_out: tuple[str, ...] = ()) -> str:
+    """The key of the model in ``path``: ``model:<hex>`` (see the module docstring); files named in
+    ``leave_out`` are not part of it (a drafter's model card, which evaluate rewrites)."""
+    files = [f for f in model_files(Path(path)) if f.name not in leave_out]
     quick = hashlib.blake2b(digest_size=16)
     for file in files:
         quick.update(f"{file.name}\0{file.stat().st_size}\0".encode())

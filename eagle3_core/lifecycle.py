@@ -29,8 +29,8 @@ Guarantees:
   ``details.reject_reasons`` the same way for every stage (``eagle3_core.rejects``).
 - ``timings.total`` is the wall time from ``open`` to ``complete``; ``complete`` is written last.
 
-For readers (any stage reading an upstream folder), ``check_folder(stage_dir, verify)`` checks
-an upstream folder's shards against its manifest before they are read.
+Readers check an upstream folder's shards against its manifest with ``contracts.folder.check_listed``
+(the same ``checksums.shard_problem``).
 """
 
 from __future__ import annotations
@@ -43,13 +43,12 @@ from typing import Any
 
 from eagle3_core import lock
 from eagle3_core.checksums import ShardError, check_shards, shard_records, verify_requested
-from eagle3_core.errors import InputError
 from eagle3_core.fsio import no_space_as_error
 from eagle3_core.manifest import StageManifest, read_manifest, runtime_versions, write_manifest
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.rejects import Rejects
 
-__all__ = ["StageLifecycle", "run_stage", "check_folder", "ShardError"]
+__all__ = ["StageLifecycle", "run_stage", "ShardError"]
 
 
 class StageLifecycle:
@@ -200,24 +199,3 @@ def run_stage(life: StageLifecycle, work: Callable[[StageManifest], Any]) -> Sta
         manifest = life.begin()
         rejects = work(manifest)
     return life.complete(manifest, rejects if isinstance(rejects, Rejects) else None)
-
-
-def check_folder(stage_dir: str | Path, verify: bool | None = None) -> StageManifest:
-    """An upstream folder about to be read: its manifest is complete and its shards hold.
-
-    Raises ``InputError`` when the folder holds no complete manifest, ``ShardError`` naming the
-    first missing or damaged shard.
-    """
-    manifest = read_manifest(stage_dir)
-    if manifest is None or manifest.status != "complete":
-        raise InputError(
-            f"{stage_dir} holds no complete stage output", path=str(stage_dir), fix="run the stage that writes it first"
-        )
-    verify = verify_requested() if verify is None else verify
-    for name in check_shards(stage_dir, manifest.shards, verify):
-        raise ShardError(
-            f"shard {name} is missing",
-            path=str(Path(stage_dir) / name),
-            fix="rerun the stage that wrote it: it redoes that shard",
-        )
-    return manifest

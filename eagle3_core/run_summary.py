@@ -83,12 +83,14 @@ def _engine(drafter: dict[str, Any]) -> str | None:
 
 
 def _by_context(block: dict | None) -> str | None:
-    """The first and last context buckets of eval/report.json: where long answers lose acceptance."""
-    buckets = (block or {}).get("buckets") or []
-    if not buckets:
+    """The first and last context buckets of eval/report.json that hold a round: where long answers
+    lose acceptance (the toy's 80-token answers hold one bucket only)."""
+    from eagle3_core.evaluate.buckets import ends
+
+    held = ends(block or {})
+    if not held:
         return None
-    ends = [buckets[0], buckets[-1]] if len(buckets) > 1 else buckets
-    shown = ", ".join(f"{b['label']} tokens {_show(b['acceptance_length'])}" for b in ends)
+    shown = ", ".join(f"{b['label']} tokens {_show(b['acceptance_length'])}" for b in held)
     return f"{shown} (k = {block['k']}, {block['source']} answers)"
 
 

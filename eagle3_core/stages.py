@@ -72,7 +72,7 @@ def _settle_train_mode(c: PipelineConfig) -> tuple[PipelineConfig, str | None]:
     """train.mode auto, once sequences/ exist: offline when hidden/ is complete or fits on disk,
     else online-vllm, and extract is then left out (nothing is stored)."""
     from eagle3_core.manifest import read_manifest
-    from eagle3_core.train.mode import choose_mode
+    from eagle3_core.train.sources import choose_mode
 
     sequences = read_manifest(c.layout.sequences)
     if c.train.mode != "auto" or sequences is None or sequences.status != "complete":

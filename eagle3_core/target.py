@@ -1,7 +1,11 @@
 """The target model: where it lives and the token facts of its chat family.
 
-Token ids such as Kimi-K2.5's ``<think>`` = 163606 live here (in the recipe under ``configs/``),
-never in code paths; stages check them against the tokenizer before they trust them.
+A family is data, never code: its recipe under ``configs/`` declares the reasoning markers (a
+think pair, or harmony's channels), the tokens that end an assistant turn, the thinking switch,
+what the template does with earlier turns' reasoning, whether the server's parser strips
+whitespace, and the template version the recipe was checked against. Token ids such as
+Kimi-K2.5's ``<think>`` = 163606 live in the recipe, never in code paths; stages check them
+against the tokenizer (``reconstruct.tokenizer.token_facts``) before they trust them.
 """
 
 from __future__ import annotations
@@ -13,7 +17,52 @@ from pydantic import Field, model_validator
 from eagle3_core.base import StrictModel
 from eagle3_core.errors import ConfigError
 
-ChatFamily = Literal["kimi_k2_5", "qwen3", "deepseek_r1", "llama3"]
+
+class Token(StrictModel):
+    """A special token the family's template or parser relies on, and its expected id."""
+
+    text: str = Field(description="The token's text; must be ONE id in the target's tokenizer.")
+    id: int | None = Field(None, description="Expected id; checked against the tokenizer when set.")
+
+
+class HarmonyChannels(StrictModel):
+    """gpt-oss's harmony format: the reasoning is the `analysis` channel, the answer the `final` one.
+
+    The generation prompt ends `<|start|>assistant`; the target writes
+    `<|channel|>analysis<|message|>REASONING<|end|><|start|>assistant<|channel|>final<|message|>ANSWER<|return|>`
+    (openai/harmony, "Reasoning" and "Receiving messages"), so the reasoning's open marker is
+    `channel + analysis + message` and its close marker `end + start + role + channel + final + message`.
+    """
+
+    start: Token = Field(default_factory=lambda: Token(text="<|start|>"), description="Starts a message header.")
+    channel: Token = Field(default_factory=lambda: Token(text="<|channel|>"), description="Names the channel.")
+    message: Token = Field(default_factory=lambda: Token(text="<|message|>"), description="Ends the header.")
+    end: Token = Field(
+        default_factory=lambda: Token(text="<|end|>"), description="Ends a message that is not the last."
+    )
+    role: str = Field("assistant", description="The role text the target writes before a channel.")
+    analysis: str = Field("analysis", description="The reasoning channel's name.")
+    final: str = Field("final", description="The answer channel's name.")
+
+    def open_text(self) -> str:
+        return self.channel.text + self.analysis + self.message.text
+
+    def close_text(self) -> str:
+        return self.end.text + self.start.text + self.role + self.channel.text + self.final + self.message.text
+
+    def tokens(self) -> dict[str, Token]:
+        return {"start": self.start, "channel": self.channel, "message": self.message, "end": self.end}
+
+
+class ThinkingSwitch(StrictModel):
+    """The template variable that turns thinking on or off, and its value when unset."""
+
+    kwarg: str = Field(
+        description="Name of the `chat_template_kwargs` variable (Qwen3 `enable_thinking`, Kimi and DeepSeek-V3.1 `thinking`)."
+    )
+    default: bool | None = Field(
+        description="What the template does when the variable is unset: true thinks, false does not (DeepSeek-V3.1), null when the model decides (a hybrid: only ids tell)."
+    )
 
 
 class ChatSettings(StrictModel):
@@ -63,8 +112,9 @@ class TargetConfig(StrictModel):
         None,
         description="Local Hugging Face directory (tokenizer, config, weights). Filled in by the toy builder when `toy` is set.",
     )
-    family: ChatFamily = Field(
-        "kimi_k2_5", description="Chat layout family: how turns, think tokens and end-of-turn are laid out."
+    family: str = Field(
+        "kimi_k2_5",
+        description="Name of the chat family this recipe declares (a label recorded in manifests; the layout is the fields below).",
     )
     trust_remote_code: bool = Field(
         False,
@@ -78,9 +128,37 @@ class TargetConfig(StrictModel):
     think_close_id: int | None = Field(
         None, description="Expected id of `think_close` (Kimi-K2.5: 163607); checked against the tokenizer when set."
     )
-    end_of_turn: str = Field("<|im_end|>", description="Token that ends an assistant turn.")
+    harmony: HarmonyChannels | None = Field(
+        None,
+        description="Harmony channel markers (gpt-oss) instead of a think pair; set think_open and think_close to null with it.",
+    )
+    end_of_turn: str = Field(
+        "<|im_end|>", description="Token that ends an assistant turn that answers (the text path appends it)."
+    )
     end_of_turn_id: int | None = Field(
         None, description="Expected id of `end_of_turn` (Kimi-K2.5: 163586); checked when set."
+    )
+    other_turn_ends: list[Token] = Field(
+        default_factory=list,
+        description="Other tokens that end an assistant turn (Llama-3.1 `<|eom_id|>`, gpt-oss `<|call|>`, GLM `<|user|>`/`<|observation|>`): checked against the tokenizer; a turn ending in one of them is held by the server's ids only.",
+    )
+    thinking: ThinkingSwitch | None = Field(
+        None, description="The template's thinking switch; null for a model that always thinks or never does."
+    )
+    history_reasoning: Literal["drop", "keep", "interleave"] = Field(
+        "drop",
+        description="What the template does with earlier assistant turns' reasoning: drop it, keep it, or interleave it with their tool calls (MiniMax-M2, Kimi-K2-Thinking). With keep/interleave an input row's `reasoning` of a history turn is sent and rendered.",
+    )
+    think_open_always_written: bool = Field(
+        True,
+        description="The target always writes its own think-open where the prompt does not force it. False where it may skip it (DeepSeek-R1's January template, after a tool output): a record without ids is then rejected (`think_open_not_shown`).",
+    )
+    parser_strips_whitespace: bool = Field(
+        False,
+        description="The server's reasoning parser strips the reasoning's whitespace (Kimi on vLLM >= 0.25, GLM, MiniMax, several SGLang versions): the text is then not what the target wrote, and a record without ids is rejected (`stripped_reasoning_without_ids`).",
+    )
+    template_version: str | None = Field(
+        None, description="The chat template this recipe was checked against (repository, file and release date)."
     )
     chat: ChatSettings = Field(
         default_factory=ChatSettings,
@@ -98,15 +176,27 @@ class TargetConfig(StrictModel):
     def _think_tokens_come_in_pairs(self) -> "TargetConfig":
         if (self.think_open is None) != (self.think_close is None):
             raise ValueError("target.think_open and target.think_close must both be set or both be None")
+        if self.harmony is not None and self.think_open is not None:
+            raise ValueError(
+                "target.harmony replaces the think pair: set target.think_open and target.think_close to null"
+            )
         problem = aux_layer_problem(self.aux_layer_ids) if self.aux_layer_ids is not None else None
         if problem:
             raise ValueError(f"target.aux_layer_ids: {problem}")
         return self
 
     @property
-    def reasons(self) -> bool:
-        """True for a reasoning model (one with think tokens)."""
-        return self.think_open is not None
+    def is_reasoning_model(self) -> bool:
+        """True for a reasoning model (a think pair or harmony channels)."""
+        return self.think_open is not None or self.harmony is not None
+
+    def reasoning_markers(self) -> tuple[str, str] | None:
+        """The texts that open and close the reasoning in the target's output; None without reasoning."""
+        if self.harmony is not None:
+            return self.harmony.open_text(), self.harmony.close_text()
+        if self.think_open is None:
+            return None
+        return self.think_open, self.think_close
 
     def require_path(self) -> str:
         if not self.path:

@@ -25,7 +25,28 @@ def reconstruct_task(cfg: ReconstructConfig, target: TargetConfig, generations_d
     manifest = run_reconstruct(cfg, target, generations_dir, out_dir, reporter=PrefectReporter("reconstruct"))
     publish_manifest(manifest, title="reconstruct")
     publish_server_check(manifest)
+    publish_rejects(manifest)
     return manifest
+
+
+def publish_rejects(manifest: StageManifest) -> None:
+    """A table artifact: rows per source (server ids or text) and rejects per reason (the text path's
+    own reasons among them, CONTRIBUTING.md "Reconstruction never invents or drops a token")."""
+    rows = [
+        {"group": "source", "name": k.removeprefix("source_"), "value": v}
+        for k, v in manifest.counts.items()
+        if k.startswith("source_")
+    ]
+    rows += [
+        {"group": "unchecked", "name": k.removeprefix("unchecked_"), "value": v}
+        for k, v in manifest.counts.items()
+        if k.startswith("unchecked_")
+    ]
+    rows += [
+        {"group": "reject_reasons", "name": k, "value": v}
+        for k, v in (manifest.details.get("reject_reasons") or {}).items()
+    ]
+    publish_table(rows, key="reconstruct-rejects", description="reconstruct: sequences per source, rejects per reason")
 
 
 def publish_server_check(manifest: StageManifest) -> None:

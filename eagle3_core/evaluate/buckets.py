@@ -133,6 +133,12 @@ def context_block(by_k: dict[int, ContextCounters], k: int, source: str) -> dict
     return {"k": k, "edges": counters.edges, "source": source, "buckets": buckets, "total": counters.total().summary(k)}
 
 
+def ends(block: dict) -> list[dict]:
+    """The first and last buckets that hold a round (one when only one does; none when none does)."""
+    held = [b for b in block.get("buckets") or [] if b["drafts"]]
+    return held[:1] + held[-1:] if len(held) > 1 else held
+
+
 def context_report(cfg, target, export_dir, prompts: list, answers: list, online: dict | None, source: str) -> dict:
     """Replay ``answers`` (target ids per prompt, None where a request failed) at every k of the sweep;
     the evaluated k's total beside vLLM's own acceptance length on the same answers."""

@@ -10,10 +10,11 @@ its vocabulary (``vocab_size``, ``t2d``, ``d2t``), and auxiliary layer ids that 
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from eagle3_core.contracts.header import tensors
+from eagle3_core.contracts.target import language_config
 from eagle3_core.errors import InputError
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
@@ -32,11 +33,6 @@ class DrafterInfo:
     aux_layer_ids: list[int]
 
 
-def text_config(config: dict) -> dict:
-    """The language model's part of a HF config (multimodal targets nest it in ``text_config``)."""
-    return config.get("text_config") or config
-
-
 def read_config(model_dir: str | Path, what: str) -> dict:
     path = Path(model_dir) / "config.json"
     if not path.exists():
@@ -47,17 +43,14 @@ def read_config(model_dir: str | Path, what: str) -> dict:
 
 
 def safetensors_shapes(path: Path) -> dict[str, list[int]]:
-    """Tensor name -> shape from a safetensors header (8-byte length, then JSON); no tensor read."""
-    with open(path, "rb") as fh:
-        (length,) = struct.unpack("<Q", fh.read(8))
-        header = json.loads(fh.read(length))
-    return {name: meta["shape"] for name, meta in header.items() if name != "__metadata__"}
+    """Tensor name -> shape from a safetensors header; no tensor read."""
+    return {name: meta["shape"] for name, meta in tensors(path).items()}
 
 
 def check_drafter(export_dir: str | Path, target_dir: str | Path) -> DrafterInfo:
     """The drafter's facts, or an ``InputError`` naming the first disagreement with the target."""
     export_dir = Path(export_dir)
-    drafter, target = read_config(export_dir, "drafter export"), text_config(read_config(target_dir, "target"))
+    drafter, target = read_config(export_dir, "drafter export"), language_config(target_dir)
     if ARCHITECTURE not in (drafter.get("architectures") or []):
         raise InputError(
             f"drafter config.json does not declare {ARCHITECTURE} (architectures: {drafter.get('architectures')})",

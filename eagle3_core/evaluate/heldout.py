@@ -45,7 +45,7 @@ def load_heldout(source: PromptSource) -> tuple[list[Messages], int]:
 
 def training_prompt_keys(generations_dir: str | Path) -> set[str]:
     """Prompt keys of every accepted generation (the prompts the drafter was trained on)."""
-    from eagle3_core.readers import generations
+    from eagle3_core.contracts import generations
 
     try:
         files = generations.accepted_parts(generations_dir)

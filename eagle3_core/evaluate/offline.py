@@ -48,16 +48,22 @@ class ChainDecoder:
         self.cache_arg = "cache" if "cache" in inspect.signature(target.forward).parameters else "past_key_values"
 
     @classmethod
-    def load(cls, target_path: str | Path, export_dir: str | Path, threads: int | None = None) -> "ChainDecoder":
+    def load(
+        cls,
+        target_path: str | Path,
+        export_dir: str | Path,
+        threads: int | None = None,
+        trust_remote_code: bool = False,
+    ) -> "ChainDecoder":
         """Target (fp32, CPU) and drafter from disk; the drafter shares the target's embedding."""
         import torch
-        from transformers import AutoModelForCausalLM
 
         from eagle3_core.drafter.model import Eagle3Drafter
+        from eagle3_core.states.target_model import load_target_model
 
         if threads:
             torch.set_num_threads(threads)
-        target = AutoModelForCausalLM.from_pretrained(str(target_path), dtype=torch.float32).eval()
+        target = load_target_model(target_path, trust_remote_code, "cpu", torch.float32)
         embed = target.get_input_embeddings().weight.detach()
         drafter = Eagle3Drafter.from_export(export_dir, embed_tokens=embed)
         return cls(target, drafter, eos_token_ids(target_path, target.config))

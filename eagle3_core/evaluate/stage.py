@@ -6,7 +6,9 @@ Order, each step refusing early what would waste a server start:
 2. online: vLLM with the drafter, then without it (tokens/s), counters from ``/metrics``;
 3. offline: the transformers chain loop at k and over ``k_sweep``; the simulated acceptance
    length from the training metrics when ``metrics.jsonl`` sits beside the export;
-4. ``report.json``, ``report.md``, plots; the manifest is written ``complete`` last.
+4. ``report.json``, ``report.md``, plots; the figures go to the training run's trackers
+   (``drafter/tracking.json``) and into the model card (``export/README.md``), neither of which
+   can fail the stage; the manifest is written ``complete`` last.
 
 Skip: a complete manifest for the same config hash and inputs (target, drafter files, prompts,
 generations) returns at once. There are no shards to resume: a failed evaluation reruns whole.
@@ -19,6 +21,7 @@ from functools import partial
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
+from eagle3_core.drafter.card import CARD_FILE
 from eagle3_core.errors import ConfigError
 from eagle3_core.evaluate.compat import DrafterInfo, check_drafter
 from eagle3_core.evaluate.config import EvaluateConfig
@@ -84,8 +87,22 @@ def evaluate_into(
     serve = serve if serve.log_dir else serve.model_copy(update={"log_dir": str(out_dir / "logs")})  # not $TMPDIR
     report = _evaluate(cfg, target, export_dir, serve, generations_dir, reporter, manifest.timings)
     write_report(out_dir, report)
+    publish(export_dir, report, reporter)
     manifest.counts = {"prompts": report["heldout"]["prompts"], "skipped_rows": report["heldout"]["skipped_rows"]}
     manifest.details = headline(report)
+
+
+def publish(export_dir: Path, report: dict, reporter: Reporter) -> None:
+    """The figures into the training run's trackers and the model card: a warning line each
+    when they cannot be written, never a failed evaluation (the report is already on disk)."""
+    from eagle3_core.drafter.card import update_card
+    from eagle3_core.evaluate.tracking import log_evaluation
+
+    log_evaluation(export_dir.parent, report, reporter.log)
+    try:
+        update_card(export_dir, report)
+    except Exception as exc:  # noqa: BLE001 - the card is a copy of figures already in report.json
+        reporter.log(f"evaluate warning: the model card was not updated ({type(exc).__name__}: {exc})")
 
 
 def resolve_prompts(cfg: EvaluateConfig, target_path: str) -> PromptSource:
@@ -110,7 +127,8 @@ def evaluation_inputs(
 
     inputs = {
         "target": model_fingerprint(target_path),
-        "drafter": model_fingerprint(export_dir),  # its bytes: a copied run is still complete
+        # its bytes (a copied run is still complete), not the card: evaluate itself rewrites it
+        "drafter": model_fingerprint(export_dir, leave_out=(CARD_FILE,)),
         "prompts": fingerprint(prompts),
     }
     if generations_dir is not None:
@@ -215,6 +233,7 @@ def _online(
         reporter.log(f"evaluate: vLLM with the drafter (k={k}) up in {server.startup_seconds} s at {server.base_url}")
         with_drafter = measure_or_explain(server, prompts, gen, cfg.speed_repeats)
         aux_used = aux_layers_logged(server.log_path)
+        engine = {"name": "vllm", "version": server.version(), "argv": server.argv}
     reporter.log(
         f"evaluate: vLLM acceptance length {with_drafter.counters.acceptance_length} "
         f"(k={k}, {with_drafter.counters.drafts:.0f} drafts); aux layers used: {aux_used}"
@@ -223,17 +242,18 @@ def _online(
     if cfg.baseline:
         with serve_target(target, serve, None) as server:
             without = measure_or_explain(server, prompts, gen, cfg.speed_repeats)
-    return {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used}, with_drafter.outputs
+    summary = {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used, "engine": engine}
+    return summary, with_drafter.outputs
 
 
 def _by_context(cfg, target, export_dir, prompts, answers: dict, online: dict | None, reporter: Reporter) -> dict:
     """Acceptance per context bucket, replayed on vLLM's answers (else the offline loop's)."""
-    from eagle3_core.evaluate.buckets import context_report
+    from eagle3_core.evaluate.buckets import context_report, ends
 
     source = "vllm" if "vllm" in answers else "offline"
     chosen = prompts if source == "vllm" else prompts[: cfg.offline_max_prompts]
     block = context_report(cfg, target, export_dir, chosen, answers[source], online, source)
-    first, last = block["buckets"][0], block["buckets"][-1]
+    first, last = (ends(block) or block["buckets"])[0], (ends(block) or block["buckets"])[-1]
     reporter.log(
         f"evaluate: acceptance by context (k={cfg.num_speculative_tokens}, {source} answers): "
         f"{first['label']} {first['acceptance_length']}, {last['label']} {last['acceptance_length']}; "
@@ -245,7 +265,9 @@ def _by_context(cfg, target, export_dir, prompts, answers: dict, online: dict | 
 def _offline(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, prompts: list, reporter: Reporter):
     from eagle3_core.evaluate.offline import ChainDecoder, prompt_token_ids, run_offline
 
-    decoder = ChainDecoder.load(target.path, export_dir, threads=cfg.threads)
+    decoder = ChainDecoder.load(
+        target.path, export_dir, threads=cfg.threads, trust_remote_code=target.trust_remote_code
+    )
     ids = prompt_token_ids(target.path, prompts[: cfg.offline_max_prompts], target.chat)
     k = cfg.num_speculative_tokens
     results = {}
@@ -282,9 +304,12 @@ def headline(report: dict) -> dict:
 
 def context_headline(block: dict | None) -> dict | None:
     """The first and last context buckets' acceptance lengths (the pipeline summary shows them)."""
-    if not block or not block["buckets"]:
+    from eagle3_core.evaluate.buckets import ends
+
+    held = ends(block or {})
+    if not held:
         return None
-    first, last = block["buckets"][0], block["buckets"][-1]
+    first, last = held[0], held[-1]
     return {
         "k": block["k"],
         "first": {"label": first["label"], "acceptance_length": first["acceptance_length"]},

@@ -31,10 +31,11 @@ def _build(cfg, target, layers: list[int], num_hidden_layers: int, longest: int,
         from eagle3_core.extract.vllm_engine import VllmEngine
 
         return VllmEngine(cfg, target, layers, num_hidden_layers, max_model_len=longest + 1, workdir=workdir)
-    from eagle3_core.extract.hf_engine import TransformersEngine, load_target, resolve_device
+    from eagle3_core.extract.hf_engine import TransformersEngine
+    from eagle3_core.states.target_model import load_target_model, resolve_device
 
     device = resolve_device(cfg.device)
-    model = load_target(target.require_path(), device, target.trust_remote_code)
+    model = load_target_model(target.require_path(), target.trust_remote_code, device)
     return TransformersEngine(model, layers, device, cfg.max_tokens_per_batch)
 
 

@@ -6,51 +6,19 @@ the final state is the base model's ``last_hidden_state`` (after the final norm)
 ``lm_head`` is never run: at a 128K vocabulary it would cost more memory than the states.
 
 Batches are right-padded; with causal attention the padding never reaches a real token.
-Weights load in bf16 on a GPU, fp32 on CPU (CPU bf16 matmuls are slow and inexact), spread
-over the machine's GPUs (``device_map="auto"``) when the weights exceed one GPU's free memory.
+The model comes from ``eagle3_core.states.target_model.load_target_model`` (dtype, device map,
+``trust_remote_code``).
 """
 
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eagle3_core.extract.batching import Batch, bucket_batches
 
 if TYPE_CHECKING:
     import torch
-
-
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
-
-
-def _weights_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.glob("*.safetensors")) or sum(
-        f.stat().st_size for f in path.glob("*.bin")
-    )
-
-
-def load_target(path: str, device: str, trust_remote_code: bool = False):
-    """The target's causal LM in eval mode, on ``device`` (a GPU map when one GPU is too small)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    dtype = torch.float32 if device == "cpu" else torch.bfloat16
-    kwargs: dict = {"dtype": dtype, "trust_remote_code": trust_remote_code}
-    if device == "cuda" and torch.cuda.device_count() > 1:
-        free, _ = torch.cuda.mem_get_info(0)
-        if _weights_bytes(Path(path)) > 0.8 * free:
-            kwargs["device_map"] = "auto"
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    if "device_map" not in kwargs:
-        model.to(device)
-    return model.eval()
 
 
 class TransformersEngine:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eagle3_core.extract.plan import ShardSpec, read_lengths
+from eagle3_core.contracts import sequences
+from eagle3_core.extract.plan import ShardSpec
 from eagle3_core.fsio import atomic_path
 
 INDEX_NAME = "index.parquet"
@@ -25,7 +26,7 @@ def write_index(sequences_dir: str | Path, out_dir: str | Path, shards: list[Sha
     for shard in shards:
         if shard.part not in cache:
             cache.clear()  # shards of one file are contiguous: keep one file's columns
-            cache[shard.part] = read_lengths(Path(sequences_dir) / shard.part)
+            cache[shard.part] = sequences.lengths(Path(sequences_dir) / shard.part)
         ids, lengths = cache[shard.part]
         offset = 0
         for i in shard.rows:

@@ -19,8 +19,8 @@ from pathlib import Path
 from pydantic import Field
 
 from eagle3_core.base import StrictModel, stable_hash
+from eagle3_core.contracts import sequences
 from eagle3_core.errors import InputError
-from eagle3_core.readers import sequences
 
 
 class ShardSpec(StrictModel):
@@ -43,17 +43,11 @@ def shard_name(index: int) -> str:
     return f"shard-{index:05d}.safetensors"
 
 
-def read_lengths(part: Path) -> tuple[list[str], list[int]]:
-    """Sample ids and token counts of one sequences file (two small columns, no token ids)."""
-    table = sequences.read(part, ["sample_id", "num_tokens"])
-    return table["sample_id"].to_pylist(), [int(n) for n in table["num_tokens"].to_pylist()]
-
-
 def plan_shards(sequences_dir: str | Path, shard_tokens: int, output_hash: str) -> list[ShardSpec]:
     """Cut every sequences file, in length order, into shards of at most ``shard_tokens`` tokens."""
     shards: list[ShardSpec] = []
     for part in sequences.parts(sequences_dir):
-        ids, lengths = read_lengths(part)
+        ids, lengths = sequences.lengths(part)
         order = sorted(range(len(ids)), key=lambda i: (lengths[i], i))
         for rows in _cut(order, lengths, shard_tokens):
             key = stable_hash(

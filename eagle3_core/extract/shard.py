@@ -17,11 +17,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from eagle3_core.errors import StageError
+from eagle3_core.contracts import hidden
+from eagle3_core.contracts.hidden import FORMAT, finished_key, read_metadata
 from eagle3_core.extract.plan import ShardSpec, load_shard_rows
-from eagle3_core.extract.shard_io import ShardWriter, finished_key, read_metadata
 from eagle3_core.fsio import atomic_path
-from eagle3_core.readers import hidden
+from eagle3_core.states.writer import ShardWriter, refuse_non_finite
 
 
 def shard_is_done(out_dir: str | Path, shard: ShardSpec) -> bool:
@@ -56,7 +56,7 @@ def write_shard(
         **{k: str(v) for k, v in figures.items()},
         "engine": engine.name,
         "layers": ",".join(map(str, layers)),
-        "format": "eagle3-hidden-v1",
+        "format": FORMAT,
     }
 
     def store(members: tuple[int, ...], states: list) -> None:
@@ -95,15 +95,3 @@ def _cumsum(lengths: list[int]) -> list[int]:
         offsets.append(total)
         total += n
     return offsets
-
-
-def refuse_non_finite(aux, final, sample_id: str, file_name: str) -> None:
-    import torch
-
-    if not (torch.isfinite(aux).all() and torch.isfinite(final).all()):
-        raise StageError(
-            f"the target produced NaN or Inf hidden states ({file_name})",
-            sample_id=sample_id,
-            fix="check the target's weights and dtype (fp16 overflows; use bf16 or fp32), "
-            "or drop this sample from sequences/",
-        )

@@ -21,16 +21,18 @@ from pathlib import Path
 from pydantic import Field
 
 from eagle3_core.base import StrictModel
+from eagle3_core.contracts import sequences
+from eagle3_core.contracts.hidden import state_bytes_per_token
+from eagle3_core.contracts.target import read_target_facts
 from eagle3_core.errors import ConfigError
 from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.extract.plan import ShardSpec, plan_shards
-from eagle3_core.extract.storage import bytes_per_token, check_fits, online_command, storage_line
-from eagle3_core.extract.target_facts import read_target_facts, resolve_layers
+from eagle3_core.extract.storage import check_fits, online_command, storage_line
+from eagle3_core.extract.target_facts import resolve_layers
 from eagle3_core.fingerprint import model_fingerprint
 from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, input_fingerprint, runtime_versions
 from eagle3_core.progress import NullReporter, Reporter
-from eagle3_core.readers import sequences
 from eagle3_core.target import TargetConfig
 
 ENGINE_DIR = ".vllm"  # in hidden/: the vLLM engine's log and its transient state files, not $TMPDIR
@@ -197,7 +199,7 @@ def finish_extract(plan: ExtractPlan, reporter: Reporter | None = None, reused: 
             "dtype": "bfloat16",
             "padding_share": round(1 - tokens / computed, 4) if computed else 0.0,
             "bytes_per_token": round(written / tokens, 1) if tokens else 0.0,
-            "state_bytes_per_token": bytes_per_token(plan.hidden_size),
+            "state_bytes_per_token": state_bytes_per_token(plan.hidden_size),
             "shards_reused": reused,
         },
     )

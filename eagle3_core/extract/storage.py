@@ -1,7 +1,7 @@
 """What hidden/ will cost on disk, said before the run, and a refusal when it cannot fit.
 
-Every token stores 3 auxiliary states and the final state in bf16: 4·H·2 bytes (32 KiB at
-H = 4096, 56 KiB at Kimi-K2.5's H = 7168), plus 5 bytes of ids and mask.
+A token's bytes are the hidden contract's (``contracts.hidden.token_bytes``: 4·H·2 of states,
+32 KiB at H = 4096, 56 KiB at Kimi-K2.5's H = 7168, plus 5 of ids and mask).
 """
 
 from __future__ import annotations
@@ -9,12 +9,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from eagle3_core.contracts.hidden import state_bytes_per_token, token_bytes
 from eagle3_core.errors import StageError
-
-
-def bytes_per_token(hidden_size: int) -> int:
-    """The hidden-state bytes of one token: 4 states x H x 2 (bf16)."""
-    return 4 * hidden_size * 2
 
 
 def free_bytes(path: str | Path) -> int:
@@ -35,8 +31,8 @@ def human(n: float) -> str:
 
 def storage_line(tokens_left: int, hidden_size: int, out_dir: str | Path) -> tuple[str, int, int]:
     """(message, bytes needed, bytes free) for the tokens still to write."""
-    per_token = bytes_per_token(hidden_size)
-    need = tokens_left * (per_token + 5)
+    per_token = state_bytes_per_token(hidden_size)
+    need = tokens_left * token_bytes(hidden_size)
     free = free_bytes(out_dir)
     line = (
         f"hidden states: {tokens_left:,} tokens x {human(per_token)} (4 x H={hidden_size} x bf16) "

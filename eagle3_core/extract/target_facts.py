@@ -1,8 +1,4 @@
-"""What extraction needs to know about the target before loading it: sizes and layer ids.
-
-Read from ``config.json`` alone (no weights), so the storage estimate and the layer check
-come before minutes of loading. Multimodal configs (Kimi-K2.5) keep the language model's
-sizes under ``text_config``.
+"""The auxiliary layer ids extraction captures (the target's sizes are ``contracts.target``).
 
 Layer ids are counted the way vLLM counts them: id k is the hidden state entering decoder
 layer k, which is transformers' ``output_hidden_states[k]`` (k = 0 is the embedding output).
@@ -10,35 +6,8 @@ layer k, which is transformers' ``output_hidden_states[k]`` (k = 0 is the embedd
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
-
-from eagle3_core.errors import ConfigError, InputError
+from eagle3_core.errors import ConfigError
 from eagle3_core.target import TargetConfig, aux_layer_problem, default_aux_layer_ids
-
-
-@dataclass(frozen=True)
-class TargetFacts:
-    hidden_size: int
-    num_hidden_layers: int
-    vocab_size: int
-
-
-def read_target_facts(path: str | Path) -> TargetFacts:
-    config_file = Path(path) / "config.json"
-    if not config_file.exists():
-        raise InputError(
-            "the target has no config.json",
-            path=str(config_file),
-            fix="--target must be a local Hugging Face model directory",
-        )
-    config = json.loads(config_file.read_text(encoding="utf-8"))
-    config = config.get("text_config", config)
-    try:
-        return TargetFacts(int(config["hidden_size"]), int(config["num_hidden_layers"]), int(config["vocab_size"]))
-    except KeyError as exc:
-        raise InputError(f"the target's config.json lacks {exc}", path=str(config_file)) from None
 
 
 def resolve_layers(requested: list[int] | None, target: TargetConfig, num_hidden_layers: int) -> list[int]:

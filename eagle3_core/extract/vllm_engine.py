@@ -45,9 +45,10 @@ def final_norm(target_path: str):
     import torch
     from safetensors import safe_open
 
+    from eagle3_core.contracts.target import language_config
+
     root = Path(target_path)
-    config = json.loads((root / "config.json").read_text(encoding="utf-8"))
-    config = config.get("text_config", config)
+    config = language_config(root)
     if config.get("model_type") in NON_RMS_FAMILIES:
         raise ConfigError(
             f"the vLLM engine applies a Llama-style final RMSNorm; {config['model_type']} differs",

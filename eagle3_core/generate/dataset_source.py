@@ -36,6 +36,7 @@ from eagle3_core.generate.dataset_answer import LOOKED_FOR, DatasetAnswer, datas
 from eagle3_core.generate.engine import rejected_record
 from eagle3_core.generate.inputs import fingerprint, iter_rows
 from eagle3_core.generate.keys import KeySet, key64
+from eagle3_core.generate.life import lifecycle_for
 from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id, stored_messages
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
 from eagle3_core.generate.stats import RunStats
@@ -60,9 +61,7 @@ def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
 
 def run_dataset_source(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageManifest:
     """Take every row's own answer into ``out_dir``; skip or resume when possible."""
-    from eagle3_core.generate.stage import lifecycle
-
-    run = DatasetRun(cfg, lifecycle(cfg, out_dir, reporter), reporter)
+    run = DatasetRun(cfg, lifecycle_for(stage_keys(cfg), out_dir, reporter), reporter)
     previous = run.life.open()
     if previous is not None:
         return previous

@@ -8,11 +8,17 @@ Where the reasoning is (DESIGN.md, "What the server can send"):
    unclosed ``<think>`` (cut by ``length``) makes the whole rest reasoning.
 Texts are never stripped: a leading space or newline is a token the target emitted.
 
-Where the token ids are (``return_token_ids``), read in this order:
-1. vLLM: ``prompt_token_ids`` at the top level, ``choices[0].token_ids``;
-2. SGLang: both inside the choice, ``choices[0].prompt_token_ids`` and ``choices[0].token_ids``
-   (its ChatCompletionResponseChoice). Several SGLang versions ``.strip()`` the reasoning: the
-   text is then not what the target wrote, and only the ids are (reconstruct trains on them).
+Where the token ids are (``return_token_ids``), one layout per server (``ID_LAYOUTS``):
+1. ``vllm``: ``prompt_token_ids`` at the top level, ``choices[0].token_ids``;
+2. ``sglang``: SGLang 0.5.23 and later, both inside the choice, ``choices[0].prompt_token_ids``
+   and ``choices[0].response_token_ids`` (its ChatCompletionResponseChoice; PR 35225 renamed
+   ``token_ids``), and ``sglext.output_ids`` (in the choice or the body) where that is all it sent;
+3. ``sglang_legacy``: earlier SGLang, ``choices[0].prompt_token_ids`` and ``choices[0].token_ids``.
+A layout is named ``prompt_only`` when only prompt ids came (``token_ids: null``, vLLM issue
+28246) and ``completion_only`` when only completion ids came; ``none`` when no id field is there.
+A body with an id field in none of these places is ``unknown`` (``unknown_id_fields`` names them):
+the probe stops on it. Several SGLang versions ``.strip()`` the reasoning: the text is then not
+what the target wrote, and only the ids are (reconstruct trains on them).
 ``message.tool_calls`` is kept as the server parsed it (JSON text in the record).
 """
 
@@ -38,7 +44,7 @@ class Completion:
     completion_token_ids: list[int] | None
     prompt_tokens: int | None
     completion_tokens: int | None
-    id_layout: str = "none"  # vllm | sglang | completion_only | none: where the token ids were found
+    id_layout: str = "none"  # vllm | sglang | sglang_legacy | prompt_only | completion_only | unknown | none
     tool_calls: list[dict] | None = None
 
 
@@ -71,12 +77,41 @@ def parse_completion(body: Any) -> Completion:
 
 def token_ids(body: dict, choice: dict) -> tuple[list[int] | None, list[int] | None, str]:
     """(prompt ids, completion ids, layout) from vLLM's or SGLang's places (module docstring)."""
+    top_prompt, choice_prompt = _ids(body.get("prompt_token_ids")), _ids(choice.get("prompt_token_ids"))
+    sglext = choice.get("sglext") if isinstance(choice.get("sglext"), dict) else body.get("sglext")
+    output_ids = _ids(sglext.get("output_ids")) if isinstance(sglext, dict) else None
+    response = _ids(choice.get("response_token_ids"))
+    if response is not None or output_ids is not None:
+        return choice_prompt or top_prompt, response if response is not None else output_ids, "sglang"
     completion = _ids(choice.get("token_ids"))
-    if _ids(body.get("prompt_token_ids")) is not None:
-        return _ids(body.get("prompt_token_ids")), completion, "vllm"
-    if _ids(choice.get("prompt_token_ids")) is not None:
-        return _ids(choice.get("prompt_token_ids")), completion, "sglang"
-    return None, completion, "completion_only" if completion is not None else "none"
+    if top_prompt is not None:
+        return top_prompt, completion, "vllm" if completion is not None else "prompt_only"
+    if choice_prompt is not None:
+        return choice_prompt, completion, "sglang_legacy" if completion is not None else "prompt_only"
+    if completion is not None:
+        return None, completion, "completion_only"
+    return None, None, "unknown" if unknown_id_fields(body, choice) else "none"
+
+
+# Where the known layouts put ids (module docstring); null values there are "not returned".
+KNOWN_ID_FIELDS = {"prompt_token_ids", "token_ids", "response_token_ids", "sglext"}
+
+
+def unknown_id_fields(body: dict, choice: dict) -> list[str]:
+    """The fields that look like token ids but stand where no known layout puts them."""
+    found = [f"choices[0].{k}" for k in choice if _looks_like_ids(k, choice[k]) and k not in KNOWN_ID_FIELDS]
+    found += [k for k in body if _looks_like_ids(k, body[k]) and k not in KNOWN_ID_FIELDS]
+    known_but_odd = [
+        f"{where}{k}"
+        for where, obj in (("", body), ("choices[0].", choice))
+        for k in ("prompt_token_ids", "token_ids", "response_token_ids")
+        if obj.get(k) is not None and _ids(obj.get(k)) is None
+    ]
+    return found + known_but_odd
+
+
+def _looks_like_ids(key: str, value: Any) -> bool:
+    return key.endswith("_ids") and value is not None
 
 
 def split_reasoning(message: dict) -> tuple[str, str, str | None]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from eagle3_core.errors import EndpointError
 from eagle3_core.generate.client import request_body
 from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.generate.parse import parse_completion, reasoning_layout
+from eagle3_core.generate.parse import parse_completion, reasoning_layout, unknown_id_fields
 from eagle3_core.generate.redact import redact, secret_of
 
 PROBE_MESSAGES = [{"role": "user", "content": "What is 2 + 3? Think briefly, then answer."}]
@@ -37,8 +37,15 @@ LAYOUT_WORDS = {
 }
 ID_LAYOUT_WORDS = {
     "vllm": "vLLM layout",
-    "sglang": "SGLang layout",
+    "sglang": "SGLang 0.5.23 layout",
+    "sglang_legacy": "SGLang layout before 0.5.23",
     "completion_only": "completion ids only, no prompt ids",
+}
+# Layouts without completion ids: one warning line each, naming the setting that gives them.
+NO_IDS_WORDS = {
+    "none": "token ids NOT returned by {urls}: send generate.return_token_ids: true (vLLM >= 0.10.2 and SGLang read it)",
+    "prompt_only": "prompt ids but NO completion ids from {urls} (`token_ids: null`, vLLM issue 28246): "
+    "keep generate.return_token_ids: true and serve a version that fills choices[].token_ids",
 }
 
 
@@ -56,7 +63,7 @@ class ProbeReport:
     @property
     def token_ids(self) -> dict[str, bool]:
         """endpoint url -> whether it returned completion token ids."""
-        return {url: layout != "none" for url, layout in self.id_layouts.items()}
+        return {url: layout in ID_LAYOUT_WORDS for url, layout in self.id_layouts.items()}
 
     def line(self) -> str:
         kinds = sorted(set(self.layouts.values()))
@@ -64,9 +71,9 @@ class ProbeReport:
             where = LAYOUT_WORDS[kinds[0]]
         else:
             where = "; ".join(f"{url}: {LAYOUT_WORDS[k]}" for url, k in self.layouts.items())
-        missing = [u for u, layout in self.id_layouts.items() if layout == "none"]
-        if missing:
-            ids = "token ids NOT returned by " + ", ".join(missing)
+        missing = {kind: [u for u, layout in self.id_layouts.items() if layout == kind] for kind in NO_IDS_WORDS}
+        if any(missing.values()):
+            ids = "; ".join(NO_IDS_WORDS[k].format(urls=", ".join(urls)) for k, urls in missing.items() if urls)
         else:
             ids = (
                 "token ids returned (" + ", ".join(sorted({ID_LAYOUT_WORDS[v] for v in self.id_layouts.values()})) + ")"
@@ -97,12 +104,25 @@ def probe_endpoints(cfg: GenerateConfig) -> ProbeReport:
             raise _redacted(outcome, cfg)
         else:
             layouts[url] = reasoning_layout(outcome["choices"][0]["message"])
-            id_layouts[url] = parse_completion(outcome).id_layout
+            id_layouts[url] = _id_layout(url, outcome)
             _check_reasoning(cfg, url, layouts[url])
     if not layouts:
         first = next(iter(down.values()))
         raise _redacted(EndpointError(first, fix=UNREACHABLE_FIX), cfg)
     return ProbeReport(model=model, layouts=layouts, id_layouts=id_layouts, down=down)
+
+
+def _id_layout(url: str, body: dict) -> str:
+    """Where the endpoint put its token ids; EndpointError for a layout no known server uses."""
+    layout = parse_completion(body).id_layout
+    if layout == "unknown":
+        fields = unknown_id_fields(body, body["choices"][0])
+        raise EndpointError(
+            f"{url} sent token ids in a layout no known server uses (fields: {', '.join(fields)}; the choice "
+            f"has {', '.join(sorted(body['choices'][0]))})",
+            fix="serve with vLLM or SGLang, or teach eagle3_core.generate.parse.token_ids this server's layout",
+        )
+    return layout
 
 
 def _first_model(http, cfg: GenerateConfig) -> str | None:

@@ -12,7 +12,10 @@ prompt. They are part of the sample's key: the same prompt with other tools is a
 An agent's history keeps its tool use (OpenAI ``messages`` only): an earlier assistant turn's
 ``tool_calls`` (its ``content`` may then be null) and a tool turn's ``tool_call_id`` and ``name``
 are sent as given, since the template renders them into the prompt. A prompt may end with a tool
-turn: the target answers the tool's result.
+turn: the target answers the tool's result. An earlier assistant turn's reasoning (``reasoning``
+or ``reasoning_content``) is kept too and sent under both names (vLLM reads ``reasoning``, SGLang
+``reasoning_content``): templates with interleaved thinking (MiniMax-M2, GLM, Kimi-K2-Thinking)
+render it into the history, the others drop it (``target.history_reasoning``).
 """
 
 from __future__ import annotations
@@ -157,8 +160,11 @@ def _tool_calls_problem(role: str, calls: Any) -> str | None:
 
 
 def _tool_fields(role: str, turn: dict, calls: list | None) -> dict[str, Any]:
-    """The tool-use fields of an OpenAI turn that the template renders (only those given)."""
+    """The tool-use and reasoning fields of an OpenAI turn that the template renders (only those given)."""
     fields: dict[str, Any] = {"tool_calls": calls} if calls else {}
+    reasoning = turn.get("reasoning") or turn.get("reasoning_content")
+    if role == "assistant" and isinstance(reasoning, str) and reasoning:
+        fields |= {"reasoning": reasoning, "reasoning_content": reasoning}
     if role == "tool":
         fields |= {k: turn[k] for k in ("tool_call_id", "name") if isinstance(turn.get(k), str)}
     return fields
@@ -176,7 +182,7 @@ def _trim(messages: Messages) -> Messages | RowRejection:
     return messages
 
 
-TOOL_FIELDS = ("tool_calls", "tool_call_id", "name")
+TOOL_FIELDS = ("tool_calls", "tool_call_id", "name", "reasoning")
 
 
 def stored_messages(messages: Messages) -> list[dict[str, Any]]:
@@ -192,6 +198,7 @@ def stored_messages(messages: Messages) -> list[dict[str, Any]]:
                 "tool_calls": json.dumps(calls, ensure_ascii=False) if calls else None,
                 "tool_call_id": m.get("tool_call_id"),
                 "name": m.get("name"),
+                "reasoning": m.get("reasoning"),
             }
         )
     return stored
@@ -205,6 +212,8 @@ def sent_messages(stored: list[dict[str, Any]]) -> Messages:
         if m.get("tool_calls"):
             message["tool_calls"] = json.loads(m["tool_calls"])
         message |= {k: m[k] for k in TOOL_FIELDS[1:] if m.get(k) is not None}
+        if message.get("reasoning"):  # sent under both names (module docstring)
+            message["reasoning_content"] = message["reasoning"]
         sent.append(message)
     return sent
 

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from eagle3_core.contracts.folder import damaged
 from eagle3_core.errors import StageError
 from eagle3_core.fsio import atomic_path, stray_temps
 from eagle3_core.generate.health import is_open
 from eagle3_core.generate.keys import PersistedKeys, key64, key_array
-from eagle3_core.readers.folder import damaged
 
 ACCEPTED, REJECTED = "accepted", "rejected"
 
@@ -36,6 +36,7 @@ def _schemas() -> dict[str, dict]:
                 "tool_calls": pl.String,
                 "tool_call_id": pl.String,
                 "name": pl.String,
+                "reasoning": pl.String,
             }
         )
     )

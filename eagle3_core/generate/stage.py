@@ -40,6 +40,7 @@ from eagle3_core.generate.engine import Engine, WorkItem, rejected_record, run_c
 from eagle3_core.generate.health import Breaker, states
 from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.generate.keys import KeySet, key64
+from eagle3_core.generate.life import lifecycle_for
 from eagle3_core.generate.probe import ProbeReport, probe_endpoints
 from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id
 from eagle3_core.generate.shape import check_shape
@@ -89,14 +90,7 @@ def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
 
 
 def lifecycle(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageLifecycle:
-    return StageLifecycle(
-        STAGE,
-        out_dir,
-        *stage_keys(cfg),
-        shards=("accepted/part-*.parquet", "rejected/part-*.parquet"),
-        versions=("openai", "polars", "httpx"),
-        reporter=reporter,
-    )
+    return lifecycle_for(stage_keys(cfg), out_dir, reporter)
 
 
 def is_complete(cfg: GenerateConfig, out_dir: str | Path) -> bool:

@@ -17,10 +17,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle3_core.generate.rows import sent_messages
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.reconstruct.layout import (
     Sequence,
+    ThinkMarks,
     first_difference,
     forced_think_position,
     masked,
@@ -28,8 +28,10 @@ from eagle3_core.reconstruct.layout import (
     think_closed_in_prompt,
     think_marks,
 )
+from eagle3_core.reconstruct.render import server_messages
+from eagle3_core.reconstruct.text_rules import thinking_state, undecidable
 from eagle3_core.reconstruct.tokenizer import TokenFacts, encode_batch
-from eagle3_core.target import ChatSettings
+from eagle3_core.target import ChatSettings, TargetConfig
 
 # How many ids around a mismatch are kept to show what differs.
 MISMATCH_CONTEXT = 4
@@ -59,22 +61,42 @@ class BatchResult:
 
 
 @dataclass(frozen=True)
+class Problem:
+    """Why the text path cannot rebuild a record (a reject reason when there are no ids)."""
+
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
 class _Prepared:
     record: dict[str, Any]
     prompt_text: str
     reasoning: str
     content: str
+    problem: Problem | None = None  # the text path cannot rebuild it; the server's ids may still
+
+    @property
+    def has_ids(self) -> bool:
+        """The server sent the prompt and the completion ids: they are the training row."""
+        return self.record.get("completion_token_ids") is not None and self.record.get("prompt_token_ids") is not None
 
 
 class Reconstructor:
-    """Holds the tokenizer, the verified token facts and the chat settings the server used;
-    turns record batches into rows."""
+    """Holds the tokenizer, the verified token facts, the chat settings the server used and the
+    recipe's text rules; turns record batches into rows."""
 
     def __init__(
-        self, tokenizer: Any, facts: TokenFacts, cfg: ReconstructConfig, chat: ChatSettings | None = None
+        self,
+        tokenizer: Any,
+        facts: TokenFacts,
+        cfg: ReconstructConfig,
+        chat: ChatSettings | None = None,
+        target: TargetConfig | None = None,
     ) -> None:
         self.tokenizer, self.facts, self.cfg = tokenizer, facts, cfg
         self.chat = chat or ChatSettings()
+        self.target = target or TargetConfig()
         self._blank: dict[tuple[int, ...], bool] = {}
 
     def run(self, records: list[dict[str, Any]]) -> BatchResult:
@@ -95,35 +117,36 @@ class Reconstructor:
             result.reject(sid, "malformed_record", "a record needs a sample_id and a non-empty messages list")
             return None
         reasoning, content = record.get("reasoning") or "", record.get("content") or ""
-        if reasoning and not self.facts.reasons:
-            result.reject(
-                sid,
-                "reasoning_on_non_reasoning_target",
-                "the record has reasoning but the target's recipe has no think tokens "
-                "(target.think_open is null): its template has nowhere to put it",
-            )
-            return None
         if not reasoning and not content and not record.get("tool_calls"):
             result.reject(sid, "empty_completion", "neither reasoning nor content nor tool calls")
             return None
-        if record.get("tool_calls") and record.get("completion_token_ids") is None:
-            result.reject(
-                sid,
-                "tool_calls_without_ids",
-                "the answer calls tools: each family writes tool calls in its own tokens, which only "
-                "the server's ids hold; generate with return_token_ids (vLLM or SGLang)",
+        prompt, problem = self._render(record)
+        if problem is None and reasoning and not self.facts.reasons:
+            problem = Problem(
+                "reasoning_on_non_reasoning_target",
+                "the record has reasoning but the target's recipe has no reasoning markers "
+                "(target.think_open and target.harmony are null): its template has nowhere to put it",
             )
+        item = _Prepared(record, prompt, reasoning, content, problem)
+        if problem is not None and not item.has_ids:
+            result.reject(sid, problem.reason, problem.detail)
             return None
+        return item
+
+    def _render(self, record: dict[str, Any]) -> tuple[str, Problem | None]:
+        """The prompt as the server rendered it (``render.server_messages``), or why the template failed."""
         try:
-            chat = sent_messages(messages)
             tools = json.loads(record["tools"]) if record.get("tools") else None
             prompt = self.tokenizer.apply_chat_template(
-                chat, tools=tools, tokenize=False, add_generation_prompt=True, **self.chat.chat_template_kwargs
+                server_messages(record["messages"]),
+                tools=tools,
+                tokenize=False,
+                add_generation_prompt=True,
+                **self.chat.chat_template_kwargs,
             )
         except Exception as exc:  # a template raises anything from TypeError to its own exceptions
-            result.reject(sid, "template_error", f"the chat template failed: {type(exc).__name__}: {exc}")
-            return None
-        return _Prepared(record, prompt, reasoning, content)
+            return "", Problem("template_error", f"the chat template failed: {type(exc).__name__}: {exc}")
+        return prompt, None
 
     def _assemble(
         self,
@@ -133,54 +156,80 @@ class Reconstructor:
         content_ids: list[int],
         result: BatchResult,
     ) -> None:
-        record, sid = item.record, item.record["sample_id"]
+        """The server's ids decide where it sent them; the text rebuild is then only their check."""
+        sid = item.record["sample_id"]
+        server = self._server_sequence(item.record, prompt_ids)
+        rebuilt = item.problem or self._rebuild(item, prompt_ids, reasoning_ids, content_ids)
+        if item.record.get("tool_calls") and server is not None:
+            result.counts["tool_call_turns"] += 1
+        if isinstance(rebuilt, Problem):
+            if server is None or (self.cfg.prefer == "text" and not item.record.get("tool_calls")):
+                result.reject(sid, rebuilt.reason, rebuilt.detail)
+                return
+            result.counts[f"unchecked_{rebuilt.reason}"] += 1
+            self._emit(sid, server, "server", result)
+            return
+        if server is None:
+            self._emit(sid, rebuilt, "text", result)
+            return
+        self._compare(sid, rebuilt, server, result)
+        if self.cfg.prefer == "server":
+            self._emit(sid, server, "server", result)
+        else:
+            self._emit(sid, rebuilt, "text", result)
+
+    def _rebuild(
+        self, item: _Prepared, prompt_ids: list[int], reasoning_ids: list[int], content_ids: list[int]
+    ) -> Sequence | Problem:
+        """The text path: prompt + output ids from the texts, or the Problem that stops it."""
+        if item.record.get("tool_calls"):  # only the ids hold the tool-call tokens (layout.py)
+            return Problem(
+                "tool_calls_without_ids",
+                "the answer calls tools: each family writes tool calls in its own tokens, which only "
+                "the server's ids hold; generate with return_token_ids (vLLM or SGLang)",
+            )
         forced = forced_think_position(prompt_ids, self.facts, self._is_blank)
         closed = think_closed_in_prompt(prompt_ids, self.facts, self._is_blank)
         if closed and item.reasoning:
-            result.reject(
-                sid,
+            return Problem(
                 "reasoning_after_closed_think",
                 "the rendered prompt closes the think block (thinking switched off) but the record "
                 "has reasoning: set target.chat.chat_template_kwargs as the server had them",
             )
-            return
-        server = self._server_sequence(record, prompt_ids)
-        if record.get("tool_calls"):  # only the ids hold the tool-call tokens (layout.py)
-            result.counts["tool_call_turns"] += 1
-            self._emit(sid, server, "server", result)
-            return
         marks = None
         if self.facts.reasons and not closed:
-            marks = think_marks(
-                self.facts,
-                item.reasoning,
-                item.content,
-                think_in_prompt=forced is not None,
-                server_out=record.get("completion_token_ids"),
-            )
-            if marks is None:
-                result.reject(
-                    sid,
-                    "think_undecidable",
-                    "the text does not show which think tokens the target wrote (an empty answer: the "
-                    "turn ended inside its reasoning or right after </think>; or no reasoning at all) "
-                    "and the record has no server token ids to tell; generate with return_token_ids",
-                )
-                return
+            marks = self._marks(item, forced is not None)
+            if isinstance(marks, Problem):
+                return marks
         out = output_ids(
             self.facts,
             reasoning_ids,
             content_ids,
             think_closed=closed,
             marks=marks,
-            stopped=record.get("finish_reason") != "length",
+            stopped=item.record.get("finish_reason") != "length",
         )
-        seq, source = masked(prompt_ids, out, forced), "text"
-        if server is not None:
-            self._compare(sid, seq, server, result)
-            if self.cfg.prefer == "server":
-                seq, source = server, "server"
-        self._emit(sid, seq, source, result)
+        return masked(prompt_ids, out, forced, len(self.facts.think_open_ids or ()))
+
+    def _marks(self, item: _Prepared, forced: bool) -> ThinkMarks | Problem:
+        """Which reasoning markers the output holds: the ids say when there are some; the text
+        only what it shows (``text_rules.undecidable``), never a guess."""
+        server_out = item.record.get("completion_token_ids")
+        if server_out is None:
+            problem = undecidable(self.target, self.chat, item.reasoning, forced)
+            if problem is not None:
+                return Problem(*problem)
+            if thinking_state(self.target, self.chat) is False and not forced:
+                return ThinkMarks(opens=False, closes=False)
+        marks = think_marks(self.facts, item.reasoning, item.content, think_in_prompt=forced, server_out=server_out)
+        if marks is None:
+            return Problem(
+                "think_undecidable",
+                "the text does not show which think tokens the target wrote (an empty answer: the "
+                "turn ended inside its reasoning or right after </think>; or no reasoning at all) "
+                "and the record has no server token ids to tell; generate with return_token_ids",
+            )
+        return marks
 
     def _server_sequence(self, record: dict[str, Any], prompt_ids: list[int]) -> Sequence | None:
         """The server's own prompt + completion ids with the loss mask; None when it sent no ids
@@ -189,7 +238,10 @@ class Reconstructor:
             return None
         prompt = list(record.get("prompt_token_ids") or prompt_ids)
         return masked(
-            prompt, list(record["completion_token_ids"]), forced_think_position(prompt, self.facts, self._is_blank)
+            prompt,
+            list(record["completion_token_ids"]),
+            forced_think_position(prompt, self.facts, self._is_blank),
+            len(self.facts.think_open_ids or ()),
         )
 
     def _compare(self, sid: str, rebuilt: Sequence, server: Sequence, result: BatchResult) -> None:

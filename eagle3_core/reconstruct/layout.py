@@ -4,7 +4,13 @@ Layout (every family; what differs between families lives in the tokenizer's cha
 and in the recipe's token texts, never here)::
 
     prompt  = chat_template(messages, add_generation_prompt=True)        # as the server rendered it
-    output  = [think_open]? + ids(reasoning) + [think_close] + ids(content) + [end_of_turn]
+    output  = open? + ids(reasoning) + close + ids(content) + [end_of_turn]
+
+``open`` and ``close`` are the recipe's reasoning markers (``TokenFacts.think_open_ids`` /
+``think_close_ids``): one id each for a think pair, or harmony's channel headers for gpt-oss
+(``<|channel|>analysis<|message|>`` and ``<|end|><|start|>assistant<|channel|>final<|message|>``,
+the generation prompt ending ``<|start|>assistant``). Where the text says ``<think>`` below, read
+the open marker.
 
 - Kimi-K2.5 and DeepSeek-R1 put the think-open token into the generation prompt
   (``...<|im_middle|><think>``, ``<｜Assistant｜><think>\\n``); the target then generates the
@@ -15,8 +21,8 @@ and in the recipe's token texts, never here)::
   and content are encoded apart: a special id splits the text on both sides in every
   Hugging Face tokenizer, so this equals encoding the whole completion with the specials.
 - Thinking switched off by the template (Qwen3 ``enable_thinking: false`` renders
-  ``<think>\n\n</think>\n\n``, K2.5 ``thinking: false`` renders ``<think></think>`` into the
-  generation prompt): the think block is closed before the target speaks, so
+  ``<think>\n\n</think>\n\n``, K2.5 ``thinking: false`` renders ``<think></think>``, DeepSeek-V3.1
+  chat mode a bare ``</think>`` into the generation prompt): the think block is closed before the target speaks, so
   ``output = ids(content) + [end_of_turn]`` and the whole forced block stays masked out.
 - ``finish_reason == "length"``: the target stopped mid-way, so no end-of-turn.
 - Whether the output holds ``think_open`` / ``think_close`` is a fact about the ids, never a
@@ -77,14 +83,21 @@ class ThinkMarks:
     closes: bool
 
 
+def contains(ids: list[int], marker: tuple[int, ...]) -> bool:
+    """True when ``marker`` stands in ``ids`` as a contiguous run."""
+    n = len(marker)
+    return any(tuple(ids[i : i + n]) == marker for i in range(len(ids) - n + 1))
+
+
 def think_marks(
     facts: TokenFacts, reasoning: str, content: str, *, think_in_prompt: bool, server_out: list[int] | None
 ) -> ThinkMarks | None:
-    """The think tokens of the output: from the server's ids when present, else from the text;
+    """The reasoning markers of the output: from the server's ids when present, else from the text;
     None when the text cannot tell and there are no ids (see the module docstring)."""
     if server_out is not None:
         return ThinkMarks(
-            opens=not think_in_prompt and facts.think_open_id in server_out, closes=facts.think_close_id in server_out
+            opens=not think_in_prompt and contains(server_out, facts.think_open_ids),
+            closes=contains(server_out, facts.think_close_ids),
         )
     if think_in_prompt:
         return ThinkMarks(opens=False, closes=True) if content else None
@@ -103,54 +116,62 @@ def output_ids(
     stopped: bool,
 ) -> list[int]:
     """The ids the target generated for one turn (see the module docstring); ``marks`` may be
-    None only where no think tokens are written (no reasoning target, thinking switched off)."""
-    if not facts.reasons or think_closed:
+    None only where no reasoning markers are written (no reasoning target, thinking switched off)."""
+    if marks is None or think_closed:
         out = list(content_ids)
     else:
-        assert marks is not None, "think marks undecided for a reasoning turn"
-        out = [facts.think_open_id] if marks.opens else []
+        out = list(facts.think_open_ids) if marks.opens else []
         out += reasoning_ids
         if marks.closes:
-            out.append(facts.think_close_id)
+            out += facts.think_close_ids
         out += content_ids
     if stopped:
         out.append(facts.end_of_turn_id)
     return out
 
 
+def _ends_at(ids: list[int], marker: tuple[int, ...], tail: int) -> int | None:
+    """Start of the last ``marker`` that begins within the last ``tail`` + len(marker) ids."""
+    n = len(marker)
+    for pos in range(len(ids) - n, max(-1, len(ids) - n - tail - 1), -1):
+        if tuple(ids[pos : pos + n]) == marker:
+            return pos
+    return None
+
+
 def forced_think_position(
     prompt_ids: list[int], facts: TokenFacts, is_blank: Callable[[tuple[int, ...]], bool]
 ) -> int | None:
-    """Index of a think-open id the generation prompt ends with (only whitespace after it)."""
+    """Index of a think-open marker the generation prompt ends with (only whitespace after it)."""
     if not facts.reasons:
         return None
-    tail_start = max(0, len(prompt_ids) - FORCED_THINK_TAIL)
-    for pos in range(len(prompt_ids) - 1, tail_start - 1, -1):
-        if prompt_ids[pos] == facts.think_open_id:
-            after = tuple(prompt_ids[pos + 1 :])
-            return pos if not after or is_blank(after) else None
-    return None
+    pos = _ends_at(prompt_ids, facts.think_open_ids, FORCED_THINK_TAIL - 1)
+    if pos is None:
+        return None
+    after = tuple(prompt_ids[pos + len(facts.think_open_ids) :])
+    return pos if not after or is_blank(after) else None
 
 
 def think_closed_in_prompt(
     prompt_ids: list[int], facts: TokenFacts, is_blank: Callable[[tuple[int, ...]], bool]
 ) -> bool:
-    """True when the generation prompt ends with a closed think block (thinking switched off)."""
+    """True when the generation prompt ends with a closed think block (thinking switched off):
+    ``<think></think>`` (Kimi), ``<think>\n\n</think>\n\n`` (Qwen3), or a bare ``</think>``
+    (DeepSeek-V3.1 and later in chat mode), with only whitespace after it."""
     if not facts.reasons:
         return False
-    tail = prompt_ids[-CLOSED_THINK_TAIL:]
-    if facts.think_close_id not in tail:
+    pos = _ends_at(prompt_ids, facts.think_close_ids, CLOSED_THINK_TAIL - 1)
+    if pos is None:
         return False
-    close = len(tail) - 1 - tail[::-1].index(facts.think_close_id)
-    after = tuple(tail[close + 1 :])
-    return facts.think_open_id in tail[:close] and (not after or is_blank(after))
+    after = tuple(prompt_ids[pos + len(facts.think_close_ids) :])
+    return not after or is_blank(after)
 
 
-def masked(prompt_ids: list[int], out_ids: list[int], forced_think: int | None) -> Sequence:
-    """prompt + output with the loss mask (0 prompt, 1 output, 1 on a forced think-open)."""
+def masked(prompt_ids: list[int], out_ids: list[int], forced_think: int | None, marker_len: int = 1) -> Sequence:
+    """prompt + output with the loss mask (0 prompt, 1 output, 1 on a forced think-open marker)."""
     mask = [0] * len(prompt_ids) + [1] * len(out_ids)
     if forced_think is not None:
-        mask[forced_think] = 1
+        mask[forced_think : forced_think + marker_len] = [1] * marker_len
     return Sequence(input_ids=list(prompt_ids) + list(out_ids), loss_mask=mask, prompt_len=len(prompt_ids))
 
 

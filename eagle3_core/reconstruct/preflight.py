@@ -1,25 +1,67 @@
-"""Pre-flight check of a recipe against a live server: one request, before the long run.
+"""Pre-flight check of a recipe against a live server: a small fixed suite, before the long run.
 
 The server's token ids are the truth; reconstruct's text path rebuilds them from the text the
-server returned. This sends one chat request with the recipe's settings (``target.chat``,
-``generate``), rebuilds the server's own answer from its text with the recipe's tokenizer and
-template, and compares. Equal: the recipe, the tokenizer and the server agree. Different: one
-``EndpointError`` that shows the first differing tokens and the setting that usually causes
-that kind of difference (``likely_cause``). A server that returns no ids cannot be checked,
-and says so.
+server returned. Each case of ``SUITE`` is one chat request with the recipe's settings
+(``target.chat``, ``generate``) at the boundaries a single short question misses:
+
+- ``question``: one question with room to finish (the run's own ``generate.max_tokens``), so the
+  ``</think>`` -> answer boundary and the end-of-turn token are in the ids;
+- ``system``: a system prompt;
+- ``two_turns``: a history with an earlier answer (how the template renders past turns);
+- ``tool_round_trip``: a tool definition, an earlier tool call (``arguments`` a JSON string, as
+  clients send it) and its result (skipped, and said so, when the server refuses tools).
+
+Per case: whether the server's ids equal the reconstruction, whether the turn ended on one of the
+recipe's end-of-turn tokens, and whether it was cut by ``max_tokens``. A difference is one
+``EndpointError`` naming the case, the first differing tokens and the setting that usually causes
+that kind of difference (``likely_cause``), a server-side template override among them. A server
+that returns no completion ids cannot be checked, and says so.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from eagle3_core.errors import EndpointError
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.target import TargetConfig
 
-PREFLIGHT_MESSAGES = [{"role": "user", "content": "What is 17 + 25? Think it through, then answer."}]
+QUESTION = {"role": "user", "content": "What is 17 + 25? Think it through, then answer."}
+ADD_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add two integers.",
+        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+    },
+}
+CALL = {"id": "call_0", "type": "function", "function": {"name": "add", "arguments": '{"a":17,"b":25}'}}
+SUITE: dict[str, tuple[list[dict], list[dict] | None]] = {
+    "question": ([QUESTION], None),
+    "system": ([{"role": "system", "content": "You are a careful assistant."}, QUESTION], None),
+    "two_turns": (
+        [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "4."}, QUESTION],
+        None,
+    ),
+    "tool_round_trip": (
+        [
+            {"role": "user", "content": "Use the tool: what is 17 + 25?"},
+            {"role": "assistant", "content": None, "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "call_0", "name": "add", "content": "42"},
+        ],
+        [ADD_TOOL],
+    ),
+}
+PREFLIGHT_MESSAGES = SUITE["question"][0]
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    name: str
+    tokens: int
+    note: str  # what was checked, or why not
 
 
 @dataclass(frozen=True)
@@ -27,45 +69,69 @@ class PreflightReport:
     url: str
     model: str
     id_layout: str
-    tokens: int
+    cases: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return self.cases[0].tokens if self.cases else 0
 
     def line(self) -> str:
-        return (
+        head = (
             f"pre-flight: {self.url} ({self.model}): the server's {self.tokens} token ids equal the reconstruction "
             f"of its own text (ids in the {self.id_layout} layout)"
         )
+        return "\n".join([head] + [f"  {c.name}: {c.note}" for c in self.cases])
 
 
-def preflight(target: TargetConfig, gen: GenerateConfig, url: str, max_tokens: int = 256) -> PreflightReport:
-    """One request to ``url``; the report when the ids match, else ``EndpointError`` with the difference."""
-    from eagle3_core.generate.parse import parse_completion
+def preflight(target: TargetConfig, gen: GenerateConfig, url: str, max_tokens: int | None = None) -> PreflightReport:
+    """Run ``SUITE`` against ``url``; the report when every case agrees, else ``EndpointError``.
+    ``max_tokens`` defaults to the run's own ``generate.max_tokens``: the room the run gives."""
     from eagle3_core.reconstruct.tokenizer import load_tokenizer, token_facts
 
     tokenizer = load_tokenizer(target.require_path(), target.trust_remote_code)
     facts = token_facts(tokenizer, target, target.path)
-    model, body = _ask(gen.model_copy(update={"return_token_ids": True}), url, max_tokens)
+    gen = gen.model_copy(update={"return_token_ids": True})
+    cases, layout, model = [], "none", gen.model
+    for name, (messages, tools) in SUITE.items():
+        answered = _ask(gen, url, max_tokens, messages, tools, optional=tools is not None)
+        if answered is None:
+            cases.append(CaseResult(name, 0, "skipped: the server refused the request with tools (HTTP 4xx)"))
+            continue
+        model, body = answered
+        record, layout = _record(url, name, messages, tools, body)
+        cases.append(_check(tokenizer, facts, target, record, url, name))
+    return PreflightReport(url, model, layout, cases)
+
+
+def _record(url: str, name: str, messages: list[dict], tools: list[dict] | None, body: dict) -> tuple[dict, str]:
+    """The generation record generate would write for this answer, and its id layout."""
+    from eagle3_core.generate.parse import parse_completion
+    from eagle3_core.generate.rows import stored_messages
+
     completion = parse_completion(body)
     if completion.completion_token_ids is None:
         raise EndpointError(
-            f"{url} returned no token ids: the text path cannot be checked, and training will "
-            "rest on re-tokenized text alone",
+            f"{url} returned no token ids for the completion (layout: {completion.id_layout}): the text path cannot be "
+            "checked, and training will rest on re-tokenized text alone",
             fix="serve with vLLM or SGLang, which return ids with `return_token_ids: true`",
         )
     record = {
-        "sample_id": "preflight",
-        "messages": PREFLIGHT_MESSAGES,
+        "sample_id": f"preflight-{name}",
+        "messages": stored_messages(messages),
         "reasoning": completion.reasoning,
         "content": completion.content,
         "finish_reason": completion.finish_reason,
         "prompt_token_ids": completion.prompt_token_ids,
         "completion_token_ids": completion.completion_token_ids,
-        "tools": None,
+        "tools": json.dumps(tools) if tools else None,
         "tool_calls": json.dumps(completion.tool_calls) if completion.tool_calls else None,
     }
-    return _compare(tokenizer, facts, target, record, url, model, completion.id_layout)
+    return record, completion.id_layout
 
 
-def _ask(gen: GenerateConfig, url: str, max_tokens: int) -> tuple[str, dict]:
+def _ask(
+    gen: GenerateConfig, url: str, max_tokens: int, messages: list[dict], tools: list[dict] | None, optional: bool
+) -> tuple[str, dict] | None:
     import os
 
     import httpx
@@ -77,30 +143,51 @@ def _ask(gen: GenerateConfig, url: str, max_tokens: int) -> tuple[str, dict]:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     with httpx.Client(timeout=min(gen.request_timeout, 300.0), headers=headers) as http:
         model = gen.model or (_list_models(http, url) or [None])[0]
-        return model, _chat(http, url, request_body(gen, model, PREFLIGHT_MESSAGES, max_tokens))
+        try:
+            return model, _chat(http, url, request_body(gen, model, messages, max_tokens, tools=tools))
+        except EndpointError as exc:
+            if optional and "answered HTTP 4" in str(exc):
+                return None
+            raise
 
 
-def _compare(
-    tokenizer: Any, facts: Any, target: TargetConfig, record: dict, url: str, model: str, id_layout: str
-) -> PreflightReport:
+def _check(tokenizer: Any, facts: Any, target: TargetConfig, record: dict, url: str, name: str) -> CaseResult:
+    """Rebuild the record from its text and compare with the server's ids; EndpointError on a difference."""
     from eagle3_core.reconstruct.build import Reconstructor
     from eagle3_core.reconstruct.config import ReconstructConfig
 
-    result = Reconstructor(tokenizer, facts, ReconstructConfig(prefer="text", max_length=1 << 30), target.chat).run(
-        [record]
-    )
+    cfg = ReconstructConfig(prefer="text", max_length=1 << 30)
+    result = Reconstructor(tokenizer, facts, cfg, target.chat, target).run([record])
     if result.rejects:
         reject = result.rejects[0]
         raise EndpointError(
-            f"{url}: the server's answer cannot be reconstructed ({reject['reason']}: {reject['detail']})",
+            f"{url} [{name}]: the server's answer cannot be reconstructed ({reject['reason']}: {reject['detail']})",
             fix="check target.chat and target.reasoning_parser against the served model",
         )
-    if not result.mismatches:
-        return PreflightReport(url, model, id_layout, len(result.rows["input_ids"][0]))
-    diff = result.mismatches[0]
+    if result.mismatches:
+        _raise_difference(tokenizer, result.mismatches[0], url, name)
+    return CaseResult(name, len(result.rows["input_ids"][0]), _note(facts, record, result.rows["source"][0]))
+
+
+def _note(facts: Any, record: dict, source: str) -> str:
+    """What this case showed beyond the ids' equality: where the turn ended."""
+    completion = record["completion_token_ids"]
+    if source == "server":
+        return "a tool call: its tokens only the ids hold (trained on them, not compared)"
+    if record["finish_reason"] == "length":
+        return "ids equal, but cut by max_tokens: the end of the reasoning and of the turn were not seen (raise --max-tokens)"
+    if completion and completion[-1] not in facts.turn_end_ids:
+        return (
+            f"ids equal, but the turn ended on id {completion[-1]}, none of the recipe's end-of-turn tokens "
+            f"{list(facts.turn_end_ids)} (target.end_of_turn, target.other_turn_ends)"
+        )
+    return f"ids equal, ended on end-of-turn id {completion[-1] if completion else None}"
+
+
+def _raise_difference(tokenizer: Any, diff: dict, url: str, name: str) -> None:
     rebuilt, server = _pieces(tokenizer, diff["rebuilt_near"]), _pieces(tokenizer, diff["server_near"])
     raise EndpointError(
-        f"{url}: the server's ids differ from the reconstruction of its own text at token {diff['first_diff']} "
+        f"{url} [{name}]: the server's ids differ from the reconstruction of its own text at token {diff['first_diff']} "
         f"(in the {diff['where']}): rebuilt {rebuilt} vs server {server}",
         fix=likely_cause(diff["where"], rebuilt, server),
     )
@@ -115,7 +202,8 @@ def likely_cause(where: str, rebuilt: list[str], server: list[str]) -> str:
     if where == "prompt":
         return (
             "the prompt renders differently: set target.chat.chat_template_kwargs as the server has them "
-            "(thinking switch, date_string), and point target.path at the served model's own tokenizer"
+            "(thinking switch, date_string), point target.path at the served model's own tokenizer, and check "
+            "that the server does not override the template (--chat-template, --default-chat-template-kwargs)"
         )
     spaces = sum(p.count(" ") for p in rebuilt) - sum(p.count(" ") for p in server)
     if spaces > 0:

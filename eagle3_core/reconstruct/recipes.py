@@ -1,7 +1,8 @@
 """The `target:` section of a bundled family recipe (configs/<family>.yaml).
 
 The CLI's ``--family qwen3`` reads the token facts (think tokens, end-of-turn, their ids) from
-the recipe, so ids live in recipes only, never in code.
+the recipe, so ids live in recipes only, never in code. The families are the bundled recipes
+themselves (each file's ``target.family``): a new family is a new file, no list to extend.
 """
 
 from __future__ import annotations
@@ -14,18 +15,29 @@ from eagle3_core.errors import ConfigError
 from eagle3_core.target import TargetConfig
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-FAMILY_RECIPES = {
-    "kimi_k2_5": "kimi-k2.5.yaml",
-    "qwen3": "qwen3.yaml",
-    "deepseek_r1": "deepseek-r1.yaml",
-    "llama3": "llama3.yaml",
-}
+
+
+def bundled_families() -> dict[str, Path]:
+    """family name -> its recipe under configs/ (the toy, which builds its own target, excluded)."""
+    found: dict[str, Path] = {}
+    for path in sorted(CONFIGS.glob("*.yaml")):
+        recipe = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        family = (recipe.get("target") or {}).get("family")
+        if family and "toy" not in recipe:
+            found.setdefault(family, path)
+    return found
 
 
 def target_from_recipe(recipe: str | Path | None, family: str | None, **overrides) -> TargetConfig:
     """TargetConfig from ``recipe`` (a YAML file), else the bundled recipe of ``family``, else defaults."""
     if recipe is None and family is not None:
-        recipe = CONFIGS / FAMILY_RECIPES[family]
+        families = bundled_families()
+        if family not in families:
+            raise ConfigError(
+                f"no bundled recipe for family {family!r}",
+                fix=f"pass one of {', '.join(sorted(families))}, or a --recipe YAML file",
+            )
+        recipe = families[family]
     section = {}
     if recipe is not None:
         path = Path(recipe)

@@ -89,15 +89,17 @@ def run_reconstruct(
         reporter.log(
             f"reconstruct: {plan.total} generations in {len(jobs)} shards, {len(jobs) - len(todo)} already done"
         )
-        run_jobs(todo, plan, out_dir, Reconstructor(tokenizer, facts, cfg, chat), target, reporter, len(jobs))
+        run_jobs(todo, plan, out_dir, Reconstructor(tokenizer, facts, cfg, chat, target), target, reporter, len(jobs))
         return finish(
             life, manifest, [load_stats(out_dir, job) for job in jobs], facts, cfg, target, time.monotonic() - started
         )
 
 
 def target_tokens(target: TargetConfig) -> dict[str, Any]:
-    """The parts of the target that decide the layout (not where it lives)."""
-    return target.model_dump(mode="json", include={"family", "think_open", "think_close", "end_of_turn"})
+    """The parts of the target that decide the layout (not where it lives, nor its template's provenance)."""
+    return target.model_dump(
+        mode="json", exclude={"path", "trust_remote_code", "chat", "aux_layer_ids", "template_version"}
+    )
 
 
 def clear_outputs(out_dir: Path) -> None:
@@ -160,7 +162,7 @@ def _init_worker(target: TargetConfig, facts: TokenFacts, cfg: ReconstructConfig
     global _WORKER
     os.environ["RAYON_NUM_THREADS"] = "1"
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    _WORKER = Reconstructor(load_tokenizer(target.path, target.trust_remote_code), facts, cfg, chat)
+    _WORKER = Reconstructor(load_tokenizer(target.path, target.trust_remote_code), facts, cfg, chat, target)
 
 
 def _worker_shard(job: ShardJob, plan: InputPlan, out_dir: Path) -> str:

@@ -11,7 +11,6 @@ target emits a single id, and the drafter would learn a sequence the target neve
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,23 +35,32 @@ TOKENIZER_FILES = (
 
 @dataclass(frozen=True)
 class TokenFacts:
-    """The special ids of the target, verified against its tokenizer."""
+    """The special ids of the target, verified against its tokenizer.
+
+    ``think_open_ids`` / ``think_close_ids`` are the markers that open and close the reasoning in
+    the output: one id each for a think pair, several for harmony's channel headers
+    (``<|channel|>analysis<|message|>``). ``turn_end_ids`` holds every id that ends an assistant
+    turn, ``end_of_turn_id`` first.
+    """
 
     end_of_turn_id: int
-    think_open_id: int | None
-    think_close_id: int | None
+    think_open_ids: tuple[int, ...] | None
+    think_close_ids: tuple[int, ...] | None
     vocab_size: int
     fingerprint: str
+    turn_end_ids: tuple[int, ...] = ()
 
     @property
     def reasons(self) -> bool:
-        return self.think_open_id is not None
+        """True for a reasoning target (it has reasoning markers)."""
+        return self.think_open_ids is not None
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "end_of_turn_id": self.end_of_turn_id,
-            "think_open_id": self.think_open_id,
-            "think_close_id": self.think_close_id,
+            "turn_end_ids": list(self.turn_end_ids),
+            "think_open_ids": list(self.think_open_ids) if self.think_open_ids else None,
+            "think_close_ids": list(self.think_close_ids) if self.think_close_ids else None,
             "vocab_size": self.vocab_size,
             "tokenizer": self.fingerprint,
         }
@@ -104,17 +112,18 @@ def target_vocab_size(path: str | Path, tokenizer: Any) -> int:
     The model's vocab is often padded past the tokenizer (Qwen3: 151936 vs 151669 ids);
     ``t2d`` must cover the model's rows, so the config wins when present.
     """
-    config = Path(path) / "config.json"
-    if config.is_file():
-        data = json.loads(config.read_text(encoding="utf-8"))
-        size = data.get("vocab_size") or (data.get("text_config") or {}).get("vocab_size")
-        if size:
-            return max(int(size), len(tokenizer))
-    return len(tokenizer)
+    from eagle3_core.contracts.target import CONFIG, language_config
+
+    if not (Path(path) / CONFIG).is_file():
+        return len(tokenizer)
+    size = language_config(path).get("vocab_size")
+    return max(int(size), len(tokenizer)) if size else len(tokenizer)
 
 
-def single_id(tokenizer: Any, text: str, expected: int | None, field: str) -> int:
-    """The one id ``text`` encodes to; ConfigError when it is missing, split, or not ``expected``."""
+def single_id(tokenizer: Any, text: str, expected: int | None, field: str, id_field: str | None = None) -> int:
+    """The one id ``text`` encodes to; ConfigError naming the recipe's field and the tokenizer's value
+    when it is missing, split, or not ``expected``."""
+    id_field = id_field or f"{field}_id"
     ids = tokenizer.encode(text, add_special_tokens=False)
     if len(ids) != 1:
         raise ConfigError(
@@ -128,8 +137,8 @@ def single_id(tokenizer: Any, text: str, expected: int | None, field: str) -> in
         )
     if expected is not None and ids[0] != expected:
         raise ConfigError(
-            f"target.{field}_id is {expected} but the tokenizer maps {text!r} to {ids[0]}",
-            fix=f"set target.{field}_id: {ids[0]} in the recipe, or use the target's own tokenizer",
+            f"target.{id_field} is {expected} but the tokenizer maps {text!r} to {ids[0]}",
+            fix=f"set target.{id_field}: {ids[0]} in the recipe, or use the target's own tokenizer",
         )
     return ids[0]
 
@@ -137,17 +146,36 @@ def single_id(tokenizer: Any, text: str, expected: int | None, field: str) -> in
 def token_facts(tokenizer: Any, target: TargetConfig, path: str | Path) -> TokenFacts:
     """Verify the recipe's special tokens against ``tokenizer``; return their ids."""
     eot = single_id(tokenizer, target.end_of_turn, target.end_of_turn_id, "end_of_turn")
-    think_open = think_close = None
-    if target.reasons:
-        think_open = single_id(tokenizer, target.think_open, target.think_open_id, "think_open")
-        think_close = single_id(tokenizer, target.think_close, target.think_close_id, "think_close")
+    ends = [eot] + [
+        single_id(tokenizer, t.text, t.id, f"other_turn_ends[{i}].text", id_field=f"other_turn_ends[{i}].id")
+        for i, t in enumerate(target.other_turn_ends)
+    ]
     return TokenFacts(
         end_of_turn_id=eot,
-        think_open_id=think_open,
-        think_close_id=think_close,
         vocab_size=target_vocab_size(path, tokenizer),
         fingerprint=tokenizer_fingerprint(path),
+        turn_end_ids=tuple(dict.fromkeys(ends)),
+        **_marker_ids(tokenizer, target),
     )
+
+
+def _marker_ids(tokenizer: Any, target: TargetConfig) -> dict[str, tuple[int, ...] | None]:
+    """The reasoning markers' ids: each think token ONE id; harmony's header tokens each one id,
+    the markers then encoded from their texts (channel names are plain text)."""
+    if target.think_open is not None:
+        return {
+            "think_open_ids": (single_id(tokenizer, target.think_open, target.think_open_id, "think_open"),),
+            "think_close_ids": (single_id(tokenizer, target.think_close, target.think_close_id, "think_close"),),
+        }
+    if target.harmony is None:
+        return {"think_open_ids": None, "think_close_ids": None}
+    for name, token in target.harmony.tokens().items():
+        single_id(tokenizer, token.text, token.id, f"harmony.{name}.text", id_field=f"harmony.{name}.id")
+    opening, closing = target.reasoning_markers()
+    return {
+        "think_open_ids": tuple(tokenizer.encode(opening, add_special_tokens=False)),
+        "think_close_ids": tuple(tokenizer.encode(closing, add_special_tokens=False)),
+    }
 
 
 def encode_batch(tokenizer: Any, texts: list[str]) -> list[list[int]]:

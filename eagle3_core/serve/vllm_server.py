@@ -86,6 +86,7 @@ class VLLMServer:
         self.log_dir = self.cfg.log_dir or log_dir  # the run's folder: the caller knows it
         self.log_path: Path | None = None
         self.startup_seconds: float | None = None
+        self.argv: list[str] | None = None  # the command started, once it is
 
     @property
     def model(self) -> str:
@@ -141,9 +142,10 @@ class VLLMServer:
         Path(self.log_dir).mkdir(parents=True, exist_ok=True)
         self.log_path = Path(self.log_dir) / f"vllm-{self.port}.log"
         started = time.monotonic()
+        self.argv = self.command(python)
         with open(self.log_path, "ab") as log:
             self.proc = start_engine(
-                self.command(python),
+                self.argv,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -179,6 +181,14 @@ class VLLMServer:
             path=str(self.log_path),
             fix="raise serve.startup_timeout, or read the log",
         )
+
+    def version(self) -> str | None:
+        """The running server's vLLM version (``GET /version``), None when it does not say."""
+        try:
+            with urllib.request.urlopen(f"http://{self.cfg.host}:{self.port}/version", timeout=5) as resp:
+                return json.loads(resp.read()).get("version")
+        except (OSError, ValueError):
+            return None
 
     def log_tail(self, lines: int = 40) -> str:
         if not self.log_path or not self.log_path.exists():

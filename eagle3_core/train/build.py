@@ -115,12 +115,7 @@ def build_target_head(inputs: TrainInputs, drafter: Eagle3Drafter, device) -> Ta
 
 
 def build_reader(inputs: TrainInputs):
-    from eagle3_core.train.data import OfflineReader, OnlineReader
+    """The reader of the run's source of hidden states (``sources.source_for``)."""
+    from eagle3_core.train.sources import source_for
 
-    if inputs.mode == "offline":
-        return OfflineReader(inputs.hidden_dir)
-    if inputs.mode == "online-vllm":
-        from eagle3_core.train.online_vllm import SpoolReader
-
-        return SpoolReader(inputs.sequences_dir, inputs.spool["dir"], inputs.spool["run_id"], inputs.spool["timeout_s"])
-    return OnlineReader(inputs.sequences_dir, inputs.target_path, inputs.aux_layer_ids)
+    return source_for(inputs.mode).reader(inputs)

@@ -81,6 +81,35 @@ class DrafterShape(StrictModel):
         return self
 
 
+TrackingBackend = Literal["tensorboard", "wandb", "mlflow"]
+
+
+class TrackingConfig(StrictModel):
+    """Where ``report_to``'s backends write; none of it changes the trained weights."""
+
+    project: str = Field("eagle3", description="W&B project and MLflow experiment name.")
+    run_name: str | None = Field(
+        None, description="Run name shown by W&B and MLflow; None = the drafter folder's run directory name."
+    )
+    wandb_entity: str | None = Field(None, description="W&B entity (team or user); None = the key's default.")
+    wandb_mode: Literal["auto", "online", "offline"] = Field(
+        "auto",
+        description="auto = $WANDB_MODE when set, else online when an API key is there and api.wandb.ai answers within 3 s, else offline (files under drafter/wandb/, `wandb sync` uploads them): a run never waits on W&B.",
+    )
+    mlflow_tracking_uri: str | None = Field(
+        None,
+        description="MLflow tracking URI; None = $MLFLOW_TRACKING_URI, else a local store drafter/mlflow.db (sqlite) with artifacts in drafter/mlflow-artifacts/.",
+    )
+    base_model: str | None = Field(
+        None,
+        description="The target's hub name for the model card's `base_model` and the runs; None = the model name generate recorded, else the target folder's name.",
+    )
+    recipe_hash: str | None = Field(
+        None,
+        description="Hash of the pipeline recipe this drafter comes from; filled in by the pipeline (PipelineConfig.recipe_hash), None for a train stage run on its own.",
+    )
+
+
 Loader = Literal["vllm", "sglang"]
 
 # What each engine's llama_eagle3.py reads of the variant keys (vLLM 0.32; SGLang's of 2026, the
@@ -236,6 +265,13 @@ class TrainConfig(StrictModel):
     master_port: int | None = Field(
         None, ge=1024, le=65535, description="torch.distributed port of a one-process run; None = a free port."
     )
+    report_to: list[TrackingBackend] = Field(
+        default_factory=lambda: ["tensorboard"],
+        description="Experiment trackers rank 0 logs to: tensorboard (event files under drafter/tensorboard/), wandb, mlflow (`pip install 'eagle3[tracking]'`); [] = none. A backend that fails is one warning line and training goes on.",
+    )
+    tracking: TrackingConfig = Field(
+        default_factory=TrackingConfig, description="Project, run name and stores of the report_to backends."
+    )
 
     @property
     def ships_embedding(self) -> bool:
@@ -243,7 +279,8 @@ class TrainConfig(StrictModel):
 
     def output_hash(self) -> str:
         """What decides the trained weights: everything but cadences (log, eval, checkpoint), the port,
-        and where and how fast online-vllm's engine runs (only its engine kind changes the states).
+        where and how fast online-vllm's engine runs (only its engine kind changes the states), and
+        where the run is reported (report_to, tracking).
 
         A rerun that changes only those resumes from the existing checkpoints.
         """
@@ -251,7 +288,16 @@ class TrainConfig(StrictModel):
 
         decided = self.model_dump(
             mode="json",
-            exclude={"log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "master_port", "online_vllm"},
+            exclude={
+                "log_every",
+                "eval_every",
+                "checkpoint_every",
+                "keep_checkpoints",
+                "master_port",
+                "online_vllm",
+                "report_to",
+                "tracking",
+            },
         )
         if self.mode == "online-vllm":
             decided["online_vllm_engine"] = self.online_vllm.engine

@@ -1,4 +1,4 @@
-"""Samples, the held-out split, the batch plan, and the two readers (offline hidden/, online target).
+"""Samples, the held-out split, the batch plan, and two readers (hidden/ shards, the target in process).
 
 Guarantees:
 - The split is a pure function of each sample id (sha256), so it never moves between runs.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from eagle3_core.readers.folder import redo_fix
+from eagle3_core.contracts.folder import redo_fix
 
 # Sorting by length inside windows of this many samples keeps padding low (most batches hold
 # similar lengths) while the window order stays shuffled.
@@ -103,6 +103,17 @@ class BatchPlan:
         return [self.samples[j] for j in self._epoch(epoch)[n]]
 
 
+def slice_rows(pieces) -> dict[str, list[torch.Tensor]]:
+    """Per batch key, the token rows [start, end) of each (open safetensors shard or unit, start, end)."""
+    from eagle3_core.contracts.hidden import NAMES
+
+    rows: dict[str, list[torch.Tensor]] = {k: [] for k in NAMES}
+    for handle, start, end in pieces:
+        for key, name in NAMES.items():
+            rows[key].append(handle.get_slice(name)[start:end])
+    return rows
+
+
 def collate(rows: dict[str, list[torch.Tensor]], pack: bool) -> dict[str, torch.Tensor]:
     """Per-sample (T_i, ...) tensors -> the batch dict: padded rows, or one packed row; adds ``segments``."""
     lengths = [len(r) for r in rows["input_ids"]]
@@ -162,7 +173,19 @@ def refuse_non_finite(
             )
 
 
-class OfflineReader:
+class Reader:
+    """The trainer's side of a source of hidden states (``sources.py``): ``samples()``, then
+    ``load(batch, budget, dtype, device, pack)`` -> the batch dict above."""
+
+    def start(self, trainer) -> None:
+        """Called once the trainer has resumed, before the first load (a spool requests its units here)."""
+
+    def stats(self) -> dict | None:
+        """The reader's own figures for the run summary (the spool's), or None."""
+        return None
+
+
+class OfflineReader(Reader):
     """Reads samples from hidden/ shards (safetensors slices: only the rows asked for)."""
 
     def __init__(self, hidden_dir: str | Path) -> None:
@@ -170,7 +193,7 @@ class OfflineReader:
         self._open: dict[str, object] = {}
 
     def samples(self) -> list[Sample]:
-        from eagle3_core.readers import hidden
+        from eagle3_core.contracts import hidden
 
         t = hidden.read_index(self.hidden_dir).to_pydict()
         return [
@@ -191,31 +214,22 @@ class OfflineReader:
     def load(
         self, batch: list[Sample], budget: int, dtype: torch.dtype, device, pack: bool = False
     ) -> dict[str, torch.Tensor]:
-        names = {
-            "input_ids": "input_ids",
-            "aux": "aux_hidden_states",
-            "final": "final_hidden_states",
-            "loss_mask": "loss_mask",
-        }
-        rows: dict[str, list[torch.Tensor]] = {k: [] for k in names}
-        for s in batch:
-            shard, end = self._shard(s.where), s.offset + min(s.length, budget)
-            for key, name in names.items():
-                rows[key].append(shard.get_slice(name)[s.offset : end])
+        rows = slice_rows((self._shard(s.where), s.offset, s.offset + min(s.length, budget)) for s in batch)
         refuse_non_finite(rows["aux"], rows["final"], batch, self.hidden_dir, redo_fix("extract"))
         return on_device(collate(rows, pack), device, dtype)
 
 
-class OnlineReader:
+class OnlineReader(Reader):
     """Runs the frozen target over sequences/ rows to make the same batches, storing nothing."""
 
-    def __init__(self, sequences_dir: str | Path, target_path: str, layers: list[int]) -> None:
+    def __init__(self, sequences_dir: str | Path, target_path: str, layers: list[int], trust_remote_code: bool) -> None:
         self.sequences_dir, self.target_path, self.layers = Path(sequences_dir), target_path, layers
+        self.trust_remote_code = trust_remote_code
         self._rows: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
         self._model = None
 
     def samples(self) -> list[Sample]:
-        from eagle3_core.readers import sequences
+        from eagle3_core.contracts import sequences
 
         found = []
         for part in sequences.parts(self.sequences_dir):
@@ -228,10 +242,9 @@ class OnlineReader:
 
     def _target(self, dtype: torch.dtype, device):
         if self._model is None:
-            from transformers import AutoModelForCausalLM
+            from eagle3_core.states.target_model import load_target_model
 
-            self._model = AutoModelForCausalLM.from_pretrained(self.target_path, dtype=dtype).to(device).eval()
-            self._model.requires_grad_(False)
+            self._model = load_target_model(self.target_path, self.trust_remote_code, str(device), dtype)
         return self._model
 
     @torch.no_grad()

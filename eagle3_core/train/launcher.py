@@ -25,7 +25,15 @@ from eagle3_core.train.metrics import PREFIX
 LOG_FILE = "train.log"
 TAIL_LINES = 40
 # Lines of DeepSpeed's start-up chatter that say nothing to a user of eagle3.
-QUIET = ("[INFO]", "Using /", "Emitting ninja", "Building extension", "Loading extension", "ninja: no work")
+QUIET = (
+    "[INFO]",
+    "Using /",
+    "Emitting ninja",
+    "Building extension",
+    "Loading extension",
+    "ninja: no work",
+    " INFO mlflow.",  # MLflow creating its local store's tables
+)
 
 
 @dataclass
@@ -67,7 +75,9 @@ def trainer_command(cfg: TrainConfig, spec_file: Path) -> list[str]:
 
 
 def train_devices(cfg: TrainConfig) -> str | None:
-    return cfg.online_vllm.train_devices if cfg.mode == "online-vllm" else None
+    from eagle3_core.train.sources import source_for
+
+    return source_for(cfg.mode).train_devices(cfg)
 
 
 def trainer_env(cfg: TrainConfig) -> dict[str, str]:

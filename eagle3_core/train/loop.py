@@ -6,11 +6,14 @@ Guarantees:
 - Micro-batch ``n`` of the run is the plan's batch ``n * world + rank``; the checkpoint keeps
   ``n``, so a resumed run continues with the very batch the killed one would have read next.
 - A checkpoint is saved every ``checkpoint_every`` optimizer steps and after the last; the
-  export is written after the last checkpoint, by rank 0.
+  export is written after the last checkpoint, by rank 0, with its model card.
+- Rank 0 sends every metrics line to the ``report_to`` trackers (``train.tracking``); their run
+  ids live in the checkpoint, so a resumed run continues the same run.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -30,6 +33,7 @@ from eagle3_core.train.export import export_drafter, full_state
 from eagle3_core.train.inputs import TrainInputs
 from eagle3_core.train.loss import StepCounts, TargetHead, shift, simulated_acceptance_length, ttt_loss
 from eagle3_core.train.metrics import MetricsLog
+from eagle3_core.train.tracking import Tracker, log_record, start_tracker
 
 
 @dataclass
@@ -92,6 +96,13 @@ def evaluate(module, head, reader, heldout: list[Sample], cfg: TrainConfig, dev:
         )
         _, c = forward_batch(module, head, batch, cfg)
         counts.add(c)
+    if not counts.count or counts.count[0] == 0:  # a loss of 0 over nothing would read as a perfect drafter
+        raise InputError(
+            f"the held-out set ({len(heldout)} samples) has no supervised position to evaluate",
+            path=heldout[0].where if heldout else None,
+            fix="check the loss_mask of sequences/ (every held-out sample is masked out), "
+            "or raise train.heldout_fraction",
+        )
     return step_record(counts)
 
 
@@ -127,10 +138,12 @@ def rank_sum(counts: StepCounts, dev: Device) -> StepCounts:
 class Trainer:
     """Owns the engine and the data for one run; ``run`` trains to the last step and exports."""
 
-    def __init__(self, cfg: TrainConfig, inputs: TrainInputs, out_dir: str | Path) -> None:
+    def __init__(self, cfg: TrainConfig, inputs: TrainInputs, out_dir: str | Path, facts: dict | None = None) -> None:
         import deepspeed
 
         self.cfg, self.inputs, self.out = cfg, inputs, Path(out_dir)
+        self.facts = facts or {}  # provenance.run_facts: for the tracking run and the card
+        self.tracker = Tracker([])  # started in resume, once the run's step and ids are known
         self.dev = pick_device(cfg)
         self.reader = build_reader(inputs)
         # sample-id order: the same batch plan whichever reader lists the samples (disk or engine)
@@ -162,6 +175,8 @@ class Trainer:
             self.resumed_from = int(client["step"])
         # no checkpoint: a fresh start, so every line is stale (the killed run's step-0 held-out line too)
         self.metrics.truncate_after(self.engine.global_steps if client is not None else -1)
+        self.tracker = start_tracker(self.cfg, self.facts, self.metrics.path, self.dev.rank, client)
+        self.metrics.sink = functools.partial(log_record, self.tracker)
 
     def log_eval(self, name: str) -> None:
         record = evaluate(self.engine.module, self.head, self.reader, self.heldout, self.cfg, self.dev)
@@ -173,7 +188,12 @@ class Trainer:
             self.engine,
             self.ckpt_dir,
             self.engine.global_steps,
-            {"step": self.engine.global_steps, "micro_step": self.micro, "evals": self.evals},
+            {
+                "step": self.engine.global_steps,
+                "micro_step": self.micro,
+                "evals": self.evals,
+                "tracking": self.tracker.ids(),
+            },
             keep=self.cfg.keep_checkpoints,
         )
 
@@ -196,22 +216,25 @@ class Trainer:
             tokens += sum(min(s.length, self.cfg.micro_batch_tokens) for s in samples)
         return rank_mean(sum(losses) / len(losses), self.dev), rank_sum(counts, self.dev), tokens
 
-    def request_states(self) -> None:
-        """online-vllm: ask the engine for the micro-batches from here to the last, and the held-out set."""
-        from eagle3_core.train.online_vllm import requests_for
-
+    def batches_to_read(self) -> list[list[Sample]]:
+        """This run's micro-batches from the resumed one to the last, every rank's, in reading order."""
         world, first = self.dev.world, self.micro * self.dev.world
         end = self.total * self.engine.gradient_accumulation_steps() * world
-        batches = [self.plan.batch(n) for n in range(first, end)]
-        requests, plan = requests_for(self.reader, self.cfg, self.inputs, batches, self.heldout, world)
-        self.reader.begin(requests, plan, self.dev.rank, world)
-        if self.dev.rank == 0:
-            print(plan.describe(), flush=True)
+        return [self.plan.batch(n) for n in range(first, end)]
 
     def run(self) -> dict[str, Any]:
+        """Train to the last step and export; the tracking run ends with it, failed or finished."""
+        try:
+            summary = self.train()
+        except BaseException:
+            self.tracker.close(failed=True)
+            raise
+        self.tracker.close()
+        return summary
+
+    def train(self) -> dict[str, Any]:
         self.resume()
-        if self.inputs.mode == "online-vllm":
-            self.request_states()
+        self.reader.start(self)  # a spool asks its engine for what this run will read
         if "initial" not in self.evals and self.heldout:
             self.log_eval("initial")
         started, tokens, window_tokens, window_start = time.monotonic(), 0, 0, time.monotonic()
@@ -254,6 +277,7 @@ class Trainer:
                 {k: v.float() if v.is_floating_point() else v for k, v in state.items()}, strict=False
             )
             export_drafter(drafter, self.out / "export", self.cfg.ships_embedding)
+            self.write_card()
         return {
             "steps": self.engine.global_steps,
             "total_steps": self.total,
@@ -268,5 +292,21 @@ class Trainer:
             "deepspeed_config": self.ds_config,
             "device": str(self.dev.device),
             "world_size": self.dev.world,
-            "spool": self.reader.stats() if self.inputs.mode == "online-vllm" else None,
+            "spool": self.reader.stats(),
         }
+
+    def write_card(self) -> None:
+        """drafter/export/README.md; a card that cannot be written is a warning, never a failed run."""
+        from eagle3_core.drafter.card import write_card
+        from eagle3_core.tracking import warn
+
+        final = self.evals.get("final") or {}
+        training = {
+            "steps": self.engine.global_steps,
+            "ttt_steps": self.cfg.ttt_steps,
+            "heldout_sim_acceptance_length": final.get("sim_acceptance_length"),
+        }
+        try:
+            write_card(self.out / "export", self.facts, training)
+        except Exception as exc:  # noqa: BLE001 - the weights are what the run is for
+            warn(f"the model card was not written ({type(exc).__name__}: {exc})")

@@ -75,7 +75,7 @@ def run(spec_file: Path) -> dict:
     deepspeed.init_distributed(dist_backend=backend)
     from eagle3_core.train.loop import Trainer
 
-    return Trainer(cfg, inputs, spec["out_dir"]).run()
+    return Trainer(cfg, inputs, spec["out_dir"], spec.get("facts")).run()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,12 +5,14 @@ A line: ``step``, ``loss``, ``loss_k`` and ``acc_k`` (per unroll step), ``accept
 ``tokens_per_s``, ``elapsed_s``; all of the step's global batch (every rank's micro-batches);
 held-out lines carry ``split: "heldout"``. The trainer prints each line to stdout prefixed
 with ``METRICS `` so the launcher can stream progress. On resume the lines past the resumed
-step are dropped, so the file always describes one run.
+step are dropped, so the file always describes one run. Each line written also goes to
+``sink`` when one is set (the experiment trackers, ``train.tracking``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,13 @@ PREFIX = "METRICS "
 class MetricsLog:
     def __init__(self, path: str | Path, enabled: bool = True) -> None:
         self.path, self.enabled = Path(path), enabled
+        self.sink: Callable[[dict[str, Any]], None] | None = None
+
+    def last_step(self) -> int:
+        """The highest step written so far (-1 for none): how far a killed run had reported."""
+        if not self.path.exists():
+            return -1
+        return max((n for l in self.path.read_text().splitlines() if (n := _step(l)) is not None), default=-1)
 
     def truncate_after(self, step: int) -> None:
         """Keep only lines up to ``step`` (a resumed run rewrites what came after); a line a kill
@@ -36,6 +45,8 @@ class MetricsLog:
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
         print(PREFIX + line, flush=True)
+        if self.sink is not None:
+            self.sink(record)
 
 
 def _step(line: str) -> int | None:

@@ -14,11 +14,12 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from eagle3_core.contracts import sequences
 from eagle3_core.errors import ConfigError
-from eagle3_core.extract.spool import Spool, unit_bytes
-from eagle3_core.extract.spool_http import is_url
 from eagle3_core.extract.storage import free_bytes, human
 from eagle3_core.progress import Reporter
+from eagle3_core.spool.folder import Spool, unit_bytes
+from eagle3_core.spool.http import is_url
 from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.inputs import TrainInputs
@@ -36,14 +37,6 @@ def folder_endpoint(cfg: TrainConfig) -> str | None:
     """The endpoint when it names a spool folder (not a URL)."""
     endpoint = cfg.online_vllm.endpoint
     return None if is_url(endpoint) else endpoint
-
-
-def longest_sample(sequences_dir: str) -> int:
-    from eagle3_core.readers import sequences
-
-    return max(
-        max(sequences.read(p, ["num_tokens"]).column(0).to_pylist(), default=0) for p in sequences.parts(sequences_dir)
-    )
 
 
 def prepare(cfg: TrainConfig, inputs: TrainInputs, out: Path, reporter: Reporter) -> None:
@@ -83,9 +76,9 @@ def prepare(cfg: TrainConfig, inputs: TrainInputs, out: Path, reporter: Reporter
 
 def check_url_engine(url: str, inputs: TrainInputs) -> None:
     """Before any step: the engine at ``url`` answers and serves this target and these layers."""
-    from eagle3_core.extract.spool import Requests
-    from eagle3_core.extract.spool_http import engine_status
-    from eagle3_core.train.online_engine import refuse_other_target
+    from eagle3_core.spool.folder import Requests
+    from eagle3_core.spool.http import engine_status
+    from eagle3_core.spool.producer import refuse_other_target
 
     engine = engine_status(url)
     asked = Requests.model_construct(target_path=inputs.target_path, layers=list(inputs.aux_layer_ids))
@@ -98,7 +91,8 @@ def engine_for_run(
 ) -> Iterator[dict]:
     """The engine for one trainer run: started (``yield`` gives its live figures) and stopped after,
     or nothing to start when the recipe names an endpoint."""
-    from eagle3_core.train.online_engine import EngineProducer, build_engine
+    from eagle3_core.spool.producer import EngineProducer
+    from eagle3_core.train.online_engine import build_engine
 
     figures: dict = {}
     if is_url(cfg.online_vllm.endpoint):
@@ -109,7 +103,7 @@ def engine_for_run(
         yield figures
         figures.update(Spool(spool_dir(cfg, out)).status())
         return
-    longest = min(longest_sample(inputs.sequences_dir), cfg.micro_batch_tokens)
+    longest = min(sequences.longest(inputs.sequences_dir), cfg.micro_batch_tokens)
     layers, n_layers = inputs.aux_layer_ids, int(inputs.target_config["num_hidden_layers"])
     producer = EngineProducer(
         spool_dir(cfg, out),
@@ -130,7 +124,7 @@ def engine_for_run(
 @contextlib.contextmanager
 def url_fetcher(cfg: TrainConfig, inputs: TrainInputs, out: Path, figures: dict) -> Iterator[None]:
     """A standing engine named by URL: its units are copied into the trainer's own spool."""
-    from eagle3_core.extract.spool_http import UnitFetcher, engine_status
+    from eagle3_core.spool.http import UnitFetcher, engine_status
 
     url = cfg.online_vllm.endpoint
     fetcher = UnitFetcher(url, spool_dir(cfg, out), inputs.spool["run_id"], cfg.online_vllm.wait_timeout_s)

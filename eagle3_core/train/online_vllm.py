@@ -1,6 +1,6 @@
 """train.mode online-vllm: each micro-batch's states come from an extraction engine through a spool.
 
-Two sides of one folder (``eagle3_core.extract.spool``):
+Two sides of one folder (``eagle3_core.spool.folder``):
 
 - the trainer (``SpoolReader``) plans what it will read from the seed's batch plan, from the
   micro-batch it resumes at to the last, writes that as the spool's requests, then reads unit
@@ -30,10 +30,9 @@ from pathlib import Path
 import torch
 
 from eagle3_core.errors import StageError
-from eagle3_core.extract.spool import HEADER_SLACK, POLL_S, Requests, Spool, Unit, unit_bytes
-from eagle3_core.train.data import Sample, collate, on_device, plan_batches
+from eagle3_core.spool.folder import HEADER_SLACK, POLL_S, Requests, Spool, Unit, check_unit, unit_bytes
+from eagle3_core.train.data import Reader, Sample, collate, on_device, plan_batches, slice_rows
 
-NAMES = {"input_ids": "input_ids", "aux": "aux_hidden_states", "final": "final_hidden_states", "loss_mask": "loss_mask"}
 STATUS_EVERY_S = 1.0
 OPEN_UNITS = 16  # safetensors mappings kept open (a batch of the reuse plan touches a few units)
 
@@ -160,7 +159,7 @@ def _partly_kept(
     return units, batch_of
 
 
-class SpoolReader:
+class SpoolReader(Reader):
     """The trainer's reader in mode online-vllm: samples from sequences/, states from the spool."""
 
     def __init__(self, sequences_dir: str | Path, spool_dir: str | Path, run_id: str, timeout_s: float) -> None:
@@ -174,17 +173,23 @@ class SpoolReader:
         self.wait_s, self.first_wait_s, self.units_read, self.begun = 0.0, None, 0, None
 
     def samples(self) -> list[Sample]:
-        from eagle3_core.readers import sequences
+        from eagle3_core.contracts import sequences
 
         found = []
         for part in sequences.parts(self.sequences_dir):
-            t = sequences.read(part, ["sample_id", "num_tokens"]).to_pydict()
-            found += [
-                Sample(sid, int(n), part.name, row)
-                for row, (sid, n) in enumerate(zip(t["sample_id"], t["num_tokens"]))
-                if int(n) > 0
-            ]
+            ids, counts = sequences.lengths(part)
+            found += [Sample(sid, n, part.name, row) for row, (sid, n) in enumerate(zip(ids, counts)) if n > 0]
         return found
+
+    def start(self, trainer) -> None:
+        """Ask the engine for the trainer's micro-batches from here to the last, and the held-out set."""
+        world = trainer.dev.world
+        requests, plan = requests_for(
+            self, trainer.cfg, trainer.inputs, trainer.batches_to_read(), trainer.heldout, world
+        )
+        self.begin(requests, plan, trainer.dev.rank, world)
+        if trainer.dev.rank == 0:
+            print(plan.describe(), flush=True)
 
     def begin(self, requests: Requests, plan: SpoolPlan, rank: int, world: int = 1) -> None:
         """Rank 0 clears the spool and writes the requests; every rank learns where each unit's samples are.
@@ -227,11 +232,7 @@ class SpoolReader:
         self, batch: list[Sample], budget: int, dtype: torch.dtype, device, pack: bool = False
     ) -> dict[str, torch.Tensor]:
         pieces = self._pieces(batch)
-        rows: dict[str, list[torch.Tensor]] = {k: [] for k in NAMES}
-        for index, offset, tokens in pieces:
-            handle = self._handle(index)
-            for key, name in NAMES.items():
-                rows[key].append(handle.get_slice(name)[offset : offset + tokens])
+        rows = slice_rows((self._handle(index), offset, offset + tokens) for index, offset, tokens in pieces)
         for index in {p[0] for p in pieces}:
             if not self.plan.units[index].pinned:
                 self._open.pop(index, None)  # close the mapping before the file goes
@@ -244,6 +245,7 @@ class SpoolReader:
         if index not in self._open:
             if index not in self._seen:
                 self._await(index)
+                check_unit(self.spool.unit_path(index))
                 self._seen.add(index)
                 self.units_read += 1
             if len(self._open) >= OPEN_UNITS:  # kept units are many when the set fits: bound the mappings
@@ -253,7 +255,7 @@ class SpoolReader:
 
     def _await(self, index: int) -> None:
         """Block until the unit's file is in place, failing when the engine failed or went silent."""
-        from eagle3_core.extract.shard_io import read_metadata
+        from eagle3_core.contracts.hidden import read_metadata
 
         path, started, checked = self.spool.unit_path(index), time.monotonic(), 0.0
         while True:
@@ -265,6 +267,8 @@ class SpoolReader:
                 return
             if meta is not None:  # an earlier run's producer finished late
                 path.unlink(missing_ok=True)
+            elif path.exists():  # units are renamed into place whole: an unreadable one is damaged
+                check_unit(path)
             if time.monotonic() - checked >= STATUS_EVERY_S:
                 checked = time.monotonic()
                 self._check_engine(started)

@@ -7,7 +7,9 @@ On-disk layout (``out_dir`` is the drafter folder):
     drafter/checkpoints/         DeepSpeed checkpoints (``latest`` names the newest)
     drafter/metrics.jsonl        one line per logged step, plus held-out lines
     drafter/train.log            the trainer's whole output
-    drafter/export/              config.json + model.safetensors for vLLM / SGLang
+    drafter/export/              config.json + model.safetensors for vLLM / SGLang, README.md (the model card)
+    drafter/tensorboard/         TensorBoard event files (train.report_to; wandb/, mlflow.db beside when named)
+    drafter/tracking.json        the tracking run's ids and stores, for evaluate
 
 Guarantees: inputs are checked before the trainer starts (wrong width, foreign vocab, empty set
 are ``InputError``s, no step runs); a complete manifest for the same config and inputs returns
@@ -17,7 +19,6 @@ config or other inputs are discarded rather than resumed; a failed trainer raise
 
 from __future__ import annotations
 
-import contextlib
 import time
 from pathlib import Path
 
@@ -29,23 +30,22 @@ from eagle3_core.lifecycle import StageLifecycle
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.target import TargetConfig
-from eagle3_core.train import online_run
+from eagle3_core.tracking import RUN_FILE, check_backends
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.ds_config import read_user_file
-from eagle3_core.train.inputs import TrainInputs, check_inputs
+from eagle3_core.train.inputs import TrainInputs
 from eagle3_core.train.launcher import launch
 from eagle3_core.train.main import ERROR_FILE, SPEC_FILE, SUMMARY_FILE
-from eagle3_core.train.mode import hidden_is_complete
+from eagle3_core.train.provenance import run_facts
+from eagle3_core.train.sources import check_inputs, resolve_auto, source_for
 
 STAGE = "train"
 
 
 def input_fingerprints(cfg: TrainConfig, inputs: TrainInputs, vocab_dir) -> dict[str, str]:
     found = {"vocab": input_fingerprint(vocab_dir), "target": model_fingerprint(inputs.target_path)}
-    if inputs.mode == "offline":
-        found["hidden"] = input_fingerprint(inputs.hidden_dir)
-    else:
-        found["sequences"] = input_fingerprint(inputs.sequences_dir)
+    name, folder = source_for(inputs.mode).input_folder(inputs)
+    found[name] = input_fingerprint(folder)
     if cfg.deepspeed_config:
         found["deepspeed_config"] = stable_hash(read_user_file(cfg.deepspeed_config))
     return found
@@ -56,9 +56,9 @@ def discard_stale(out: Path, existing: StageManifest | None, config_hash: str, i
     if existing is None or (existing.config_hash == config_hash and existing.inputs == inputs):
         return
     reporter.log("train config or inputs changed since the last run: its checkpoints are discarded")
-    for name in ("checkpoints", "export"):
+    for name in ("checkpoints", "export", "tensorboard"):
         remove_tree(out / name)  # for real, a symlink too, or one error: never resume what was said discarded
-    for name in ("metrics.jsonl", SUMMARY_FILE):
+    for name in ("metrics.jsonl", SUMMARY_FILE, RUN_FILE):
         (out / name).unlink(missing_ok=True)
 
 
@@ -102,14 +102,10 @@ def complete_manifest(manifest: StageManifest, summary: dict, inputs: TrainInput
     return manifest
 
 
-def verify_hidden_checksums(hidden_dir: str, life: StageLifecycle) -> None:
-    """Every hidden shard's blake2b against extract's manifest, before the trainer starts (and
-    before this folder is touched). Training reads each byte every epoch anyway, so one hashing
-    pass (~1 GB/s a core) costs less than an epoch; a skipped run (complete) pays nothing."""
-    from eagle3_core.readers import hidden
-
+def verify_source(inputs: TrainInputs, life: StageLifecycle) -> None:
+    """The source's full input check (hidden/: every shard's blake2b), the lock released on failure."""
     try:
-        hidden.verify(hidden_dir, checksums=True)
+        source_for(inputs.mode).verify(inputs)
     except BaseException:
         life.release()
         raise
@@ -126,9 +122,12 @@ def run_train(
 ) -> StageManifest:
     """Train (or resume, or reuse) the drafter; see the module docstring."""
     reporter, out, started = reporter or NullReporter(), Path(out_dir), time.monotonic()
-    if cfg.mode == "auto":  # the pipeline skipped extract when hidden/ would not fit: stream instead
-        cfg = cfg.model_copy(update={"mode": "offline" if hidden_is_complete(hidden_dir) else "online-vllm"})
-        reporter.log(f"train: mode auto -> {cfg.mode} (hidden/ {'complete' if cfg.mode == 'offline' else 'absent'})")
+    mode, line = resolve_auto(cfg.mode, hidden_dir)
+    if line:
+        cfg = cfg.model_copy(update={"mode": mode})
+        reporter.log(line)
+    source = source_for(cfg.mode)
+    check_backends(cfg.report_to)  # a tracker whose package is missing: one error before any work
     inputs = check_inputs(cfg.mode, target, hidden_dir, vocab_dir, sequences_dir)
     fingerprints = input_fingerprints(cfg, inputs, vocab_dir)
     config_hash = stable_hash({"train": cfg.output_hash(), "layers": inputs.aux_layer_ids})
@@ -137,15 +136,14 @@ def run_train(
         out,
         config_hash,
         fingerprints,
-        shards=("export/*",),
+        shards=("export/*.json", "export/*.safetensors"),  # not the card: evaluate rewrites it
         versions=("torch", "deepspeed", "transformers"),
         reporter=reporter,
     )
     existing = life.open()
     if existing is not None:
         return existing
-    if inputs.mode == "offline":
-        verify_hidden_checksums(inputs.hidden_dir, life)
+    verify_source(inputs, life)
     with life.guard():
         discard_stale(out, life.previous, config_hash, fingerprints, reporter)
         manifest = life.begin()
@@ -154,24 +152,23 @@ def run_train(
             f"train: {inputs.samples} samples, {inputs.tokens} tokens, draft vocab {inputs.draft_vocab_size}, "
             f"aux layers {inputs.aux_layer_ids}, mode {inputs.mode}"
         )
-        if cfg.mode == "online-vllm":
-            online_run.prepare(cfg, inputs, out, reporter)
+        source.prepare(cfg, inputs, out, reporter)
         write_json_atomic(
-            out / SPEC_FILE, {"cfg": cfg.model_dump(mode="json"), "inputs": vars(inputs), "out_dir": str(out)}
+            out / SPEC_FILE,
+            {
+                "cfg": cfg.model_dump(mode="json"),
+                "inputs": vars(inputs),
+                "out_dir": str(out),
+                "facts": run_facts(cfg, inputs, out, config_hash),
+            },
         )
-        engine = (
-            online_run.engine_for_run(cfg, target, inputs, out, reporter)
-            if cfg.mode == "online-vllm"
-            else contextlib.nullcontext({})
-        )
-        with engine as engine_figures:  # online-vllm: the engine lives as long as the trainer
+        # an engine (online-vllm) lives as long as the trainer
+        with source.running(cfg, target, inputs, out, reporter) as engine_figures:
             outcome = launch(cfg, out / SPEC_FILE, reporter)
         if outcome.returncode != 0:
             raise trainer_error(out, outcome.tail, outcome.returncode)
         summary = read_json(out / SUMMARY_FILE)
         manifest = complete_manifest(manifest, summary, inputs)
-        if cfg.mode == "online-vllm":
-            manifest.details["online"] = online_run.details(summary, engine_figures, cfg)
-            online_run.clean(cfg, out)
+        source.finish(cfg, out, manifest, summary, engine_figures)
         manifest.timings = {"train": round(time.monotonic() - started, 2)}
     return life.complete(manifest)

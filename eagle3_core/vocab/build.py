@@ -34,7 +34,7 @@ class DraftVocab:
 
 def count_supervised(files: list[Path], target_vocab: int) -> np.ndarray:
     """Occurrences of each target id at loss_mask == 1, over every sequences/ shard."""
-    from eagle3_core.readers import sequences
+    from eagle3_core.contracts import sequences
 
     counts = np.zeros(target_vocab, dtype=np.int64)
     for file in files:

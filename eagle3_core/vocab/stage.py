@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
+from eagle3_core.contracts import sequences
 from eagle3_core.errors import ConfigError, InputError
 from eagle3_core.lifecycle import StageLifecycle, run_stage
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
-from eagle3_core.readers import sequences
 from eagle3_core.reconstruct.tokenizer import load_tokenizer, target_vocab_size, tokenizer_fingerprint
 from eagle3_core.target import TargetConfig
 from eagle3_core.vocab.build import count_supervised, save, select

@@ -82,8 +82,8 @@ def command(
     trust_remote_code: bool,
 ) -> None:
     """Store the target's low/mid/high and final hidden states for every token (bf16 safetensors)."""
+    from eagle3_core.contracts.sequences import parts
     from eagle3_core.extract.config import ExtractConfig
-    from eagle3_core.readers.sequences import parts
     from eagle3_core.target import TargetConfig
     from flows.extract import extract_flow
 

@@ -109,9 +109,9 @@ class ConcurrencyType(click.ParamType):
 )
 @click.option(
     "--family",
-    type=click.Choice(["kimi_k2_5", "qwen3", "deepseek_r1", "llama3"]),
+    type=str,
     default=None,
-    help="Chat family: its template variables and detokenizer settings (target.chat) come from configs/<family>.yaml.",
+    help="Chat family: its template variables and detokenizer settings (target.chat) come from the bundled recipe whose target.family it is (configs/*.yaml).",
 )
 @click.option(
     "--recipe",

@@ -1,4 +1,4 @@
-"""`eagle3 probe --recipe FILE --base-url URL`: the pre-flight check of a recipe against a live server.
+"""`eagle3 probe --recipe FILE --base-url URL`: the pre-flight suite of a recipe against a live server.
 
 Not a stage, so no Prefect flow: it calls ``eagle3_core.reconstruct.preflight`` directly.
 """
@@ -33,12 +33,15 @@ import click
 @click.option(
     "--max-tokens",
     type=click.IntRange(min=1),
-    default=256,
-    show_default=True,
-    help="Completion limit of the one request.",
+    default=None,
+    help="Completion limit of each request; default: the recipe's generate.max_tokens, the room its run gives the "
+    "reasoning to finish (so the </think> boundary and the end-of-turn are checked).",
 )
-def command(recipe: str, base_urls: tuple[str, ...], tokenizer: str | None, model: str | None, max_tokens: int) -> None:
-    """Send one request per endpoint; check that the server's token ids equal the reconstruction of its own text."""
+def command(
+    recipe: str, base_urls: tuple[str, ...], tokenizer: str | None, model: str | None, max_tokens: int | None
+) -> None:
+    """Send the pre-flight suite (a question, a system prompt, a two-turn history, a tool round trip) to each
+    endpoint; check per case that the server's token ids equal the reconstruction of its own text."""
     from eagle3_core.config import PipelineConfig
     from eagle3_core.errors import ConfigError
     from eagle3_core.reconstruct.preflight import preflight

@@ -118,6 +118,14 @@ import click
     default=None,
     help="Start from an earlier drafter's weights (its drafter/ or export/ folder).",
 )
+@click.option(
+    "--report-to",
+    multiple=True,
+    type=click.Choice(["tensorboard", "wandb", "mlflow", "none"]),
+    default=("tensorboard",),
+    show_default=True,
+    help="Experiment trackers rank 0 logs each step to (repeat for several; `none` for none); wandb and mlflow: pip install 'eagle3[tracking]'.",
+)
 def command(
     input_dir: str,
     target_path: str,
@@ -138,6 +146,7 @@ def command(
     num_gpus: int | None,
     hostfile: str | None,
     init_from: str | None,
+    report_to: tuple[str, ...],
 ) -> None:
     """Train the EAGLE-3 drafter with DeepSpeed and export it for vLLM / SGLang."""
     from eagle3_core.target import TargetConfig
@@ -158,6 +167,7 @@ def command(
         hostfile=hostfile,
         init_from=init_from,
         online_vllm=OnlineVllmConfig(spool_gb=spool_gb, endpoint=endpoint),
+        report_to=trackers(report_to),
     )
     target = TargetConfig(path=target_path, aux_layer_ids=parse_layers(layers))
     vocab_dir = vocab_dir or str(Path(input_dir).parent / "vocab")
@@ -171,6 +181,10 @@ def command(
         f"{d.get('sim_acceptance_length_initial')} -> {d.get('sim_acceptance_length_final')}; "
         f"export: {Path(out_dir) / 'export'}"
     )
+
+
+def trackers(names: tuple[str, ...]) -> list[str]:
+    return [name for name in dict.fromkeys(names) if name != "none"]
 
 
 def parse_layers(text: str | None) -> list[int] | None:
@@ -190,6 +204,6 @@ def parse_layers(text: str | None) -> list[int] | None:
 
 def reads_hidden(mode: str, input_dir: str) -> bool:
     """Whether --input is hidden/ (offline, or auto given a complete hidden/) rather than sequences/."""
-    from eagle3_core.train.mode import hidden_is_complete
+    from eagle3_core.train.sources import hidden_is_complete
 
     return mode == "offline" or (mode == "auto" and hidden_is_complete(input_dir))

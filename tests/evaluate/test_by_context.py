@@ -91,7 +91,18 @@ def test_an_evaluation_reports_acceptance_by_context_with_its_plot_and_headline(
     assert [b["label"] for b in block["buckets"]][:2] == ["0-16", "16-32"]
     assert (layout.eval / "acceptance_by_context.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "## Acceptance by context length (k = 2" in (layout.eval / "report.md").read_text()
-    first = manifest.details["acceptance_by_context"]["first"]
-    assert first == {"label": "0-16", "acceptance_length": block["buckets"][0]["acceptance_length"]}
+    held = [b for b in block["buckets"] if b["drafts"]]
+    assert len(held) >= 2  # the answers reach past 16 tokens of context
+    first, last = manifest.details["acceptance_by_context"]["first"], manifest.details["acceptance_by_context"]["last"]
+    assert first == {"label": "0-16", "acceptance_length": held[0]["acceptance_length"]}
+    assert last == {"label": held[-1]["label"], "acceptance_length": held[-1]["acceptance_length"]}
     shown = headline(layout)["acceptance by context"]
-    assert shown.startswith("0-16 tokens") and block["buckets"][-1]["label"] in shown and "k = 2" in shown
+    assert shown.startswith("0-16 tokens") and f"{held[-1]['label']} tokens" in shown and "k = 2" in shown
+
+
+def test_the_summary_shows_only_buckets_that_hold_a_round():
+    from eagle3_core.evaluate.buckets import ends
+
+    block = {"buckets": [{"label": "0-512", "drafts": 9}, {"label": "512-2K", "drafts": 0}]}
+    assert [b["label"] for b in ends(block)] == ["0-512"]
+    assert ends({"buckets": [{"label": "0-512", "drafts": 0}]}) == []

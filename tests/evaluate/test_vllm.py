@@ -157,3 +157,26 @@ def test_acceptance_by_context_replayed_on_vllms_answers_totals_vllms_counters(r
     assert abs(block["difference_from_vllm"]) < 0.5  # today's online/offline tolerance
     drafts = report["online"]["with_drafter"]["drafts"]
     assert abs(block["total"]["drafts"] - drafts) <= 0.1 * drafts  # the same rounds, give or take numerics
+
+
+def test_the_card_launches_the_drafter_as_evaluate_ran_it_and_the_run_gets_the_figures(report, trained):
+    import shlex
+
+    from huggingface_hub import ModelCard
+
+    from eagle3_core.drafter.card import CARD_FILE, launch_lines
+    from tests.tracking.records import tensorboard_scalars
+
+    engine = report["online"]["engine"]
+    assert engine["name"] == "vllm" and engine["version"].startswith("0.")
+    card = ModelCard.load(trained.export / CARD_FILE)
+    vllm, _ = launch_lines(trained.export, card.data.eagle3)
+    words, argv = shlex.split(vllm), engine["argv"]
+    assert words[2] == argv[argv.index("--model") + 1] == trained.target.path
+    assert words[words.index("--speculative-config") + 1] == argv[argv.index("--speculative-config") + 1]
+    assert json.loads(words[words.index("--speculative-config") + 1]) == speculative_config(trained.export, K)
+    measured = report["online"]["with_drafter"]["acceptance_length"]
+    assert f"vLLM {engine['version']} | {measured:.4g}" in card.text and f"k = {K}" in card.text
+    scalars = tensorboard_scalars(trained.drafter / "tensorboard")  # train.report_to's default
+    assert scalars["eval/online/with_drafter/acceptance_length"][-1][1] == pytest.approx(measured)
+    assert all(f"eval/online/with_drafter/acceptance_per_position/{i}" in scalars for i in range(K))

@@ -1,48 +1,46 @@
-"""extract onto a disk that fills mid-run: one `error:` line naming the folder, exit 2, and a run
-that resumes from its finished shards once there is room (the disk is a real tmpfs)."""
+"""extract onto a disk that fills mid-run (something else takes the space after the first shard):
+one DiskFullError naming hidden/, never a raw OSError, and a run that resumes from its finished
+shards once there is room. The disk is a real tmpfs (tests/full_disk.py)."""
 
+import pytest
+
+from eagle3_core.extract.config import ExtractConfig
+from eagle3_core.extract.stage import run_extract
+from eagle3_core.fsio import DiskFullError
 from eagle3_core.manifest import read_manifest
-from tests.cli_helpers import cli_error, error_line
+from eagle3_core.target import TargetConfig
+from tests.cli_helpers import RecordingReporter
 from tests.extract.helpers import write_sequences
-from tests.full_disk import resize, small_disk
+from tests.full_disk import fill, small_disk
 
 
-def extract(tiny_llama, seq, hidden) -> list[str]:
-    return ["extract", "--input", str(seq), "--target", str(tiny_llama), "--out", str(hidden), "--layers", "1,3,4"] + [
-        "--shard-tokens",
-        "400",
-        "--device",
-        "cpu",
-    ]
+class FillAfterFirstShard(RecordingReporter):
+    """Fills the disk once the first shard is written, as another writer on the disk would."""
+
+    def __init__(self, disk):
+        super().__init__()
+        self.disk = disk
+
+    def log(self, message):
+        super().log(message)
+        if "shard-00000" in message and not (self.disk / "filler").exists():
+            fill(self.disk)
 
 
-def test_a_disk_full_mid_run_is_one_error_line_and_the_run_resumes_once_there_is_room(
-    prefect_api, tiny_llama, tmp_path, capsys
-):
-    from flows.cli import main
-
+def test_a_disk_full_mid_run_is_one_error_naming_hidden_and_the_run_resumes_once_there_is_room(tiny_llama, tmp_path):
     write_sequences(tmp_path / "seq", [[200, 200], [200, 200], [200, 200]])  # 3 shards of about 200 KiB
-    with small_disk(tmp_path / "disk", "300k") as disk:
+    cfg = ExtractConfig(layers=[1, 3, 4], device="cpu", shard_tokens=400)
+    with small_disk(tmp_path / "disk", "4m") as disk:
         hidden = disk / "hidden"
-        err = cli_error(extract(tiny_llama, tmp_path / "seq", hidden), capsys)
+        with pytest.raises(DiskFullError) as error:
+            run_extract(cfg, TargetConfig(path=str(tiny_llama)), tmp_path / "seq", hidden, FillAfterFirstShard(disk))
 
-        assert error_line(err) == f"error: no space left on the disk of {hidden} (No space left on device)"
-        assert read_manifest(hidden).status in ("running", "failed")
-        done = sorted(p.name for p in hidden.glob("shard-*.safetensors"))
-        assert done and len(done) < 3  # it stopped part-way
-        resize(disk, "4m")
-        assert_runs(main, extract(tiny_llama, tmp_path / "seq", hidden))
+        assert str(error.value).splitlines()[0] == f"no space left on the disk of {hidden} (No space left on device)"
+        done = {p.name: p.stat().st_mtime_ns for p in hidden.glob("shard-*.safetensors")}
+        assert list(done) == ["shard-00000.safetensors"]
+        (disk / "filler").unlink()  # room again
+        manifest = run_extract(cfg, TargetConfig(path=str(tiny_llama)), tmp_path / "seq", hidden)
 
-        assert read_manifest(hidden).status == "complete"
+        assert manifest.status == "complete" and read_manifest(hidden).status == "complete"
+        assert hidden.joinpath("shard-00000.safetensors").stat().st_mtime_ns == done["shard-00000.safetensors"]
         assert len(list(hidden.glob("shard-*.safetensors"))) == 3
-
-
-def assert_runs(main, argv) -> None:
-    import pytest
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("sys.argv", ["eagle3", *argv])
-        try:
-            main()
-        except SystemExit as exc:
-            assert exc.code in (0, None)

@@ -29,6 +29,7 @@ COMMAND_CONFIGS = {
 RENAMED = {
     ("extract", "tensor_parallel_size"): (ExtractConfig, "vllm_tensor_parallel_size", lambda v: v),
     ("train", "layers"): (TargetConfig, "aux_layer_ids", lambda v: v),
+    ("train", "report_to"): (TrainConfig, "report_to", lambda v: list(v)),
     ("evaluate", "k"): (EvaluateConfig, "num_speculative_tokens", lambda v: v),
     ("evaluate", "vllm_python"): (ServeConfig, "python", lambda v: v),
     ("evaluate", "offline_only"): (EvaluateConfig, "online", lambda v: not v),

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from eagle3_core.config import PipelineConfig
-from eagle3_core.errors import ConfigError
+from eagle3_core.errors import ConfigError, EndpointError
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.stage import run_generate
 from eagle3_core.target import ChatSettings
@@ -77,11 +77,32 @@ def test_malformed_tools_reject_the_row_with_their_own_reason(tmp_path, fake_ser
     assert manifest.details["reject_reasons"] == {"invalid_tools": 1}
 
 
-def test_the_probe_names_the_sglang_id_layout(tmp_path, make_fake_server):
+@pytest.mark.parametrize(
+    "mode,words", [("sglang_ids", "SGLang 0.5.23 layout"), ("sglang_legacy_ids", "SGLang layout before 0.5.23")]
+)
+def test_the_probe_names_the_sglang_id_layout_and_every_record_keeps_its_ids(tmp_path, make_fake_server, mode, words):
     from tests.generate.helpers import Recorder
 
-    server = make_fake_server(modes=("sglang_ids",))
+    server = make_fake_server(modes=(mode,))
     recorder = Recorder()
     run_generate(config(write_jsonl(tmp_path / "in.jsonl", prompts(2)), [server.url]), tmp_path / "out", recorder)
-    assert any("token ids returned (SGLang layout)" in line for line in recorder.lines)
-    assert accepted(tmp_path / "out")["prompt_token_ids"].null_count() == 0
+    assert any(f"token ids returned ({words})" in line for line in recorder.lines)
+    rows = accepted(tmp_path / "out")
+    assert rows["prompt_token_ids"].null_count() == 0 and rows["completion_token_ids"].null_count() == 0
+
+
+def test_prompt_ids_without_completion_ids_are_one_warning_naming_the_setting(tmp_path, make_fake_server):
+    from tests.generate.helpers import Recorder
+
+    server = make_fake_server(modes=("prompt_ids_only",))
+    recorder = Recorder()
+    run_generate(config(write_jsonl(tmp_path / "in.jsonl", prompts(2)), [server.url]), tmp_path / "out", recorder)
+    probe = [line for line in recorder.lines if line.startswith("probe:")]
+    assert len(probe) == 1 and "token ids returned" not in probe[0]
+    assert "NO completion ids" in probe[0] and "return_token_ids" in probe[0] and "28246" in probe[0]
+
+
+def test_a_server_whose_id_layout_matches_none_is_one_error_naming_its_fields(tmp_path, make_fake_server):
+    server = make_fake_server(modes=("unknown_ids",))
+    with pytest.raises(EndpointError, match=r"no known server uses \(fields: choices\[0\]\.output_token_ids"):
+        run_generate(config(write_jsonl(tmp_path / "in.jsonl", prompts(2)), [server.url]), tmp_path / "out")

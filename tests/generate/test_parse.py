@@ -2,7 +2,13 @@
 
 import pytest
 
-from eagle3_core.generate.parse import MalformedBody, parse_completion, reasoning_layout, split_reasoning
+from eagle3_core.generate.parse import (
+    MalformedBody,
+    parse_completion,
+    reasoning_layout,
+    split_reasoning,
+    unknown_id_fields,
+)
 
 
 def body(message, finish="stop", **top):
@@ -67,16 +73,29 @@ def test_a_body_without_a_message_is_malformed(bad):
         parse_completion(bad)
 
 
-def test_sglang_token_ids_inside_the_choice_are_read_and_named():
-    choice = {
-        "message": {"reasoning_content": "r", "content": "a"},
-        "finish_reason": "stop",
-        "prompt_token_ids": [1, 2],
-        "token_ids": [3, 4],
-    }
-    completion = parse_completion({"choices": [choice]})
+def choice_with(**ids) -> dict:
+    return {"message": {"reasoning_content": "r", "content": "a"}, "finish_reason": "stop"} | ids
+
+
+def test_sglang_0_5_23_response_token_ids_inside_the_choice_are_read_and_named():
+    completion = parse_completion({"choices": [choice_with(prompt_token_ids=[1, 2], response_token_ids=[3, 4])]})
     assert (completion.prompt_token_ids, completion.completion_token_ids) == ([1, 2], [3, 4])
     assert completion.id_layout == "sglang"
+
+
+def test_sglang_sglext_output_ids_count_as_completion_ids_where_they_are_all_it_sent():
+    completion = parse_completion({"choices": [choice_with(prompt_token_ids=[1], sglext={"output_ids": [5, 6]})]})
+    assert (completion.prompt_token_ids, completion.completion_token_ids, completion.id_layout) == (
+        [1],
+        [5, 6],
+        "sglang",
+    )
+
+
+def test_sglang_before_0_5_23_token_ids_inside_the_choice_are_read_and_named():
+    completion = parse_completion({"choices": [choice_with(prompt_token_ids=[1, 2], token_ids=[3, 4])]})
+    assert (completion.prompt_token_ids, completion.completion_token_ids) == ([1, 2], [3, 4])
+    assert completion.id_layout == "sglang_legacy"
 
 
 def test_the_id_layout_says_vllm_or_none():
@@ -85,6 +104,17 @@ def test_the_id_layout_says_vllm_or_none():
     }
     assert parse_completion(vllm).id_layout == "vllm"
     assert parse_completion(body({"reasoning": "r", "content": "a"})).id_layout == "none"
+
+
+def test_prompt_ids_with_null_completion_ids_are_prompt_only_not_ids_returned():
+    completion = parse_completion({"prompt_token_ids": [1, 2], "choices": [choice_with(token_ids=None)]})
+    assert (completion.completion_token_ids, completion.id_layout) == (None, "prompt_only")
+
+
+def test_ids_in_a_place_no_known_server_uses_are_an_unknown_layout_that_names_the_field():
+    bad = {"choices": [choice_with(output_token_ids=[3, 4])]}
+    assert parse_completion(bad).id_layout == "unknown"
+    assert unknown_id_fields(bad, bad["choices"][0]) == ["choices[0].output_token_ids"]
 
 
 def test_tool_calls_are_kept_as_the_server_parsed_them():

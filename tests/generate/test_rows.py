@@ -107,3 +107,12 @@ def test_an_empty_tool_calls_list_is_no_tool_calls_on_any_turn():
 def test_tool_calls_that_are_not_an_assistants_openai_calls_are_rejected(turn):
     result = normalize({"messages": [{"role": "user", "content": "q"}, turn, {"role": "user", "content": "q2"}]})
     assert isinstance(result, RowRejection) and result.reason == "invalid_tool_calls" and "turn 1" in result.detail
+
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+def test_an_earlier_turns_reasoning_is_kept_and_sent_under_both_names(field):
+    row = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b", field: "r"}]}
+    messages = normalize(row | {"messages": row["messages"] + [{"role": "user", "content": "c"}]})
+    assert messages[1] == {"role": "assistant", "content": "b", "reasoning": "r", "reasoning_content": "r"}
+    assert stored_messages(messages)[1]["reasoning"] == "r"
+    assert sent_messages(stored_messages(messages)) == messages

@@ -28,7 +28,7 @@ def test_a_recipe_without_a_target_fails_before_the_first_stage_naming_the_recip
 
 def test_a_spool_budget_too_small_shows_what_was_given_and_a_figure_that_holds_it():
     from eagle3_core.errors import ConfigError
-    from eagle3_core.extract.spool import Requests, Unit
+    from eagle3_core.spool.folder import Requests, Unit
 
     given = int(0.004 * 2**30)  # shown as 0.00 GiB before
     unit = Unit(sample_ids=["a"], parts=["part-00000.parquet"], rows=[0], tokens=[6_400], pinned=False)

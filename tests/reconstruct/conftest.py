@@ -1,4 +1,4 @@
-"""Fixtures of the reconstruct tests: the four family tokenizers, built once per session."""
+"""Fixtures of the reconstruct tests: the family tokenizers, each built once per session when first used."""
 
 from __future__ import annotations
 
@@ -7,13 +7,30 @@ from pathlib import Path
 import pytest
 
 from tests.reconstruct.families import FAMILIES, build_family_tokenizer
+from tests.reconstruct.families_more import MORE_FAMILIES
+
+ALL_FAMILIES = FAMILIES | MORE_FAMILIES
+
+
+class _Built(dict):
+    """family name -> built value, made on first access (a 200K-id tokenizer takes ~1 s to write)."""
+
+    def __init__(self, make) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, name: str):
+        if name not in ALL_FAMILIES:
+            raise KeyError(name)
+        self[name] = self._make(name)
+        return self[name]
 
 
 @pytest.fixture(scope="session")
 def family_dirs(tmp_path_factory) -> dict[str, Path]:
-    """family name -> a local tokenizer directory with the family's real special ids (~2 s)."""
+    """family name -> a local tokenizer directory with the family's real special ids."""
     root = tmp_path_factory.mktemp("family-tokenizers")
-    return {name: build_family_tokenizer(family, root / name) for name, family in FAMILIES.items()}
+    return _Built(lambda name: build_family_tokenizer(ALL_FAMILIES[name], root / name))
 
 
 @pytest.fixture(scope="session")
@@ -21,4 +38,7 @@ def family_tokenizers(family_dirs):
     """family name -> the loaded transformers tokenizer."""
     from eagle3_core.reconstruct.tokenizer import load_tokenizer
 
-    return {name: load_tokenizer(path) for name, path in family_dirs.items()}
+    built = _Built(lambda name: load_tokenizer(family_dirs[name]))
+    for name in FAMILIES:  # loaded before any test runs the CLI: transformers' load-time warnings go to the
+        built[name]  # session's stderr, not to a test's captured (and later closed) one
+    return built

@@ -339,7 +339,7 @@ def build_family_tokenizer(family: Family, out_dir: Path, template: str | None =
         tokenizer_object=tok,
         bos_token=family.bos,
         eos_token=family.eos,
-        chat_template=family.template if template is None else template,
+        chat_template=(family.template if template is None else template) or None,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(str(out_dir))

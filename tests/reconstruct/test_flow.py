@@ -15,14 +15,12 @@ from tests.reconstruct.records import record, write_generations
 USER = [{"role": "user", "content": "What is 2 + 2?"}]
 
 
-def server_check_artifact():
+def server_check_artifact(key: str = "reconstruct-server-check"):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
-        found = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["reconstruct-server-check"]))
-        )
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
     return found
 
 
@@ -42,6 +40,9 @@ def test_reconstruct_flow_writes_sequences_and_publishes_the_server_check(prefec
     assert manifest.details["reject_reasons"] == {"empty_completion": 1}
     artifacts = server_check_artifact()
     assert artifacts and "match rate" in artifacts[0].description
+    rejects = server_check_artifact("reconstruct-rejects")
+    data = json.loads(rejects[0].data) if isinstance(rejects[0].data, str) else rejects[0].data
+    assert {"group": "reject_reasons", "name": "empty_completion", "value": 1} in data
     vocab = stage_flow("vocab")(
         cfg=VocabConfig(draft_vocab_size=8),
         target=target,
@@ -75,7 +76,7 @@ def test_the_commands_run_the_flows_and_print_what_they_did(prefect_api, family_
     assert result.exit_code == 0, result.output
     assert "1 sequences, 0 rejected" in result.output and "server ids match: n/a" in result.output
     manifest = json.loads((tmp_path / "seq" / "manifest.json").read_text())
-    assert manifest["details"]["token_ids"]["think_open_id"] == 163606
+    assert manifest["details"]["token_ids"]["think_open_ids"] == [163606]
     result = runner.invoke(
         cli,
         [

@@ -11,15 +11,14 @@ from tests.reconstruct.families import FAMILIES
 
 
 def family_tokens(family: str, tokenizers) -> FamilyTokens:
-    fam = FAMILIES[family]
-    return FamilyTokens(
-        tokenizers[family],
-        fam.target["think_open"],
-        fam.target["think_close"],
-        fam.target["end_of_turn"],
-        fam.tool_call,
-        fam.tool_call_end,
-    )
+    """The fake server's view of a family: its reasoning markers (a think pair or harmony's channel
+    headers, as the recipe declares them), end-of-turn and tool-call tokens."""
+    from eagle3_core.target import TargetConfig
+    from tests.reconstruct.conftest import ALL_FAMILIES
+
+    fam = ALL_FAMILIES[family]
+    markers = TargetConfig(**fam.target).reasoning_markers() or (None, None)
+    return FamilyTokens(tokenizers[family], *markers, fam.target["end_of_turn"], fam.tool_call, fam.tool_call_end)
 
 
 def recipe(tmp_path, family: str, family_dirs, url: str, **chat) -> str:
@@ -109,3 +108,35 @@ def test_a_probe_without_an_endpoint_says_so_before_building_the_toy_target(tmp_
     err = cli_error(["probe", "--recipe", str(path)], capsys)
 
     assert "error: no endpoint to check" in err and "--base-url" in err
+
+
+def test_the_suite_reports_every_case_with_where_its_turn_ended(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server, capsys
+):
+    server = make_fake_server(modes=("tool_calls",), family=family_tokens("qwen3", family_tokenizers))
+    out = run_probe(["probe", "--recipe", recipe(tmp_path, "qwen3", family_dirs, server.url)], capsys)
+    lines = [line.strip() for line in out.splitlines() if line.startswith("  ")]
+    assert [line.split(":")[0] for line in lines] == ["question", "system", "two_turns", "tool_round_trip"]
+    assert all("ids equal, ended on end-of-turn id 151645" in line for line in lines[:3])
+    assert "a tool call: its tokens only the ids hold" in lines[3]
+    sent = [request for request in server.requests if request.get("messages")]
+    assert sent[-1]["tools"][0]["function"]["name"] == "add" and sent[-1]["messages"][-1]["role"] == "tool"
+
+
+def test_a_two_turn_history_the_server_renders_otherwise_is_caught_in_its_own_case(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server, capsys
+):
+    # the server's template keeps the earlier turn's text as sent; the recipe's tokenizer drops a leading space
+    from tests.reconstruct.families import FAMILIES, build_family_tokenizer
+
+    other = build_family_tokenizer(
+        FAMILIES["qwen3"],
+        tmp_path / "other",
+        FAMILIES["qwen3"].template.replace("m.content.split", "(' ' + m.content).split"),
+    )
+    server = make_fake_server(family=family_tokens("qwen3", family_tokenizers))
+    path = recipe(tmp_path, "qwen3", family_dirs, server.url)
+    text = open(path, encoding="utf-8").read().replace(str(family_dirs["qwen3"]), str(other))
+    open(path, "w", encoding="utf-8").write(text)
+    err = cli_error(["probe", "--recipe", path], capsys)
+    assert "[two_turns]" in err and "(in the prompt)" in err and "--chat-template" in err

@@ -6,17 +6,18 @@ import pytest
 
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
-from eagle3_core.reconstruct.recipes import CONFIGS, FAMILY_RECIPES, target_from_recipe
+from eagle3_core.reconstruct.recipes import bundled_families, target_from_recipe
 from eagle3_core.reconstruct.tokenizer import token_facts
 
 
-@pytest.mark.parametrize("family", sorted(FAMILY_RECIPES))
+@pytest.mark.parametrize("family", sorted(bundled_families()))
 def test_each_family_recipe_loads_and_its_ids_match_the_family_tokenizer(family, family_dirs, family_tokenizers):
-    recipe = PipelineConfig.from_yaml(CONFIGS / FAMILY_RECIPES[family])
-    assert recipe.target.family == family
+    recipe = PipelineConfig.from_yaml(bundled_families()[family])
+    assert recipe.target.family == family and recipe.target.template_version
     facts = token_facts(family_tokenizers[family], recipe.target, family_dirs[family])
     assert facts.end_of_turn_id == recipe.target.end_of_turn_id
-    assert facts.think_open_id == recipe.target.think_open_id
+    if recipe.target.think_open is not None:
+        assert facts.think_open_ids == (recipe.target.think_open_id,)
 
 
 def test_the_cli_target_takes_the_family_recipe_and_the_given_path(tmp_path):
@@ -27,3 +28,17 @@ def test_the_cli_target_takes_the_family_recipe_and_the_given_path(tmp_path):
 def test_a_missing_recipe_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="recipe not found"):
         target_from_recipe(tmp_path / "nope.yaml", None, path=str(tmp_path))
+
+
+def test_an_unknown_family_is_a_config_error_listing_the_bundled_ones(tmp_path):
+    with pytest.raises(ConfigError, match="no bundled recipe for family 'nope'") as err:
+        target_from_recipe(None, "nope", path=str(tmp_path))
+    assert "gpt_oss" in str(err.value) and "deepseek_r1_distill_qwen" in str(err.value)
+
+
+def test_the_distills_have_their_own_ids_not_r1s():
+    r1 = target_from_recipe(None, "deepseek_r1")
+    qwen = target_from_recipe(None, "deepseek_r1_distill_qwen")
+    llama = target_from_recipe(None, "deepseek_r1_distill_llama")
+    assert (r1.think_open_id, qwen.think_open_id, llama.think_open_id) == (128798, 151648, 128013)
+    assert (r1.end_of_turn_id, qwen.end_of_turn_id, llama.end_of_turn_id) == (1, 151643, 128001)

@@ -31,16 +31,11 @@ def one_thread():
 def build_target(path: Path, seed: int = 0) -> Path:
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from tests.evaluate.models import TINY
+
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=HIDDEN,
-        intermediate_size=128,
-        num_hidden_layers=4,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=32,
-        max_position_embeddings=256,
+        **{**TINY, "vocab_size": VOCAB, "hidden_size": HIDDEN},
         tie_word_embeddings=False,
         bos_token_id=1,
         eos_token_id=2,

@@ -7,7 +7,7 @@ from eagle3_core.drafter.model import load_target_tensor
 from eagle3_core.errors import InputError
 from eagle3_core.target import TargetConfig
 from eagle3_core.train.build import build_drafter
-from eagle3_core.train.inputs import check_inputs
+from eagle3_core.train.sources import check_inputs
 
 
 @pytest.fixture

@@ -90,9 +90,10 @@ def test_the_flow_starts_the_engine_or_uses_an_endpoint_and_shows_which_in_its_a
 
     from prefect.client.orchestration import get_client
 
-    from eagle3_core.extract.spool import Spool
+    from eagle3_core.spool.folder import Spool
+    from eagle3_core.spool.producer import serve
     from eagle3_core.train.config import OnlineVllmConfig
-    from eagle3_core.train.online_engine import build_engine, serve
+    from eagle3_core.train.online_engine import build_engine
     from flows.train import train_flow
     from tests.train.builders import LAYERS
 

@@ -13,11 +13,12 @@ import pytest
 import torch
 
 from eagle3_core.errors import ConfigError, StageError
-from eagle3_core.extract.spool import Spool, unit_bytes
+from eagle3_core.spool.folder import Spool, unit_bytes
+from eagle3_core.spool.producer import EngineProducer
 from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
 from eagle3_core.train.data import BatchPlan, OfflineReader, split_heldout
-from eagle3_core.train.online_engine import EngineProducer, build_engine
+from eagle3_core.train.online_engine import build_engine
 from eagle3_core.train.online_vllm import SpoolReader, plan_units, requests_for
 from tests.train.builders import HIDDEN, LAYERS, one_thread
 
@@ -51,7 +52,7 @@ def start(tiny_run, spool_dir, reader_run="run-1"):
 
 def tiny_requests(sequences_dir, units, budget_bytes: int, consumers: int = 1):
     """Requests for units written by hand (no engine, no target): run "r", the tiny target's shape."""
-    from eagle3_core.extract.spool import Requests
+    from eagle3_core.spool.folder import Requests
 
     return Requests(
         run_id="r",
@@ -70,6 +71,17 @@ def test_the_same_seed_gives_the_same_batches_from_disk_or_from_the_engine(tiny_
     from_disk, _ = batches_of(OfflineReader(tiny_run.hidden).samples(), 2)
     online, _ = batches_of(SpoolReader(tiny_run.sequences, tmp_path, "r", 1).samples(), 2)
     assert [[s.sample_id for s in b] for b in from_disk] == [[s.sample_id for s in b] for b in online]
+
+
+def streamed_requests(tiny_run, reader):
+    """Two epochs under a budget that keeps only the held-out set: the engine waits, units stream."""
+    batches, heldout = batches_of(reader.samples(), 2)
+    streamed = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=0)
+    held = sum(unit_bytes(sum(u.tokens), HIDDEN) for u in streamed.units if u.pinned)
+    largest = max(unit_bytes(sum(u.tokens), HIDDEN) for u in streamed.units if not u.pinned)
+    cfg = TrainConfig(micro_batch_tokens=BUDGET, online_vllm=OnlineVllmConfig(spool_gb=(held + 3 * largest) / 2**30))
+    requests, plan = requests_for(reader, cfg, inputs_for(tiny_run), batches, heldout, world=1)
+    return batches, requests, plan
 
 
 def test_a_set_that_fits_is_computed_once_and_one_that_does_not_keeps_what_fits_and_states_the_rest(tiny_run, tmp_path):
@@ -110,12 +122,7 @@ def test_a_budget_that_cannot_hold_two_micro_batches_is_refused_with_the_size_to
 def test_the_engine_waits_while_the_spool_is_full_and_the_trainer_deletes_what_it_read(tiny_run, tmp_path):
     spool_dir = tmp_path / "spool"
     producer, reader = start(tiny_run, spool_dir)
-    batches, heldout = batches_of(reader.samples(), 2)
-    streamed = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=0)
-    held = sum(unit_bytes(sum(u.tokens), HIDDEN) for u in streamed.units if u.pinned)
-    largest = max(unit_bytes(sum(u.tokens), HIDDEN) for u in streamed.units if not u.pinned)
-    cfg = TrainConfig(micro_batch_tokens=BUDGET, online_vllm=OnlineVllmConfig(spool_gb=(held + 3 * largest) / 2**30))
-    requests, plan = requests_for(reader, cfg, inputs_for(tiny_run), batches, heldout, world=1)
+    batches, requests, plan = streamed_requests(tiny_run, reader)
     assert not plan.reuse
     offline, spool = OfflineReader(tiny_run.hidden), Spool(spool_dir)
     on_disk = {s.sample_id: s for s in offline.samples()}
@@ -132,7 +139,7 @@ def test_the_engine_waits_while_the_spool_is_full_and_the_trainer_deletes_what_i
             assert torch.equal(got["input_ids"], want["input_ids"]) and torch.equal(got["loss_mask"], want["loss_mask"])
             torch.testing.assert_close(got["aux"], want["aux"], atol=0.05, rtol=0.02)  # both bf16, batched vs alone
             torch.testing.assert_close(got["final"], want["final"], atol=0.05, rtol=0.02)
-        status = producer.figures()
+    status = producer.figures()  # once joined: the last unit can be read before the engine writes "done"
     assert status["state"] == "done" and status["units"] == len(plan.units) and status["room_wait_s"] > 0
     assert 0 < status["peak_bytes"] <= requests.budget_bytes
     left = sorted(p.name for p in spool_dir.glob("unit-*"))
@@ -144,7 +151,7 @@ def test_a_unit_the_trainer_deletes_the_moment_it_lands_does_not_fail_the_engine
     """The trainer may read and delete a unit before the engine's write returns (seen in CI)."""
     import os
 
-    from eagle3_core.extract.spool import Unit, UnitWriter
+    from eagle3_core.spool.folder import Unit, UnitWriter
 
     unit = Unit(sample_ids=["a", "b"], parts=["p", "p"], rows=[0, 1], tokens=[3, 2])
     requests = tiny_requests(tmp_path, [unit], budget_bytes=1 << 20)
@@ -177,7 +184,7 @@ def test_an_engine_that_fails_to_start_fails_the_trainer_at_once_with_its_error(
 
 
 def test_an_endpoint_serves_one_run_after_another_and_refuses_another_target(tiny_run, tmp_path):
-    from eagle3_core.train.online_engine import serve
+    from eagle3_core.spool.producer import serve
 
     cfg = OnlineVllmConfig(engine="transformers", device="cpu")
     spool, stop = Spool(tmp_path), threading.Event()
@@ -208,7 +215,7 @@ def test_an_endpoint_serves_one_run_after_another_and_refuses_another_target(tin
 
 
 def test_mode_auto_stores_the_states_when_they_fit_and_streams_them_when_they_do_not(tiny_run, tmp_path):
-    from eagle3_core.train.mode import choose_mode
+    from eagle3_core.train.sources import choose_mode
 
     target, cfg = TargetConfig(path=str(tiny_run.target)), TrainConfig(mode="auto")
     chosen, why = choose_mode(cfg, target, tiny_run.sequences, tiny_run.hidden, headroom=1e18)
@@ -256,7 +263,7 @@ def test_the_pipeline_deployments_form_selects_the_train_mode_and_names_an_endpo
 def test_ranks_that_read_the_same_batch_in_different_epochs_each_read_their_own_unit(tmp_path):
     """A batch (here one long sample) comes back in a later epoch on another rank: each rank must
     read the unit made for its own turn, never the one another rank read and deleted."""
-    from eagle3_core.extract.spool import UnitWriter
+    from eagle3_core.spool.folder import UnitWriter
     from eagle3_core.train.data import Sample
 
     a, b = Sample("a", 200, "p", 0), Sample("b", 180, "p", 1)

@@ -1,4 +1,4 @@
-"""A standing engine named by URL: the spool protocol over HTTP (``eagle3_core.extract.spool_http``).
+"""A standing engine named by URL: the spool protocol over HTTP (``eagle3_core.spool.http``).
 
 The engine is the real ``serve`` loop (requests, budget, unit files) behind the real HTTP server,
 with a stand-in for the model whose states are a fixed function of the token ids, so the same
@@ -15,14 +15,14 @@ import pytest
 import torch
 
 from eagle3_core.errors import ConfigError, EndpointError, StageError
-from eagle3_core.extract.spool import Spool, unit_bytes
-from eagle3_core.extract.spool_http import UnitFetcher, engine_status, serve_http
+from eagle3_core.spool.folder import Spool
+from eagle3_core.spool.http import UnitFetcher, engine_status, serve_http
+from eagle3_core.spool.producer import serve
 from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
-from eagle3_core.train.online_engine import serve
 from eagle3_core.train.online_run import check_url_engine
-from eagle3_core.train.online_vllm import SpoolReader, plan_units, requests_for
+from eagle3_core.train.online_vllm import SpoolReader
 from tests.train.builders import HIDDEN, LAYERS
-from tests.train.test_online_vllm import BUDGET, batches_of, inputs_for
+from tests.train.test_online_vllm import BUDGET, inputs_for, streamed_requests
 
 
 class StatesOfIds:
@@ -57,17 +57,6 @@ def standing_engine(spool_dir, target, layers=LAYERS):
         server.server_close()
         stop.set()
         thread.join(timeout=60)
-
-
-def streamed_requests(tiny_run, reader):
-    """Two epochs under a budget that keeps only the held-out set: the engine waits, units stream."""
-    batches, heldout = batches_of(reader.samples(), 2)
-    streamed = plan_units(batches, heldout, BUDGET, 0, HIDDEN, budget_bytes=0)
-    held = sum(unit_bytes(sum(u.tokens), HIDDEN) for u in streamed.units if u.pinned)
-    largest = max(unit_bytes(sum(u.tokens), HIDDEN) for u in streamed.units if not u.pinned)
-    cfg = TrainConfig(micro_batch_tokens=BUDGET, online_vllm=OnlineVllmConfig(spool_gb=(held + 3 * largest) / 2**30))
-    requests, plan = requests_for(reader, cfg, inputs_for(tiny_run), batches, heldout, world=1)
-    return batches, requests, plan
 
 
 def read_all(reader, requests, plan, batches):

@@ -131,7 +131,10 @@ def test_online_mode_runs_the_target_inside_the_trainer_and_stores_no_states(tin
 def test_online_and_offline_batches_hold_the_same_states(tiny_run):
     from eagle3_core.train.data import OfflineReader, OnlineReader
 
-    offline, online = OfflineReader(tiny_run.hidden), OnlineReader(tiny_run.sequences, str(tiny_run.target), [1, 2, 3])
+    offline, online = (
+        OfflineReader(tiny_run.hidden),
+        OnlineReader(tiny_run.sequences, str(tiny_run.target), [1, 2, 3], False),
+    )
     a_samples, b_samples = offline.samples(), online.samples()
     a = offline.load(a_samples[:3], 256, torch.float32, "cpu")
     b = online.load(b_samples[:3], 256, torch.float32, "cpu")

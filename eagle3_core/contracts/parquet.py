@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eagle3_core.contracts.folder import damaged
 from eagle3_core.errors import InputError
-from eagle3_core.readers.folder import damaged
 
 if TYPE_CHECKING:
     import pyarrow as pa

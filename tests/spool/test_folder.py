@@ -2,39 +2,29 @@
 
 import torch
 
-from eagle3_core.extract.shard_io import read_metadata
-from eagle3_core.extract.spool import Requests, Spool, Unit, UnitWriter
-
-HIDDEN = 64
+from eagle3_core.contracts.hidden import read_metadata
+from eagle3_core.spool.folder import Requests, Spool, Unit, UnitWriter
+from tests.spool.helpers import HIDDEN, requests_for
 
 
 def _requests(tmp_path, run_id: str) -> Requests:
-    return Requests(
-        run_id=run_id,
-        sequences_dir=str(tmp_path),
-        target_path="t",
-        layers=[1, 2, 3],
-        num_hidden_layers=4,
-        hidden_size=HIDDEN,
-        budget_bytes=1 << 20,
-        units=[Unit(sample_ids=["a", "b"], parts=["p", "p"], rows=[0, 1], tokens=[3, 2])],
-    )
+    return requests_for(tmp_path, run_id, [Unit(sample_ids=["a", "b"], parts=["p", "p"], rows=[0, 1], tokens=[3, 2])])
 
 
 def test_a_new_run_clearing_the_spool_while_the_engine_writes_a_unit_does_not_fail_the_engine(tmp_path, monkeypatch):
     """A restarted trainer clears the spool at once; a standing engine may be mid-way through a unit of
     the run it replaces (its temp file is named unit-*). The engine must finish that write and move on to
     the new run, not die on its vanished temp file."""
-    from eagle3_core.extract import shard
+    from eagle3_core.states import writer
 
-    spool, refuse = Spool(tmp_path), shard.refuse_non_finite
+    spool, refuse = Spool(tmp_path), writer.refuse_non_finite
 
     def next_run_starts(*args):  # the new trainer's rank 0, between the engine's open and its rename
         spool.clear()
         spool.write_requests(_requests(tmp_path, "second"))
         return refuse(*args)
 
-    monkeypatch.setattr(shard, "refuse_non_finite", next_run_starts)
+    monkeypatch.setattr(writer, "refuse_non_finite", next_run_starts)
     states = [(torch.randn(n, 3, HIDDEN), torch.randn(n, HIDDEN)) for n in (3, 2)]
     UnitWriter(spool, _requests(tmp_path, "first"), 0).write([[5, 6, 7], [8, 9]], [[0, 1, 1], [1, 1]], states)
     # the late unit carries the earlier run's id: the new run's readers skip it and its engine replaces it

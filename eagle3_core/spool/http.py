@@ -1,6 +1,6 @@
 """The spool protocol over HTTP: a standing engine named by URL instead of a shared folder.
 
-The engine keeps writing its own spool folder (``eagle3_core.extract.spool``); ``serve_http``
+The engine keeps writing its own spool folder (``eagle3_core.spool.folder``); ``serve_http``
 puts that folder behind a stdlib ``ThreadingHTTPServer``, and the trainer's ``UnitFetcher``
 copies each unit into the trainer's own local spool, so the trainer reads a folder either way.
 
@@ -28,8 +28,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from eagle3_core.errors import ConfigError, EndpointError
-from eagle3_core.extract.spool import Requests, Spool, SpoolFeeder, StatusFile, Stopped, unit_name, wait_for_room
 from eagle3_core.fsio import atomic_path
+from eagle3_core.spool.folder import Requests, Spool, SpoolFeeder, StatusFile, Stopped, unit_name, wait_for_room
+from eagle3_core.spool.producer import refuse_other_target
 
 WAIT_S = 2.0  # a unit request is held this long before "not yet" (a long poll)
 CHUNK = 1 << 20
@@ -78,7 +79,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self._json(200, {"run_id": requests.run_id})
 
     def _unit(self, run_id: str, index: int) -> None:
-        from eagle3_core.extract.shard_io import read_metadata
+        from eagle3_core.contracts.hidden import read_metadata
 
         spool, deadline = self.server.spool, time.monotonic() + WAIT_S
         path = spool.unit_path(index)
@@ -115,8 +116,6 @@ class _SpoolServer(ThreadingHTTPServer):
         return {**self.spool.status(), "target": self.target_path, "layers": self.layers}
 
     def refuse(self, requests: Requests) -> None:
-        from eagle3_core.train.online_engine import refuse_other_target
-
         refuse_other_target(requests, self.target_path, self.layers)
 
 

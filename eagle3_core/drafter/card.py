@@ -1,0 +1,240 @@
+"""The model card ``drafter/export/README.md``: what a hub shows for the drafter.
+
+Written by the export (train) and rewritten by evaluate with its figures. The YAML header is the
+hub's metadata: ``base_model`` (the target's name), ``library_name``, ``tags``, ``datasets`` (the
+hub datasets the prompts came from), and an ``eagle3`` section holding every fact the body shows,
+so evaluate re-renders the card from the card itself. The body holds:
+
+- the vLLM and SGLang launch lines with this export's real path and k; once evaluated, the vLLM
+  line is the one the evaluate stage ran (its ``--model`` and ``--speculative-config``, read back
+  from the command it started), beside that exact command;
+- the acceptance figures with k, temperature, prompt source and the engine's version;
+- the training data (samples, tokens, reasoning share, families, source, dates), the drafter's
+  shape and variant, the recipe hash and eagle3's version.
+
+The card is no shard of the train stage and no input of evaluate's fingerprint (both leave
+``README.md`` out), so evaluate rewriting it never makes either stage run again.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+CARD_FILE = "README.md"
+DEFAULT_K = 3  # evaluate.num_speculative_tokens' default: the k a card shows before evaluation
+TAGS = ["eagle3", "speculative-decoding", "draft-model"]
+SHAPE_KEYS = (
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "draft_vocab_size",
+    "eagle_aux_hidden_state_layer_ids",
+)
+
+
+def write_card(export_dir: str | Path, facts: dict[str, Any], training: dict[str, Any]) -> Path:
+    """The export's card, before any evaluation."""
+    export_dir = Path(export_dir)
+    meta = {"facts": facts, "training": training, "drafter": drafter_shape(export_dir), "evaluation": None}
+    return _write(export_dir, meta)
+
+
+def update_card(export_dir: str | Path, report: dict[str, Any]) -> Path:
+    """The card with the evaluate report's figures (a card is started when the export has none)."""
+    export_dir = Path(export_dir)
+    meta = read_meta(export_dir / CARD_FILE) or {"facts": {}, "training": {}, "drafter": drafter_shape(export_dir)}
+    meta["evaluation"] = evaluation_facts(report)
+    return _write(export_dir, meta)
+
+
+def drafter_shape(export_dir: Path) -> dict[str, Any]:
+    config = json.loads((export_dir / "config.json").read_text(encoding="utf-8"))
+    shape = {k: config.get(k) for k in SHAPE_KEYS}
+    shape["architecture"] = (config.get("architectures") or ["?"])[0]
+    shape["variant"] = variant_name(config)
+    return shape
+
+
+def variant_name(config: dict[str, Any]) -> str:
+    """EAGLE-3 or EAGLE-3.1 (a norm per aux state, the post-norm state fed back), its extras, its depth."""
+    name = "eagle3.1" if config.get("fc_norm") and config.get("norm_output") else "eagle3"
+    extras = [k for k in ("fc_norm", "norm_output") if config.get(k) and name == "eagle3"]
+    extras += ["norm_before_fc"] if config.get("norm_before_fc") else []
+    layers = config.get("num_hidden_layers") or 1
+    return f"{name}{' + ' + ', '.join(extras) if extras else ''} ({layers} decoder layer{'s' if layers > 1 else ''})"
+
+
+def evaluation_facts(report: dict[str, Any]) -> dict[str, Any]:
+    """The report's figures the card shows, each with what it was measured at."""
+    settings, online, offline = report["settings"], report.get("online") or {}, report.get("offline") or {}
+    with_drafter, engine = online.get("with_drafter") or {}, online.get("engine") or {}
+    return {
+        "k": settings["num_speculative_tokens"],
+        "temperature": settings["temperature"],
+        "prompt_source": report["heldout"]["source"],
+        "prompts": report["heldout"]["prompts"],
+        "vllm_acceptance_length": with_drafter.get("acceptance_length"),
+        "vllm_acceptance_per_position": with_drafter.get("acceptance_per_position"),
+        "vllm_version": engine.get("version"),
+        "vllm_command": engine.get("argv"),
+        "offline_acceptance_length": offline.get("acceptance_length"),
+        "offline_acceptance_per_position": offline.get("acceptance_per_position"),
+        "simulated_acceptance_length": (report.get("simulated") or {}).get("acceptance_length"),
+        "speedup": online.get("speedup"),
+        "evaluated": time.strftime("%Y-%m-%d", time.gmtime()),
+    }
+
+
+def _write(export_dir: Path, meta: dict[str, Any]) -> Path:
+    from eagle3_core.fsio import atomic_path
+
+    path = export_dir / CARD_FILE
+    with atomic_path(path) as tmp:
+        tmp.write_text(render(export_dir, meta), encoding="utf-8")
+    return path
+
+
+def read_meta(path: Path) -> dict[str, Any] | None:
+    """The ``eagle3`` section of a card's YAML header, or None when there is no card."""
+    import yaml
+
+    if not path.exists():
+        return None
+    text = path.read_text(encoding="utf-8")
+    if not text.startswith("---\n"):
+        return None
+    header = yaml.safe_load(text[4 : text.index("\n---\n", 4)]) or {}
+    return header.get("eagle3")
+
+
+def header(meta: dict[str, Any]) -> dict[str, Any]:
+    facts, data = meta["facts"], meta["facts"].get("data") or {}
+    found = {
+        "base_model": facts.get("target") or "unknown",
+        "library_name": "vllm",
+        "pipeline_tag": "text-generation",
+        "tags": TAGS + [f for f in data.get("families") or [] if f not in TAGS],
+    }
+    if data.get("datasets"):
+        found["datasets"] = list(data["datasets"])
+    return {**found, "eagle3": meta}
+
+
+def render(export_dir: Path, meta: dict[str, Any]) -> str:
+    import yaml
+
+    front = yaml.safe_dump(header(meta), sort_keys=False, allow_unicode=True)
+    target = meta["facts"].get("target") or "the target"
+    body = [
+        f"# EAGLE-3 drafter for {target}",
+        "",
+        f"A speculative-decoding draft model (EAGLE-3) trained by eagle3 {meta['facts'].get('eagle3_version', '?')} "
+        f"on {target}'s own answers.",
+        *launch_section(export_dir, meta),
+        *acceptance_section(meta.get("evaluation")),
+        *data_section(meta["facts"]),
+        *drafter_section(meta),
+    ]
+    return f"---\n{front}---\n\n" + "\n".join(body) + "\n"
+
+
+def launch_lines(export_dir: Path, meta: dict[str, Any]) -> tuple[str, str]:
+    """(vLLM, SGLang): the evaluated command's model and speculative config when there is one."""
+    from eagle3_core.evaluate.online import speculative_config
+
+    evaluation = meta.get("evaluation") or {}
+    command = evaluation.get("vllm_command")
+    if command:
+        model, spec_json = _arg(command, "--model"), _arg(command, "--speculative-config")
+    else:
+        model = meta["facts"].get("target_path") or meta["facts"].get("target") or "TARGET"
+        spec_json = json.dumps(speculative_config(export_dir, evaluation.get("k") or DEFAULT_K))
+    spec = json.loads(spec_json)
+    vllm = f"vllm serve {shlex.quote(model)} --speculative-config {shlex.quote(spec_json)}"
+    k = spec["num_speculative_tokens"]
+    sglang = (
+        f"python -m sglang.launch_server --model-path {shlex.quote(model)} --speculative-algorithm EAGLE3 "
+        f"--speculative-draft-model-path {shlex.quote(spec['model'])} --speculative-num-steps {k} "
+        f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}"
+    )
+    return vllm, sglang
+
+
+def _arg(command: list[str], flag: str) -> str:
+    return command[command.index(flag) + 1]
+
+
+def launch_section(export_dir: Path, meta: dict[str, Any]) -> list[str]:
+    vllm, sglang = launch_lines(export_dir, meta)
+    lines = ["", "## Launch", "", "vLLM:", "", "```bash", vllm, "```", "", "SGLang:", "", "```bash", sglang, "```"]
+    command = (meta.get("evaluation") or {}).get("vllm_command")
+    if command:
+        lines += ["", "The command `eagle3 evaluate` ran (vLLM's OpenAI server):", "", "```bash"]
+        lines += [shlex.join(command), "```"]
+    return lines
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "not recorded"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return ", ".join(_show(v) for v in value) or "none"
+    return str(value)
+
+
+def acceptance_section(evaluation: dict[str, Any] | None) -> list[str]:
+    lines = ["", "## Acceptance", ""]
+    if not evaluation:
+        return lines + ["Not evaluated yet: `eagle3 evaluate` measures it in vLLM and writes it here."]
+    e = evaluation
+    lines += [
+        f"k = {e['k']}, temperature = {e['temperature']}, {e['prompts']} held-out prompts from `{e['prompt_source']}`, "
+        f"evaluated {e['evaluated']}. Acceptance length = 1 + accepted / drafts (bonus token included).",
+        "",
+        "| measured by | acceptance length | per position |",
+        "|---|---|---|",
+        f"| vLLM {_show(e['vllm_version'])} | {_show(e['vllm_acceptance_length'])} | "
+        f"{_show(e['vllm_acceptance_per_position'])} |",
+        f"| offline transformers loop | {_show(e['offline_acceptance_length'])} | "
+        f"{_show(e['offline_acceptance_per_position'])} |",
+        f"| simulated (training held-out) | {_show(e['simulated_acceptance_length'])} | |",
+    ]
+    if e.get("speedup") is not None:
+        lines += ["", f"Output tokens/s speed-up in vLLM: {_show(e['speedup'])}x."]
+    return lines
+
+
+def data_section(facts: dict[str, Any]) -> list[str]:
+    d = facts.get("data") or {}
+    share = d.get("reasoning_share")
+    rows = [
+        ("samples", d.get("samples")),
+        ("tokens", d.get("tokens")),
+        ("samples with reasoning", None if share is None else f"{100 * share:.1f}%"),
+        ("chat families", d.get("families")),
+        ("answers", d.get("source")),
+        ("served model", d.get("served_model")),
+        ("datasets", d.get("datasets")),
+        ("generated", d.get("generated")),
+    ]
+    table = [f"| {name} | {_show(value)} |" for name, value in rows]
+    return ["", "## Training data", "", "| | |", "|---|---|", *table]
+
+
+def drafter_section(meta: dict[str, Any]) -> list[str]:
+    shape, facts, training = meta.get("drafter") or {}, meta["facts"], meta.get("training") or {}
+    rows = [(k, shape.get(k)) for k in ("architecture", "variant", *SHAPE_KEYS)]
+    rows += [(k, training.get(k)) for k in ("steps", "ttt_steps", "heldout_sim_acceptance_length")]
+    rows += [(k, facts.get(k)) for k in ("mode", "hidden_state_engine", "recipe_hash", "train_config_hash")]
+    rows += [("eagle3 version", facts.get("eagle3_version"))]
+    table = [f"| {name} | {_show(value)} |" for name, value in rows]
+    return ["", "## Drafter", "", "| | |", "|---|---|", *table]

@@ -1,0 +1,35 @@
+"""The evaluation's figures into the training run's trackers (``drafter/tracking.json``).
+
+Every number of the report goes, named by where it sits (``eval/online/with_drafter/
+acceptance_length``, ``eval/offline/acceptance_per_position/0``, ...), so a section the report
+gains (per context bucket, say) is logged with no change here. They land at the training run's
+last step: W&B keeps them as the run's summary, TensorBoard and MLflow as that step's scalars.
+No run named, nothing logged; a backend that fails is one warning line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from eagle3_core.tracking import flatten, reopen
+
+NOT_FIGURES = ("definitions", "drafter")
+
+
+def evaluation_metrics(report: dict) -> dict[str, float]:
+    return flatten("eval", {k: v for k, v in report.items() if k not in NOT_FIGURES})
+
+
+def log_evaluation(drafter_dir: str | Path, report: dict, log: Callable[[str], None]) -> None:
+    from eagle3_core.train.metrics import MetricsLog
+
+    tracker = reopen(drafter_dir, report=lambda message: log(f"evaluate warning: {message}"))
+    if not tracker.backends:
+        return
+    step = max(MetricsLog(Path(drafter_dir) / "metrics.jsonl").last_step(), 0)
+    tracker.log_summary(evaluation_metrics(report), step)
+    names = [b.name for b in tracker.backends]  # those that took the figures
+    tracker.close()
+    if names:
+        log(f"evaluate: figures logged to the training run ({', '.join(names)})")

@@ -1,0 +1,91 @@
+"""What a drafter is and where it comes from: the facts its tracking run and model card carry.
+
+Read by the train stage before the trainer starts, from the config and the upstream manifests
+(no figure is computed here). The data facts come from the stage folders of the drafter's run
+directory (``generations/`` and ``sequences/`` beside ``drafter/``); a drafter trained outside a
+run directory has ``None`` there, shown on its card as not recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from eagle3_core import __version__
+from eagle3_core.manifest import StageManifest, read_manifest
+from eagle3_core.train.config import TrainConfig
+from eagle3_core.train.inputs import TrainInputs
+
+HF_PREFIX = "hf:"  # generate's fingerprint of a hub dataset: hf:<name>:<split>:<max_samples>
+
+
+def run_facts(cfg: TrainConfig, inputs: TrainInputs, out_dir: str | Path, config_hash: str) -> dict[str, Any]:
+    """The run's facts: recipe and config hashes, versions, mode and engine, target and data."""
+    run_dir = Path(out_dir).resolve().parent
+    generations = read_manifest(run_dir / "generations")
+    sequences = read_manifest(inputs.sequences_dir or run_dir / "sequences")
+    return {
+        "recipe_hash": cfg.tracking.recipe_hash,
+        "train_config_hash": config_hash,
+        "eagle3_version": __version__,
+        "mode": inputs.mode,
+        "hidden_state_engine": hidden_state_engine(cfg, inputs),
+        "target": target_name(cfg, inputs, generations),
+        "target_path": inputs.target_path,
+        "data": data_facts(inputs, generations, sequences),
+    }
+
+
+def hidden_state_engine(cfg: TrainConfig, inputs: TrainInputs) -> str:
+    """Where the target's hidden states came from: the extract stage's engine, or the online one."""
+    if inputs.mode == "offline":
+        manifest = read_manifest(inputs.hidden_dir)
+        engine = (manifest.details.get("engine") if manifest is not None else None) or "unknown"
+        return f"{engine} (extract stage, hidden/)"
+    if inputs.mode == "online":
+        return "transformers (inside the trainer)"
+    where = cfg.online_vllm.endpoint or "started by the train stage"
+    return f"{cfg.online_vllm.engine} (online-vllm engine, {where})"
+
+
+def target_name(cfg: TrainConfig, inputs: TrainInputs, generations: StageManifest | None) -> str:
+    """The target's hub name: configured, else the model generate was served, else its folder's name."""
+    served = generations.details.get("model") if generations is not None else None
+    return cfg.tracking.base_model or served or Path(inputs.target_path).name
+
+
+def data_facts(
+    inputs: TrainInputs, generations: StageManifest | None, sequences: StageManifest | None
+) -> dict[str, Any]:
+    """Samples and tokens trained on, reasoning share, chat families, source, datasets, dates."""
+    gen = generations.details if generations is not None else {}
+    accepted = generations.counts.get("accepted") if generations is not None else None
+    with_reasoning = sum(n for where, n in (gen.get("reasoning_sources") or {}).items() if where != "none")
+    families = {(sequences.details.get("family") if sequences is not None else None), *(gen.get("families") or {})}
+    return {
+        "samples": inputs.samples,
+        "tokens": inputs.tokens,
+        "reasoning_share": round(with_reasoning / accepted, 4) if accepted else None,
+        "families": sorted(f for f in families if f),
+        "source": gen.get("source") or ("served" if generations is not None else None),
+        "served_model": gen.get("model"),
+        "datasets": datasets(generations),
+        "generated": date_span(generations),
+    }
+
+
+def datasets(generations: StageManifest | None) -> list[str]:
+    """Hub datasets the prompts came from (a local file is no dataset a hub can link)."""
+    if generations is None:
+        return []
+    found = [v for k, v in generations.inputs.items() if k.startswith("prompts") and v.startswith(HF_PREFIX)]
+    return sorted({v[len(HF_PREFIX) :].split(":")[0] for v in found})
+
+
+def date_span(manifest: StageManifest | None) -> str | None:
+    """``YYYY-MM-DD`` (or ``first to last``) of a stage's run, UTC."""
+    if manifest is None:
+        return None
+    first, last = (time.strftime("%Y-%m-%d", time.gmtime(t)) for t in (manifest.created_at, manifest.updated_at))
+    return first if first == last else f"{first} to {last}"

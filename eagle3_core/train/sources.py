@@ -1,0 +1,222 @@
+"""Where training's hidden states come from: one interface, three sources, one factory.
+
+Every source is read the same way by the trainer (``reader(inputs)``: ``samples()``, then
+``load(batch, budget, dtype, device, pack)`` returning the batch dict of ``data.py``), and set up
+the same way by the stage (``check``, ``fingerprints``, ``prepare``, ``running``, ``finish``):
+
+- ``HiddenShards`` (``train.mode: offline``): hidden/ shards written by extract, checksummed
+  before the trainer starts;
+- ``TargetInProcess`` (``online``): the frozen target run inside the trainer over sequences/;
+- ``Spooled`` (``online-vllm``): an extraction engine's units through a bounded spool.
+
+``source_for(mode)`` is the one place the mode string is branched on (``auto`` is settled before,
+by ``choose_mode`` before extract, or ``resolve_auto`` in the stage).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from eagle3_core.contracts.target import language_config
+from eagle3_core.errors import ConfigError, InputError
+from eagle3_core.target import TargetConfig, aux_layer_problem, default_aux_layer_ids
+from eagle3_core.train.inputs import TrainInputs, check_hidden, check_sequences, check_vocab
+
+
+class Source:
+    """The defaults: a source that starts nothing beside the trainer and reads sequences/."""
+
+    mode = ""
+    reads_hidden = False  # its input folder is hidden/ (else sequences/)
+    layers_fix = "pass increasing, distinct --layers (or set target.aux_layer_ids): online training reads no hidden/"
+
+    @staticmethod
+    def check(hidden_dir, sequences_dir, hidden_size: int) -> tuple[int, int, list[int] | None]:
+        """(samples, tokens, layers the input folder was made with, if it says) of the input folder."""
+        if sequences_dir is None:
+            raise InputError("online training needs sequences/", fix="pass --sequences DIR (the reconstruct output)")
+        samples, tokens = check_sequences(sequences_dir)
+        return samples, tokens, None
+
+    @staticmethod
+    def input_folder(inputs) -> tuple[str, str | None]:
+        """(the fingerprint's name, the folder) the trained weights depend on."""
+        return "sequences", inputs.sequences_dir
+
+    @staticmethod
+    def verify(inputs) -> None:
+        """The full check of the input before the stage's folder is touched (nothing by default)."""
+
+    @staticmethod
+    def prepare(cfg, inputs, out: Path, reporter) -> None:
+        """Before any step (the folder is locked and running)."""
+
+    @staticmethod
+    def running(cfg, target, inputs, out: Path, reporter):
+        """A context manager around the trainer's process, yielding the live figures of what it starts."""
+        return contextlib.nullcontext({})
+
+    @staticmethod
+    def finish(cfg, out: Path, manifest, summary: dict, figures: dict) -> None:
+        """After the trainer succeeded, before the manifest is complete."""
+
+    @staticmethod
+    def train_devices(cfg) -> str | None:
+        """CUDA devices the trainer is kept to (None = the launcher's default)."""
+        return None
+
+
+class HiddenShards(Source):
+    mode, reads_hidden = "offline", True
+    layers_fix = "extract hidden/ again with increasing, distinct --layers (or set target.aux_layer_ids)"
+
+    @staticmethod
+    def check(hidden_dir, sequences_dir, hidden_size: int) -> tuple[int, int, list[int] | None]:
+        return check_hidden(hidden_dir, hidden_size)
+
+    @staticmethod
+    def verify(inputs) -> None:
+        """Every hidden shard's blake2b against extract's manifest, before the trainer starts (and
+        before the drafter folder is touched). Training reads each byte every epoch anyway, so one
+        hashing pass (~1 GB/s a core) costs less than an epoch; a skipped run (complete) pays nothing."""
+        from eagle3_core.contracts import hidden
+
+        hidden.verify(inputs.hidden_dir, checksums=True)
+
+    @staticmethod
+    def input_folder(inputs) -> tuple[str, str | None]:
+        return "hidden", inputs.hidden_dir
+
+    @staticmethod
+    def reader(inputs):
+        from eagle3_core.train.data import OfflineReader
+
+        return OfflineReader(inputs.hidden_dir)
+
+
+class TargetInProcess(Source):
+    mode = "online"
+
+    @staticmethod
+    def reader(inputs):
+        from eagle3_core.train.data import OnlineReader
+
+        return OnlineReader(inputs.sequences_dir, inputs.target_path, inputs.aux_layer_ids, inputs.trust_remote_code)
+
+
+class Spooled(Source):
+    mode = "online-vllm"
+
+    @staticmethod
+    def prepare(cfg, inputs, out: Path, reporter) -> None:
+        from eagle3_core.train import online_run
+
+        online_run.prepare(cfg, inputs, out, reporter)
+
+    @staticmethod
+    def running(cfg, target, inputs, out: Path, reporter):
+        from eagle3_core.train import online_run
+
+        return online_run.engine_for_run(cfg, target, inputs, out, reporter)
+
+    @staticmethod
+    def finish(cfg, out: Path, manifest, summary: dict, figures: dict) -> None:
+        from eagle3_core.train import online_run
+
+        manifest.details["online"] = online_run.details(summary, figures, cfg)
+        online_run.clean(cfg, out)
+
+    @staticmethod
+    def train_devices(cfg) -> str | None:
+        return cfg.online_vllm.train_devices
+
+    @staticmethod
+    def reader(inputs):
+        from eagle3_core.train.online_vllm import SpoolReader
+
+        spool = inputs.spool
+        return SpoolReader(inputs.sequences_dir, spool["dir"], spool["run_id"], spool["timeout_s"])
+
+
+SOURCES: dict[str, type[Source]] = {s.mode: s for s in (HiddenShards, TargetInProcess, Spooled)}
+
+
+def source_for(mode: str) -> type[Source]:
+    """The source of ``train.mode`` (``auto`` must be settled first)."""
+    if mode not in SOURCES:
+        raise ConfigError(f"train.mode {mode!r} is not settled here", fix=f"use one of {sorted(SOURCES)}")
+    return SOURCES[mode]
+
+
+def check_inputs(mode: str, target: TargetConfig, hidden_dir, vocab_dir, sequences_dir=None) -> TrainInputs:
+    """Validate everything the trainer will read; the first problem raises an ``InputError``."""
+    target_path = str(Path(target.require_path()))
+    config = language_config(target_path)
+    vocab_file, draft_vocab = check_vocab(vocab_dir, int(config["vocab_size"]))
+    source = source_for(mode)
+    samples, tokens, made_with = source.check(hidden_dir, sequences_dir, int(config["hidden_size"]))
+    layers = list(made_with or target.aux_layer_ids or default_aux_layer_ids(int(config["num_hidden_layers"])))
+    problem = aux_layer_problem(layers, int(config["num_hidden_layers"]))
+    if problem:
+        raise InputError(
+            f"auxiliary layers {problem}",
+            path=hidden_dir if source.reads_hidden else None,
+            fix=source.layers_fix,
+        )
+    return TrainInputs(
+        target_path=target_path,
+        target_config=config,
+        vocab_file=vocab_file,
+        draft_vocab_size=draft_vocab,
+        aux_layer_ids=layers,
+        mode=mode,
+        hidden_dir=str(hidden_dir) if source.reads_hidden else None,
+        sequences_dir=str(sequences_dir) if sequences_dir else None,
+        trust_remote_code=target.trust_remote_code,
+        samples=samples,
+        tokens=tokens,
+    )
+
+
+def hidden_is_complete(hidden_dir: str | Path | None) -> bool:
+    from eagle3_core.manifest import read_manifest
+
+    manifest = read_manifest(hidden_dir) if hidden_dir else None
+    return manifest is not None and manifest.status == "complete"
+
+
+def resolve_auto(mode: str, hidden_dir) -> tuple[str, str | None]:
+    """``auto`` in the stage itself (the pipeline skipped extract when hidden/ would not fit):
+    offline on a complete hidden/, else streamed; (the mode, the log line, or None when not auto)."""
+    if mode != "auto":
+        return mode, None
+    complete = hidden_is_complete(hidden_dir)
+    settled = HiddenShards.mode if complete else Spooled.mode
+    return settled, f"train: mode auto -> {settled} (hidden/ {'complete' if complete else 'absent'})"
+
+
+def offline_fits(target, sequences_dir: str | Path, hidden_dir: str | Path, headroom: float) -> tuple[bool, str]:
+    """(whether hidden/ fits, the storage line saying why) for every token of sequences/."""
+    from eagle3_core.contracts import sequences
+    from eagle3_core.contracts.target import read_target_facts
+    from eagle3_core.extract.storage import storage_line
+
+    tokens = sequences.token_total(sequences_dir)
+    line, need, free = storage_line(tokens, read_target_facts(target.require_path()).hidden_size, hidden_dir)
+    return need * headroom <= free, line
+
+
+def choose_mode(cfg, target, sequences_dir: str | Path, hidden_dir: str | Path, headroom: float):
+    """train.mode auto before extract runs: store the states (offline) when they fit on disk, stream
+    them (online-vllm) when not, from sizes alone (the sequences' token count, the target's hidden
+    size, the free space where hidden/ would go, with extract's headroom); a complete hidden/ is
+    always used as it is. (``cfg`` with the mode settled, the reason); another mode is kept."""
+    if cfg.mode != "auto":
+        return cfg, f"train.mode is {cfg.mode}"
+    if hidden_is_complete(hidden_dir):
+        return cfg.model_copy(update={"mode": HiddenShards.mode}), f"hidden/ is complete at {hidden_dir}: offline"
+    fits, line = offline_fits(target, sequences_dir, hidden_dir, headroom)
+    mode = HiddenShards.mode if fits else Spooled.mode
+    verdict = "they fit: offline" if fits else f"they do not fit (x{headroom} headroom): online-vllm, nothing stored"
+    return cfg.model_copy(update={"mode": mode}), f"{line}; {verdict}"

@@ -1,0 +1,64 @@
+"""The trainer's side of tracking: which run rank 0 opens, and what each metrics line becomes.
+
+Only rank 0 tracks (the others get an empty ``Tracker``). The run's parameters are the train
+config and the run's facts (recipe hash, mode, hidden-state engine, eagle3's version: see
+``provenance``). A metrics line (``metrics.jsonl``) becomes scalars named by its split:
+``train/loss``, ``train/loss_k/0``, ``train/acc_k/0``, ``train/lr``, ``train/tokens_per_s``
+(all ranks), ``train/sim_acceptance_length``; held-out lines ``heldout/...`` at their step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from eagle3_core.tracking import RunSpec, Tracker, flatten, warn, write_run_file
+from eagle3_core.train.config import TrainConfig
+from eagle3_core.train.metrics import read_metrics
+
+NOT_SCALARS = ("step", "split", "name", "total_steps")
+
+
+def metrics_of(record: dict[str, Any]) -> dict[str, float]:
+    """A metrics line's scalars, named ``<split>/<key>[/<unroll step>]``."""
+    split = record.get("split", "train")
+    return flatten(split, {k: v for k, v in record.items() if k not in NOT_SCALARS})
+
+
+def run_spec(cfg: TrainConfig, facts: dict, out: Path, client: dict | None) -> RunSpec:
+    t = cfg.tracking
+    return RunSpec(
+        out_dir=out,
+        project=t.project,
+        run_name=t.run_name or out.resolve().parent.name,
+        wandb_entity=t.wandb_entity,
+        wandb_mode=t.wandb_mode,
+        mlflow_tracking_uri=t.mlflow_tracking_uri,
+        params={"train": cfg.model_dump(mode="json"), "run": facts},
+        resume_step=int(client["step"]) if client is not None else None,
+        ids=(client or {}).get("tracking", {}),
+    )
+
+
+def start_tracker(cfg: TrainConfig, facts: dict, metrics: Path, rank: int, client: dict | None) -> Tracker:
+    """Rank 0's tracker, resumed from the checkpoint's ``client`` state when there is one; a resumed
+    run sends ``metrics`` (drafter/metrics.jsonl, cut at the checkpoint) again, and each backend
+    takes the steps it does not hold."""
+    if rank != 0 or not cfg.report_to:
+        return Tracker([])
+    out = metrics.parent
+    spec = run_spec(cfg, facts, out, client)
+    tracker = Tracker.start(list(cfg.report_to), spec)
+    if client is not None:
+        for record in read_metrics(metrics):
+            log_record(tracker, record)
+    try:
+        write_run_file(out, [b.name for b in tracker.backends], tracker.ids(), spec)
+    except OSError as exc:
+        warn(f"cannot write {out / 'tracking.json'} ({exc}): evaluate will not find the run")
+    return tracker
+
+
+def log_record(tracker: Tracker, record: dict[str, Any]) -> None:
+    """``MetricsLog``'s sink: every line it writes goes to the run at the line's step."""
+    tracker.log(metrics_of(record), int(record["step"]))

