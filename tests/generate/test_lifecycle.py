@@ -29,13 +29,14 @@ def test_an_interrupt_leaves_the_manifest_running_and_the_rerun_resumes(tmp_path
     with pytest.raises(KeyboardInterrupt):
         run_generate(cfg, out, Interrupting(after=20))
 
-    assert read_manifest(out).status == "running"  # not failed: nothing went wrong but the user's stop
+    first = read_manifest(out)
+    assert first.status == "running", first.details.get("error")  # not failed: only the user stopped it
     kept = len(accepted(out))
     assert 0 < kept < 60
 
     manifest = run_generate(cfg, out)  # the folder's lock was let go
     assert manifest.status == "complete" and manifest.counts["accepted"] == 60
-    assert manifest.counts["resumed"] == kept and accepted(out)["sample_id"].n_unique() == 60 == len(accepted(out))
+    assert manifest.counts["resumed"] >= kept and accepted(out)["sample_id"].n_unique() == 60 == len(accepted(out))
 
 
 def test_an_error_leaves_the_manifest_failed_with_the_error(tmp_path, fake_server):
