@@ -177,21 +177,25 @@ def test_the_table_of_reasons_is_in_contributing():
 def test_a_dead_endpoint_that_comes_back_is_let_in_again_by_a_half_open_probe(tmp_path, make_fake_server):
     import threading
 
-    dying, healthy = make_fake_server(delay=0.01), make_fake_server(delay=0.01)
+    # the healthy server alone would need 5 s for the input; the dead one is back within milliseconds
+    dying, healthy = make_fake_server(delay=0.01), make_fake_server(delay=0.05)
     dying.die_after(20)
 
-    def restart_once_dead() -> None:  # the server comes back soon after it died
+    def restart_once_dead() -> None:  # back once the healthy one has taken 40 more prompts (the breaker opened)
         while not dying.dead:
+            threading.Event().wait(0.01)
+        seen = healthy.received
+        while healthy.received < seen + 40:
             threading.Event().wait(0.01)
         dying.restart()
 
     threading.Thread(target=restart_once_dead, daemon=True).start()
-    src = write_jsonl(tmp_path / "in.jsonl", prompts(600))
+    src = write_jsonl(tmp_path / "in.jsonl", prompts(400))
     cfg = config(src, [dying.url, healthy.url], concurrency=4, breaker_backoff=0.05, breaker_max_backoff=0.1)
 
     manifest = run_generate(cfg, tmp_path / "out")
 
-    assert manifest.status == "complete" and manifest.counts["accepted"] == 600 and manifest.counts["open"] == 0
+    assert manifest.status == "complete" and manifest.counts["accepted"] == 400 and manifest.counts["open"] == 0
     assert manifest.details["breaker_opened"][dying.url] >= 1
     assert dying.received > 21  # it answered again after it came back
     assert manifest.details["endpoint_states"][dying.url] == "up"
