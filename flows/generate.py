@@ -30,9 +30,6 @@ def generate_flow(cfg: GenerateConfig, out: str, progress_bar: bool = False) -> 
         sorted({endpoint_limit_name(url) for url in cfg.base_urls}),
         cfg.max_concurrency if cfg.concurrency == "auto" else cfg.concurrency,
     )
-    try:
+    with run.life.guard():  # an error -> `failed`; an interrupt leaves `running`, for the rerun to resume
         stream_all(run, PrefectLimits(cfg.base_urls))
-    except BaseException as exc:
-        run.fail(exc)
-        raise
-    return finish_run(run).model_dump(mode="json")
+        return finish_run(run).model_dump(mode="json")

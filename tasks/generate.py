@@ -156,7 +156,14 @@ def publish_summary(manifest: StageManifest) -> None:
     """The summary artifacts: the manifest as markdown, and one table of every figure."""
     publish_manifest(manifest, title="generate")
     rows = [{"group": "count", "name": k, "value": v} for k, v in manifest.counts.items()]
-    for group in ("reject_reasons", "reasoning_sources", "finish_reasons", "retries_by_reason", "latency_s"):
+    for group in (
+        "reject_reasons",
+        "open_reasons",
+        "reasoning_sources",
+        "finish_reasons",
+        "retries_by_reason",
+        "latency_s",
+    ):
         rows += [{"group": group, "name": k, "value": v} for k, v in manifest.details.get(group, {}).items()]
     for url, timeline in manifest.details.get("concurrency_timeline", {}).items():
         rows += [{"group": f"concurrency {url}", "name": f"t={t}s", "value": n} for t, n in timeline[-50:]]

@@ -1,11 +1,13 @@
 """One chat request with its retries: AsyncOpenAI, non-streaming, token ids when asked.
 
-Retried through tenacity (the named transient set, exponential backoff with full jitter, ``max_retries`` times):
-timeouts, dropped connections, HTTP 408/409/425/429 and 5xx, malformed or truncated bodies, and
-an empty reasoning when reasoning is required. Every other HTTP error (400: a prompt too long,
-a bad parameter) fails that row at once: ``RequestFailed`` with the code. Each attempt takes a
-slot on the least-loaded endpoint and gives it back before the backoff, so a retry waiting to be
-sent holds no slot, and can move to a healthy endpoint.
+Retried (``max_retries`` times, exponential backoff with full jitter): every open-class failure
+(``health.is_open``: timeouts, dropped connections, 5xx, 401/403/407/408/409/425/429, bodies
+that are not JSON or hold no choices) and the answers that may differ on another try (an empty
+reasoning when reasoning is required, a body that breaks the contract). Any other 4xx (a prompt
+too long) fails that row at once: ``RequestFailed`` with the code. Each attempt takes a slot on
+the least-loaded endpoint whose breaker admits it and gives it back before the backoff, so a
+retry waiting to be sent holds no slot. A failure that opens its endpoint's breaker (or meets it
+open) is the endpoint's: the prompt is sent again elsewhere at once, its retries untouched.
 
 ``request_timeout`` is a deadline on the whole attempt, body included (``asyncio.timeout``), not
 only httpx's per-read timeout: a body that trickles in past it is abandoned and counted as a
@@ -33,12 +35,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
-
 from eagle3_core.generate.concurrency import Endpoint, EndpointPool
 from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.generate.health import RETRY_STATUS, ServerHealth
+from eagle3_core.generate.health import Breaker, SharedFailure, is_final_status, is_open
 from eagle3_core.generate.parse import Completion, MalformedBody, parse_completion
+from eagle3_core.generate.redact import redact, secret_of
 
 CONNECTIONS_PER_CLIENT = 8
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -53,11 +54,17 @@ class Transient(Exception):
 
 
 class RequestFailed(Exception):
-    """A failure no retry can fix (or retries ran out): the row is rejected with ``reason``."""
+    """A failure no retry can fix (or retries ran out): the row is rejected with ``reason``;
+    ``last`` is the last attempt's own words (``detail`` adds the attempt count)."""
 
-    def __init__(self, reason: str, detail: str, attempts: int) -> None:
+    def __init__(self, reason: str, detail: str, attempts: int, last: str | None = None) -> None:
         super().__init__(detail)
         self.reason, self.detail, self.attempts = reason, detail, attempts
+        self.last = detail if last is None else last
+
+
+class Moved(Exception):
+    """The endpoint failed, not the prompt (its breaker opened): send again, no retry spent."""
 
 
 @dataclass(frozen=True)
@@ -144,15 +151,16 @@ async def post_chat(endpoint: Endpoint, payload: bytes) -> dict:
     except openai.APIStatusError as exc:
         code = exc.status_code
         detail = f"HTTP {code}: {_short(exc.message)}"
-        if code in RETRY_STATUS or code >= 500:
-            raise Transient(f"http_{code}", detail) from None
-        raise RequestFailed(f"http_{code}", detail, attempts=1) from None
+        if is_final_status(code):
+            raise RequestFailed(f"http_{code}", detail, attempts=1) from None
+        raise Transient(f"http_{code}", detail) from None
     finally:
         endpoint.client_load[index] -= 1
     try:
         return json.loads(response.content)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise Transient("malformed_body", f"the response is not valid JSON: {exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        text = response.content[:200].decode("utf-8", errors="replace")
+        raise Transient("not_json", f"the response is not JSON: {_short(text)}") from None
 
 
 def open_clients(endpoint: Endpoint, cfg: GenerateConfig) -> None:
@@ -172,7 +180,10 @@ async def answer_all(cfg: GenerateConfig, model: str, base_url: str, prompts: li
     For callers that want answers, not a dataset (evaluation)."""
     from eagle3_core.generate.concurrency import controller_for
 
-    endpoint = Endpoint(base_url, controller_for(cfg))
+    # a breaker that never opens: no outage watcher runs here, so each prompt's retries decide
+    endpoint = Endpoint(
+        base_url, controller_for(cfg), breaker=Breaker(1 << 30, cfg.breaker_backoff, cfg.breaker_backoff)
+    )
     open_clients(endpoint, cfg)
     requester = Requester(cfg, model, EndpointPool([endpoint]))
     try:
@@ -185,7 +196,8 @@ class Requester:
     """Sends one prompt through the pool until it succeeds, fails for good, or retries run out.
 
     ``backoff(seconds)`` is awaited between attempts with no slot held; the engine's version also
-    lets a new prompt take the waiting one's place in its window.
+    lets a new prompt take the waiting one's place in its window. ``stop(error)`` is called when
+    every request fails the same way (``health.SharedFailure``); the engine stops the run.
     """
 
     def __init__(
@@ -195,56 +207,69 @@ class Requester:
         pool: EndpointPool,
         on_retry=None,
         backoff: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        health: ServerHealth | None = None,
     ) -> None:
         self.cfg, self.model, self.pool = cfg, model, pool
         self.on_retry = on_retry or (lambda reason: None)
         self.backoff = backoff
-        self.health = health or ServerHealth(cfg.outage_seconds, pool.capacity)
+        self.shared = SharedFailure(cfg.shared_failure_attempts)
+        self.stop: Callable[[str], None] = lambda error: None
+        self.secret = secret_of(cfg.api_key_env)
 
     async def answer(self, messages: list[dict], tools: list[dict] | None = None) -> Answer:
         # serialised once here, not once per attempt by the client (which deep-copies a dict body)
-        payload = json.dumps(request_body(self.cfg, self.model, messages, tools=tools), ensure_ascii=False).encode(
-            "utf-8"
-        )
-        # tenacity sleeps through self.backoff, which the engine replaces after construction
-        retrying = AsyncRetrying(
-            retry=retry_if_exception_type(Transient),
-            reraise=True,
-            stop=stop_after_attempt(self.cfg.max_retries + 1),
-            wait=lambda state: self.wait_before(state.attempt_number + 1),
-            sleep=lambda seconds: self.backoff(seconds),
-            before_sleep=lambda state: self.on_retry(state.outcome.exception().reason),
-        )
-        attempts = 0
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    attempts = attempt.retry_state.attempt_number
-                    return await self._watched_attempt(payload, attempts)
-        except Transient as exc:
-            raise RequestFailed(exc.reason, f"{exc.detail} (after {attempts} attempts)", attempts) from None
-        except RequestFailed as exc:
-            exc.attempts = attempts
-            raise
-        raise AssertionError("tenacity ended without an outcome")  # unreachable: reraise=True
+        body = request_body(self.cfg, self.model, messages, tools=tools)
+        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        attempts = spent = 0  # attempts sent; those that spent one of the prompt's retries
+        while True:
+            attempts += 1
+            try:
+                return await self._watched_attempt(payload, attempts)
+            except Moved as moved:
+                self.on_retry(str(moved))
+            except Transient as exc:
+                spent += 1
+                if spent > self.cfg.max_retries:
+                    detail = f"{exc.detail} (after {attempts} attempts)"
+                    raise RequestFailed(exc.reason, detail, attempts, exc.detail) from None
+                self.on_retry(exc.reason)
+                await self.backoff(self.wait_before(spent + 1))
+            except RequestFailed as exc:
+                exc.attempts = attempts
+                raise
 
     async def _watched_attempt(self, payload: bytes, attempts: int) -> Answer:
-        """One attempt, its outcome told to ``health`` (an answer, or how the server failed)."""
+        """One attempt on the next admitted endpoint; its outcome goes to that endpoint's breaker
+        (before the slot is released, so a waiter sees the new state) and to the shared-failure
+        streak. Server text is redacted here, where it enters."""
+        endpoint = await self.pool.acquire()
         try:
-            answer = await self._attempt(payload, attempts)
+            answer = await self._attempt(endpoint, payload, attempts)
         except (Transient, RequestFailed) as exc:
-            self.health.failed(exc.reason, exc.detail)
+            exc.detail = redact(exc.detail, self.secret)
+            if isinstance(exc, RequestFailed):
+                exc.last = redact(exc.last, self.secret)
+            self._failed(endpoint, exc)
             raise
-        self.health.answered()
-        return answer
+        else:
+            endpoint.breaker.answered()
+            self.shared.answered()
+            return answer
+        finally:
+            await self.pool.release(endpoint)
+
+    def _failed(self, endpoint: Endpoint, exc: Transient | RequestFailed) -> None:
+        if not is_open(exc.reason):  # the server answered this prompt: it is up
+            endpoint.breaker.answered()
+        elif endpoint.breaker.failed(exc.reason, exc.detail):
+            raise Moved(exc.reason) from None
+        if self.shared.failed(exc.reason, exc.detail):
+            self.stop(self.shared.error())
 
     def wait_before(self, attempt: int) -> float:
         """Exponential backoff with full jitter: uniform in [0, min(max, initial * 2^(attempt-2))]."""
         return random.uniform(0, min(self.cfg.retry_max_wait, self.cfg.retry_initial_wait * 2 ** (attempt - 2)))
 
-    async def _attempt(self, payload: bytes, attempts: int) -> Answer:
-        endpoint = await self.pool.acquire()
+    async def _attempt(self, endpoint: Endpoint, payload: bytes, attempts: int) -> Answer:
         start = time.monotonic()
         try:
             async with asyncio.timeout(self.cfg.request_timeout):
@@ -258,19 +283,24 @@ class Requester:
             if exc.reason == "timeout":
                 endpoint.controller.on_timeout()
             raise
-        finally:
-            await self.pool.release(endpoint)
         latency = time.monotonic() - start
         endpoint.controller.on_success(latency)
+        return Answer(self._completion(body), endpoint.url, attempts, latency)
+
+    def _completion(self, body: object) -> Completion:
+        """The answer in ``body``, or why it is none: no choices (open: a server's bad moment),
+        a contract broken (worth a retry), no reasoning where it is required."""
+        if not isinstance(body, dict) or not body.get("choices"):
+            raise Transient("no_choices", f"the response holds no choices: {_short(json.dumps(body))}")
         try:
             completion = parse_completion(body)
         except MalformedBody as exc:
-            raise Transient("malformed_body", str(exc)) from None
+            raise Transient("bad_body", str(exc)) from None
         if self.cfg.require_reasoning and not completion.reasoning and not completion.tool_calls:
             raise Transient(
                 "empty_reasoning", "the answer has no reasoning (none of reasoning, reasoning_content, <think> tags)"
             )
-        return Answer(completion, endpoint.url, attempts, latency)
+        return completion
 
 
 def _short(text: str, limit: int = 300) -> str:

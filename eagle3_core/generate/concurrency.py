@@ -11,7 +11,9 @@ vLLM answers no 429 when saturated: it queues, latency grows, requests time out.
 A fixed ``concurrency`` is the same controller that never moves.
 
 ``EndpointPool.acquire`` gives the next request to the endpoint with the lowest in-flight/limit
-ratio (least loaded); it waits when every endpoint is full. Where runs share an endpoint, its
+ratio (least loaded) among those whose breaker admits it (``health.Breaker``: a dead endpoint
+fails at once and so never looks busy; least-loaded alone kept choosing it); it waits when every
+endpoint is full or down. Where runs share an endpoint, its
 bound is also the slots this run holds of the shared limit (``granted``, kept by ``slots.py``).
 """
 
@@ -20,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+
+from eagle3_core.generate.health import Breaker
 
 TIMELINE_POINTS = 500  # enough to plot; a long run is decimated to stay this small
 
@@ -91,6 +95,7 @@ class Endpoint:
     granted: int | None = None  # slots held of a limit shared with other runs; None: not shared
     clients: list = field(default_factory=list, repr=False)  # AsyncOpenAI clients, bound to one event loop
     client_load: list[int] = field(default_factory=list, repr=False)  # in-flight requests per client
+    breaker: Breaker = field(default_factory=lambda: Breaker(5, 1.0, 30.0))
 
     @property
     def label(self) -> str:
@@ -121,7 +126,7 @@ class EndpointPool:
         return sum(e.controller.max for e in self.endpoints)
 
     def _free(self) -> Endpoint | None:
-        free = [e for e in self.endpoints if e.in_flight < e.bound]
+        free = [e for e in self.endpoints if e.in_flight < e.bound and e.breaker.admits()]
         return min(free, key=lambda e: e.in_flight / e.bound) if free else None
 
     async def acquire(self) -> Endpoint:
@@ -130,11 +135,15 @@ class EndpointPool:
         async with self._changed:
             self.waiting += 1
             try:
+                # no timed wait here: asyncio.wait_for (3.11) can swallow a cancel, and a run stopping
+                # would then wait forever; the engine's health watcher wakes waiters every tick instead,
+                # so a breaker whose backoff ended gets its probe
                 endpoint = await self._changed.wait_for(self._free)
             finally:
                 self.waiting -= 1
             endpoint.in_flight += 1
             endpoint.requests += 1
+            endpoint.breaker.sent()
             return endpoint
 
     async def release(self, endpoint: Endpoint) -> None:
@@ -144,7 +153,8 @@ class EndpointPool:
             self._changed.notify_all() if endpoint.controller.auto else self._changed.notify(1)
 
     async def bounds_changed(self) -> None:
-        """Wake every waiter: a bound grew (slots granted), so a request may fit now."""
+        """Wake every waiter: a bound grew (slots granted) or a breaker's backoff ended, so a
+        request may fit now."""
         if self._changed is not None:
             async with self._changed:
                 self._changed.notify_all()

@@ -27,7 +27,10 @@ class PromptSource(StrictModel):
     input: str = Field(
         description="Local .jsonl/.json/.parquet path, a directory of them, or a Hugging Face dataset name (e.g. mlabonne/open-perfectblend)."
     )
-    split: str = Field("train", description="Dataset split, for Hugging Face datasets.")
+    split: str = Field(
+        "train",
+        description="Dataset split, for Hugging Face datasets: a hub dataset, or a `save_to_disk` folder holding a DatasetDict.",
+    )
     max_samples: int | None = Field(None, ge=1, description="Take at most this many input rows (in input order).")
 
 
@@ -92,7 +95,23 @@ class GenerateConfig(StrictModel):
     outage_seconds: float = Field(
         300.0,
         gt=0,
-        description="Stop the run when no endpoint has answered for this long while requests kept failing on the server side (connection, timeout, 408/409/425/429, 5xx; at least one endpoint's concurrency of them): what finished is kept, and a rerun resends every prompt the outage rejected.",
+        description="Stop the run when every endpoint's circuit breaker has been open (the endpoint down) for this long together: what finished is kept, and a rerun sends every prompt left open. Prompts wait meanwhile; none is rejected for an outage.",
+    )
+    breaker_failures: int = Field(
+        5,
+        ge=1,
+        description="Open an endpoint's circuit breaker after this many server-side failures in a row there (connection, timeout, 5xx, 401/403/407/429, non-JSON or choice-less bodies): no request goes to it until its backoff has passed; its in-flight prompts move to the other endpoints without spending a retry.",
+    )
+    breaker_backoff: float = Field(
+        1.0,
+        gt=0,
+        description="Seconds an opened breaker waits before one half-open probe request; doubles after each failed probe, up to breaker_max_backoff.",
+    )
+    breaker_max_backoff: float = Field(30.0, gt=0, description="Upper bound of a breaker's backoff, in seconds.")
+    shared_failure_attempts: int = Field(
+        32,
+        ge=2,
+        description="Stop the run (exit 2, the server's words quoted) when this many answers in a row fail with the same reason and text: a setting every request fails on (max_tokens past the context, a revoked key, an unknown model), not the prompts. The streak's rows stay open.",
     )
     probe_max_tokens: int = Field(64, ge=1, description="Completion token limit of the one probe request per endpoint.")
     limit_lease_seconds: float = Field(

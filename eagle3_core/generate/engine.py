@@ -6,8 +6,12 @@ capacity are sending or waiting for a slot, so memory holds a window of prompts,
 dataset. A prompt waiting to retry leaves the window (and holds no slot) while it sleeps, so a
 new prompt takes its place; it comes back without waiting for room. Rows go into shards as they
 finish (``ShardWriter``), written off the loop. A row's failure (a 400, retries run out) becomes
-a rejected record; a failure to write (a full disk) stops the run, after cancelling what is in
-flight. With a ``SlotKeeper`` (runs sharing an endpoint's limit), the keeper's loop runs beside
+a rejected record, final or open by its reason (``health.is_open``); a failure to write (a full
+disk), an outage (every endpoint down for ``outage_seconds``), endpoints that all refuse, or a
+failure every request shares stops the run, after cancelling what is in flight: a prompt cut off
+so has no row and stays open. Final rejects that match the current shared-failure streak are held
+back until the streak breaks, so a streak that turns out to be a setting leaves none of them
+final. With a ``SlotKeeper`` (runs sharing an endpoint's limit), the keeper's loop runs beside
 the requests and the endpoints' bounds follow the slots it holds.
 """
 
@@ -25,6 +29,7 @@ from typing import Any
 from eagle3_core.errors import StageError
 from eagle3_core.generate.client import Answer, Requester, RequestFailed, close_clients, open_clients
 from eagle3_core.generate.concurrency import EndpointPool
+from eagle3_core.generate.health import Outage, is_open, refused_everywhere
 from eagle3_core.generate.rows import Messages, row_json, stored_messages
 from eagle3_core.generate.shards import ShardWriter
 from eagle3_core.generate.slots import SlotKeeper
@@ -81,6 +86,8 @@ class Engine:
         self.requester, self.pool, self.stats, self.model = requester, pool, stats, model
         self.accepted, self.rejected, self.on_progress, self.on_shard = accepted, rejected, on_progress, on_shard
         self.unstarted = True  # the planner has prompts left
+        self.held: list[dict[str, Any]] = []  # final rejects of the current shared-failure streak
+        self.held_signature: tuple[str, str] | None = None
 
     async def process(self, items: Iterable[WorkItem], keeper: SlotKeeper | None = None) -> None:
         self._main, self._stop, self._closing = asyncio.current_task(), None, False
@@ -88,6 +95,7 @@ class Engine:
             open_clients(endpoint, self.requester.cfg)
         window = Window(2 * self.pool.capacity)
         self.requester.backoff = window.sleep_outside
+        self.requester.stop = lambda why: self._fail(shared_error(why))
         alive: set[asyncio.Task] = set()
 
         def finished(task: asyncio.Task) -> None:
@@ -109,22 +117,24 @@ class Engine:
                 task.add_done_callback(finished)
             self.unstarted = False
             await asyncio.gather(*alive, return_exceptions=True)  # a failure arrives through _fail
-            if why := self.requester.health.outage(ended=True):
-                raise outage_error(why)
+            await self._settle_held()
         except asyncio.CancelledError:
             if self._stop is not None:  # stopped by _fail: say why, not "cancelled"
                 raise self._stop from None
             raise
         finally:
-            self._closing, self.unstarted = True, False
-            for task in list(alive) + helpers:
-                task.cancel()
-            await asyncio.gather(*helpers, *alive, return_exceptions=True)
-            if keeping is not None:  # after the requests: every slot is free to give back
-                keeper.stop()
-                await keeping
-            for endpoint in self.pool.endpoints:
-                await close_clients(endpoint)
+            await self._close(list(alive) + helpers, keeper, keeping)
+
+    async def _close(self, tasks: list[asyncio.Task], keeper: SlotKeeper | None, keeping: asyncio.Task | None) -> None:
+        self._closing, self.unstarted = True, False
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if keeping is not None:  # after the requests: every slot is free to give back
+            keeper.stop()
+            await keeping
+        for endpoint in self.pool.endpoints:
+            await close_clients(endpoint)
 
     def _fail(self, exc: BaseException) -> None:
         """Stop the run with ``exc`` now, wherever ``process`` waits (a window place, the last
@@ -134,29 +144,60 @@ class Engine:
             self._main.cancel()
 
     async def _watch_health(self) -> None:
-        """Stop the run once the endpoints are down: every prompt started meanwhile would only fail
-        its retries and be rejected."""
-        health = self.requester.health
-        health.answered()  # the clock starts with the first request, not when the run was set up
-        while (why := health.outage()) is None:
-            await asyncio.sleep(min(1.0, health.outage_seconds / 4))
-        self._fail(outage_error(why))
+        """Stop the run once every endpoint is down for ``outage_seconds`` (every prompt started
+        meanwhile would only wait), or all refuse every request; wake the waiters each tick, so a
+        breaker whose backoff ended gets its half-open probe."""
+        breakers = {e.url: e.breaker for e in self.pool.endpoints}
+        outage = Outage(breakers, self.requester.cfg.outage_seconds)
+        tick = min(0.25, self.requester.cfg.outage_seconds / 4)
+        while True:
+            await asyncio.sleep(tick)
+            if why := refused_everywhere(breakers):
+                return self._fail(shared_error(why))
+            if why := outage.why():
+                return self._fail(outage_error(why))
+            await self.pool.bounds_changed()
 
     async def _one(self, item: WorkItem) -> None:
         try:
             answer = await self.requester.answer(item.messages, item.tools)
         except RequestFailed as failure:
             self.stats.requests += failure.attempts
-            self.stats.reject(failure.reason)
-            await self._store(
-                self.rejected, rejected_record(item.sample_id, item.row_index, item.row, failure.reason, failure.detail)
-            )
+            if self._stop is not None:
+                return  # the run is stopping: this prompt stays open, resent by the next run
+            record = rejected_record(item.sample_id, item.row_index, item.row, failure.reason, failure.detail)
+            if not is_open(failure.reason) and self.requester.shared.signature == (failure.reason, failure.last):
+                self.held.append(record)
+                self.held_signature = (failure.reason, failure.last)
+            else:
+                await self._store_reject(record)
         else:
             self.stats.requests += answer.attempts
             record = accepted_record(item, answer, self.model)
             self.stats.accept(record)
             await self._store(self.accepted, record)
+        await self._release_held()
         self.on_progress()
+
+    async def _store_reject(self, record: dict[str, Any]) -> None:
+        self.stats.reject(record["reason"])
+        await self._store(self.rejected, record)
+
+    async def _release_held(self) -> None:
+        """The streak broke (an answer, another failure): its held rejects were the prompts' own."""
+        if self.held and self.requester.shared.signature != self.held_signature:
+            held, self.held = self.held, []
+            for record in held:
+                await self._store_reject(record)
+
+    async def _settle_held(self) -> None:
+        """At the end of the input: a streak that is every answer of the run is a setting, not the
+        prompts (a run shorter than ``shared_failure_attempts``); else the held rows are final."""
+        if self.held and self.requester.shared.every_answer():
+            raise shared_error(self.requester.shared.error())
+        held, self.held = self.held, []
+        for record in held:
+            await self._store_reject(record)
 
     async def _store(self, writer: ShardWriter, record: dict[str, Any]) -> None:
         if writer.add(record):
@@ -185,9 +226,13 @@ class Engine:
 
 def outage_error(why: str) -> StageError:
     return StageError(
-        f"the endpoints are down: {why}",
-        fix="check the servers; what finished is kept, and a rerun resumes and resends the prompts the outage rejected",
+        f"the endpoints are down: {why}; what finished is kept, and the rerun sends every prompt left open"
     )
+
+
+def shared_error(why: str) -> StageError:
+    """One line with the server's own words: a setting, a key or a gateway, not the prompts."""
+    return StageError(f"{why}; no prompt is settled by it: fix the setting and rerun, which sends them")
 
 
 def accepted_record(item: WorkItem, answer: Answer, model: str) -> dict[str, Any]:

@@ -1,58 +1,199 @@
-"""Whether the endpoints are down: an outage fails the run instead of rejecting the rest of it.
+"""Which failures settle a prompt, and which endpoints are up.
 
-Retries cover a failure of minutes at most (``max_retries`` backoffs); past that every prompt the
-engine starts fails each attempt and becomes a reject, at 128 in flight thousands of them in a
-10-minute outage. So the run stops once the servers look down, keeping what finished; the rejects
-the outage already made are server failures, which a rerun sends again (``shards.read_persisted``).
+Guarantees:
 
-"Down" is two things at once, so that slow answers never look like an outage (a 10K-token answer
-takes minutes, and the first answers of a run come late): no answer from any endpoint for
-``outage_seconds``, and at least ``min_failures`` attempts failed with a server failure since the
-last answer (one endpoint's worth of in-flight requests: a stray timeout is not an outage). A
-run whose input ends while the endpoints fail (no answer since ``min_failures`` failures) is down
-at once.
+- **A prompt is settled only by its own answer.** A reject is *final* only when the server
+  answered this prompt and the answer is the reason (``FINAL``): an empty reasoning after its
+  retries, a 4xx that names the prompt, a body that parses but breaks the contract. Every failure
+  of a server or of the path to it is *open* (``is_open``): its row is kept with its reason, a
+  run that ends with open rows ends failed, and the next run in the folder sends them again.
+- **One endpoint at a time** (``Breaker``): ``failures`` open-class failures in a row open an
+  endpoint's breaker; no request goes to it until a backoff (``backoff`` doubling up to
+  ``max_backoff``) has passed, then one request probes it (half-open): an answer closes it, a
+  failure opens it again for twice as long. A failure that opens (or finds open) the breaker is
+  the endpoint's, not the prompt's: it costs the prompt no retry, so the prompt moves to a
+  healthy endpoint.
+- **An outage** (``Outage``) is every endpoint's breaker open for ``outage_seconds`` together:
+  the run stops, keeping what finished. While some endpoints are down and one answers, the run
+  goes on at the healthy endpoints' pace; prompts wait, they are never rejected for it.
+- **A failure every request shares** (``SharedFailure``): ``attempts`` answers in a row failing
+  with the same reason and the same words (a 400 for a setting, a revoked key, a gateway's HTML
+  page) stop the run at once, quoting the server; the rows of that streak are not final.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 
-RETRY_STATUS = {408, 409, 425, 429}  # HTTP codes a server sends when it is busy, not when a request is wrong
+BUSY_STATUS = {408, 409, 425, 429}  # the server is busy, not the request wrong
+ACCESS_STATUS = {401, 403, 407}  # the key or a proxy refused: the same prompt passes with a good key
+
+# reason -> (class, why); the table in CONTRIBUTING.md. ``http_5xx`` etc. stand for their codes.
+REASONS: dict[str, tuple[str, str]] = {
+    "connection": ("open", "the connection failed or dropped"),
+    "timeout": ("open", "no whole answer within request_timeout"),
+    "http_5xx": ("open", "the server failed"),
+    "http_408/409/425/429": ("open", "the server was busy"),
+    "http_401/403/407": ("open", "the key or a proxy refused the request"),
+    "not_json": ("open", "the body is not JSON (a gateway's HTML page, a truncated body)"),
+    "no_choices": ("open", "a JSON body without choices (choices: [] with HTTP 200)"),
+    "shared_failure": ("open", "every request failed the same way (a setting, not the prompt)"),
+    "empty_reasoning": ("final", "the answer had no reasoning, after its retries"),
+    "bad_body": ("final", "the body parses but breaks the contract (choices[0].message not an object)"),
+    "http_4xx": ("final", "any other 4xx: the server named this prompt (its length against the context)"),
+    "input reasons": ("final", "unknown_shape, invalid_json, undecodable, ...: the row itself"),
+}
+OPEN_REASONS = {"connection", "timeout", "not_json", "no_choices", "shared_failure"}
 
 
-def is_server_failure(reason: str) -> bool:
-    """A reject reason that says the server failed (not the prompt or the answer): a rerun resends it."""
-    if reason in ("connection", "timeout"):
+def is_open(reason: str) -> bool:
+    """Whether a reject with ``reason`` is left open (the server failed, not the prompt)."""
+    if reason in OPEN_REASONS:
         return True
     code = reason.removeprefix("http_")
-    return code.isdigit() and (int(code) in RETRY_STATUS or int(code) >= 500)
+    return code.isdigit() and (int(code) in BUSY_STATUS | ACCESS_STATUS or int(code) >= 500)
 
 
-class ServerHealth:
-    def __init__(self, outage_seconds: float, min_failures: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.outage_seconds, self.min_failures, self.clock = outage_seconds, min_failures, clock
-        self.last_answer = clock()  # the probe just answered
-        self.failures = 0  # server failures since the last answer
+def is_final_status(code: int) -> bool:
+    """An HTTP status that settles the prompt (a 4xx about it), not retried."""
+    return 400 <= code < 500 and code not in BUSY_STATUS | ACCESS_STATUS
+
+
+class Breaker:
+    """One endpoint's circuit breaker: ``closed`` -> ``open`` -> ``half_open`` -> closed or open."""
+
+    def __init__(
+        self, failures: int, backoff: float, max_backoff: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.failures, self.backoff, self.max_backoff, self.clock = failures, backoff, max_backoff, clock
+        self.state = "closed"
+        self.in_a_row = 0  # open-class failures since the last answer
+        self.wait = backoff  # the next open period
+        self.reopen_at = 0.0
+        self.probing = False  # a half-open probe is in flight
+        self.down_since: float | None = None
         self.last_failure = ""
+        self.last_reason = ""
+        self.opened = 0  # how many times it opened (for the manifest)
+
+    def admits(self) -> bool:
+        """May a request go here now? Past its backoff an open breaker admits one probe."""
+        if self.state == "open" and self.clock() >= self.reopen_at:
+            self.state = "half_open"
+        return self.state == "closed" or (self.state == "half_open" and not self.probing)
+
+    def sent(self) -> None:
+        if self.state == "half_open":
+            self.probing = True
 
     def answered(self) -> None:
-        self.last_answer, self.failures = self.clock(), 0
+        self.state, self.in_a_row, self.wait, self.probing, self.down_since = "closed", 0, self.backoff, False, None
 
-    def failed(self, reason: str, detail: str) -> None:
-        if not is_server_failure(reason):
-            return self.answered()  # a 400 or an answer without reasoning: the server is up
-        self.failures += 1
-        self.last_failure = detail
+    def failed(self, reason: str, detail: str) -> bool:
+        """One open-class failure here; True when it is the endpoint's (the breaker opened, was
+        already open, or its probe failed), so the prompt keeps its retries."""
+        self.last_reason, self.last_failure = reason, detail
+        if self.state != "closed":
+            if self.state == "half_open":
+                self.trip()
+            return True
+        self.in_a_row += 1
+        if self.in_a_row >= self.failures:
+            self.trip()
+            return True
+        return False
 
-    def outage(self, ended: bool = False) -> str | None:
-        """Why the endpoints count as down, or None. Once every prompt has had its turn (``ended``)
-        the failures alone decide: waiting out ``outage_seconds`` there would only let the run end
-        complete with the outage's rejects in it, which a complete run never sends again."""
-        silent = self.clock() - self.last_answer
-        if self.failures < self.min_failures or (silent < self.outage_seconds and not ended):
+    def trip(self) -> None:
+        """Open now (also for an endpoint down at the start); jitter spreads the probes of many runs."""
+        now = self.clock()
+        self.state, self.probing = "open", False
+        self.reopen_at = now + self.wait * random.uniform(0.8, 1.0)
+        self.wait = min(self.max_backoff, self.wait * 2)
+        self.down_since = self.down_since if self.down_since is not None else now
+        self.opened += 1
+
+    def describe(self) -> str:
+        if self.state == "closed" or self.down_since is None:
+            return "up"
+        return f"{self.state.replace('_', '-')} for {self.clock() - self.down_since:.0f} s"
+
+
+class Outage:
+    """Every endpoint down for ``outage_seconds`` together: the run stops."""
+
+    def __init__(self, breakers: dict[str, Breaker], outage_seconds: float) -> None:
+        self.breakers, self.outage_seconds = breakers, outage_seconds
+
+    def why(self) -> str | None:
+        states = list(self.breakers.values())
+        if not states or any(b.state == "closed" for b in states):
             return None
-        return (
-            f"no endpoint has answered for {silent:.0f} s and {self.failures} attempts failed meanwhile "
-            f"(last: {self.last_failure})"
-        )
+        now = states[0].clock()
+        together = now - max(now if b.down_since is None else b.down_since for b in states)
+        if together < self.outage_seconds:
+            return None
+        each = "; ".join(f"{url}: {b.last_failure}" for url, b in self.breakers.items())
+        return f"every endpoint has been down for {together:.0f} s ({each})"
+
+
+def refused_everywhere(breakers: dict[str, Breaker]) -> str | None:
+    """Every endpoint is open because it *answered* with a refusal (a 401, an HTML page, no
+    choices): the servers are up and refuse every request, so waiting out ``outage_seconds``
+    would change nothing. The run stops at once, quoting them."""
+    states = list(breakers.values())
+    if not states or any(b.state == "closed" or not _is_refusal(b.last_reason) for b in states):
+        return None
+    each = "; ".join(f"{url}: {b.last_failure}" for url, b in breakers.items())
+    return f"every endpoint refuses every request ({each})"
+
+
+def _is_refusal(reason: str) -> bool:
+    code = reason.removeprefix("http_")
+    return reason in ("not_json", "no_choices") or (code.isdigit() and int(code) in ACCESS_STATUS)
+
+
+class SharedFailure:
+    """The last answers all failed with the same reason and words: a setting, not the prompts."""
+
+    def __init__(self, attempts: int) -> None:
+        self.attempts = attempts
+        self.signature: tuple[str, str] | None = None
+        self.count = 0
+        self.total = 0  # attempts the servers answered, this run
+
+    def answered(self) -> None:
+        self.total += 1
+        self.signature, self.count = None, 0
+
+    def failed(self, reason: str, detail: str) -> bool:
+        """Count one failed attempt; True once ``attempts`` in a row failed the same way.
+        Connection failures, timeouts and 5xx are the breakers' and the outage's: they
+        neither count nor break a streak."""
+        if reason in ("connection", "timeout") or _is_5xx(reason):
+            return False
+        self.total += 1
+        if (reason, detail) == self.signature:
+            self.count += 1
+        else:
+            self.signature, self.count = (reason, detail), 1
+        return self.count >= self.attempts
+
+    def every_answer(self) -> bool:
+        """Every answer of the run was this one failure (a run shorter than ``attempts``)."""
+        return self.signature is not None and self.count == self.total and self.count > 1
+
+    def error(self) -> str:
+        reason, detail = self.signature or ("", "")
+        return f"every request fails the same way: {self.count} answers in a row were {reason}: {detail}"
+
+
+def _is_5xx(reason: str) -> bool:
+    code = reason.removeprefix("http_")
+    return code.isdigit() and int(code) >= 500
+
+
+def states(breakers: dict[str, Breaker]) -> dict[str, str]:
+    """Each endpoint's state in words, for the progress artifact and the manifest."""
+    return {url: breaker.describe() for url, breaker in breakers.items()}

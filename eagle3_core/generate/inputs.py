@@ -1,6 +1,11 @@
-"""Prompt rows in, one at a time: local jsonl/json/parquet (a file or a directory) or a HF dataset.
+"""Prompt rows in, one at a time: local jsonl/json/parquet (a file or a directory), a folder
+written by ``datasets``' ``save_to_disk``, or a HF dataset.
 
 Guarantees:
+- a ``save_to_disk`` folder (a Dataset: ``state.json`` + ``dataset_info.json`` beside ``.arrow``
+  data; a DatasetDict: ``dataset_dict.json`` and one such folder per split) is read through
+  ``datasets.load_from_disk``, its ``split`` chosen for a DatasetDict; in any folder, the
+  ``datasets`` metadata files (``METADATA_FILES``) are never read as prompt rows;
 - rows are streamed (jsonl line by line, parquet batch by batch, HF datasets with
   ``streaming=True``), so memory does not grow with the dataset; a ``.json`` array is the one
   format that is read whole;
@@ -23,6 +28,7 @@ from eagle3_core.errors import InputError
 from eagle3_core.generate.config import PromptSource
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
+METADATA_FILES = {"state.json", "dataset_info.json", "dataset_dict.json"}  # what save_to_disk writes beside the data
 BAD_LINE = "__bad_line__"
 
 
@@ -41,6 +47,9 @@ def count_rows(source: PromptSource) -> int | None:
     path = Path(source.input).expanduser()
     if not path.exists():
         return source.max_samples
+    if is_saved_dataset(path):
+        total = len(_load_saved(path, source.split))
+        return total if source.max_samples is None else min(total, source.max_samples)
     total = 0
     for file in _local_files(path):
         if file.suffix == ".parquet":
@@ -57,13 +66,20 @@ def fingerprint(source: PromptSource) -> str:
     path = Path(source.input).expanduser()
     if not path.exists():
         return f"hf:{source.input}:{source.split}:{source.max_samples}"
-    parts = [f"{f.resolve()}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in _local_files(path)]
-    return f"files:{';'.join(parts)}:{source.max_samples}"
+    if is_saved_dataset(path):
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+        split = f":{source.split}"
+    else:
+        files, split = _local_files(path), ""
+    parts = [f"{f.resolve()}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
+    return f"files:{';'.join(parts)}{split}:{source.max_samples}"
 
 
 def _all_rows(source: PromptSource) -> Iterator[dict[str, Any]]:
     path = Path(source.input).expanduser()
-    if path.exists():
+    if path.exists() and is_saved_dataset(path):
+        yield from _load_saved(path, source.split)
+    elif path.exists():
         for file in _local_files(path):
             yield from _read_file(file)
     elif _looks_like_path(source.input):
@@ -86,7 +102,9 @@ def _local_files(path: Path) -> list[Path]:
                 f"unsupported input file type: {path.name}", path=str(path), fix="use .jsonl, .json or .parquet"
             )
         return [path]
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in LOCAL_SUFFIXES)
+    files = sorted(
+        p for p in path.rglob("*") if p.is_file() and p.suffix in LOCAL_SUFFIXES and p.name not in METADATA_FILES
+    )
     if not files:
         raise InputError(
             "no .jsonl/.json/.parquet files in the input directory",
@@ -217,3 +235,36 @@ def _read_hf(source: PromptSource) -> Iterator[dict[str, Any]]:
             fix="check the name and split, your network or HF_HUB_OFFLINE, or pass a local .jsonl/.parquet file",
         ) from None
     yield from dataset
+
+
+def is_saved_dataset(path: Path) -> bool:
+    """A folder ``save_to_disk`` wrote: a Dataset's or a DatasetDict's."""
+    if not path.is_dir():
+        return False
+    return (path / "dataset_dict.json").is_file() or (
+        (path / "state.json").is_file() and (path / "dataset_info.json").is_file()
+    )
+
+
+def _load_saved(path: Path, split: str):
+    """The Dataset in ``path`` (memory-mapped Arrow: rows stream from disk), ``split`` of a DatasetDict."""
+    import datasets
+
+    datasets.logging.set_verbosity_error()
+    try:
+        loaded = datasets.load_from_disk(str(path))
+    except Exception as exc:  # a damaged folder: several types
+        raise InputError(
+            f"cannot load the saved dataset: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}",
+            path=str(path),
+            fix="save it again with save_to_disk, or pass a .jsonl/.parquet file",
+        ) from None
+    if isinstance(loaded, datasets.DatasetDict):
+        if split not in loaded:
+            raise InputError(
+                f"the saved dataset has no split {split!r} (it has: {', '.join(loaded) or 'none'})",
+                path=str(path),
+                fix="pass --split with one of them (generate.prompts.split)",
+            )
+        return loaded[split]
+    return loaded

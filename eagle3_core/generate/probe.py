@@ -5,19 +5,28 @@ verdict is one line, e.g. ``probe: model toy on 2 endpoints: reasoning in `reaso
 returned (vLLM layout)``. With reasoning required, an endpoint whose answer carries none (no parser on the
 server and no ``<think>`` tags) stops the run with an ``EndpointError``: the run this project
 replaces spent hours collecting 25,000 empty thoughts because nobody looked.
+
+Also caught here, before any prompt: ``max_tokens`` plus the probe's own prompt past the
+endpoint's ``max_model_len`` (vLLM lists it in ``/v1/models``; every request would get the same
+400), and a refused key (a 401/403 names ``generate.api_key_env``). An endpoint that cannot be
+reached (connection refused, 5xx, timeouts) is left out, in ``ProbeReport.down``, as long as
+another answers: the run starts its breaker open, and it joins when a half-open probe finds it
+up. Server text is redacted (``redact.py``) before it is raised.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from eagle3_core.errors import EndpointError
 from eagle3_core.generate.client import request_body
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.parse import parse_completion, reasoning_layout, unknown_id_fields
+from eagle3_core.generate.redact import redact, secret_of
 
 PROBE_MESSAGES = [{"role": "user", "content": "What is 2 + 3? Think briefly, then answer."}]
+UNREACHABLE_FIX = "start the server (eagle3 serve) or fix --base-url (http://host:port/v1)"
 PROBE_TRIES = 3  # a 503 while the server warms up should not stop the run
 LAYOUT_WORDS = {
     "reasoning": "`reasoning`",
@@ -40,11 +49,16 @@ NO_IDS_WORDS = {
 }
 
 
+class Unreachable(EndpointError):
+    """The endpoint did not answer (connection, 5xx, timeouts): left out while another answers."""
+
+
 @dataclass(frozen=True)
 class ProbeReport:
     model: str
     layouts: dict[str, str]  # endpoint url -> reasoning layout
     id_layouts: dict[str, str]  # endpoint url -> vllm | sglang | completion_only | none
+    down: dict[str, str] = field(default_factory=dict)  # endpoint url -> why it is left out for now
 
     @property
     def token_ids(self) -> dict[str, bool]:
@@ -68,33 +82,34 @@ class ProbeReport:
 
 
 def probe_endpoints(cfg: GenerateConfig) -> ProbeReport:
-    """Probe every endpoint; raise ``EndpointError`` when one is unusable."""
+    """Probe every endpoint at once (8 endpoints of a reasoning model, one after another, cost 8
+    probe answers: 16 s at 2 s each in benchmarks/bench_endpoints.py); raise ``EndpointError``
+    when one is unusable, or none answers."""
     import os
+    from concurrent.futures import ThreadPoolExecutor
 
     import httpx
 
-    layouts, id_layouts, model = {}, {}, cfg.model
     key = os.environ.get(cfg.api_key_env)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     with httpx.Client(timeout=min(cfg.request_timeout, 120.0), headers=headers) as http:
-        for url in cfg.base_urls:
-            models = _list_models(http, url)
-            model = model or (models[0] if models else None)
-            if model not in models:
-                raise EndpointError(
-                    f"{url} does not serve model {model!r} (it serves: {', '.join(models) or 'none'})",
-                    fix="pass --model with one of the served names",
-                )
-            body = _chat(http, url, request_body(cfg, model, PROBE_MESSAGES, cfg.probe_max_tokens))
-            layouts[url] = reasoning_layout(body["choices"][0]["message"])
-            id_layouts[url] = _id_layout(url, body)
-            if cfg.require_reasoning and layouts[url] == "none":
-                raise EndpointError(
-                    f"{url} answered without reasoning (no `reasoning`, no `reasoning_content`, no <think> tags)",
-                    fix="start vLLM with --reasoning-parser (e.g. kimi_k2, qwen3, deepseek_r1) or check that the "
-                    "model thinks; pass --allow-empty-reasoning to keep answers without reasoning",
-                )
-    return ProbeReport(model=model, layouts=layouts, id_layouts=id_layouts)
+        model = cfg.model or _first_model(http, cfg)
+        with ThreadPoolExecutor(max_workers=len(cfg.base_urls)) as pool:
+            outcomes = list(pool.map(lambda url: _outcome(http, cfg, url, model), cfg.base_urls))
+    layouts, id_layouts, down = {}, {}, {}
+    for url, outcome in zip(cfg.base_urls, outcomes):
+        if isinstance(outcome, Unreachable):
+            down[url] = outcome.message
+        elif isinstance(outcome, EndpointError):
+            raise _redacted(outcome, cfg)
+        else:
+            layouts[url] = reasoning_layout(outcome["choices"][0]["message"])
+            id_layouts[url] = _id_layout(url, outcome)
+            _check_reasoning(cfg, url, layouts[url])
+    if not layouts:
+        first = next(iter(down.values()))
+        raise _redacted(EndpointError(first, fix=UNREACHABLE_FIX), cfg)
+    return ProbeReport(model=model, layouts=layouts, id_layouts=id_layouts, down=down)
 
 
 def _id_layout(url: str, body: dict) -> str:
@@ -110,13 +125,80 @@ def _id_layout(url: str, body: dict) -> str:
     return layout
 
 
-def _list_models(http, url: str) -> list[str]:
-    response = _send(http, "GET", f"{url.rstrip('/')}/models")
-    return [m.get("id") for m in response.get("data", []) if isinstance(m, dict)]
+def _first_model(http, cfg: GenerateConfig) -> str | None:
+    """The model the first endpoint that answers lists first (when --model is not given)."""
+    for url in cfg.base_urls:
+        try:
+            models = _list_models(http, url, cfg.api_key_env)
+        except Unreachable:
+            continue
+        except EndpointError as exc:
+            raise _redacted(exc, cfg) from None
+        return models[0] if models else None
+    return None
 
 
-def _chat(http, url: str, payload: dict) -> dict:
-    body = _send(http, "POST", f"{url.rstrip('/')}/chat/completions", json=payload)
+def _outcome(http, cfg: GenerateConfig, url: str, model: str | None) -> dict | EndpointError:
+    """The probe's answer body, or the error it met (raised by the caller, in endpoint order)."""
+    try:
+        return _probe_one(http, cfg, url, model)[1]
+    except EndpointError as exc:
+        return exc
+
+
+def _probe_one(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[str, dict]:
+    listed = _listed_models(http, url, cfg.api_key_env)
+    models = [m.get("id") for m in listed]
+    model = model or (models[0] if models else None)
+    if model not in models:
+        raise EndpointError(
+            f"{url} does not serve model {model!r} (it serves: {', '.join(map(str, models)) or 'none'})",
+            fix="pass --model with one of the served names",
+        )
+    body = _chat(http, url, request_body(cfg, model, PROBE_MESSAGES, cfg.probe_max_tokens), cfg.api_key_env)
+    _check_context(cfg, url, next(m for m in listed if m.get("id") == model), body)
+    return model, body
+
+
+def _check_context(cfg: GenerateConfig, url: str, listed: dict, body: dict) -> None:
+    """``max_tokens`` and a prompt must fit the served context, or every request gets the same 400.
+    The probe's prompt stands for the shortest prompt: a longer one is the prompt's own 400."""
+    context = listed.get("max_model_len")
+    prompt = (body.get("usage") or {}).get("prompt_tokens") or 0
+    if isinstance(context, int) and cfg.max_tokens + prompt > context:
+        raise EndpointError(
+            f"{url} serves a context of {context} tokens (max_model_len), and max_tokens={cfg.max_tokens} plus "
+            f"even the probe's {prompt}-token prompt exceeds it: every request would be refused",
+            fix=f"pass --max-tokens below {context - prompt} (generate.max_tokens), or serve a longer --max-model-len",
+        )
+
+
+def _check_reasoning(cfg: GenerateConfig, url: str, layout: str) -> None:
+    if cfg.require_reasoning and layout == "none":
+        raise EndpointError(
+            f"{url} answered without reasoning (no `reasoning`, no `reasoning_content`, no <think> tags)",
+            fix="start vLLM with --reasoning-parser (e.g. kimi_k2, qwen3, deepseek_r1) or check that the "
+            "model thinks; pass --allow-empty-reasoning to keep answers without reasoning",
+        )
+
+
+def _redacted(exc: EndpointError, cfg: GenerateConfig) -> EndpointError:
+    secret = secret_of(cfg.api_key_env)
+    return type(exc)(redact(exc.message, secret), fix=exc.fix)
+
+
+def _list_models(http, url: str, key_env: str = "OPENAI_API_KEY") -> list[str]:
+    return [m.get("id") for m in _listed_models(http, url, key_env)]
+
+
+def _listed_models(http, url: str, key_env: str) -> list[dict]:
+    """The entries of ``/models`` (vLLM's carry ``max_model_len``)."""
+    response = _send(http, "GET", f"{url.rstrip('/')}/models", key_env)
+    return [m for m in response.get("data", []) if isinstance(m, dict)]
+
+
+def _chat(http, url: str, payload: dict, key_env: str = "OPENAI_API_KEY") -> dict:
+    body = _send(http, "POST", f"{url.rstrip('/')}/chat/completions", key_env, json=payload)
     if not body.get("choices") or not isinstance(body["choices"][0].get("message"), dict):
         raise EndpointError(
             f"{url} answered the probe without choices[0].message", fix="is this an OpenAI-compatible chat endpoint?"
@@ -124,7 +206,7 @@ def _chat(http, url: str, payload: dict) -> dict:
     return body
 
 
-def _send(http, method: str, url: str, **kwargs) -> dict:
+def _send(http, method: str, url: str, key_env: str, **kwargs) -> dict:
     import httpx
 
     last = ""
@@ -139,12 +221,21 @@ def _send(http, method: str, url: str, **kwargs) -> dict:
                     return response.json()
                 except ValueError:
                     last = f"{url} answered with a body that is not JSON"
-            elif response.status_code < 500 and response.status_code not in (408, 409, 425, 429):
-                raise EndpointError(
-                    f"{url} answered HTTP {response.status_code}: {response.text[:300]}",
-                    fix="check --base-url (it ends in /v1) and --model",
-                )
             else:
+                _refused(response, url, key_env)
                 last = f"{url} answered HTTP {response.status_code}"
         time.sleep(0.5 * (attempt + 1))
-    raise EndpointError(last, fix="start the server (eagle3 serve) or fix --base-url (http://host:port/v1)")
+    raise Unreachable(last, fix=UNREACHABLE_FIX)
+
+
+def _refused(response, url: str, key_env: str) -> None:
+    """Raise for a status no retry changes: a refused key names the setting that holds it."""
+    code, text = response.status_code, " ".join(response.text[:300].split())
+    if code in (401, 403, 407):
+        raise EndpointError(
+            f"{url} refused the key (HTTP {code}: {text})",
+            fix=f"set the endpoint's API key in the environment variable {key_env} "
+            "(generate.api_key_env names the variable)",
+        )
+    if code < 500 and code not in (408, 409, 425, 429):
+        raise EndpointError(f"{url} answered HTTP {code}: {text}", fix="check --base-url (it ends in /v1) and --model")

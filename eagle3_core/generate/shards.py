@@ -19,7 +19,7 @@ from typing import Any
 from eagle3_core.contracts.folder import damaged
 from eagle3_core.errors import StageError
 from eagle3_core.fsio import atomic_path, stray_temps
-from eagle3_core.generate.health import is_server_failure
+from eagle3_core.generate.health import is_open
 from eagle3_core.generate.keys import PersistedKeys, key64, key_array
 
 ACCEPTED, REJECTED = "accepted", "rejected"
@@ -150,7 +150,7 @@ def drop_stale(files: list[Path], current: Callable[[int], bool], bad_rows: set[
         frame = pl.read_parquet(file)
         keys = frame["sample_id"].to_list()
         indices = frame["row_index"].to_list() if "row_index" in frame.columns else [None] * len(keys)
-        resent = [is_server_failure(r) for r in frame["reason"]] if "reason" in frame.columns else [False] * len(keys)
+        resent = [is_open(r) for r in frame["reason"]] if "reason" in frame.columns else [False] * len(keys)
         keep = [
             not again and (current(key64(k)) if k is not None else i in bad_rows)
             for k, i, again in zip(keys, indices, resent)
@@ -169,7 +169,7 @@ def drop_stale(files: list[Path], current: Callable[[int], bool], bad_rows: set[
 def read_persisted(out_dir: Path) -> tuple[PersistedKeys, set[int], int]:
     """The key and outcome of every durable row (``keys.py``: 9 bytes a row), the row indices of
     rejected rows that have no sample_id (malformed input), and how many rejects were server
-    failures (``health.is_server_failure``): those are left out, so this run sends them again."""
+    failures (``health.is_open``): those are left out, so this run sends them again."""
     import numpy as np
     import polars as pl
 
@@ -187,7 +187,7 @@ def read_persisted(out_dir: Path) -> tuple[PersistedKeys, set[int], int]:
                 ) from None
             if kind == REJECTED:
                 unkeyed.update(frame.filter(pl.col("sample_id").is_null())["row_index"].to_list())
-                failed = pl.Series([is_server_failure(r) for r in frame["reason"]], dtype=pl.Boolean)
+                failed = pl.Series([is_open(r) for r in frame["reason"]], dtype=pl.Boolean)
                 resend += int(failed.sum())
                 frame = frame.filter(~failed)
             keys[kind].append(key_array(frame["sample_id"]))

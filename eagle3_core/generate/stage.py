@@ -7,11 +7,16 @@ Guarantees (DESIGN.md, CONTRIBUTING.md):
   started again after a kill reads the keys of every durable shard first and requests none of
   them again, so no sample is written twice; rows an earlier run left for other prompts or
   settings (another temperature, a smaller ``max_samples``) leave the folder at finish;
-- a reject for a server failure (connection, timeout, 408/409/425/429, 5xx) is not final: a run
-  started again sends its prompt again and drops the old row at finish; an outage (no answer from
-  any endpoint for ``outage_seconds``, ``health.py``) fails the run instead of rejecting the rest
-  of the input;
-- the endpoints are probed before the first request (``probe.py``);
+- a prompt is settled only by its own answer (``health.py``): a reject for a failure of the
+  server or the path to it is *open*, and a run that ends with open rows ends failed
+  (``StageError``: how many and why, in one line); the next run in the folder sends them again
+  and drops the old rows at finish. An outage (every endpoint down for ``outage_seconds``) or a
+  failure every request shares stops the run instead of rejecting the rest of the input;
+- the endpoints are probed before the first request (``probe.py``); one that is down is left out
+  with a warning (its breaker starts open) as long as another answers;
+- an input whose first rows all match no known shape is one ``InputError`` before any request;
+- the manifest goes through ``StageLifecycle`` (open, begin, guard, complete): an error leaves it
+  ``failed``, an interrupt (Ctrl-C) ``running``, for the next run to resume;
 - a manifest complete for the same config and input is returned without any work.
 
 ``GenerateRun`` exposes the phases (open, run_all, finish) so the Prefect flow can make each a
@@ -27,21 +32,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
-from eagle3_core.errors import ConfigError, InputError
+from eagle3_core.errors import ConfigError, InputError, StageError
 from eagle3_core.generate.client import Requester
 from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool, controller_for
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.engine import Engine, WorkItem, rejected_record, run_coroutine
+from eagle3_core.generate.health import Breaker, states
 from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.generate.keys import KeySet, key64
 from eagle3_core.generate.life import lifecycle_for
 from eagle3_core.generate.probe import ProbeReport, probe_endpoints
 from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id
+from eagle3_core.generate.shape import check_shape
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
 from eagle3_core.generate.slots import SharedLimits, SlotKeeper
 from eagle3_core.generate.stats import RunStats
 from eagle3_core.lifecycle import StageLifecycle
-from eagle3_core.manifest import StageManifest, runtime_versions, write_manifest
+from eagle3_core.manifest import StageManifest
 from eagle3_core.progress import NullReporter, Reporter
 
 STAGE = "generate"
@@ -57,12 +64,9 @@ def run_generate(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | 
     finished = run.open()
     if finished is not None:
         return finished
-    try:
+    with run.life.guard():
         run.run_all()
-    except BaseException as exc:
-        run.fail(exc)
-        raise
-    return run.finish()
+        return run.finish()
 
 
 def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
@@ -109,7 +113,8 @@ class GenerateRun:
     # ---- phases -------------------------------------------------------------------------
 
     def open(self) -> StageManifest | None:
-        """Skip check, probe, resume scan. Returns the manifest when the stage is already complete."""
+        """Skip check, probe, resume scan, then ``running`` on disk (``StageLifecycle.begin``).
+        Returns the manifest when the stage is already complete."""
         previous = self.life.open()
         if previous is not None:
             return previous
@@ -118,53 +123,60 @@ class GenerateRun:
         except BaseException:
             self.life.release()
             raise
+        self.manifest = self.life.begin()
         return None
 
     def _open(self) -> None:
+        self._check_input()
+        t0 = time.monotonic()
+        self.probe: ProbeReport = probe_endpoints(self.cfg)
+        self.reporter.log(self.probe.line())
+        for url, why in self.probe.down.items():
+            self.reporter.log(f"generate: warning: {url} is left out for now ({why}); it joins when it answers")
+        self.timings["probe"] = round(time.monotonic() - t0, 3)
+        self.model = self.probe.model
+        self.sampling = self.cfg.model_copy(update={"model": self.model}).sampling_key()
+        self.pool = EndpointPool([self._endpoint(url) for url in self.cfg.base_urls])
+        self.accepted = ShardWriter(self.out_dir / ACCEPTED, ACCEPTED, self.cfg.shard_rows, self.cfg.flush_seconds)
+        self.rejected = ShardWriter(self.out_dir / REJECTED, REJECTED, self.cfg.shard_rows, self.cfg.flush_seconds)
+        self._scan_folder()
+        self.total = count_rows(self.cfg.prompts)
+        requester = Requester(self.cfg, self.model, self.pool, self._on_retry)
+        self.engine = Engine(
+            requester, self.pool, self.accepted, self.rejected, self.stats, self.model, self._report, self._on_shard
+        )
+        self._t_generate = time.monotonic()
+
+    def _check_input(self) -> None:
+        """Before the probe: an endpoint, some rows, and rows of a known shape."""
         if not self.cfg.base_urls:
             raise ConfigError(
                 "generate needs at least one endpoint: base_urls is empty",
                 fix="set base_urls to your servers (http://host:port/v1): generate.base_urls in a recipe, cfg.base_urls "
                 "in the Prefect form, --base-url on the command line",
             )
-        if next(iter_rows(self.cfg.prompts), None) is None and not self.cfg.allow_empty:  # before the probe
+        if next(iter_rows(self.cfg.prompts), None) is None and not self.cfg.allow_empty:
             raise InputError(
                 f"the input holds no rows: {self.cfg.prompts.input}",
                 path=self.cfg.prompts.input,
                 fix="pass a non-empty input, or accept an empty run with --allow-empty "
                 "(generate.allow_empty: true in a recipe)",
             )
-        t0 = time.monotonic()
-        self.probe: ProbeReport = probe_endpoints(self.cfg)
-        self.reporter.log(self.probe.line())
-        self.timings["probe"] = round(time.monotonic() - t0, 3)
-        self.model = self.probe.model
-        self.sampling = self.cfg.model_copy(update={"model": self.model}).sampling_key()
-        self.pool = EndpointPool([Endpoint(url, self._controller()) for url in self.cfg.base_urls])
-        self.accepted = ShardWriter(self.out_dir / ACCEPTED, ACCEPTED, self.cfg.shard_rows, self.cfg.flush_seconds)
-        self.rejected = ShardWriter(self.out_dir / REJECTED, REJECTED, self.cfg.shard_rows, self.cfg.flush_seconds)
+        check_shape(self.cfg.prompts)
+
+    def _scan_folder(self) -> None:
+        """What earlier runs left here: the rows to skip, and the open ones to send again."""
         self.persisted, self.unkeyed, self.resent = read_persisted(self.out_dir)
         self._earlier = shard_files(self.out_dir / ACCEPTED) + shard_files(self.out_dir / REJECTED)
         if self.persisted or self.unkeyed:
             self.reporter.log(f"generate: resuming; {len(self.persisted) + len(self.unkeyed)} rows already on disk")
         if self.resent:
-            self.reporter.log(f"generate: {self.resent} earlier rejects were server failures: sending them again")
-        self.total = count_rows(self.cfg.prompts)
-        self.engine = Engine(
-            Requester(self.cfg, self.model, self.pool, self._on_retry),
-            self.pool,
-            self.accepted,
-            self.rejected,
-            self.stats,
-            self.model,
-            self._report,
-            self._on_shard,
-        )
-        self._write_manifest("running")
-        self._t_generate = time.monotonic()
+            self.reporter.log(f"generate: {self.resent} earlier rejects were left open: sending them again")
 
     def run_all(self, shared: SharedLimits | None = None) -> None:
-        """Every row through one engine; with ``shared``, within this run's share of each limit."""
+        """Every row through one engine; with ``shared``, within this run's share of each limit.
+        Whatever stops it, the finished rows are flushed and the manifest filled, so the
+        lifecycle's ``failed`` (or an interrupt's ``running``) records what was done."""
         keeper = None
         if shared is not None:
             keeper = SlotKeeper(
@@ -174,34 +186,48 @@ class GenerateRun:
                 has_unstarted=lambda: self.engine.unstarted,
                 on_error=self.reporter.log,
             )
-        run_coroutine(self.engine.process(self._plan(enumerate(iter_rows(self.cfg.prompts))), keeper))
+        try:
+            run_coroutine(self.engine.process(self._plan(enumerate(iter_rows(self.cfg.prompts))), keeper))
+        except BaseException:
+            self._keep_what_finished()
+            raise
 
     def finish(self) -> StageManifest:
+        """Flush, drop what earlier runs left for other prompts, then ``complete``, or fail with
+        one line when prompts are still open (the lifecycle's guard records it ``failed``)."""
         self.accepted.flush()
         self.rejected.flush()
         self._drop_stale()
         self._count_resumed_reasons()
         self.timings["generate"] = round(time.monotonic() - self._t_generate, 3)
-        manifest = self._write_manifest("complete")
+        self._fill(self.manifest)
         self._report()
-        return manifest
+        if self.stats.open:
+            raise open_error(self.stats)
+        return self.life.complete(self.manifest)
 
-    def fail(self, exc: BaseException) -> None:
-        """Keep what finished (when the disk allows) and record the failure."""
+    def _keep_what_finished(self) -> None:
+        """Best effort (a full disk may refuse it): the rows that finished, and the figures."""
         try:
             self.accepted.flush()
             self.rejected.flush()
         except Exception:
             pass
-        try:
-            self._write_manifest("failed", error=f"{type(exc).__name__}: {exc}")
-        except Exception:
-            pass
+        self._fill(self.manifest)
 
     # ---- pieces ---------------------------------------------------------------------------
 
     def _controller(self) -> AimdController:
         return controller_for(self.cfg)
+
+    def _endpoint(self, url: str) -> Endpoint:
+        cfg = self.cfg
+        endpoint = Endpoint(
+            url, self._controller(), breaker=Breaker(cfg.breaker_failures, cfg.breaker_backoff, cfg.breaker_max_backoff)
+        )
+        if url in self.probe.down:
+            endpoint.breaker.trip()  # left out until a half-open probe finds it up
+        return endpoint
 
     def _plan(self, rows: Iterator[tuple[int, object]]) -> Iterator[WorkItem]:
         """Rows -> work: rejects malformed rows, skips repeats, passes over persisted samples."""
@@ -237,7 +263,7 @@ class GenerateRun:
             return  # every row on disk belongs to this run
         dropped = drop_stale(self._earlier, self._seen.__contains__, self._bad_rows)
         self.reporter.log(
-            f"generate: dropped {dropped} earlier rows ({self.resent} server failures this run sent again; "
+            f"generate: dropped {dropped} earlier rows ({self.resent} open rows this run sent again; "
             "the rest written for other prompts or settings)"
         )
 
@@ -267,35 +293,38 @@ class GenerateRun:
             self.total,
             in_flight=self.pool.in_flight,
             rejected=self.stats.outcomes["rejected"],
+            open=self.stats.outcomes["open"],
             rate=round(self.stats.done / elapsed, 2),
+            endpoints="; ".join(f"{url} {state}" for url, state in self._states().items()),
         )
 
-    def _write_manifest(self, status: str, error: str | None = None) -> StageManifest:
-        details = self.stats.details() | {
+    def _states(self) -> dict[str, str]:
+        return states({e.url: e.breaker for e in self.pool.endpoints})
+
+    def _fill(self, manifest: StageManifest) -> None:
+        """The run's figures into the manifest ``begin`` returned (the lifecycle writes it)."""
+        manifest.counts = self.stats.counts()
+        manifest.timings = dict(self.timings)
+        manifest.details = self.stats.details() | {
             "model": self.model,
             "probe": self.probe.line(),
+            "endpoints_down_at_start": self.probe.down,
             "reasoning_layouts": self.probe.layouts,
             "token_id_layouts": self.probe.id_layouts,
             "chat": self.cfg.chat.model_dump(mode="json"),
             "concurrency": self.cfg.concurrency,
             "concurrency_timeline": {e.url: e.controller.timeline for e in self.pool.endpoints},
             "requests_per_endpoint": {e.url: e.requests for e in self.pool.endpoints},
+            "endpoint_states": self._states(),
+            "breaker_opened": {e.url: e.breaker.opened for e in self.pool.endpoints},
             "rows_per_s": round(self.stats.done / max(time.monotonic() - self.stats.started, 1e-9), 3),
         }
-        manifest = StageManifest(
-            stage=STAGE,
-            status="running",
-            config_hash=self.life.config_hash,
-            inputs=self.life.inputs,
-            counts=self.stats.counts(),
-            timings=dict(self.timings),
-            details=details,
-            versions=runtime_versions(*self.life.packages),
-        )
-        if status == "complete":
-            return self.life.complete(manifest)
-        if status == "failed":
-            self.life.fail(error or "failed", manifest)
-        else:
-            write_manifest(self.out_dir, manifest)
-        return manifest
+
+
+def open_error(stats: RunStats) -> StageError:
+    """One line: how many prompts are open and why; the rerun sends them."""
+    count = "1 prompt is" if stats.open == 1 else f"{stats.open} prompts are"
+    return StageError(
+        f"{count} still open ({stats.open_line()}): the servers failed them, not their answers; "
+        "run the same command again to send them"
+    )

@@ -1,9 +1,11 @@
 """The figures of one generate run: outcomes, reasons, sources, latency, tokens.
 
-Every input row lands in exactly one outcome: ``accepted``, ``rejected`` or ``skipped`` (a
-repeat of a prompt already seen in this input). Rows finished by an earlier, interrupted run
-count under their persisted outcome and again under ``resumed``, so
-accepted + rejected + skipped == input always holds for the input as read this time.
+Every input row read lands in exactly one outcome: ``accepted``, ``rejected`` (final, the
+prompt's own answer settled it), ``skipped`` (a repeat of a prompt already seen in this input) or
+``open`` (not settled: a server failed it, or the run stopped before its answer; ``health.py``).
+``open`` is what the others leave, so accepted + rejected + skipped + open == input always holds
+for the input as read this time, and a complete run has open == 0. Rows finished by an earlier,
+interrupted run count under their persisted outcome and again under ``resumed``.
 Latencies are kept in a bounded reservoir, so memory does not grow with the dataset.
 """
 
@@ -14,6 +16,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from eagle3_core.generate.health import is_open
 from eagle3_core.rejects import Rejects
 
 RESERVOIR = 100_000
@@ -22,7 +25,8 @@ RESERVOIR = 100_000
 class RunStats:
     def __init__(self) -> None:
         self.outcomes: Counter[str] = Counter()
-        self.reject_reasons = Rejects()
+        self.reject_reasons = Rejects()  # final rejects
+        self.open_reasons = Rejects()  # rows kept with an open reason (a rerun sends them)
         self.reasoning_sources: Counter[str] = Counter()
         self.finish_reasons: Counter[str] = Counter()
         self.retries: Counter[str] = Counter()
@@ -48,8 +52,25 @@ class RunStats:
         self._add_latency(record["latency_s"])
 
     def reject(self, reason: str) -> None:
-        self.outcomes["rejected"] += 1
-        self.reject_reasons.add(reason)
+        """A reject row written: final, or open when the server failed (``health.is_open``)."""
+        if is_open(reason):
+            self.outcomes["open"] += 1
+            self.open_reasons.add(reason)
+        else:
+            self.outcomes["rejected"] += 1
+            self.reject_reasons.add(reason)
+
+    @property
+    def open(self) -> int:
+        """Rows read and not settled: kept with an open reason, or cut off by a stop."""
+        return self.input_rows - self.outcomes["accepted"] - self.outcomes["rejected"] - self.outcomes["skipped"]
+
+    def open_line(self) -> str:
+        """Why rows are open, as ``connection: 3, http_503: 1, cut off by the stop: 2``."""
+        reasons = self.open_reasons.as_dict()
+        parts = [f"{reason}: {n}" for reason, n in reasons.items()]
+        cut = self.open - sum(reasons.values())
+        return ", ".join(parts + ([f"unanswered: {cut}"] if cut else []))
 
     def skip(self) -> None:
         self.outcomes["skipped"] += 1
@@ -85,6 +106,7 @@ class RunStats:
             "accepted": self.outcomes["accepted"],
             "rejected": self.outcomes["rejected"],
             "skipped": self.outcomes["skipped"],
+            "open": self.open,
             "resumed": self.resumed,
             "length": self.finish_reasons["length"],
             "requests": self.requests,
@@ -96,6 +118,7 @@ class RunStats:
     def details(self) -> dict[str, Any]:
         return {
             "reject_reasons": self.reject_reasons.as_dict(),
+            "open_reasons": self.open_reasons.as_dict(),
             "reasoning_sources": dict(self.reasoning_sources),
             "finish_reasons": dict(self.finish_reasons),
             "retries_by_reason": dict(self.retries),

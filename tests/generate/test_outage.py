@@ -1,66 +1,89 @@
-"""An outage stops the run instead of rejecting the rest of the input, and a rerun resends what
-the servers failed; a stray server failure while the others answer stays an ordinary reject."""
+"""Endpoint health, one endpoint at a time: a dead endpoint's work moves to the healthy ones, an
+outage of every endpoint stops the run, and whatever a server failed stays open for the rerun."""
 
 import pytest
 
 from eagle3_core.errors import StageError
-from eagle3_core.generate.health import ServerHealth, is_server_failure
+from eagle3_core.generate.health import REASONS, Breaker, Outage, is_open, refused_everywhere
 from eagle3_core.generate.stage import run_generate
 from eagle3_core.manifest import read_manifest
-from tests.generate.helpers import accepted, config, prompts, rejected, write_jsonl
+from tests.fixtures.prefect_server import free_port
+from tests.generate.helpers import Recorder, accepted, config, prompts, rejected, write_jsonl
 
 
-def test_an_outage_stops_the_run_and_the_rerun_resends_every_prompt_it_rejected(fake_server, tmp_path):
-    # 6,000 attempts take several seconds of client CPU alone (1.7 ms each here), far past the 1 s
-    # after which the run must stop: so it stops with most of the input never started
-    src = write_jsonl(tmp_path / "in.jsonl", prompts(3000))
-    cfg = config(src, [fake_server.url], concurrency=4, max_retries=1, outage_seconds=1.0)
+def settled_once(out, n: int) -> bool:
+    rows = accepted(out)
+    return len(rows) == n and rows["sample_id"].n_unique() == n
+
+
+def test_one_of_two_endpoints_dies_mid_run_and_every_prompt_is_accepted_in_the_same_run(tmp_path, make_fake_server):
+    dying, healthy = make_fake_server(), make_fake_server()
+    dying.die_after(40)  # as a SIGKILLed vLLM: refused connections, reset keep-alives
+    src = write_jsonl(tmp_path / "in.jsonl", prompts(300))
+
+    manifest = run_generate(config(src, [dying.url, healthy.url]), tmp_path / "out")
+
+    assert manifest.status == "complete" and dying.dead
+    assert manifest.counts["accepted"] == 300 and manifest.counts["open"] == 0 and manifest.counts["rejected"] == 0
+    assert settled_once(tmp_path / "out", 300) and len(rejected(tmp_path / "out")) == 0
+    assert manifest.details["breaker_opened"][dying.url] >= 1 and manifest.details["breaker_opened"][healthy.url] == 0
+    assert manifest.details["endpoint_states"][healthy.url] == "up"
+    assert manifest.details["endpoint_states"][dying.url].startswith(("open", "half-open"))
+
+
+def test_an_endpoint_down_at_the_start_is_left_out_with_a_warning_while_another_answers(tmp_path, fake_server):
+    nothing = f"http://127.0.0.1:{free_port()}/v1"  # no server listens there
+    recorder = Recorder()
+    src = write_jsonl(tmp_path / "in.jsonl", prompts(20))
+
+    manifest = run_generate(config(src, [nothing, fake_server.url]), tmp_path / "out", recorder)
+
+    assert manifest.status == "complete" and manifest.counts["accepted"] == 20
+    assert [line for line in recorder.lines if line.startswith(f"generate: warning: {nothing} is left out")]
+    assert nothing in manifest.details["endpoints_down_at_start"]
+    shown = recorder.updates[-1][2]["endpoints"]  # the progress artifact's description
+    assert f"{fake_server.url} up" in shown and f"{nothing} " in shown and f"{nothing} up" not in shown
+
+
+def test_an_outage_of_every_endpoint_stops_the_run_and_the_rerun_sends_every_prompt_left_open(fake_server, tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", prompts(200))
+    cfg = config(src, [fake_server.url], concurrency=4, max_retries=1, outage_seconds=0.5, breaker_backoff=0.2)
     fake_server.inject("503", times=None, match="Q")  # every prompt, not the probe: the server went down
 
-    with pytest.raises(StageError, match="the endpoints are down: no endpoint has answered for") as err:
+    with pytest.raises(StageError, match="^the endpoints are down: every endpoint has been down for") as err:
         run_generate(cfg, tmp_path / "out")
 
-    assert "HTTP 503" in str(err.value) and "a rerun resumes" in str(err.value)
-    assert read_manifest(tmp_path / "out").status == "failed"
-    lost = rejected(tmp_path / "out")
-    assert 0 < len(lost) < 3000  # the outage rejected some prompts, then stopped the run
-    assert set(lost["reason"]) == {"http_503"}
+    assert "HTTP 503" in str(err.value) and "the rerun sends every prompt left open" in str(err.value)
+    first = read_manifest(tmp_path / "out")
+    assert first.status == "failed" and first.counts["rejected"] == 0  # nothing final: the server failed
+    assert first.counts["open"] == first.counts["input"] - first.counts["accepted"] > 0
 
     fake_server.clear_faults()  # the server is back
     manifest = run_generate(cfg, tmp_path / "out")
 
-    assert manifest.status == "complete"
-    assert manifest.counts["accepted"] == 3000 and manifest.counts["rejected"] == 0
-    assert accepted(tmp_path / "out")["sample_id"].n_unique() == 3000  # each once: none lost, none twice
-    assert len(rejected(tmp_path / "out")) == 0  # the outage's rejects left the folder
-    assert set(lost["sample_id"]) <= set(accepted(tmp_path / "out")["sample_id"])
+    assert manifest.status == "complete" and manifest.counts["open"] == 0
+    assert manifest.counts["accepted"] == 200 and manifest.counts["rejected"] == 0
+    assert settled_once(tmp_path / "out", 200) and len(rejected(tmp_path / "out")) == 0
 
 
-def test_a_run_whose_input_ends_while_the_endpoints_fail_is_not_complete_and_the_rerun_resends_it(
-    fake_server, tmp_path
-):
-    src = write_jsonl(tmp_path / "in.jsonl", prompts(40))
-    cfg = config(src, [fake_server.url], concurrency=4, max_retries=1, outage_seconds=600)  # never reached
-    fake_server.inject("503", times=None, match="Q")
+def test_a_prompt_the_server_fails_while_the_others_answer_is_left_open_and_the_rerun_sends_it(fake_server, tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", prompts(10))
+    fake_server.inject("503", times=None, match="Q3")
+    cfg = config(src, [fake_server.url], outage_seconds=0.05)
 
-    with pytest.raises(StageError, match="the endpoints are down"):
+    with pytest.raises(StageError, match=r"^1 prompt is still open \(http_503: 1\)"):
         run_generate(cfg, tmp_path / "out")
-    assert len(rejected(tmp_path / "out")) == 40  # every prompt had its turn, and failed
+
+    first = read_manifest(tmp_path / "out")
+    assert first.status == "failed" and first.counts["accepted"] == 9
+    assert first.counts["open"] == 1 and first.counts["rejected"] == 0
+    assert first.details["open_reasons"] == {"http_503": 1} and first.details["reject_reasons"] == {}
 
     fake_server.clear_faults()
     manifest = run_generate(cfg, tmp_path / "out")
-
-    assert manifest.counts["accepted"] == 40 and manifest.counts["rejected"] == 0
-
-
-def test_a_prompt_that_fails_on_the_server_while_the_others_answer_is_a_reject_not_an_outage(fake_server, tmp_path):
-    src = write_jsonl(tmp_path / "in.jsonl", prompts(10))
-    fake_server.inject("503", times=None, match="Q3")
-
-    manifest = run_generate(config(src, [fake_server.url], outage_seconds=0.05), tmp_path / "out")
-
-    assert manifest.status == "complete"
-    assert manifest.counts["accepted"] == 9 and manifest.details["reject_reasons"] == {"http_503": 1}
+    assert manifest.status == "complete" and manifest.counts["accepted"] == 10 and manifest.counts["open"] == 0
+    assert fake_server.prompts().count("Q0") == 1  # the rerun sent only what was open
+    assert settled_once(tmp_path / "out", 10) and len(rejected(tmp_path / "out")) == 0
 
 
 class Clock:
@@ -71,42 +94,108 @@ class Clock:
         return self.now
 
 
-def test_slow_answers_or_a_few_failures_are_not_an_outage_but_silence_with_failures_is():
+def test_a_breaker_opens_on_failures_in_a_row_and_a_half_open_probe_lets_the_endpoint_back():
     clock = Clock()
-    health = ServerHealth(outage_seconds=300, min_failures=4, clock=clock)
-    clock.now = 900  # no answer yet for 15 minutes: long answers, nothing failed
-    assert health.outage() is None
-    health.failed("timeout", "no whole answer within 600 s")
-    assert health.outage() is None and health.outage(ended=True) is None  # one stray timeout
-    for _ in range(3):
-        health.failed("connection", "connection refused")
-    assert "no endpoint has answered for 900 s and 4 attempts failed" in health.outage()
-    assert "connection refused" in health.outage()
+    breaker = Breaker(failures=3, backoff=10, max_backoff=25, clock=clock)
+    assert breaker.failed("connection", "refused") is False and breaker.failed("timeout", "slow") is False
+    breaker.answered()  # an answer between failures: not in a row
+    assert [breaker.failed("connection", "refused") for _ in range(3)] == [False, False, True]
+    assert breaker.state == "open" and not breaker.admits()
+    assert breaker.failed("connection", "in flight when it opened") is True  # the endpoint's, not the prompt's
 
-    health.failed("http_400", "prompt too long")  # the server answered: it is up
-    assert health.outage() is None
-    health.answered()
-    for _ in range(10):
-        health.failed("http_503", "HTTP 503")
-    clock.now += 299
-    assert health.outage() is None  # failing, but not for long enough yet ...
-    assert "10 attempts failed" in health.outage(ended=True)  # ... unless no prompt is left to wait for
+    clock.now = 10.0
+    assert breaker.admits() and breaker.state == "half_open"
+    breaker.sent()
+    assert not breaker.admits()  # one probe at a time
+    assert breaker.failed("connection", "still refused") is True and breaker.state == "open"
+    clock.now = 19.0
+    assert not breaker.admits()  # the backoff doubled
+    clock.now = 30.0
+    assert breaker.admits()
+    breaker.sent()
+    breaker.answered()
+    assert breaker.state == "closed" and breaker.describe() == "up" and breaker.opened == 2
+
+
+def test_the_run_is_down_only_when_every_endpoint_is_and_refusals_everywhere_stop_it_at_once():
+    clock = Clock()
+    a, b = (Breaker(1, 5, 5, clock) for _ in range(2))
+    outage = Outage({"a": a, "b": b}, outage_seconds=60)
+    a.failed("connection", "refused")
+    clock.now = 100
+    assert outage.why() is None  # b answers
+    b.failed("http_503", "HTTP 503: down")
+    clock.now = 159
+    assert outage.why() is None  # down together for 59 s only
+    clock.now = 160
+    assert outage.why().startswith("every endpoint has been down for 60 s (a: refused; b: HTTP 503: down)")
+    assert refused_everywhere({"a": a, "b": b}) is None  # they fail to answer: wait for them
+
+    c, d = (Breaker(1, 5, 5, clock) for _ in range(2))
+    c.failed("http_401", "HTTP 401: bad key")
+    assert refused_everywhere({"c": c, "d": d}) is None
+    d.failed("not_json", "the response is not JSON: <html>")
+    assert refused_everywhere({"c": c, "d": d}) == (
+        "every endpoint refuses every request (c: HTTP 401: bad key; d: the response is not JSON: <html>)"
+    )
 
 
 @pytest.mark.parametrize(
-    "reason, resent",
+    "reason, left_open",
     [
         ("connection", True),
         ("timeout", True),
         ("http_503", True),
         ("http_500", True),
         ("http_429", True),
+        ("http_401", True),
+        ("http_403", True),
+        ("http_407", True),
+        ("not_json", True),
+        ("no_choices", True),
         ("http_400", False),
         ("http_404", False),
+        ("http_413", False),
         ("empty_reasoning", False),
-        ("malformed_body", False),
+        ("bad_body", False),
         ("invalid_tools", False),
+        ("unknown_shape", False),
     ],
 )
-def test_only_failures_of_the_server_are_sent_again(reason, resent):
-    assert is_server_failure(reason) is resent
+def test_only_the_prompts_own_answer_settles_it(reason, left_open):
+    assert is_open(reason) is left_open
+
+
+def test_the_table_of_reasons_is_in_contributing():
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "CONTRIBUTING.md").read_text()
+    for reason, (kind, _) in REASONS.items():
+        assert f"| `{reason}` | {kind} |" in text
+
+
+def test_a_dead_endpoint_that_comes_back_is_let_in_again_by_a_half_open_probe(tmp_path, make_fake_server):
+    import threading
+
+    # the healthy server alone would need 5 s for the input; the dead one is back within milliseconds
+    dying, healthy = make_fake_server(delay=0.01), make_fake_server(delay=0.05)
+    dying.die_after(20)
+
+    def restart_once_dead() -> None:  # back once the healthy one has taken 40 more prompts (the breaker opened)
+        while not dying.dead:
+            threading.Event().wait(0.01)
+        seen = healthy.received
+        while healthy.received < seen + 40:
+            threading.Event().wait(0.01)
+        dying.restart()
+
+    threading.Thread(target=restart_once_dead, daemon=True).start()
+    src = write_jsonl(tmp_path / "in.jsonl", prompts(400))
+    cfg = config(src, [dying.url, healthy.url], concurrency=4, breaker_backoff=0.05, breaker_max_backoff=0.1)
+
+    manifest = run_generate(cfg, tmp_path / "out")
+
+    assert manifest.status == "complete" and manifest.counts["accepted"] == 400 and manifest.counts["open"] == 0
+    assert manifest.details["breaker_opened"][dying.url] >= 1
+    assert dying.received > 21  # it answered again after it came back
+    assert manifest.details["endpoint_states"][dying.url] == "up"

@@ -2,13 +2,15 @@
 
 import pytest
 
+from eagle3_core.errors import StageError
 from eagle3_core.generate.stage import run_generate
+from eagle3_core.manifest import read_manifest
 from tests.generate.helpers import Recorder, accepted, config, prompts, rejected, write_jsonl
 
 
 def balanced(manifest) -> bool:
     c = manifest.counts
-    return c["accepted"] + c["rejected"] + c["skipped"] == c["input"]
+    return c["accepted"] + c["rejected"] + c["skipped"] + c["open"] == c["input"]
 
 
 @pytest.mark.parametrize(
@@ -233,9 +235,16 @@ def test_an_answer_that_trickles_in_past_the_deadline_is_a_timeout_never_a_cut_a
     fake_server.inject("trickle", times=1, match="Q0")
     fake_server.inject("trickle", times=None, match="Q1")
     cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(2)), [fake_server.url], request_timeout=1.0, max_retries=1)
-    manifest = run_generate(cfg, tmp_path / "out")
+    with pytest.raises(StageError, match=r"^1 prompt is still open \(timeout: 1\)"):
+        run_generate(cfg, tmp_path / "out")  # a timeout is the server's failure: Q1 is not settled
+    manifest = read_manifest(tmp_path / "out")
     row = accepted(tmp_path / "out").row(0, named=True)
     assert row["messages"][-1]["content"] == "Q0" and row["content"] == "\n\nThe answer to Q0 is 42."
     assert row["attempts"] == 2
-    assert manifest.details["retries_by_reason"] == {"timeout": 2}
-    assert manifest.details["reject_reasons"] == {"timeout": 1} and balanced(manifest)
+    assert manifest.status == "failed" and manifest.details["retries_by_reason"] == {"timeout": 2}
+    assert manifest.counts["open"] == 1 and manifest.counts["rejected"] == 0 and balanced(manifest)
+    assert manifest.details["open_reasons"] == {"timeout": 1}
+
+    fake_server.clear_faults()
+    again = run_generate(cfg, tmp_path / "out")
+    assert again.counts["accepted"] == 2 and again.counts["open"] == 0 and len(rejected(tmp_path / "out")) == 0
