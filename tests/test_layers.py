@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("__init__", "errors", "base"),
     ("checksums", "target", "progress", "rejects", "layout"),
     ("fsio",),
-    ("manifest", "lock", "fingerprint"),
+    ("manifest", "lock", "fingerprint", "tracking"),  # tracking: the experiment trackers, below train and evaluate
     ("contracts", "drafter", "lifecycle", "serve"),  # metadata of the on-disk contracts; the stage driver
     ("states", "toy"),  # tensors: the shard writer, the target model
     ("spool",),  # below both the engines (extract) and the reader (train)

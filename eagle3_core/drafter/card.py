@@ -145,10 +145,13 @@ def render(export_dir: Path, meta: dict[str, Any]) -> str:
     return f"---\n{front}---\n\n" + "\n".join(body) + "\n"
 
 
+def speculative_config(export_dir: str | Path, k: int) -> dict:
+    """vLLM's ``--speculative-config``: EAGLE-3, the exported drafter, k tokens."""
+    return {"method": "eagle3", "model": str(Path(export_dir).resolve()), "num_speculative_tokens": k}
+
+
 def launch_lines(export_dir: Path, meta: dict[str, Any]) -> tuple[str, str]:
     """(vLLM, SGLang): the evaluated command's model and speculative config when there is one."""
-    from eagle3_core.evaluate.online import speculative_config
-
     evaluation = meta.get("evaluation") or {}
     command = evaluation.get("vllm_command")
     if command:

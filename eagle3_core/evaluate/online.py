@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from eagle3_core.errors import EndpointError
 from eagle3_core.evaluate.metrics import SpecCounters
@@ -46,11 +45,6 @@ class Measurement:
         if self.rates:
             return statistics.median(self.rates)
         return self.completion_tokens / self.wall_s if self.wall_s > 0 else None
-
-
-def speculative_config(export_dir: str | Path, k: int) -> dict:
-    """vLLM's ``--speculative-config``: EAGLE-3, the exported drafter, k tokens."""
-    return {"method": "eagle3", "model": str(Path(export_dir).resolve()), "num_speculative_tokens": k}
 
 
 def client_config(

@@ -234,7 +234,8 @@ def _online(
     cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: ServeConfig, prompts: list, reporter: Reporter
 ) -> dict:
     """vLLM with the drafter, then (``baseline``) without it: one server at a time."""
-    from eagle3_core.evaluate.online import client_config, online_summary, speculative_config
+    from eagle3_core.drafter.card import speculative_config
+    from eagle3_core.evaluate.online import client_config, online_summary
     from eagle3_core.evaluate.serving import aux_layers_logged, check_temperature, measure_or_explain, serve_target
 
     check_temperature(cfg.temperature, serve)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from eagle3_core.contracts.metrics import last_step
 from eagle3_core.tracking import flatten, reopen
 
 NOT_FIGURES = ("definitions", "drafter")
@@ -22,12 +23,10 @@ def evaluation_metrics(report: dict) -> dict[str, float]:
 
 
 def log_evaluation(drafter_dir: str | Path, report: dict, log: Callable[[str], None]) -> None:
-    from eagle3_core.train.metrics import MetricsLog
-
     tracker = reopen(drafter_dir, report=lambda message: log(f"evaluate warning: {message}"))
     if not tracker.backends:
         return
-    step = max(MetricsLog(Path(drafter_dir) / "metrics.jsonl").last_step(), 0)
+    step = max(last_step(Path(drafter_dir) / "metrics.jsonl"), 0)
     tracker.log_summary(evaluation_metrics(report), step)
     names = [b.name for b in tracker.backends]  # those that took the figures
     tracker.close()

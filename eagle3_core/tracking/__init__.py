@@ -25,11 +25,11 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from eagle3_core.errors import ConfigError
+from eagle3_core.tracking.spec import RunSpec
 
 RUN_FILE = "tracking.json"
 TRACKING_EXTRA = "pip install 'eagle3[tracking]'"
@@ -55,22 +55,6 @@ def check_backends(report_to: list[str]) -> None:
 def warn(message: str) -> None:
     """One line on stdout: the train launcher shows it in the stage's log."""
     print(f"eagle3 tracking warning: {message}", file=sys.stdout, flush=True)
-
-
-@dataclass
-class RunSpec:
-    """What every backend needs to open (or reopen) the run."""
-
-    out_dir: Path  # drafter/
-    project: str = "eagle3"
-    run_name: str | None = None
-    wandb_entity: str | None = None
-    wandb_mode: str = "auto"
-    mlflow_tracking_uri: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)  # the run's config and facts, nested
-    resume_step: int | None = None  # the checkpoint's step, None for a fresh run
-    ids: dict[str, dict] = field(default_factory=dict)  # backend -> its ids, from the checkpoint
-    reopen: bool = False  # add figures to a finished run (evaluate): nothing purged, no config sent again
 
 
 class Tracker:

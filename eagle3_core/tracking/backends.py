@@ -24,7 +24,7 @@ import socket
 import time
 from urllib.parse import urlparse
 
-from eagle3_core.tracking import RunSpec
+from eagle3_core.tracking.spec import RunSpec
 
 WANDB_HOST = "https://api.wandb.ai"
 WANDB_PROBE_S = 3.0

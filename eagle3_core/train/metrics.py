@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from eagle3_core.contracts.metrics import last_step, line_step
+
 PREFIX = "METRICS "
 
 
@@ -26,16 +28,14 @@ class MetricsLog:
 
     def last_step(self) -> int:
         """The highest step written so far (-1 for none): how far a killed run had reported."""
-        if not self.path.exists():
-            return -1
-        return max((n for l in self.path.read_text().splitlines() if (n := _step(l)) is not None), default=-1)
+        return last_step(self.path)
 
     def truncate_after(self, step: int) -> None:
         """Keep only lines up to ``step`` (a resumed run rewrites what came after); a line a kill
         cut short is dropped too (it can only be the last one written)."""
         if not self.enabled or not self.path.exists():
             return
-        lines = [l for l in self.path.read_text().splitlines() if (n := _step(l)) is not None and n <= step]
+        lines = [l for l in self.path.read_text().splitlines() if (n := line_step(l)) is not None and n <= step]
         self.path.write_text("".join(l + "\n" for l in lines))
 
     def write(self, record: dict[str, Any]) -> None:
@@ -47,14 +47,6 @@ class MetricsLog:
         print(PREFIX + line, flush=True)
         if self.sink is not None:
             self.sink(record)
-
-
-def _step(line: str) -> int | None:
-    """The step of a metrics line, or None for a blank line or one cut short."""
-    try:
-        return json.loads(line)["step"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        return None
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

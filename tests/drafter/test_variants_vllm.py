@@ -12,8 +12,9 @@ import shutil
 
 import pytest
 
+from eagle3_core.drafter.card import speculative_config
 from eagle3_core.evaluate.heldout import load_heldout
-from eagle3_core.evaluate.online import client_config, measure, speculative_config
+from eagle3_core.evaluate.online import client_config, measure
 from eagle3_core.evaluate.serving import serve_target
 from eagle3_core.evaluate.simulated import simulated_acceptance
 from eagle3_core.generate.config import PromptSource

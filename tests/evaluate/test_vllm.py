@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from eagle3_core.drafter.card import speculative_config
 from eagle3_core.evaluate.config import EvaluateConfig
-from eagle3_core.evaluate.online import client_config, measure, speculative_config
+from eagle3_core.evaluate.online import client_config, measure
 from eagle3_core.evaluate.serving import aux_layers_logged, serve_target
 from eagle3_core.evaluate.stage import run_evaluate
 from eagle3_core.generate.config import PromptSource
