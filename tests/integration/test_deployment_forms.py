@@ -56,7 +56,13 @@ def served(tmp_path_factory, toy_target):
 
 
 def api(base: str, method: str, path: str, **body):
-    response = httpx.request(method, f"{base}{path}", json=body or None, timeout=30)
+    """One call to the server's REST API, as the UI makes it. A 503 is the server's own "busy" (its
+    SQLite database, under a loaded CI machine) and is asked again, as the UI and Prefect's client do."""
+    for attempt in range(6):
+        response = httpx.request(method, f"{base}{path}", json=body or None, timeout=30)
+        if response.status_code != 503:
+            break
+        time.sleep(0.5 * 2**attempt)
     response.raise_for_status()
     return response.json()
 
