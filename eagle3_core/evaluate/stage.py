@@ -265,11 +265,12 @@ def _by_context(cfg, target, export_dir, prompts, answers: dict, online: dict | 
     source = "vllm" if "vllm" in answers else "offline"
     chosen = prompts if source == "vllm" else prompts[: cfg.offline_max_prompts]
     block = context_report(cfg, target, export_dir, chosen, answers[source], online, source)
-    first, last = (ends(block) or block["buckets"])[0], (ends(block) or block["buckets"])[-1]
+    shown = ends(block) or block["buckets"]
+    buckets = [shown[0]] if shown[0] is shown[-1] else [shown[0], shown[-1]]  # one bucket is named once
     reporter.log(
         f"evaluate: acceptance by context (k={cfg.num_speculative_tokens}, {source} answers): "
-        f"{first['label']} {first['acceptance_length']}, {last['label']} {last['acceptance_length']}; "
-        f"total {block['total']['acceptance_length']} (vLLM {block['vllm_acceptance_length']})"
+        + ", ".join(f"{b['label']} {b['acceptance_length']}" for b in buckets)
+        + f"; total {block['total']['acceptance_length']} (vLLM {block['vllm_acceptance_length']})"
     )
     return block
 
