@@ -15,6 +15,7 @@ import pytest
 
 from tests.fixtures.requirements import require_vllm
 from tests.fixtures.vllm import machine_vllm_lock
+from tests.processes import alive, group
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.timeout(1800)]
 
@@ -31,25 +32,6 @@ engine = build_engine(cfg, TargetConfig(path=sys.argv[1]), [1, 2, 3], 6, 64, sys
 print(engine.proc.pid, flush=True)
 time.sleep(600)
 """
-
-
-def alive(pid: int) -> bool:
-    status = Path(f"/proc/{pid}/status")
-    try:
-        return "zombie" not in status.read_text()
-    except OSError:
-        return False
-
-
-def group(pgid: int) -> list[int]:
-    found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if os.getpgid(int(entry)) == pgid and alive(int(entry)):
-                found.append(int(entry))
-        except ProcessLookupError:
-            continue
-    return found
 
 
 def watchdog_of(starter: int) -> int | None:

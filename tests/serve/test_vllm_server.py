@@ -16,6 +16,7 @@ import pytest
 
 from eagle3_core.errors import ConfigError
 from eagle3_core.serve import ServeConfig, ServeError, VLLMServer
+from tests.processes import alive, group
 
 API_SERVER = """
 import argparse, http.server, os, subprocess, sys, time
@@ -49,15 +50,6 @@ def fake_vllm(tmp_path, monkeypatch):
     model.mkdir()
     cfg = ServeConfig(python=sys.executable, device="cpu", startup_timeout=30, log_dir=str(tmp_path / "logs"))
     return model, cfg, tmp_path / "child.pid"
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/status")
-    return not (status.exists() and "zombie" in status.read_text())
 
 
 def test_server_becomes_healthy_and_stop_leaves_no_process(fake_vllm):
@@ -198,18 +190,6 @@ server = VLLMServer(sys.argv[1], ServeConfig.model_validate_json(sys.argv[2])).s
 print(server.pid, flush=True)
 time.sleep(600)
 """
-
-
-def group(pgid: int) -> list[int]:
-    """The live processes of process group ``pgid``."""
-    found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if os.getpgid(int(entry)) == pgid and alive(int(entry)):
-                found.append(int(entry))
-        except ProcessLookupError:
-            continue
-    return found
 
 
 def wait_gone(pids: list[int], seconds: float = 30) -> list[int]:
