@@ -22,7 +22,7 @@ from prefect.cache_policies import NO_CACHE
 
 from eagle3_core.generate.stage import GenerateRun
 from eagle3_core.manifest import StageManifest
-from tasks.common import publish_manifest, publish_table
+from tasks.common import ensure_limit, publish_manifest, publish_table
 
 RUNS_LIMIT = 1_000_000  # the ``:runs`` counter bounds nothing: it only counts the runs with work
 
@@ -37,19 +37,9 @@ def endpoint_limit_name(url: str) -> str:
 def ensure_limits(names: list[str], slots: int) -> None:
     """Create missing limits with ``slots`` (and each one's ``:runs`` counter); keep an
     operator's existing value."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
-    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
-
-    with get_client(sync_client=True) as client:
-        for name, limit in [(n, slots) for n in names] + [(f"{n}:runs", RUNS_LIMIT) for n in names]:
-            try:
-                client.read_global_concurrency_limit_by_name(name)
-            except ObjectNotFound:
-                try:
-                    client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=limit))
-                except ObjectAlreadyExists:  # another run created it a moment ago
-                    pass
+    for name in names:
+        ensure_limit(name, slots)
+        ensure_limit(f"{name}:runs", RUNS_LIMIT)
 
 
 class PrefectLimits:
