@@ -10,14 +10,7 @@ from eagle3_core.evaluate.config import EvaluateConfig
 from eagle3_core.target import TargetConfig
 from tests.cli_helpers import cli_error
 from tests.evaluate.models import make_export, make_target
-
-
-def artifacts(*keys: str):
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-
-    with get_client(sync_client=True) as client:
-        return client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=list(keys))))
+from tests.prefect_reads import artifacts
 
 
 def test_the_flow_publishes_the_report_and_both_plots_as_artifacts(prefect_api, chat_target, chat_export, tmp_path):

@@ -9,6 +9,7 @@ from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.target import TargetConfig
 from tests.cli_helpers import cli_error
 from tests.extract.helpers import write_sequences
+from tests.prefect_reads import artifacts, task_run_names
 
 
 def test_flow_runs_one_task_per_shard_under_the_gpu_limit_and_publishes_artifacts(prefect_api, tiny_llama, tmp_path):
@@ -30,10 +31,9 @@ def test_flow_runs_one_task_per_shard_under_the_gpu_limit_and_publishes_artifact
     assert manifest.status == "complete" and manifest.counts["shards"] == 4
     with get_client(sync_client=True) as client:
         assert client.read_global_concurrency_limit_by_name(gpu_limit_name()).limit == 1
-        runs = client.read_task_runs()
-        names = {r.name for r in runs}
-        assert {"extract-shard-00000", "extract-shard-00001", "extract-shard-00002"} <= names
-        keys = {a.key for a in client.read_artifacts()}
+    names = task_run_names("extract-shard-")
+    assert {"extract-shard-00000", "extract-shard-00001", "extract-shard-00002"} <= names
+    keys = {a.key for a in artifacts("extract-summary", "extract-shards", "extract-progress")}
     assert {"extract-summary", "extract-shards", "extract-progress"} <= keys
 
 

@@ -12,6 +12,7 @@ from eagle3_core.manifest import read_manifest
 from eagle3_core.stages import StageSpec, declare, undeclare
 from tests.extract.helpers import write_sequences
 from tests.flows.lengths.config import LengthsConfig
+from tests.prefect_reads import task_run_names
 
 LENGTHS = StageSpec(
     "lengths",
@@ -32,13 +33,6 @@ def lengths_declared():
     yield LENGTHS
     undeclare("lengths")
     stage_flow.cache_clear()
-
-
-def task_run_names(flow_run_id) -> set[str]:
-    from prefect.client.orchestration import get_client
-
-    with get_client(sync_client=True) as client:
-        return {run.name for run in client.read_task_runs()}
 
 
 def test_the_declared_stage_joins_the_dag_the_recipes_and_the_summary(lengths_declared, tmp_path):
@@ -65,7 +59,7 @@ def test_its_flow_is_built_with_its_typed_parameters_and_a_task_per_unit(prefect
 
     assert manifest.status == "complete" and manifest.counts == {"sequences": 3, "tokens": 82, "rejected": 1}
     assert manifest.details["reject_reasons"] == {"short": 1}
-    assert {"lengths-part-00000", "lengths-part-00001"} <= task_run_names(None)
+    assert {"lengths-part-00000", "lengths-part-00001"} <= task_run_names("lengths-part-")
     again = lengths(cfg=LengthsConfig(min_tokens=3), sequences_dir=str(tmp_path / "seq"), out_dir=str(tmp_path / "l"))
     assert again.updated_at == manifest.updated_at  # complete for these keys: skipped by the driver
 

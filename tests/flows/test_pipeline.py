@@ -1,5 +1,6 @@
 """The pipeline flow against a real (temporary) Prefect API: outcomes, failures, artifacts."""
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.stages import STAGE_NAMES, STAGES
 from flows.pipeline import pipeline
 from flows.stages import stage_flow
+from tests.prefect_reads import artifacts, logs_since
 
 
 @pytest.fixture
@@ -85,14 +87,7 @@ def test_every_run_leaves_a_keyed_summary_artifact(prefect_api, config, tmp_path
 
 def summary_of(state) -> str:
     """The run's one `pipeline-summary` artifact."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-
-    with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["pipeline-summary"]))
-        )
-    mine = [a for a in artifacts if a.flow_run_id == state.state_details.flow_run_id]
+    mine = artifacts("pipeline-summary", flow_run_id=state.state_details.flow_run_id)
     assert len(mine) == 1
     return mine[0].data
 
@@ -107,9 +102,8 @@ def test_an_api_key_reaches_no_log_artifact_parameter_or_manifest(
     prefect_api, config, tmp_path, make_fake_server, monkeypatch
 ):
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, LogFilter
 
-    secret = "sk-eagle3-test-0123456789"
+    started, secret = datetime.now(UTC), "sk-eagle3-test-0123456789"
     monkeypatch.setenv("EAGLE3_TEST_KEY", secret)
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "Q1"}\n{"prompt": "Q2"}\n')
     config.stages = ["generate"]
@@ -125,10 +119,10 @@ def test_an_api_key_reaches_no_log_artifact_parameter_or_manifest(
     assert state.is_completed()
     with get_client(sync_client=True) as client:
         run = client.read_flow_run(state.state_details.flow_run_id)
-        logs = client.read_logs(log_filter=LogFilter())
-        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter())
     on_disk = [p.read_text(errors="replace") for p in (tmp_path / "run").rglob("*.json")]
-    seen = [str(run.parameters), *(log.message for log in logs), *(str(a.data) for a in artifacts), *on_disk]
+    logs, published = logs_since(started), artifacts()
+    assert logs and published
+    seen = [str(run.parameters), *(log.message for log in logs), *(str(a.data) for a in published), *on_disk]
     assert all(secret not in text for text in seen)
 
 

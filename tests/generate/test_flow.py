@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tests.generate.helpers import accepted, config, prompts, write_jsonl
+from tests.prefect_reads import artifacts
 
 
 def test_flow_streams_every_row_in_one_task_under_the_endpoint_limit_and_publishes_artifacts(
     tmp_path, fake_server, prefect_api
 ):
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
     from prefect.client.schemas.sorting import FlowRunSort
 
     from flows.generate import generate_flow
@@ -28,14 +29,9 @@ def test_flow_streams_every_row_in_one_task_under_the_endpoint_limit_and_publish
         runs_counter = client.read_global_concurrency_limit_by_name(f"{name}:runs")
         flow_run = client.read_flow_runs(sort=FlowRunSort.START_TIME_DESC, limit=1)[0]
         runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id])))
-        keys = {
-            a.key
-            for a in client.read_artifacts(
-                artifact_filter=ArtifactFilter(
-                    key=ArtifactFilterKey(any_=["generate-summary", "generate-table", "generate-progress"])
-                )
-            )
-        }
+    keys = {
+        a.key for a in artifacts("generate-summary", "generate-table", "generate-progress", flow_run_id=flow_run.id)
+    }
     # created, and every leased slot given back after the run
     assert limit.limit == cfg.concurrency and limit.active_slots == 0 and runs_counter.active_slots == 0
     names = [r.name for r in runs]

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.target import TargetConfig
 from tests.cli_helpers import cli_error
+from tests.prefect_reads import artifacts
 from tests.reconstruct.families import FAMILIES
 from tests.reconstruct.records import record, write_generations
 
@@ -18,15 +19,7 @@ USER = [{"role": "user", "content": "What is 2 + 2?"}]
 def server_check_artifact(key: str = "reconstruct-server-check"):
     """The artifacts under ``key``, newest first: the session's Prefect API holds every earlier
     test's too (the pipeline tests publish the same keys)."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-    from prefect.client.schemas.sorting import ArtifactSort
-
-    with get_client(sync_client=True) as client:
-        found = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])), sort=ArtifactSort.CREATED_DESC
-        )
-    return found
+    return artifacts(key)
 
 
 def test_reconstruct_flow_writes_sequences_and_publishes_the_server_check(prefect_api, family_dirs, tmp_path):

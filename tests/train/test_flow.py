@@ -8,12 +8,12 @@ from click.testing import CliRunner
 
 from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import TrainConfig
+from tests.prefect_reads import artifacts
 
 
 @pytest.mark.slow
 @pytest.mark.deepspeed
 def test_flow_trains_and_publishes_the_loss_curve_and_heldout_table(prefect_api, tiny_run, tmp_path, monkeypatch):
-    from prefect.client.orchestration import get_client
 
     from flows.stages import stage_flow
 
@@ -30,8 +30,7 @@ def test_flow_trains_and_publishes_the_loss_curve_and_heldout_table(prefect_api,
     )
     assert manifest.status == "complete" and manifest.counts["steps"] == 3
     assert (tmp_path / "drafter" / "loss_curve.png").stat().st_size > 1000
-    with get_client(sync_client=True) as client:
-        keys = {a.key for a in client.read_artifacts()}
+    keys = {a.key for a in artifacts("train-summary", "train-loss-curve", "train-heldout-acceptance", "train-progress")}
     assert {"train-summary", "train-loss-curve", "train-heldout-acceptance", "train-progress"} <= keys
 
 
@@ -90,8 +89,6 @@ def test_the_flow_starts_the_engine_or_uses_an_endpoint_and_shows_which_in_its_a
     """online-vllm: the engine is started and stopped with the run, or is the recipe's endpoint."""
     import threading
 
-    from prefect.client.orchestration import get_client
-
     from eagle3_core.spool.folder import Spool
     from eagle3_core.spool.producer import serve
     from eagle3_core.train.config import OnlineVllmConfig
@@ -144,7 +141,6 @@ def test_the_flow_starts_the_engine_or_uses_an_endpoint_and_shows_which_in_its_a
     finally:
         stop.set()
         standing.join(timeout=60)
-    with get_client(sync_client=True) as client:
-        shown = [a.description for a in client.read_artifacts() if a.key == "train-engine"]
+    shown = [a.description for a in artifacts("train-engine")]
     assert any("transformers engine started with the run" in d for d in shown)
     assert any(f"endpoint {endpoint.root}" in d for d in shown)
