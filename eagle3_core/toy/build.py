@@ -25,7 +25,8 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
@@ -33,7 +34,8 @@ from eagle3_core.fsio import write_json_atomic
 from eagle3_core.manifest import runtime_versions
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.toy.config import ToyTargetConfig
-from eagle3_core.toy.corpus import OPS, Question, distinct_training_prompts, split_questions
+from eagle3_core.toy.corpus import OPS, distinct_training_prompts, split_questions
+from eagle3_core.toy.countdown import split_countdowns
 from eagle3_core.toy.dataset_answers import ensure_dataset_answers
 
 # Bump when the code changes what a recipe builds (corpus wording, tokenizer, training loop).
@@ -66,7 +68,8 @@ def build_toy_target(cfg: ToyTargetConfig, reporter: Reporter | None = None) -> 
     final = toy_target_dir(cfg)
     if not is_built(final):
         _build_once(cfg, final, reporter)
-    ensure_dataset_answers(final)  # outside the recipe hash: a cached build gains them without retraining
+    if cfg.countdown is None:  # the dataset answers are written for the arithmetic questions
+        ensure_dataset_answers(final)  # outside the recipe hash: a cached build gains them without retraining
     return final
 
 
@@ -75,7 +78,8 @@ def _build_once(cfg: ToyTargetConfig, final: Path, reporter: Reporter) -> None:
     with _locked(final.with_name(final.name + ".lock")):
         if is_built(final):  # another process built it while we waited
             return
-        reporter.log(f"building the toy target (recipe {final.name}, 2.5-6 minutes on 2 CPU cores) -> {final}")
+        cost = "2.5-6 minutes" if cfg.countdown is None else "15-40 minutes, the long-reasoning toy"
+        reporter.log(f"building the toy target (recipe {final.name}, {cost} on 2 CPU cores) -> {final}")
         tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
@@ -97,6 +101,43 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+@dataclass(frozen=True)
+class World:
+    """What a build trains on and exports, whichever world the recipe picks."""
+
+    texts: list[str]  # the tokenizer's training corpus
+    heldout: list  # questions never trained on: scored, and exported for evaluation
+    prompts: list  # the generate stage's training prompts
+    batches: Callable  # tokenizer -> Batches
+
+
+def _world(cfg: ToyTargetConfig) -> World:
+    from eagle3_core.toy import train as toy_train
+
+    if cfg.countdown is not None:
+        split = split_countdowns(cfg.countdown, cfg.heldout_questions, cfg.train_prompts, cfg.seed)
+        return World(
+            texts=_corpus_texts(split.prompts[:200]),
+            heldout=split.heldout,
+            prompts=split.prompts,
+            batches=lambda tokenizer: toy_train.countdown_batches(tokenizer, split, cfg),
+        )
+    split = split_questions(cfg.heldout_questions, cfg.seed)
+    return World(
+        texts=_corpus_texts([q for op in OPS for q in split.train[op]]),
+        heldout=split.heldout,
+        prompts=distinct_training_prompts(split, cfg.train_prompts, random.Random(cfg.seed + 1)),
+        batches=lambda tokenizer: toy_train.arithmetic_batches(tokenizer, split.train, cfg),
+    )
+
+
+def _corpus_texts(questions: list) -> list[str]:
+    from eagle3_core.toy.train import completion_text
+
+    # Role names repeat so they merge into single tokens, as in a real chat vocabulary.
+    return [q.text for q in questions] + [completion_text(q) for q in questions] + ["user", "assistant", "system"] * 10
+
+
 def _build_into(cfg: ToyTargetConfig, out: Path, reporter: Reporter) -> None:
     import torch
     from transformers import AutoTokenizer, GenerationConfig
@@ -106,38 +147,30 @@ def _build_into(cfg: ToyTargetConfig, out: Path, reporter: Reporter) -> None:
 
     started = time.monotonic()
     out.mkdir(parents=True)
-    split = split_questions(cfg.heldout_questions, cfg.seed)
-    pool = [q for op in OPS for q in split.train[op]]
-    # Role names repeat so they merge into single tokens, as in a real chat vocabulary.
-    texts = [q.text for q in pool] + [toy_train.completion_text(q) for q in pool] + ["user", "assistant", "system"] * 10
-    save_tokenizer(train_tokenizer(texts, cfg.vocab_size), out, cfg.max_position_embeddings)
+    world = _world(cfg)
+    save_tokenizer(train_tokenizer(world.texts, cfg.vocab_size), out, cfg.max_position_embeddings)
     tokenizer = AutoTokenizer.from_pretrained(str(out))
 
     model = toy_train.build_model(cfg, tokenizer)
-    figures = toy_train.train(model, tokenizer, split, cfg, reporter)
-    heldout = toy_train.score(model, tokenizer, split.heldout)
-    # vLLM serves it in bf16: score that too, so a precision-fragile build shows in the report.
-    heldout_bf16 = toy_train.score(copy.deepcopy(model).to(torch.bfloat16), tokenizer, split.heldout)
+    figures = toy_train.train(model, tokenizer, world.batches(tokenizer), cfg, reporter)
+    scores = _score(model, tokenizer, world.heldout, cfg)
     reporter.log(
-        f"toy target: held-out answer accuracy {heldout['answer_accuracy']:.1%} "
+        f"toy target: held-out answer accuracy {scores['heldout']['answer_accuracy']:.1%} "
         f"after {figures['train_seconds']:.0f} s of training"
     )
     model.save_pretrained(str(out))
     GenerationConfig(eos_token_id=model.config.eos_token_id, pad_token_id=tokenizer.pad_token_id).save_pretrained(
         str(out)
     )
-    _write_prompts(
-        out / TRAIN_PROMPTS, distinct_training_prompts(split, cfg.train_prompts, random.Random(cfg.seed + 1))
-    )
-    _write_prompts(out / HELDOUT_PROMPTS, split.heldout)
+    _write_prompts(out / TRAIN_PROMPTS, world.prompts)
+    _write_prompts(out / HELDOUT_PROMPTS, world.heldout)
     report = {
         "recipe_hash": recipe_hash(cfg),
         "build_version": BUILD_VERSION,
         "recipe": cfg.recipe(),
         "vocab_size": len(tokenizer),
         "parameters": sum(p.numel() for p in model.parameters()),
-        "heldout": heldout,
-        "heldout_bf16": heldout_bf16,
+        **scores,
         "training": figures,
         "build_seconds": round(time.monotonic() - started, 1),
         "torch_threads": torch.get_num_threads(),
@@ -146,7 +179,21 @@ def _build_into(cfg: ToyTargetConfig, out: Path, reporter: Reporter) -> None:
     write_json_atomic(out / REPORT_NAME, report)
 
 
-def _write_prompts(path: Path, questions: list[Question]) -> None:
+def _score(model, tokenizer, heldout: list, cfg: ToyTargetConfig) -> dict:
+    """Held-out scores in bf16, as vLLM serves it, and in fp32 where decoding is cheap: a
+    precision-fragile build shows as a gap. The long world's traces take minutes to decode on
+    CPU, so it is scored in bf16 alone (``heldout`` is then that score)."""
+    import torch
+
+    from eagle3_core.toy import train as toy_train
+
+    bf16 = toy_train.score(copy.deepcopy(model).to(torch.bfloat16), tokenizer, heldout)
+    if cfg.countdown is not None:
+        return {"heldout": {**bf16, "dtype": "bfloat16"}, "heldout_bf16": bf16}
+    return {"heldout": toy_train.score(model, tokenizer, heldout), "heldout_bf16": bf16}
+
+
+def _write_prompts(path: Path, questions: list) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         for q in questions:
             fh.write(json.dumps({"messages": [{"role": "user", "content": q.text}]}, ensure_ascii=False) + "\n")

@@ -7,6 +7,38 @@ from pydantic import Field, model_validator
 from eagle3_core.base import StrictModel
 
 
+class CountdownConfig(StrictModel):
+    """The long toy's world (eagle3_core/toy/countdown.py): countdowns of many steps, about 17.5
+    tokens of reasoning a step."""
+
+    fewest_steps: int = Field(
+        115, ge=1, description="Fewest steps in a held-out or generate prompt (115 steps: about 2K reasoning tokens)."
+    )
+    most_steps: int = Field(
+        455, ge=1, description="Most steps in a held-out or generate prompt (455 steps: about 8K reasoning tokens)."
+    )
+    short_steps: int = Field(
+        40, ge=1, description="Most steps in a first-phase training question (short countdowns teach the rule cheaply)."
+    )
+    long_fraction: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="Share of the training steps, at the end, spent on long countdowns (fewest..most steps).",
+    )
+    long_batch_size: int = Field(
+        4,
+        ge=1,
+        description="Questions per step in the long phase (each is 2K-8K tokens; batch_size is for the short phase).",
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "CountdownConfig":
+        if not self.short_steps <= self.fewest_steps <= self.most_steps:
+            raise ValueError("toy.countdown needs short_steps <= fewest_steps <= most_steps")
+        return self
+
+
 class ToyTargetConfig(StrictModel):
     """A tiny Llama that answers arithmetic with a chain of thought, trained on CPU in minutes."""
 
@@ -48,6 +80,10 @@ class ToyTargetConfig(StrictModel):
         description="Train under bf16 autocast with fp32 weights (1.5x faster on CPUs with AVX-512 bf16; the saved weights stay fp32).",
     )
     seed: int = Field(0, description="Seed for the question split, sampling and weights.")
+    countdown: CountdownConfig | None = Field(
+        None,
+        description="Set for the long-reasoning toy (configs/toy-long.yaml): countdowns with 2K-8K tokens of reasoning instead of two-digit arithmetic.",
+    )
     cache_dir: str | None = Field(
         None,
         description="Where built targets are cached (under `toy/<recipe hash>/`); None = $EAGLE3_CACHE or ~/.cache/eagle3. Not part of the recipe hash.",
@@ -65,4 +101,5 @@ class ToyTargetConfig(StrictModel):
 
     def recipe(self) -> dict:
         """What the built model depends on (everything but where it is cached)."""
-        return self.model_dump(mode="json", exclude={"cache_dir"})
+        # exclude_none: a world added later leaves the hashes of the recipes without it as they were
+        return self.model_dump(mode="json", exclude={"cache_dir"}, exclude_none=True)

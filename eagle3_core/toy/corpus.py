@@ -30,6 +30,10 @@ class Question:
     b: int
 
     @property
+    def kind(self) -> str:
+        return self.op
+
+    @property
     def text(self) -> str:
         return f"What is {self.a} {SYMBOL[self.op]} {self.b}?"
 

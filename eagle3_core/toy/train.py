@@ -14,11 +14,13 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.toy.config import ToyTargetConfig
-from eagle3_core.toy.corpus import OPS, Question, Split, parse_answer
+from eagle3_core.toy.corpus import Question, parse_answer
+from eagle3_core.toy.countdown import CountdownSplit, training_batch
 from eagle3_core.toy.tokenizer import IM_END, PAD, THINK_CLOSE
 
 IGNORE = -100
@@ -41,8 +43,9 @@ def prompt_text(tokenizer, q: Question) -> str:
     )
 
 
-def encode(tokenizer, questions: list[Question]) -> list[Example]:
-    """Prompt + completion ids, batch-encoded. The template is rendered once around a sentinel:
+def encode(tokenizer, questions: list, completions: list[str] | None = None) -> list[Example]:
+    """Prompt + completion ids (``completions``, else each question's whole answer), batch-encoded.
+    The template is rendered once around a sentinel:
     the question sits between special tokens and ``<think>`` is an added token, all hard
     boundaries, so encoding the pieces apart gives the ids of encoding them together."""
     sentinel = "\x00"
@@ -50,8 +53,9 @@ def encode(tokenizer, questions: list[Question]) -> list[Example]:
         prompt_text(tokenizer, Question("add", 0, 0)).replace(Question("add", 0, 0).text, sentinel).split(sentinel)
     )
     prompts = tokenizer([before + q.text + after for q in questions], add_special_tokens=False)["input_ids"]
-    completions = tokenizer([completion_text(q) for q in questions], add_special_tokens=False)["input_ids"]
-    return [Example(p + c, len(p)) for p, c in zip(prompts, completions)]
+    texts = completions if completions is not None else [completion_text(q) for q in questions]
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return [Example(p + c, len(p)) for p, c in zip(prompts, ids)]
 
 
 def build_model(cfg: ToyTargetConfig, tokenizer):
@@ -97,18 +101,42 @@ def _lr_at(step: int, cfg: ToyTargetConfig) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def train(model, tokenizer, split: Split, cfg: ToyTargetConfig, reporter: Reporter | None = None) -> dict:
-    """Train in place; returns figures (steps, seconds, tokens/s, final loss)."""
+Batches = Callable[[int], list[Example]]
+
+
+def arithmetic_batches(tokenizer, train_pools: dict[str, list[Question]], cfg: ToyTargetConfig) -> Batches:
+    """``batch_size`` examples a step, kinds equally likely (multiplication's small pool repeats)."""
+    pools = {kind: encode(tokenizer, questions) for kind, questions in train_pools.items()}
+    kinds, rng = list(pools), random.Random(cfg.seed)  # the pools' order: a build stays what it was
+    return lambda step: [rng.choice(pools[rng.choice(kinds)]) for _ in range(cfg.batch_size)]
+
+
+def countdown_batches(tokenizer, split: CountdownSplit, cfg: ToyTargetConfig) -> Batches:
+    """Short countdowns at ``batch_size`` first, then long ones at ``countdown.long_batch_size``
+    for the last ``countdown.long_fraction`` of the steps."""
+    world, rng = cfg.countdown, random.Random(cfg.seed)
+    long_from = cfg.train_steps - round(cfg.train_steps * world.long_fraction)
+
+    def batch(step: int) -> list[Example]:
+        long = step >= long_from
+        size = world.long_batch_size if long else cfg.batch_size
+        samples = training_batch(split, world, long, size, rng)
+        texts = [completion_text(s.question) if s.lines is None else s.question.opening(s.lines) for s in samples]
+        return encode(tokenizer, [s.question for s in samples], texts)
+
+    return batch
+
+
+def train(model, tokenizer, batches: Batches, cfg: ToyTargetConfig, reporter: Reporter | None = None) -> dict:
+    """Train in place on ``batches(step)``; returns figures (steps, seconds, tokens/s, final loss)."""
     import torch
 
     reporter = reporter or NullReporter()
-    pools = {op: encode(tokenizer, split.train[op]) for op in OPS}
-    rng = random.Random(cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.01)
     model.train()
     start, tokens, losses = time.monotonic(), 0, []
     for step in range(cfg.train_steps):
-        batch = [rng.choice(pools[rng.choice(OPS)]) for _ in range(cfg.batch_size)]
+        batch = batches(step)
         ids, labels = _batch(batch, tokenizer.pad_token_id)
         for group in opt.param_groups:
             group["lr"] = _lr_at(step, cfg)
@@ -132,7 +160,7 @@ def train(model, tokenizer, split: Split, cfg: ToyTargetConfig, reporter: Report
     }
 
 
-def greedy_completions(model, tokenizer, questions: list[Question], max_new_tokens: int) -> list[str]:
+def greedy_completions(model, tokenizer, questions: list, max_new_tokens: int) -> list[str]:
     """Greedy completions (special tokens dropped, think tokens kept), batched by prompt length."""
     import torch
 
@@ -171,14 +199,15 @@ def _decode_groups(model, tokenizer, prompts: list[list[int]], out: list[str], m
                 out[row] = tokenizer.decode(seq, skip_special_tokens=True)
 
 
-def score(model, tokenizer, questions: list[Question]) -> dict:
+def score(model, tokenizer, questions: list) -> dict:
     """Held-out accuracy: the answer after ``</think>`` is right (overall and per kind), and the
     whole completion is exactly the reference."""
     longest = max(len(tokenizer.encode(completion_text(q), add_special_tokens=False)) for q in questions)
     texts = greedy_completions(model, tokenizer, questions, max_new_tokens=longest + 8)
     right = [parse_answer(t.partition(THINK_CLOSE)[2]) == q.value for q, t in zip(questions, texts)]
     exact = [t == q.reasoning() + THINK_CLOSE + q.answer() for q, t in zip(questions, texts)]
-    per_op = {op: _mean([r for r, q in zip(right, questions) if q.op == op]) for op in OPS}
+    kinds = sorted({q.kind for q in questions})
+    per_op = {kind: _mean([r for r, q in zip(right, questions) if q.kind == kind]) for kind in kinds}
     return {
         "questions": len(questions),
         "answer_accuracy": _mean(right),

@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -57,14 +56,22 @@ def test_a_recipe_that_runs_generate_without_prompts_is_refused_naming_the_recip
     assert f"file: {recipe}" in err and "set generate.prompts.input in the recipe" in err
 
 
-def test_demo_without_its_recipe_says_how_to_get_it(monkeypatch, tmp_path):
-    from flows.cli import demo
+def test_demo_without_its_recipe_says_how_to_get_it(tmp_path):
+    missing = tmp_path / "missing.yaml"
 
-    monkeypatch.setattr(demo, "TOY_RECIPE", Path(tmp_path / "missing.yaml"))
+    result = CliRunner().invoke(cli, ["demo", "--recipe", str(missing), "--out", str(tmp_path / "run")])
 
-    result = CliRunner().invoke(cli, ["demo", "--out", str(tmp_path / "run")])
+    assert f"the toy recipe is missing: {missing}" in str(result.exception)
 
-    assert "the toy recipe is missing" in str(result.exception)
+
+def test_demo_on_a_recipe_without_a_toy_section_says_which_recipes_it_runs(tmp_path):
+    recipe = tmp_path / "served.yaml"
+    recipe.write_text("target:\n  path: /models/mine\n")
+
+    result = CliRunner().invoke(cli, ["demo", "--recipe", str(recipe)])
+
+    assert f"{recipe} has no `toy:` section" in str(result.exception)
+    assert "configs/toy-long.yaml" in result.exception.fix
 
 
 def test_every_declared_stage_has_its_command_listed_in_dag_order_before_the_other_commands():

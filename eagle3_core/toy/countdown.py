@@ -1,0 +1,126 @@
+"""The long toy's world: count down by a step, many times, with a line of working per step.
+
+``Count down from 4127 by 7, 300 times.`` is answered ``<think>`` + one line per step
+(``300 left, 4127 minus 7 is 4120.``, then ``299 left, 4120 minus 7 is 4113.`` ...) +
+``</think>The answer is 2027.<|im_end|>``. At about 17.5 tokens a line, 115 to 455 steps give
+2K to 8K tokens of reasoning: the lengths where a drafter's acceptance is said to fall.
+
+Each line depends only on the one before it (two decrements), so the rule is the same at
+every length: the target learns it on short countdowns, which are cheap to train on, and a
+final phase on long ones teaches it to keep its attention local over thousands of tokens.
+The final answer is checkable and is right only when every step was.
+
+Guarantees: the held-out questions never appear among the training prompts or the training
+samples; everything is a pure function of the seed.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from eagle3_core.toy.config import CountdownConfig
+
+# Every number has four digits: each line then has the same tokens (about 17.5), so a step
+# count is a reasoning length, and a borrow is at most three digits deep.
+SMALLEST_END, LARGEST_START = 1000, 9999
+
+
+@dataclass(frozen=True)
+class Countdown:
+    start: int
+    step: int
+    times: int
+
+    @property
+    def kind(self) -> str:
+        return f"by {self.step}"
+
+    @property
+    def text(self) -> str:
+        return f"Count down from {self.start} by {self.step}, {self.times} times."
+
+    @property
+    def value(self) -> int:
+        return self.start - self.step * self.times
+
+    def reasoning(self) -> str:
+        """One line a step, no whitespace at either end (vLLM's parsers strip it)."""
+        return "\n".join(self._lines(self.times))
+
+    def opening(self, lines: int) -> str:
+        """The first ``lines`` lines of the working, each with its newline: a prefix of the
+        completion's text and, digits and newlines being token boundaries, of its ids."""
+        return "".join(line + "\n" for line in self._lines(lines))
+
+    def _lines(self, count: int) -> list[str]:
+        n = self.start
+        out = []
+        for left in range(self.times, self.times - count, -1):
+            out.append(f"{left} left, {n} minus {self.step} is {n - self.step}.")
+            n -= self.step
+        return out
+
+    def answer(self) -> str:
+        return f"The answer is {self.value}."
+
+
+STEPS = tuple(range(2, 10))
+KINDS = tuple(f"by {d}" for d in STEPS)
+
+
+def draw(rng: random.Random, fewest: int, most: int) -> Countdown:
+    """A countdown of ``fewest``..``most`` steps whose every number has four digits."""
+    step, times = rng.choice(STEPS), rng.randint(fewest, most)
+    return Countdown(rng.randint(SMALLEST_END + step * times, LARGEST_START), step, times)
+
+
+@dataclass(frozen=True)
+class CountdownSplit:
+    """``heldout`` for evaluation; training draws anything else (the space is ~10^7 questions)."""
+
+    heldout: list[Countdown]
+    prompts: list[Countdown]
+
+
+def split_countdowns(cfg: CountdownConfig, heldout: int, prompts: int, seed: int) -> CountdownSplit:
+    """Held-out questions and the generate stage's training prompts, disjoint, long ones only."""
+    rng = random.Random(seed)
+    held: dict[Countdown, None] = {}
+    while len(held) < heldout:
+        held[draw(rng, cfg.fewest_steps, cfg.most_steps)] = None
+    picked: dict[Countdown, None] = {}
+    while len(picked) < prompts:
+        q = draw(rng, cfg.fewest_steps, cfg.most_steps)
+        if q not in held:
+            picked[q] = None
+    return CountdownSplit(heldout=list(held), prompts=list(picked))
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A training question and how much of its answer is trained on: all of it (``lines`` None),
+    or its opening ``lines`` lines (a long countdown's start, at a short one's cost)."""
+
+    question: Countdown
+    lines: int | None = None
+
+
+def training_batch(split: CountdownSplit, cfg: CountdownConfig, long: bool, size: int, rng: random.Random):
+    """``size`` samples of similar length (padding stays small), never of a held-out question.
+
+    The long phase trains on whole long countdowns. The short phase mixes whole short ones (the
+    end: the last lines, ``</think>``, the answer) with the openings of long ones (three-digit
+    counters, which short countdowns never reach), each ``short_steps`` lines at most."""
+    fewest, most = (cfg.fewest_steps, cfg.most_steps) if long else (1, cfg.short_steps)
+    centre = rng.randint(fewest, most)
+    spread = max(1, (most - fewest) // 20)
+    low, high = max(fewest, centre - spread), min(most, centre + spread)
+    held = set(split.heldout)
+    batch: list[Sample] = []
+    while len(batch) < size:
+        opening = not long and len(batch) % 2 == 1
+        q = draw(rng, cfg.fewest_steps, cfg.most_steps) if opening else draw(rng, low, high)
+        if q not in held:
+            batch.append(Sample(q, rng.randint(low, high) if opening else None))
+    return batch

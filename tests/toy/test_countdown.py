@@ -1,0 +1,108 @@
+"""The long toy's world: countdowns whose working is right, 2K-8K tokens long, never leaking
+held-out questions into training."""
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from eagle3_core.toy.config import CountdownConfig, ToyTargetConfig
+from eagle3_core.toy.corpus import parse_answer
+from eagle3_core.toy.countdown import Countdown, split_countdowns, training_batch
+
+LONG_RECIPE = Path(__file__).resolve().parents[2] / "configs" / "toy-long.yaml"
+LINE = re.compile(r"(\d+) left, (\d+) minus (\d+) is (\d+)\.")
+
+
+def long_recipe() -> dict:
+    return yaml.safe_load(LONG_RECIPE.read_text(encoding="utf-8"))
+
+
+def test_each_line_is_one_step_of_both_countdowns_and_the_answer_is_where_they_end():
+    q = Countdown(start=1003, step=7, times=12)
+    lines = q.reasoning().split("\n")
+    assert len(lines) == 12 and q.reasoning() == q.reasoning().strip()
+    n = q.start
+    for left, line in zip(range(12, 0, -1), lines):
+        got = LINE.fullmatch(line)
+        assert got, line
+        assert [int(x) for x in got.groups()] == [left, n, 7, n - 7]
+        n -= 7
+    assert q.value == n == 1003 - 84 and parse_answer(q.answer()) == q.value
+
+
+def test_the_recipes_prompts_carry_two_to_eight_thousand_tokens_of_reasoning(tmp_path):
+    """Measured with a tokenizer trained the way the build trains it (digits one a token)."""
+    from eagle3_core.toy.build import _world
+
+    cfg = ToyTargetConfig.model_validate({**long_recipe()["toy"], "heldout_questions": 20, "train_prompts": 40})
+    world = _world(cfg)
+    from eagle3_core.toy.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(world.texts, cfg.vocab_size)
+    lengths = [len(tok.encode(q.reasoning()).ids) for q in world.heldout + world.prompts]
+    assert 2000 <= min(lengths) and max(lengths) <= 8192, (min(lengths), max(lengths))
+    assert max(lengths) > 6000 and min(lengths) < 3000  # the whole range, not one corner of it
+
+
+def test_heldout_questions_are_in_neither_the_prompts_nor_any_training_batch():
+    world = CountdownConfig(fewest_steps=3, most_steps=6, short_steps=2)
+    split = split_countdowns(world, heldout=60, prompts=200, seed=0)
+    held = set(split.heldout)
+    assert len(held) == 60 and len(set(split.prompts)) == 200 and not held & set(split.prompts)
+    rng = random.Random(1)
+    samples = [s for long in (True, False) for _ in range(300) for s in training_batch(split, world, long, 8, rng)]
+    assert not {s.question for s in samples} & held
+    assert all(1000 <= s.question.value < s.question.start <= 9999 for s in samples)
+    assert all(3 <= s.question.times <= 6 for s in samples[: 300 * 8])  # the long phase's
+    short = training_batch(split, world, False, 64, rng)
+    whole, openings = [s for s in short if s.lines is None], [s for s in short if s.lines is not None]
+    assert len(whole) == len(openings) == 32
+    assert all(1 <= s.question.times <= 2 for s in whole) and all(1 <= s.lines <= 2 for s in openings)
+    assert all(3 <= s.question.times for s in openings)  # long countdowns' starts, at a short cost
+
+
+def test_an_opening_is_a_prefix_of_the_answer_in_text_and_in_ids():
+    from eagle3_core.toy.tokenizer import train_tokenizer
+    from eagle3_core.toy.train import completion_text
+
+    q = Countdown(start=9321, step=9, times=150)
+    tok = train_tokenizer([completion_text(Countdown(5000, 3, 40)), q.text] * 5, 384)
+    whole = tok.encode(completion_text(q)).ids
+    for lines in (1, 7, 40):
+        opening = q.opening(lines)
+        assert completion_text(q).startswith(opening) and opening.count("\n") == lines
+        ids = tok.encode(opening).ids
+        assert whole[: len(ids)] == ids
+
+
+def test_the_split_is_a_function_of_the_seed():
+    world = CountdownConfig()
+    a, b = split_countdowns(world, 10, 20, seed=3), split_countdowns(world, 10, 20, seed=3)
+    assert a == b and split_countdowns(world, 10, 20, seed=4).heldout != a.heldout
+
+
+def test_a_batch_keeps_lengths_close_so_padding_stays_small():
+    world = CountdownConfig()
+    split = split_countdowns(world, 5, 5, seed=0)
+    rng = random.Random(0)
+    for _ in range(20):
+        times = [s.question.times for s in training_batch(split, world, True, 4, rng)]
+        assert max(times) - min(times) <= 2 * max(1, (world.most_steps - world.fewest_steps) // 20)
+
+
+def test_step_ranges_out_of_order_are_one_config_error():
+    with pytest.raises(ValueError, match="short_steps <= fewest_steps <= most_steps"):
+        CountdownConfig(fewest_steps=500, most_steps=200)
+
+
+def test_adding_the_long_world_left_the_toys_recipe_hash_as_it_was():
+    """The toy's cache key (and so every cached build, and the demo's figures) did not move."""
+    from eagle3_core.toy.build import recipe_hash
+    from tests.fixtures.toy import toy_recipe
+
+    cfg = ToyTargetConfig.model_validate(toy_recipe()["toy"])
+    assert "countdown" not in cfg.recipe()
+    assert recipe_hash(cfg) == "a22b63197d5b6e36"
