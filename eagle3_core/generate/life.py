@@ -19,7 +19,7 @@ def lifecycle_for(
         STAGE,
         out_dir,
         *keys,
-        shards=("accepted/part-*.parquet", "rejected/part-*.parquet"),
+        shards=("accepted/part-*.parquet", "rejected/part-*.parquet", "turns/part-*.parquet"),
         versions=("openai", "polars", "httpx"),
         reporter=reporter,
     )
