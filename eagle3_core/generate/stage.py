@@ -46,12 +46,13 @@ from eagle3_core.generate.shape import check_shape
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
 from eagle3_core.generate.slots import SharedLimits, SlotKeeper
 from eagle3_core.generate.stats import RunStats
+from eagle3_core.generate.turns import TurnBook
 from eagle3_core.lifecycle import Stage, StageRun, drive
 from eagle3_core.manifest import StageManifest
 from eagle3_core.progress import Reporter
 
 STAGE = "generate"
-SHARDS = ("accepted/part-*.parquet", "rejected/part-*.parquet")
+SHARDS = ("accepted/part-*.parquet", "rejected/part-*.parquet", "turns/part-*.parquet")
 
 
 @dataclass
@@ -161,7 +162,15 @@ class ServedRun:
         self.total = count_rows(self.cfg.prompts)
         requester = Requester(self.cfg, self.model, self.pool, self._on_retry)
         self.engine = Engine(
-            requester, self.pool, self.accepted, self.rejected, self.stats, self.model, self._report, self._on_shard
+            requester,
+            self.pool,
+            self.accepted,
+            self.rejected,
+            self.stats,
+            self.model,
+            self._report,
+            self._on_shard,
+            turns=self.turn_book.writer,
         )
         self._t_generate = time.monotonic()
 
@@ -190,6 +199,10 @@ class ServedRun:
             self.reporter.log(f"generate: resuming; {len(self.persisted) + len(self.unkeyed)} rows already on disk")
         if self.resent:
             self.reporter.log(f"generate: {self.resent} earlier rejects were left open: sending them again")
+        self.turn_book = TurnBook(self.out_dir, self.cfg)  # generate.turns: all (turns.py)
+        self.stats.turns_resumed = self.turn_book.scan(lambda key: self.persisted.get(key) is not None)
+        if self.stats.turns_resumed:
+            self.reporter.log(f"generate: {self.stats.turns_resumed} earlier turns already on disk: not asked again")
 
     def run_all(self, shared: SharedLimits | None = None) -> None:
         """Every row through one engine; with ``shared``, within this run's share of each limit.
@@ -215,7 +228,9 @@ class ServedRun:
         one line when prompts are still open (the driver records it ``failed``)."""
         self.accepted.flush()
         self.rejected.flush()
+        self.turn_book.flush()
         self._drop_stale()
+        self.turn_book.drop_stale(self._seen.__contains__)
         self._count_resumed_reasons()
         self.timings["generate"] = round(time.monotonic() - self._t_generate, 3)
         self.fill(manifest)
@@ -228,6 +243,7 @@ class ServedRun:
         try:
             self.accepted.flush()
             self.rejected.flush()
+            self.turn_book.flush()
         except Exception:
             pass
 
@@ -269,7 +285,7 @@ class ServedRun:
                 self.stats.resume(outcome)
             else:
                 self._seen.add(short)
-                yield WorkItem(index, key, messages, row, tools)
+                yield WorkItem(index, key, messages, row, tools, self.turn_book.conversation(key, messages))
 
     def _drop_stale(self) -> None:
         """Rows an earlier run here wrote for prompts this run does not have (another sampling

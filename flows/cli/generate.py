@@ -42,6 +42,7 @@ class ConcurrencyType(click.ParamType):
     help="OpenAI-compatible endpoint (http://host:port/v1); repeat for several. Not used with --source dataset.",
 )
 @field_option(GenerateConfig, "source")
+@field_option(GenerateConfig, "turns")
 @click.option("--model", default=None, help="Served model name (default: the first one the endpoint lists).")
 @click.option(
     "--out", required=True, type=click.Path(file_okay=False), help="Stage folder: accepted/, rejected/, manifest.json."
