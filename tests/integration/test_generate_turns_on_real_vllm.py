@@ -18,23 +18,10 @@ import pytest
 from eagle3_core.generate.config import GenerateConfig, PromptSource
 from eagle3_core.generate.stage import run_generate
 from eagle3_core.toy.build import TRAIN_PROMPTS
+from eagle3_core.toy.conversations import FOREIGN_ANSWER, toy_conversations
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 CONVERSATIONS, TURNS = 4, 3
-
-
-def toy_conversations(prompts_file, count: int, turns: int) -> list[dict]:
-    """``count`` rows of ``turns`` toy questions each, all but the last answered by another model."""
-    questions = [json.loads(line)["messages"][0]["content"] for line in prompts_file.read_text().splitlines()]
-    rows = []
-    for i in range(count):
-        messages = []
-        for t in range(turns):
-            messages.append({"role": "user", "content": questions[i * turns + t]})
-            if t < turns - 1:
-                messages.append({"role": "assistant", "content": "Another model answered this."})
-        rows.append({"messages": messages})
-    return rows
 
 
 def contains(ids: list[int], part: list[int]) -> bool:
@@ -83,7 +70,7 @@ def test_every_turn_is_regenerated_on_the_targets_own_earlier_answers(generated,
     by_turn = {(r["conversation_id"], r["turn"]): r for r in turns.iter_rows(named=True)}
     checked = 0
     for final in finals.iter_rows(named=True):
-        assert "Another model" not in json.dumps(final["messages"]), final["sample_id"]
+        assert FOREIGN_ANSWER not in json.dumps(final["messages"]), final["sample_id"]
         history = [m for m in final["messages"] if m["role"] == "assistant"]
         for turn, message in enumerate(history):
             own = by_turn[(final["sample_id"], turn)]
@@ -117,3 +104,45 @@ def test_the_sequence_trains_on_the_last_turns_ids_with_the_history_masked(gener
         assert list(seq["loss_mask"]) == [0] * (len(prompt) - 1) + [1] * (1 + len(completion))
     prompts_differ = [m for m in manifest.details["mismatches"] if m["where"] == "prompt"]
     assert not prompts_differ, "vLLM rendered the target's own history as reconstruct does"
+
+
+def test_a_supervised_history_trains_on_exactly_the_earlier_turns_own_ids(generated, toy_target):
+    from eagle3_core.reconstruct.stage import run_reconstruct
+    from eagle3_core.reconstruct.tokenizer import load_tokenizer
+
+    _, finals, turns, work = generated
+    recipe = toy_recipe()
+    target = recipe.target.model_copy(update={"path": str(toy_target), "history_supervised": True})
+    manifest = run_reconstruct(recipe.reconstruct, target, work / "gen", work / "seq-history")
+    assert manifest.counts["history_turns_supervised"] == CONVERSATIONS * (TURNS - 1)
+    assert manifest.counts.get("history_turns_unplaced", 0) == 0
+    think_close = load_tokenizer(str(toy_target)).convert_tokens_to_ids("</think>")
+    own = {(r["conversation_id"], r["turn"]): r["completion_token_ids"] for r in turns.iter_rows(named=True)}
+    seqs = pl.concat([pl.read_parquet(f) for f in sorted((work / "seq-history").glob("part-*.parquet"))])
+    compared = 0
+    for seq in seqs.iter_rows(named=True):
+        prompt_len = len(server_prompt(finals, seq["sample_id"]))
+        ids, mask = list(seq["input_ids"]), list(seq["loss_mask"])
+        spans = supervised_runs(mask[: prompt_len - 1])  # the forced <think> before the last answer aside
+        assert len(spans) == TURNS - 1, seq["sample_id"]
+        for turn, (start, end) in enumerate(spans):
+            completion = own[(seq["sample_id"], turn)]
+            if completion.count(think_close) == 1:  # as above: the text then says what the ids say
+                assert ids[start:end] == completion, (seq["sample_id"], turn)
+                compared += 1
+    assert compared, "no earlier turn closed its reasoning: nothing was compared"
+
+
+def server_prompt(finals: pl.DataFrame, sample_id: str) -> list[int]:
+    return finals.filter(pl.col("sample_id") == sample_id).row(0, named=True)["prompt_token_ids"]
+
+
+def supervised_runs(mask: list[int]) -> list[tuple[int, int]]:
+    runs, start = [], None
+    for i, bit in enumerate(mask + [0]):
+        if bit and start is None:
+            start = i
+        elif not bit and start is not None:
+            runs.append((start, i))
+            start = None
+    return runs
