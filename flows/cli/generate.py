@@ -5,20 +5,11 @@ from __future__ import annotations
 import click
 
 from eagle3_core.generate.config import GenerateConfig, PromptSource
-from flows.cli.options import field_option
+from flows.cli.options import field_option, field_options, recipe_options
 
 # GenerateConfig fields set as they are, each its own --option (default, help, bounds: the field's)
-FIELDS = (
-    "max_concurrency",
-    "request_timeout",
-    "max_retries",
-    "max_tokens",
-    "temperature",
-    "shard_rows",
-    "flush_seconds",
-    "retry_initial_wait",
-    "limit_lease_seconds",
-)
+FIELDS = ("max_concurrency", "request_timeout", "max_retries", "max_tokens", "temperature", "shard_rows")
+FIELDS += ("flush_seconds", "retry_initial_wait", "limit_lease_seconds")
 
 
 class ConcurrencyType(click.ParamType):
@@ -34,12 +25,6 @@ class ConcurrencyType(click.ParamType):
         if number < 1:
             self.fail("must be at least 1", param, ctx)
         return number
-
-
-def field_options(function):
-    for field in reversed(FIELDS):
-        function = field_option(GenerateConfig, field)(function)
-    return function
 
 
 @click.command("generate")
@@ -65,20 +50,9 @@ def field_options(function):
 @field_option(PromptSource, "split")
 @field_option(PromptSource, "max_samples")
 @field_option(GenerateConfig, "concurrency", type=ConcurrencyType())
-@field_options
+@field_options(GenerateConfig, *FIELDS)
 @field_option(GenerateConfig, "require_reasoning", "--require-reasoning/--allow-empty-reasoning")
-@click.option(
-    "--family",
-    type=str,
-    default=None,
-    help="Chat family: its template variables and detokenizer settings (target.chat) come from the bundled recipe whose target.family it is (configs/*.yaml).",
-)
-@click.option(
-    "--recipe",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Take target.chat from this recipe instead (reconstruct checks the same recipe against what generate recorded).",
-)
+@recipe_options("its template variables and detokenizer settings (target.chat)", "target.chat")
 @field_option(GenerateConfig, "allow_empty")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def command(input_, base_urls, out, split, max_samples, family, recipe, no_progress, **fields) -> None:
