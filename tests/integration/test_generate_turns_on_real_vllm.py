@@ -17,6 +17,7 @@ import pytest
 
 from eagle3_core.generate.config import GenerateConfig, PromptSource
 from eagle3_core.generate.stage import run_generate
+from eagle3_core.reconstruct.preflight import generate_preflight
 from eagle3_core.toy.build import TRAIN_PROMPTS
 from eagle3_core.toy.conversations import FOREIGN_ANSWER, toy_conversations
 
@@ -54,7 +55,8 @@ def generated(toy_vllm, tmp_path_factory):
         max_retries=2,
         shard_rows=10,
     )
-    manifest = run_generate(cfg, work / "gen")
+    target = toy_recipe().target.model_copy(update={"path": str(toy_vllm.path)})
+    manifest = run_generate(cfg, work / "gen", preflight=generate_preflight(target))  # as the pipeline runs it
     read = lambda kind: pl.concat([pl.read_parquet(f) for f in sorted((work / "gen" / kind).glob("*.parquet"))])  # noqa: E731
     return manifest, read("accepted"), read("turns"), work
 
@@ -67,6 +69,8 @@ def test_every_turn_is_regenerated_on_the_targets_own_earlier_answers(generated,
     assert manifest.status == "complete" and manifest.counts["accepted"] == CONVERSATIONS
     assert manifest.counts["turns"] == len(turns) == CONVERSATIONS * (TURNS - 1)
     assert manifest.counts["requests"] == CONVERSATIONS * TURNS
+    (preflight,) = manifest.details["preflight"]  # generate's own probe ran the pre-flight suite first
+    assert "token ids equal the reconstruction of its own text" in preflight and "two_turns: ids equal" in preflight
     by_turn = {(r["conversation_id"], r["turn"]): r for r in turns.iter_rows(named=True)}
     checked = 0
     for final in finals.iter_rows(named=True):
