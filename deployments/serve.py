@@ -70,7 +70,7 @@ def build_deployments(recipe_path: Path, out: str) -> list:
             load(f"{path.removesuffix('.py').replace('/', '.')}:{name}").to_deployment(
                 d["name"],
                 parameters=repoint(d["parameters"], toy, recipe, generate, out),
-                description=d["description"],
+                description=d.get("description"),  # none: the flow's own
                 tags=d.get("tags", []),
                 schedules=[
                     Cron(s["cron"], timezone=s["timezone"], active=s.get("active", True))

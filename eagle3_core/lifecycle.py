@@ -14,7 +14,7 @@ process)::
     drive(VocabStage(cfg, target, sequences_dir, out_dir, reporter))
 
 ``StageLifecycle`` holds the folder's steps the driver calls (open, begin, guard, complete, fail);
-generate still calls them itself.
+only the driver calls them.
 
 Guarantees:
 - **One writer per folder.** ``open`` takes ``<out>/.lock`` (``eagle3_core.lock``); a second run
@@ -197,8 +197,8 @@ class Stage:
     declaration, ``eagle3_core.stages``), ``out_dir`` and a reporter, and states:
 
     - ``name``, ``shards`` (globs recorded at ``complete``), ``outputs`` (globs, files or folders,
-      removed when the keys changed; default ``shards``) and ``versions`` (packages recorded in
-      the manifest);
+      removed when the keys changed; ``None``: ``shards``; ``()``: nothing, for a stage whose rows
+      carry their own keys, as generate's do) and ``versions`` (packages recorded in the manifest);
     - ``keys()``: (config hash, input fingerprints). It checks the inputs first: an error raised
       here touches nothing, not even the folder's lock;
     - ``plan() -> units``: after the lock and the clearing, before ``running`` is written when the
@@ -206,14 +206,16 @@ class Stage:
     - ``run(unit) -> Rejects | None``: one unit of work, its outputs written with
       ``fsio.atomic_path(path, record=True)``;
     - ``finish(manifest) -> Rejects | None``: fills ``counts`` and ``details`` once every unit is
-      durable; ``close()``: frees what the units held (an engine), error or not.
+      durable; ``close()``: frees what the units held (an engine), error or not;
+    - ``stopped(manifest)``: where a unit that fails has figures worth keeping (the rows done, the
+      endpoints' states), puts them into the manifest the driver then writes ``failed``.
 
     ``StageRun`` drives it; nothing else writes its manifest.
     """
 
     name: str = ""
     shards: tuple[str, ...] = ()
-    outputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] | None = None
     versions: tuple[str, ...] = ()
     changed: str = "its outputs are discarded"  # the log line's end when the keys changed
     out_dir: Path
@@ -237,6 +239,9 @@ class Stage:
         return None
 
     def close(self) -> None:
+        return None
+
+    def stopped(self, manifest: StageManifest) -> None:
         return None
 
 
@@ -293,13 +298,13 @@ class StageRun:
         is written at once, so a refusal in ``plan`` never leaves the cleared run's ``complete``."""
         stage = self.stage
         stage.reporter.log(f"{stage.name} config or inputs changed since the last run: {stage.changed}")
-        for pattern in stage.outputs or stage.shards:
+        for pattern in stage.shards if stage.outputs is None else stage.outputs:
             for path in stage.out_dir.glob(pattern):
                 remove_tree(path)  # for real, a symlink as a link, or one error: never mix what was discarded
         self.life.begin()
 
     def run(self, unit: Any) -> None:
-        with self.life.guard(), self._timed("run"):
+        with self.life.guard(), self._timed("run"), self._stopped():
             rejects = self.stage.run(unit)
         self._count(rejects)
         self._done += 1
@@ -320,6 +325,16 @@ class StageRun:
     def _count(self, rejects: Rejects | None) -> None:
         if rejects is not None:
             self.rejects = (self.rejects or Rejects()).merge(rejects)
+
+    @contextlib.contextmanager
+    def _stopped(self) -> Iterator[None]:
+        """An error in a unit: the stage's figures so far go into the manifest ``failed`` records."""
+        try:
+            yield
+        except Exception:
+            with contextlib.suppress(Exception):  # best effort: the unit's own error is the one to raise
+                self.stage.stopped(self.manifest)
+            raise
 
     @contextlib.contextmanager
     def _timed(self, step: str) -> Iterator[None]:

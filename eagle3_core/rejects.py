@@ -1,6 +1,6 @@
 """The one reject counter: every dropped row is counted under a short reason code.
 
-A stage counts into a ``Rejects`` and hands it to its manifest (``StageLifecycle.complete``),
+A stage counts into a ``Rejects`` and hands it to its manifest (the driver records it at ``complete``),
 which records the same two things for every stage: ``counts["rejected"]`` (the total) and
 ``details["reject_reasons"]`` (reason -> rows, sorted by reason). Shard stats and worker
 processes carry it as the plain dict ``as_dict()`` returns, and ``merge`` adds them up.

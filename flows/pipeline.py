@@ -1,7 +1,6 @@
 """The whole DAG as one Prefect flow whose single parameter is the pipeline config.
 
-The stages declared in ``eagle3_core.stages`` (generate -> reconstruct -> vocab -> extract ->
-train -> evaluate), in their order, each its own flow run (a subflow) that waits for the stages it reads
+The stages declared in ``eagle3_core.stages``, in their order, each its own flow run (a subflow) that waits for the stages it reads
 (``StageDone`` tokens, nothing else), so the run graph draws the DAG and only it; each skips itself when its
 manifest says it is complete for the same inputs and config. Because the parameter is ``PipelineConfig``, the Prefect UI renders it as a form and
 validates it exactly as ``eagle3 pipeline --config`` does.
@@ -44,13 +43,19 @@ from eagle3_core.config import PipelineConfig, format_validation_error
 from eagle3_core.errors import ConfigError, Eagle3Error, StagesBlocked
 from eagle3_core.manifest import read_manifest
 from eagle3_core.run_summary import Outcome, summary_markdown
-from eagle3_core.stages import BY_NAME, STAGES, StageSpec
+from eagle3_core.stages import BY_NAME, STAGE_NAMES, STAGES, StageSpec
 from flows.stages import stage_flow
 
 
 # validated in the body, not by Prefect: a refused run then fails with the config's own one-line error
 # and still leaves its summary (Prefect's refusal came before the body, with neither)
-@flow(name="pipeline", log_prints=True, validate_parameters=False)
+# the description names the declared stages: the deployments take it from here (deployments/prefect.yaml)
+@flow(
+    name="pipeline",
+    log_prints=True,
+    validate_parameters=False,
+    description=f"The whole DAG on one recipe: {' -> '.join(STAGE_NAMES)}.",
+)
 def pipeline(config: PipelineConfig) -> dict[str, dict]:
     """Run every selected stage of the DAG into ``config.out``."""
     config = validated(config)

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from eagle3_core.generate.stage import GenerateRun
+from eagle3_core.lifecycle import StageRun
 from eagle3_core.manifest import StageManifest
 from tasks.common import ensure_limit, publish_manifest, publish_table
 
@@ -120,23 +120,25 @@ class PrefectLimits:
 
 
 @task(name="generate-open", cache_policy=NO_CACHE)
-def open_run(run: GenerateRun) -> StageManifest | None:
+def open_run(run: StageRun) -> StageManifest | None:
     """Skip check, endpoint probe, resume scan."""
     return run.open()
 
 
 @task(name="generate-stream", cache_policy=NO_CACHE)
-def stream_all(run: GenerateRun, shared: PrefectLimits) -> int:
+def stream_all(run: StageRun, shared: PrefectLimits) -> int:
     """Every row, streamed through one engine within this run's share of each endpoint's limit."""
+    run.stage.shared = shared
     try:
-        run.run_all(shared)
+        run.run(None)  # the stage's one unit
     finally:
         shared.close()
-    return run.stats.done
+        run.close()
+    return run.stage.stats.done
 
 
 @task(name="generate-finish", cache_policy=NO_CACHE)
-def finish_run(run: GenerateRun) -> StageManifest:
+def finish_run(run: StageRun) -> StageManifest:
     manifest = run.finish()
     publish_summary(manifest)
     return manifest

@@ -381,3 +381,34 @@ def test_an_interrupted_unit_leaves_running_and_the_next_run_resumes(tmp_path):
         drive(Interrupted(tmp_path))
     assert read_manifest(tmp_path).status == "running"
     assert drive(UnitStage(tmp_path)).status == "complete"
+
+
+def test_a_failing_unit_leaves_the_stages_figures_so_far_in_the_failed_manifest(tmp_path):
+    class Failing(UnitStage):
+        def run(self, unit):
+            if unit == 1:
+                raise ValueError("server gone")
+            return super().run(unit)
+
+        def stopped(self, manifest):
+            manifest.counts["units_done"] = len(self.ran)
+
+    with pytest.raises(ValueError, match="server gone"):
+        drive(Failing(tmp_path))
+    manifest = read_manifest(tmp_path)
+    assert manifest.status == "failed" and manifest.details["error"] == "ValueError: server gone"
+    assert manifest.counts == {"units_done": 1}
+
+
+def test_a_stage_whose_outputs_are_empty_keeps_its_files_when_the_keys_change(tmp_path):
+    """generate's rows carry their own keys: a changed config reuses them, and its finish drops the rest."""
+
+    class Keeping(UnitStage):
+        def __init__(self, out, config_hash="cfg"):
+            super().__init__(out, config_hash=config_hash)
+            self.outputs = ()
+
+    drive(Keeping(tmp_path))
+    write_shard(tmp_path, "part-00009.bin", b"old")
+    manifest = drive(Keeping(tmp_path, config_hash="other"))
+    assert manifest.status == "complete" and (tmp_path / "part-00009.bin").exists()

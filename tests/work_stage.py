@@ -12,9 +12,9 @@ from eagle3_core.progress import NullReporter
 class WorkStage(Stage):
     name = "demo"
 
-    def __init__(self, out: Path, work, shards=(), inputs=None, changed_outputs=()) -> None:
+    def __init__(self, out: Path, work, shards=(), inputs=None, changed_outputs=None) -> None:
         self.out_dir, self.reporter, self.work = Path(out), NullReporter(), work
-        self.shards, self.outputs, self.inputs = tuple(shards), tuple(changed_outputs), inputs or {}
+        self.shards, self.outputs, self.inputs = tuple(shards), changed_outputs, inputs or {}
         self.config_hash = "cfg"
 
     def keys(self):

@@ -78,44 +78,48 @@ def render_markdown(report: dict[str, Any]) -> str:
         "| measurement | prompts | acceptance length (bonus incl.) | acceptance rate (bonus excl.) | per position | drafts |",
         "|---|---|---|---|---|---|",
     ]
-    rows = []
-    if report.get("online"):
-        rows.append(
-            (
-                f"vLLM (batch {s['concurrency']}, {s['dtype_online']})",
-                report["heldout"]["prompts"],
-                report["online"]["with_drafter"],
-            )
-        )
-    if report.get("offline"):
-        rows.append(
-            (
-                f"offline transformers loop (batch 1, {s['dtype_offline']})",
-                report["offline"]["prompts"],
-                report["offline"],
-            )
-        )
-    for name, prompts, m in rows:
+    for name, prompts, m in _measurements(report):
         per_pos = ", ".join(_fmt(v, 2) for v in m["acceptance_per_position"])
         lines.append(
             f"| {name} | {prompts} | {_fmt(m['acceptance_length'])} | {_fmt(m['acceptance_rate'])} | "
             f"{per_pos} | {m['drafts']} |"
         )
-    if report.get("simulated"):
-        sim = report["simulated"]
-        lines += [
-            "",
-            f"Simulated acceptance length from the training metrics ({sim['split']} split, step "
-            f"{sim['training_step']}): {_fmt(sim['acceptance_length'])}",
-        ]
+    lines += _simulated_lines(report.get("simulated"))
     lines += _speed_lines(report.get("online")) + _agreement_lines(report.get("agreement"))
-    lines += _context_lines(report.get("by_context"))
-    sweep = (report.get("offline") or {}).get("k_sweep") or []
-    if sweep:
-        lines += ["", "| k | offline acceptance length |", "|---|---|"]
-        lines += [f"| {p['k']} | {_fmt(p['acceptance_length'])} |" for p in sweep]
+    lines += _context_lines(report.get("by_context")) + _sweep_lines(report.get("offline"))
     lines += ["", "## Definitions", ""] + [f"- **{k}**: {v}" for k, v in report["definitions"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _measurements(report: dict[str, Any]) -> list[tuple[str, int, dict]]:
+    """(name, prompts, figures) of each acceptance measurement the report holds: online, offline."""
+    s, rows = report["settings"], []
+    if report.get("online"):
+        name = f"vLLM (batch {s['concurrency']}, {s['dtype_online']})"
+        rows.append((name, report["heldout"]["prompts"], report["online"]["with_drafter"]))
+    if report.get("offline"):
+        name = f"offline transformers loop (batch 1, {s['dtype_offline']})"
+        rows.append((name, report["offline"]["prompts"], report["offline"]))
+    return rows
+
+
+def _simulated_lines(sim: dict | None) -> list[str]:
+    if not sim:
+        return []
+    return [
+        "",
+        f"Simulated acceptance length from the training metrics ({sim['split']} split, step "
+        f"{sim['training_step']}): {_fmt(sim['acceptance_length'])}",
+    ]
+
+
+def _sweep_lines(offline: dict | None) -> list[str]:
+    sweep = (offline or {}).get("k_sweep") or []
+    if not sweep:
+        return []
+    return ["", "| k | offline acceptance length |", "|---|---|"] + [
+        f"| {p['k']} | {_fmt(p['acceptance_length'])} |" for p in sweep
+    ]
 
 
 def _speed_lines(online: dict | None) -> list[str]:
@@ -173,7 +177,7 @@ def _context_lines(block: dict | None) -> list[str]:
 
 
 def plot_report(out_dir: Path, report: dict[str, Any]) -> list[Path]:
-    """The two PNG plots (matplotlib, headless)."""
+    """The PNG plots (matplotlib, headless): each one the report has the figures for."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -186,37 +190,45 @@ def plot_report(out_dir: Path, report: dict[str, Any]) -> list[Path]:
         if m
     ]
     if series:
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        width = 0.8 / len(series)
-        for i, (name, values) in enumerate(series):
-            xs = [p + i * width for p in range(len(values))]
-            ax.bar(xs, [v or 0.0 for v in values], width=width, label=name)
-        k = max(len(values) for _, values in series)
-        ax.set_xticks([p + width * (len(series) - 1) / 2 for p in range(k)], [str(p) for p in range(k)])
-        ax.set(
-            xlabel="draft position (0 = first drafted token)",
-            ylabel="accepted / drafts",
-            ylim=(0, 1),
-            title="Acceptance per position",
-        )
-        ax.legend()
-        paths.append(_save(fig, out_dir / PER_POSITION_PNG))
-    sweep = (report.get("offline") or {}).get("k_sweep") or []
-    if sweep:
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        ax.plot([p["k"] for p in sweep], [p["acceptance_length"] or 1.0 for p in sweep], marker="o", label="offline")
-        online = (report.get("online") or {}).get("with_drafter")
-        if online and online["acceptance_length"] is not None:
-            ax.plot([report["settings"]["num_speculative_tokens"]], [online["acceptance_length"]], "s", label="vLLM")
-        ax.set_xticks(sorted({p["k"] for p in sweep} | {report["settings"]["num_speculative_tokens"]}))
-        ax.set(
-            xlabel="k (draft tokens per step)", ylabel="acceptance length (bonus incl.)", title="Acceptance length vs k"
-        )
-        ax.legend()
-        paths.append(_save(fig, out_dir / LENGTH_VS_K_PNG))
+        paths.append(_plot_per_position(out_dir, series, plt))
+    if (report.get("offline") or {}).get("k_sweep"):
+        paths.append(_plot_length_vs_k(out_dir, report, plt))
     if (report.get("by_context") or {}).get("buckets"):
         paths.append(_plot_by_context(out_dir, report["by_context"], plt))
     return paths
+
+
+def _plot_per_position(out_dir: Path, series: list[tuple[str, list]], plt) -> Path:
+    """Acceptance per draft position, a bar group per position, a bar per measurement."""
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    width = 0.8 / len(series)
+    for i, (name, values) in enumerate(series):
+        xs = [p + i * width for p in range(len(values))]
+        ax.bar(xs, [v or 0.0 for v in values], width=width, label=name)
+    k = max(len(values) for _, values in series)
+    ax.set_xticks([p + width * (len(series) - 1) / 2 for p in range(k)], [str(p) for p in range(k)])
+    ax.set(
+        xlabel="draft position (0 = first drafted token)",
+        ylabel="accepted / drafts",
+        ylim=(0, 1),
+        title="Acceptance per position",
+    )
+    ax.legend()
+    return _save(fig, out_dir / PER_POSITION_PNG)
+
+
+def _plot_length_vs_k(out_dir: Path, report: dict[str, Any], plt) -> Path:
+    """The offline k sweep's acceptance length, with vLLM's one k beside it."""
+    sweep, k = report["offline"]["k_sweep"], report["settings"]["num_speculative_tokens"]
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot([p["k"] for p in sweep], [p["acceptance_length"] or 1.0 for p in sweep], marker="o", label="offline")
+    online = (report.get("online") or {}).get("with_drafter")
+    if online and online["acceptance_length"] is not None:
+        ax.plot([k], [online["acceptance_length"]], "s", label="vLLM")
+    ax.set_xticks(sorted({p["k"] for p in sweep} | {k}))
+    ax.set(xlabel="k (draft tokens per step)", ylabel="acceptance length (bonus incl.)", title="Acceptance length vs k")
+    ax.legend()
+    return _save(fig, out_dir / LENGTH_VS_K_PNG)
 
 
 def _plot_by_context(out_dir: Path, block: dict, plt) -> Path:

@@ -42,6 +42,10 @@ class GenerateConfig(StrictModel):
         "server",
         description="Where the answers come from: `server` sends each prompt to the endpoints; `dataset` takes each input row's own final assistant turn (its reasoning from a `reasoning_content` field or inline think tags), no server involved (`generate/dataset_source.py`).",
     )
+    turns: Literal["last", "all"] = Field(
+        "last",
+        description="Which assistant turns of a conversation the target writes: `last` regenerates only the final one (the earlier turns stay the dataset's); `all` regenerates every answer turn in order, each sent with the target's own earlier answers (and their reasoning, which the server's template keeps or drops as the recipe's `target.history_reasoning` says) in the history: on-policy multi-turn data (`generate/turns.py`). An assistant turn that calls tools stays the dataset's, since the tool results after it answer those calls.",
+    )
     base_urls: list[str] = Field(
         default_factory=list,
         description="OpenAI-compatible endpoints (`http://host:port/v1`); several are balanced by load. Filled in by `eagle3 demo`.",
@@ -135,6 +139,11 @@ class GenerateConfig(StrictModel):
                 f"generate.extra_body sets {', '.join(reserved)}: template variables and detokenizer "
                 "settings belong in target.chat (generate sends them from there); the rest are set by generate"
             )
+        if self.turns == "all" and self.source == "dataset":
+            raise ValueError(
+                "generate.turns: all regenerates each turn on a server; generate.source: dataset takes the rows' "
+                "own answers: set one of them"
+            )
         return self
 
     def sampling_key(self) -> dict:
@@ -152,4 +161,6 @@ class GenerateConfig(StrictModel):
         }
         if not self.require_reasoning:
             key["require_reasoning"] = False
+        if self.turns == "all":  # its histories are the target's own answers: never the same sample as `last`
+            key["turns"] = "all"
         return key

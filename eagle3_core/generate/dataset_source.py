@@ -7,7 +7,7 @@ dropped); its answer is the row's own final assistant turn (``dataset_answer.py`
 
 The folder keeps the served run's contract (CONTRIBUTING.md, generations/), so no downstream
 stage changes:
-- the same shards, writer and lifecycle (``shards.ShardWriter``, ``generate.stage.lifecycle``):
+- the same stage, shards and writer (``generate.stage.GenerateStage``, ``shards.ShardWriter``):
   atomic shards with checksums, ``complete`` written last, the folder's lock;
 - every row ends accepted, rejected (``no_assistant_turn``, ``empty_reasoning`` when reasoning is
   required, or the served path's shape reasons) or skipped (a repeated prompt);
@@ -36,13 +36,11 @@ from eagle3_core.generate.dataset_answer import LOOKED_FOR, DatasetAnswer, datas
 from eagle3_core.generate.engine import rejected_record
 from eagle3_core.generate.inputs import fingerprint, iter_rows
 from eagle3_core.generate.keys import KeySet, key64
-from eagle3_core.generate.life import lifecycle_for
 from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id, stored_messages
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
 from eagle3_core.generate.stats import RunStats
-from eagle3_core.lifecycle import StageLifecycle
-from eagle3_core.manifest import StageManifest, runtime_versions
-from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.manifest import StageManifest
+from eagle3_core.progress import Reporter
 
 SOURCE = "dataset"
 MODEL = "dataset"  # the record's `model` and `endpoint` when the recipe names no model
@@ -59,51 +57,34 @@ def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
     return config_hash, {"prompts": fingerprint(cfg.prompts)}
 
 
-def run_dataset_source(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageManifest:
-    """Take every row's own answer into ``out_dir``; skip or resume when possible."""
-    run = DatasetRun(cfg, lifecycle_for(stage_keys(cfg), out_dir, reporter), reporter)
-    previous = run.life.open()
-    if previous is not None:
-        return previous
-    try:
-        _check_answers_exist(cfg)  # before anything is written
-    except BaseException:
-        run.life.release()
-        raise
-    with run.life.guard():
-        run.open()
-        run.take_all()
-        return run.finish()
-
-
 class DatasetRun:
     """One pass over the input: each row accepted, rejected, skipped or found on disk."""
 
-    def __init__(self, cfg: GenerateConfig, life: StageLifecycle, reporter: Reporter | None) -> None:
-        self.cfg, self.life, self.out_dir = cfg, life, life.out_dir
-        self.reporter = reporter or NullReporter()
+    def __init__(self, cfg: GenerateConfig, out_dir: Path, reporter: Reporter) -> None:
+        self.cfg, self.out_dir, self.reporter = cfg, out_dir, reporter
         self.stats = RunStats()
         self.model = cfg.model or MODEL
         self._seen = KeySet()
         self._bad_rows: set[int] = set()
 
     def open(self) -> None:
-        """Resume: the keys of every durable row; then the manifest says `running`."""
+        """The answers' check, before anything is written; then the keys of every durable row."""
+        _check_answers_exist(self.cfg)
         self.accepted = ShardWriter(self.out_dir / ACCEPTED, ACCEPTED, self.cfg.shard_rows, self.cfg.flush_seconds)
         self.rejected = ShardWriter(self.out_dir / REJECTED, REJECTED, self.cfg.shard_rows, self.cfg.flush_seconds)
         self.persisted, self.unkeyed, self.resent = read_persisted(self.out_dir)
         self._earlier = shard_files(self.out_dir / ACCEPTED) + shard_files(self.out_dir / REJECTED)
         if self.persisted or self.unkeyed:
             self.reporter.log(f"generate: resuming; {len(self.persisted) + len(self.unkeyed)} rows already on disk")
-        self.life.begin()
         self._t0 = time.monotonic()
 
-    def take_all(self) -> None:
+    def run_all(self, shared: object = None) -> None:
+        """Every row in turn (``shared`` limits are the served path's: nothing is sent here)."""
         for index, row in enumerate(iter_rows(self.cfg.prompts)):
             self.stats.input_rows += 1
             self._take(index, row)
 
-    def finish(self) -> StageManifest:
+    def finish(self, manifest: StageManifest) -> None:
         for writer in (self.accepted, self.rejected):
             writer.flush()
         if self.resent or self.stats.resumed != len(self.persisted) + len(self.unkeyed):
@@ -113,7 +94,7 @@ class DatasetRun:
         self.reporter.progress(
             "generate", self.stats.done, self.stats.input_rows, rejected=self.stats.outcomes[REJECTED]
         )
-        return self.life.complete(self._manifest())
+        self.fill(manifest)
 
     def _take(self, index: int, row: Any) -> None:
         prompt = normalize_prompt(row)
@@ -173,7 +154,8 @@ class DatasetRun:
                 for reason, rows in pl.read_parquet(file, columns=["reason"])["reason"].value_counts().iter_rows():
                     self.stats.reject_reasons.add(reason, rows)
 
-    def _manifest(self) -> StageManifest:
+    def fill(self, manifest: StageManifest) -> None:
+        """The run's figures into the running manifest (the driver writes it)."""
         details = self.stats.details() | {
             "source": SOURCE,
             "model": self.model,
@@ -181,16 +163,8 @@ class DatasetRun:
             "token_id_layouts": {SOURCE: "none"},
         }
         details.pop("latency_s")  # nothing was requested
-        return StageManifest(
-            stage="generate",
-            status="running",
-            config_hash=self.life.config_hash,
-            inputs=self.life.inputs,
-            counts=self.stats.counts(),
-            timings={"generate": round(time.monotonic() - self._t0, 3)},
-            details=details,
-            versions=runtime_versions("polars"),
-        )
+        manifest.counts, manifest.details = self.stats.counts(), details
+        manifest.timings = {"generate": round(time.monotonic() - self._t0, 3)}
 
 
 def dataset_record(key: str, messages: list, tools: list | None, answer: DatasetAnswer, model: str) -> dict:

@@ -23,7 +23,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from eagle3_core.errors import StageError
@@ -34,6 +34,7 @@ from eagle3_core.generate.rows import Messages, row_json, stored_messages
 from eagle3_core.generate.shards import ShardWriter
 from eagle3_core.generate.slots import SlotKeeper
 from eagle3_core.generate.stats import RunStats
+from eagle3_core.generate.turns import Conversation, answer_turns, turn_record
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class WorkItem:
     messages: Messages
     row: Any
     tools: list[dict] | None = None
+    conversation: Conversation | None = None  # generate.turns: all (turns.py)
 
 
 class Window:
@@ -82,9 +84,11 @@ class Engine:
         model: str,
         on_progress: Callable[[], None],
         on_shard: Callable[[str, str, int], None] = lambda kind, name, rows: None,
+        turns: ShardWriter | None = None,
     ) -> None:
         self.requester, self.pool, self.stats, self.model = requester, pool, stats, model
         self.accepted, self.rejected, self.on_progress, self.on_shard = accepted, rejected, on_progress, on_shard
+        self.turns = turns  # the earlier turns of generate.turns: all
         self.unstarted = True  # the planner has prompts left
         self.held: list[dict[str, Any]] = []  # final rejects of the current shared-failure streak
         self.held_signature: tuple[str, str] | None = None
@@ -160,7 +164,7 @@ class Engine:
 
     async def _one(self, item: WorkItem) -> None:
         try:
-            answer = await self.requester.answer(item.messages, item.tools)
+            answer, item = await self._answer(item)
         except RequestFailed as failure:
             self.stats.requests += failure.attempts
             if self._stop is not None:
@@ -178,6 +182,24 @@ class Engine:
             await self._store(self.accepted, record)
         await self._release_held()
         self.on_progress()
+
+    async def _answer(self, item: WorkItem) -> tuple[Answer, WorkItem]:
+        """The item's answer; a conversation's last turn, each earlier one answered and stored
+        first, with the item's messages now the history the target wrote."""
+        if item.conversation is None:
+            return await self.requester.answer(item.messages, item.tools), item
+        ask = lambda messages: self.requester.answer(messages, item.tools)  # noqa: E731
+        answer, messages = await answer_turns(item.conversation, ask, self._store_turn(item))
+        return answer, replace(item, messages=messages)
+
+    def _store_turn(self, item: WorkItem) -> Callable:
+        async def store(conversation: Conversation, turn: int, messages: Messages, answer: Answer) -> None:
+            self.stats.requests += answer.attempts
+            self.stats.turns += 1
+            record = accepted_record(replace(item, messages=messages), answer, self.model)
+            await self._store(self.turns, turn_record(record, item.sample_id, turn))
+
+        return store
 
     async def _store_reject(self, record: dict[str, Any]) -> None:
         self.stats.reject(record["reason"])
@@ -216,8 +238,8 @@ class Engine:
         while True:
             await asyncio.sleep(interval)
             try:
-                for writer in (self.accepted, self.rejected):
-                    if writer.due():
+                for writer in (self.accepted, self.rejected, self.turns):
+                    if writer is not None and writer.due():
                         await self._flush(writer)
             except Exception as exc:  # a full disk
                 self._fail(exc)

@@ -1,7 +1,8 @@
 """Accepted and rejected rows into Parquet shards, atomically; what is already on disk, for resume.
 
 On-disk layout (CONTRIBUTING.md): ``<out>/accepted/part-NNNNN.parquet`` and
-``<out>/rejected/part-NNNNN.parquet``. A shard is written to a temp name unique to its process and
+``<out>/rejected/part-NNNNN.parquet`` (and ``<out>/turns/part-NNNNN.parquet``, the earlier turns of
+``generate.turns: all``, ``turns.py``). A shard is written to a temp name unique to its process and
 renamed into place (``fsio.atomic_path``), so a SIGKILL leaves finished shards plus at most one
 stray ``.tmp`` (deleted at the next start); a row is durable exactly when its shard is. Rows are
 buffered and flushed every ``shard_rows`` rows or ``flush_seconds``, whichever comes first: a
@@ -22,7 +23,7 @@ from eagle3_core.fsio import atomic_path, stray_temps
 from eagle3_core.generate.health import is_open
 from eagle3_core.generate.keys import PersistedKeys, key64, key_array
 
-ACCEPTED, REJECTED = "accepted", "rejected"
+ACCEPTED, REJECTED, TURNS = "accepted", "rejected", "turns"  # turns/: generate.turns: all (turns.py)
 
 
 def _schemas() -> dict[str, dict]:
@@ -67,7 +68,8 @@ def _schemas() -> dict[str, dict]:
         "reason": pl.String,
         "detail": pl.String,
     }
-    return {ACCEPTED: accepted, REJECTED: rejected}
+    turns = accepted | {"conversation_id": pl.String, "turn": pl.Int64}
+    return {ACCEPTED: accepted, REJECTED: rejected, TURNS: turns}
 
 
 def shard_files(directory: Path) -> list[Path]:

@@ -15,20 +15,20 @@ Guarantees (DESIGN.md, CONTRIBUTING.md):
 - the endpoints are probed before the first request (``probe.py``); one that is down is left out
   with a warning (its breaker starts open) as long as another answers;
 - an input whose first rows all match no known shape is one ``InputError`` before any request;
-- the manifest goes through ``StageLifecycle`` (open, begin, guard, complete): an error leaves it
-  ``failed``, an interrupt (Ctrl-C) ``running``, for the next run to resume;
+- ``GenerateStage`` is a ``lifecycle.Stage`` that the one driver runs: an error leaves the manifest
+  ``failed`` with the figures so far, an interrupt (Ctrl-C) ``running``, for the next run to resume;
 - a manifest complete for the same config and input is returned without any work.
 
-``GenerateRun`` exposes the phases (open, run_all, finish) so the Prefect flow can make each a
-task; ``run_all`` streams the whole input through one engine (``engine.py``), so no boundary
-waits for stragglers. Given ``SharedLimits``, the run holds only its share of each endpoint's
-limit (``slots.py``).
+Its one unit streams the whole input through one engine (``engine.py``), so no boundary waits
+for stragglers; the Prefect flow runs the driver's steps (open, the unit, finish) as its tasks.
+Given ``SharedLimits``, the run holds only its share of each endpoint's limit (``slots.py``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
@@ -40,33 +40,76 @@ from eagle3_core.generate.engine import Engine, WorkItem, rejected_record, run_c
 from eagle3_core.generate.health import Breaker, states
 from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.generate.keys import KeySet, key64
-from eagle3_core.generate.life import lifecycle_for
 from eagle3_core.generate.probe import ProbeReport, probe_endpoints
 from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id
 from eagle3_core.generate.shape import check_shape
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
 from eagle3_core.generate.slots import SharedLimits, SlotKeeper
 from eagle3_core.generate.stats import RunStats
-from eagle3_core.lifecycle import StageLifecycle
+from eagle3_core.generate.turns import TurnBook
+from eagle3_core.lifecycle import Stage, StageRun, drive
 from eagle3_core.manifest import StageManifest
-from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.progress import Reporter
 
 STAGE = "generate"
+SHARDS = ("accepted/part-*.parquet", "rejected/part-*.parquet", "turns/part-*.parquet")
 
 
-def run_generate(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageManifest:
+@dataclass
+class GenerateStage(Stage):
+    """Send every prompt to the endpoints (or take the rows' own answers); keep each answer with its reasoning."""
+
+    name, shards = STAGE, SHARDS
+    outputs = ()  # nothing is cleared on changed keys: rows carry their keys, and finish drops the stale ones
+    changed = "rows on disk are kept by their keys; those for other prompts or settings go at finish"
+
+    cfg: GenerateConfig
+    out_dir: str
+    reporter: Reporter | None = None
+    shared: SharedLimits | None = None  # the endpoints' limits, shared with other runs (slots.py)
+    # run on each endpoint the probe finds up, before the first prompt: the pre-flight suite of
+    # `eagle3 probe --recipe` (reconstruct.preflight.generate_preflight), a line of its report back
+    preflight: Callable[[GenerateConfig, str], str] | None = None
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        return ("polars",) if self.cfg.source == "dataset" else ("openai", "polars", "httpx")
+
+    def keys(self) -> tuple[str, dict[str, str]]:
+        if self.cfg.prompts is None:
+            raise ConfigError("generate needs prompts", fix="pass --input (a file, a directory or a dataset name)")
+        return stage_keys(self.cfg)
+
+    def plan(self) -> list[None]:
+        """The probe and the resume scan (the served path), or the answers' check (the dataset's)."""
+        if self.cfg.source == "dataset":  # the rows' own answers, no server (dataset_source.py)
+            from eagle3_core.generate.dataset_source import DatasetRun
+
+            self.work = DatasetRun(self.cfg, self.out_dir, self.reporter)
+        else:
+            self.work = ServedRun(self.cfg, self.out_dir, self.reporter, self.preflight)
+        self.work.open()
+        return [None]
+
+    def run(self, unit: None) -> None:
+        self.work.run_all(self.shared)
+
+    def stopped(self, manifest: StageManifest) -> None:
+        self.work.fill(manifest)
+
+    def finish(self, manifest: StageManifest) -> None:
+        self.work.finish(manifest)
+
+    @property
+    def stats(self) -> RunStats:
+        return self.work.stats
+
+
+def run_generate(
+    cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None, preflight: Callable | None = None
+) -> StageManifest:
     """Generate every prompt of ``cfg.prompts`` into ``out_dir``; resume or skip when possible."""
-    if cfg.source == "dataset":  # the rows' own answers, no server (dataset_source.py)
-        from eagle3_core.generate.dataset_source import run_dataset_source
-
-        return run_dataset_source(cfg, out_dir, reporter)
-    run = GenerateRun(cfg, out_dir, reporter)
-    finished = run.open()
-    if finished is not None:
-        return finished
-    with run.life.guard():
-        run.run_all()
-        return run.finish()
+    return drive(GenerateStage(cfg, out_dir, reporter, preflight=preflight))
 
 
 def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
@@ -89,44 +132,29 @@ def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
     return config_hash, {"prompts": fingerprint(cfg.prompts)}
 
 
-def lifecycle(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageLifecycle:
-    return lifecycle_for(stage_keys(cfg), out_dir, reporter)
-
-
 def is_complete(cfg: GenerateConfig, out_dir: str | Path) -> bool:
     """True when ``out_dir`` already holds a complete run for this config: no endpoint is needed."""
-    return cfg.prompts is not None and lifecycle(cfg, out_dir).would_skip()
+    return cfg.prompts is not None and StageRun(GenerateStage(cfg, out_dir)).life.would_skip()
 
 
-class GenerateRun:
-    def __init__(self, cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> None:
-        if cfg.prompts is None:
-            raise ConfigError("generate needs prompts", fix="pass --input (a file, a directory or a dataset name)")
-        self.cfg, self.out_dir = cfg, Path(out_dir)
-        self.reporter = reporter or NullReporter()
+class ServedRun:
+    """One pass over the input through the endpoints; its phases are ``GenerateStage``'s."""
+
+    def __init__(
+        self, cfg: GenerateConfig, out_dir: Path, reporter: Reporter, preflight: Callable | None = None
+    ) -> None:
+        self.cfg, self.out_dir, self.reporter = cfg, out_dir, reporter
+        self.preflight = preflight
+        self.preflight_lines: list[str] = []
         self.stats = RunStats()
-        self.life = lifecycle(cfg, out_dir, self.reporter)
         self.timings: dict[str, float] = {}
         self._seen = KeySet()  # keys of this pass, 8 bytes each (keys.py)
         self._bad_rows: set[int] = set()  # row indices of this pass's unkeyed rejects already on disk
 
     # ---- phases -------------------------------------------------------------------------
 
-    def open(self) -> StageManifest | None:
-        """Skip check, probe, resume scan, then ``running`` on disk (``StageLifecycle.begin``).
-        Returns the manifest when the stage is already complete."""
-        previous = self.life.open()
-        if previous is not None:
-            return previous
-        try:
-            self._open()
-        except BaseException:
-            self.life.release()
-            raise
-        self.manifest = self.life.begin()
-        return None
-
-    def _open(self) -> None:
+    def open(self) -> None:
+        """Probe, resume scan, the engine (the driver writes `running` after)."""
         self._check_input()
         t0 = time.monotonic()
         self.probe: ProbeReport = probe_endpoints(self.cfg)
@@ -135,6 +163,7 @@ class GenerateRun:
             self.reporter.log(f"generate: warning: {url} is left out for now ({why}); it joins when it answers")
         self.timings["probe"] = round(time.monotonic() - t0, 3)
         self.model = self.probe.model
+        self._preflight()
         self.sampling = self.cfg.model_copy(update={"model": self.model}).sampling_key()
         self.pool = EndpointPool([self._endpoint(url) for url in self.cfg.base_urls])
         self.accepted = ShardWriter(self.out_dir / ACCEPTED, ACCEPTED, self.cfg.shard_rows, self.cfg.flush_seconds)
@@ -143,9 +172,30 @@ class GenerateRun:
         self.total = count_rows(self.cfg.prompts)
         requester = Requester(self.cfg, self.model, self.pool, self._on_retry)
         self.engine = Engine(
-            requester, self.pool, self.accepted, self.rejected, self.stats, self.model, self._report, self._on_shard
+            requester,
+            self.pool,
+            self.accepted,
+            self.rejected,
+            self.stats,
+            self.model,
+            self._report,
+            self._on_shard,
+            turns=self.turn_book.writer,
         )
         self._t_generate = time.monotonic()
+
+    def _preflight(self) -> None:
+        """The pre-flight suite on each endpoint that is up (4 short requests each, ``preflight.py``)."""
+        if self.preflight is None:
+            return
+        t0 = time.monotonic()
+        gen = self.cfg.model_copy(update={"model": self.model})
+        for url in self.cfg.base_urls:
+            if url not in self.probe.down:
+                line = self.preflight(gen, url)
+                self.preflight_lines.append(line)
+                self.reporter.log(f"generate: {line}")
+        self.timings["preflight"] = round(time.monotonic() - t0, 3)
 
     def _check_input(self) -> None:
         """Before the probe: an endpoint, some rows, and rows of a known shape."""
@@ -172,6 +222,10 @@ class GenerateRun:
             self.reporter.log(f"generate: resuming; {len(self.persisted) + len(self.unkeyed)} rows already on disk")
         if self.resent:
             self.reporter.log(f"generate: {self.resent} earlier rejects were left open: sending them again")
+        self.turn_book = TurnBook(self.out_dir, self.cfg)  # generate.turns: all (turns.py)
+        self.stats.turns_resumed = self.turn_book.scan(lambda key: self.persisted.get(key) is not None)
+        if self.stats.turns_resumed:
+            self.reporter.log(f"generate: {self.stats.turns_resumed} earlier turns already on disk: not asked again")
 
     def run_all(self, shared: SharedLimits | None = None) -> None:
         """Every row through one engine; with ``shared``, within this run's share of each limit.
@@ -189,31 +243,32 @@ class GenerateRun:
         try:
             run_coroutine(self.engine.process(self._plan(enumerate(iter_rows(self.cfg.prompts))), keeper))
         except BaseException:
-            self._keep_what_finished()
+            self._flush_what_finished()
             raise
 
-    def finish(self) -> StageManifest:
-        """Flush, drop what earlier runs left for other prompts, then ``complete``, or fail with
-        one line when prompts are still open (the lifecycle's guard records it ``failed``)."""
+    def finish(self, manifest: StageManifest) -> None:
+        """Flush, drop what earlier runs left for other prompts, fill the manifest, or fail with
+        one line when prompts are still open (the driver records it ``failed``)."""
         self.accepted.flush()
         self.rejected.flush()
+        self.turn_book.flush()
         self._drop_stale()
+        self.turn_book.drop_stale(self._seen.__contains__)
         self._count_resumed_reasons()
         self.timings["generate"] = round(time.monotonic() - self._t_generate, 3)
-        self._fill(self.manifest)
+        self.fill(manifest)
         self._report()
         if self.stats.open:
             raise open_error(self.stats)
-        return self.life.complete(self.manifest)
 
-    def _keep_what_finished(self) -> None:
-        """Best effort (a full disk may refuse it): the rows that finished, and the figures."""
+    def _flush_what_finished(self) -> None:
+        """Best effort (a full disk may refuse it): the rows that finished stay on disk."""
         try:
             self.accepted.flush()
             self.rejected.flush()
+            self.turn_book.flush()
         except Exception:
             pass
-        self._fill(self.manifest)
 
     # ---- pieces ---------------------------------------------------------------------------
 
@@ -253,7 +308,7 @@ class GenerateRun:
                 self.stats.resume(outcome)
             else:
                 self._seen.add(short)
-                yield WorkItem(index, key, messages, row, tools)
+                yield WorkItem(index, key, messages, row, tools, self.turn_book.conversation(key, messages))
 
     def _drop_stale(self) -> None:
         """Rows an earlier run here wrote for prompts this run does not have (another sampling
@@ -301,13 +356,14 @@ class GenerateRun:
     def _states(self) -> dict[str, str]:
         return states({e.url: e.breaker for e in self.pool.endpoints})
 
-    def _fill(self, manifest: StageManifest) -> None:
-        """The run's figures into the manifest ``begin`` returned (the lifecycle writes it)."""
+    def fill(self, manifest: StageManifest) -> None:
+        """The run's figures into the running manifest (the driver writes it)."""
         manifest.counts = self.stats.counts()
         manifest.timings = dict(self.timings)
         manifest.details = self.stats.details() | {
             "model": self.model,
             "probe": self.probe.line(),
+            "preflight": self.preflight_lines,
             "endpoints_down_at_start": self.probe.down,
             "reasoning_layouts": self.probe.layouts,
             "token_id_layouts": self.probe.id_layouts,

@@ -34,6 +34,8 @@ class RunStats:
         self.input_rows = 0
         self.resumed = 0
         self.requests = 0
+        self.turns = 0  # earlier turns answered (generate.turns: all), each one request or more
+        self.turns_resumed = 0  # earlier turns an interrupted run had written, not asked again
         self._latencies: list[float] = []
         self._seen_latencies = 0
         self._rng = random.Random(0)
@@ -110,6 +112,8 @@ class RunStats:
             "resumed": self.resumed,
             "length": self.finish_reasons["length"],
             "requests": self.requests,
+            "turns": self.turns,
+            "turns_resumed": self.turns_resumed,
             "retries": sum(self.retries.values()),
             "prompt_tokens": self.tokens["prompt"],
             "completion_tokens": self.tokens["completion"],

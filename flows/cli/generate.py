@@ -5,20 +5,11 @@ from __future__ import annotations
 import click
 
 from eagle3_core.generate.config import GenerateConfig, PromptSource
-from flows.cli.options import field_option
+from flows.cli.options import field_option, field_options, recipe_options
 
 # GenerateConfig fields set as they are, each its own --option (default, help, bounds: the field's)
-FIELDS = (
-    "max_concurrency",
-    "request_timeout",
-    "max_retries",
-    "max_tokens",
-    "temperature",
-    "shard_rows",
-    "flush_seconds",
-    "retry_initial_wait",
-    "limit_lease_seconds",
-)
+FIELDS = ("max_concurrency", "request_timeout", "max_retries", "max_tokens", "temperature", "shard_rows")
+FIELDS += ("flush_seconds", "retry_initial_wait", "limit_lease_seconds")
 
 
 class ConcurrencyType(click.ParamType):
@@ -36,12 +27,6 @@ class ConcurrencyType(click.ParamType):
         return number
 
 
-def field_options(function):
-    for field in reversed(FIELDS):
-        function = field_option(GenerateConfig, field)(function)
-    return function
-
-
 @click.command("generate")
 @click.option(
     "--input",
@@ -57,6 +42,7 @@ def field_options(function):
     help="OpenAI-compatible endpoint (http://host:port/v1); repeat for several. Not used with --source dataset.",
 )
 @field_option(GenerateConfig, "source")
+@field_option(GenerateConfig, "turns")
 @click.option("--model", default=None, help="Served model name (default: the first one the endpoint lists).")
 @click.option(
     "--out", required=True, type=click.Path(file_okay=False), help="Stage folder: accepted/, rejected/, manifest.json."
@@ -64,20 +50,9 @@ def field_options(function):
 @field_option(PromptSource, "split")
 @field_option(PromptSource, "max_samples")
 @field_option(GenerateConfig, "concurrency", type=ConcurrencyType())
-@field_options
+@field_options(GenerateConfig, *FIELDS)
 @field_option(GenerateConfig, "require_reasoning", "--require-reasoning/--allow-empty-reasoning")
-@click.option(
-    "--family",
-    type=str,
-    default=None,
-    help="Chat family: its template variables and detokenizer settings (target.chat) come from the bundled recipe whose target.family it is (configs/*.yaml).",
-)
-@click.option(
-    "--recipe",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Take target.chat from this recipe instead (reconstruct checks the same recipe against what generate recorded).",
-)
+@recipe_options("its template variables and detokenizer settings (target.chat)", "target.chat")
 @field_option(GenerateConfig, "allow_empty")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def command(input_, base_urls, out, split, max_samples, family, recipe, no_progress, **fields) -> None:
@@ -85,13 +60,14 @@ def command(input_, base_urls, out, split, max_samples, family, recipe, no_progr
     from eagle3_core.reconstruct.recipes import target_from_recipe
     from flows.generate import generate_flow
 
+    target = target_from_recipe(recipe, family)  # with a local target.path, the probe runs the pre-flight suite
     cfg = GenerateConfig(
         **fields,
         prompts=PromptSource(input=input_, split=split, max_samples=max_samples),
         base_urls=list(base_urls),
-        chat=target_from_recipe(recipe, family).chat,
+        chat=target.chat,
     )
-    manifest = generate_flow(cfg, str(out), progress_bar=not no_progress)
+    manifest = generate_flow(cfg, str(out), progress_bar=not no_progress, target=target)
     counts = manifest["counts"]
     click.echo(
         f"generate: {counts['accepted']} accepted, {counts['rejected']} rejected, {counts['skipped']} skipped "

@@ -72,3 +72,55 @@ def folder_option(flag: str, name: str | None, help: str, required: bool = True)
     """A folder option (``--input``, ``--out``, ``--target``): one line a folder, not seven."""
     decls = (flag, name) if name else (flag,)
     return click.option(*decls, required=required, default=None, type=click.Path(file_okay=False), help=help)
+
+
+def field_options(model: type, *fields: str):
+    """One option a field, in the order given (``--help`` lists them so)."""
+
+    def decorate(function):
+        for field in reversed(fields):
+            function = field_option(model, field)(function)
+        return function
+
+    return decorate
+
+
+def layers_option(model: type, field: str, **overrides: Any):
+    """``--layers low,mid,high`` for a layer-id list field, read by ``parse_layers`` in the command's
+    body (after its input folder is checked: a wrong --input is not a layer error)."""
+    return field_option(model, field, "--layers", "layers", type=str, **overrides)
+
+
+def parse_layers(text: str | None) -> list[int] | None:
+    """``"2,16,29"`` -> ``[2, 16, 29]``, checked as the config checks it."""
+    if text is None:
+        return None
+    try:
+        layers = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise click.BadParameter(
+            f"expected three comma-separated layer ids such as 2,16,29, got {text!r}", param_hint="--layers"
+        ) from None
+    from eagle3_core.target import aux_layer_problem
+
+    problem = aux_layer_problem(layers)
+    if problem:
+        raise click.BadParameter(problem, param_hint="--layers")
+    return layers
+
+
+def recipe_options(what: str, field: str):
+    """``--family`` and ``--recipe``: where the target's ``what`` (``field`` in a recipe) come from."""
+    family = click.option(
+        "--family",
+        type=str,
+        default=None,
+        help=f"Chat family: {what} come from the bundled recipe whose target.family it is (configs/*.yaml).",
+    )
+    recipe = click.option(
+        "--recipe",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help=f"Take {field} from this recipe instead.",
+    )
+    return lambda function: family(recipe(function))

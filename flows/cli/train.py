@@ -10,26 +10,13 @@ from pathlib import Path
 
 import click
 
+from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
-from flows.cli.options import field_option, folder_option, run_stage
+from flows.cli.options import field_option, field_options, folder_option, layers_option, parse_layers, run_stage
 
-FIELDS = (
-    "max_steps",
-    "epochs",
-    "ttt_steps",
-    "micro_batch_tokens",
-    "lr",
-    "checkpoint_every",
-    "num_gpus",
-    "init_from",
-)  # TrainConfig fields set as they are, each its own --option
+# TrainConfig fields set as they are, each its own --option
+FIELDS = ("max_steps", "epochs", "ttt_steps", "micro_batch_tokens", "lr", "checkpoint_every", "num_gpus", "init_from")
 ONLINE_FIELDS = ("spool_gb", "endpoint")  # OnlineVllmConfig's
-
-
-def field_options(function):
-    for field in reversed(FIELDS):
-        function = field_option(TrainConfig, field)(function)
-    return function
 
 
 @click.command("train")
@@ -45,12 +32,11 @@ def field_options(function):
 )
 @field_option(TrainConfig, "deepspeed_config", type=click.Path(dir_okay=False))
 @field_option(TrainConfig, "mode")
-@field_option(OnlineVllmConfig, "spool_gb")
-@field_option(OnlineVllmConfig, "endpoint")
-@field_options
+@field_options(OnlineVllmConfig, *ONLINE_FIELDS)
+@field_options(TrainConfig, *FIELDS)
 @field_option(TrainConfig, "packing", "--packing/--no-packing")
-@click.option(
-    "--layers", default=None, help="Auxiliary layer ids, e.g. 2,16,29 (default: what hidden/ was extracted with)."
+@layers_option(
+    TargetConfig, "aux_layer_ids", help="Auxiliary layer ids, e.g. 2,16,29 (default: what hidden/ was extracted with)."
 )
 @field_option(TrainConfig, "hostfile", type=click.Path(dir_okay=False))
 @click.option(
@@ -65,8 +51,6 @@ def command(
     input_dir: str, target_path: str, out_dir: str, vocab_dir: str | None, layers: str | None, **fields
 ) -> None:
     """Train the EAGLE-3 drafter with DeepSpeed and export it for vLLM / SGLang."""
-    from eagle3_core.target import TargetConfig
-
     online = OnlineVllmConfig(**{name: fields.pop(name) for name in ONLINE_FIELDS})
     report_to = trackers(fields.pop("report_to"))
     cfg = TrainConfig(**fields, report_to=report_to, online_vllm=online)
@@ -102,18 +86,3 @@ def input_folders(mode: str, input_dir: str) -> tuple[str | None, str | None]:
 
 def trackers(names: tuple[str, ...]) -> list[str]:
     return [name for name in dict.fromkeys(names) if name != "none"]
-
-
-def parse_layers(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        layers = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise click.BadParameter(f"expected three integers like 2,16,29, got {text!r}", param_hint="--layers") from None
-    from eagle3_core.target import aux_layer_problem
-
-    problem = aux_layer_problem(layers)
-    if problem:
-        raise click.BadParameter(problem, param_hint="--layers")
-    return layers

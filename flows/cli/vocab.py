@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from eagle3_core.target import TargetConfig
 from eagle3_core.vocab.config import VocabConfig
 from flows.cli.options import field_option, folder_option, run_stage
 
@@ -13,15 +14,13 @@ from flows.cli.options import field_option, folder_option, run_stage
 @folder_option("--tokenizer", None, "Local directory of the target (tokenizer; config.json for the vocab size).")
 @folder_option("--out", "out_dir", "vocab/ folder to write.")
 @field_option(VocabConfig, "draft_vocab_size")
-@click.option("--trust-remote-code", is_flag=True, help="Let the tokenizer run its own code (Kimi's needs it).")
-def command(sequences_dir: str, tokenizer: str, out_dir: str, draft_vocab_size: int, trust_remote_code: bool) -> None:
+@field_option(TargetConfig, "trust_remote_code")
+def command(sequences_dir: str, tokenizer: str, out_dir: str, trust_remote_code: bool, **fields) -> None:
     """Pick the draft vocabulary: the most frequent supervised target tokens."""
-    from eagle3_core.target import TargetConfig
-
     target = TargetConfig(path=tokenizer, trust_remote_code=trust_remote_code)
     manifest = run_stage(
         "vocab",
-        cfg=VocabConfig(draft_vocab_size=draft_vocab_size),
+        cfg=VocabConfig(**fields),
         target=target,
         sequences_dir=sequences_dir,
         out_dir=out_dir,

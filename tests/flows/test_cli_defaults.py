@@ -27,7 +27,6 @@ COMMAND_CONFIGS = {
 }
 # Options named otherwise than their field: (command, option) -> (config, field, option value -> field value).
 RENAMED = {
-    ("extract", "tensor_parallel_size"): (ExtractConfig, "vllm_tensor_parallel_size", lambda v: v),
     ("train", "layers"): (TargetConfig, "aux_layer_ids", lambda v: v),
     ("train", "report_to"): (TrainConfig, "report_to", lambda v: list(v)),
     ("evaluate", "k"): (EvaluateConfig, "num_speculative_tokens", lambda v: v),

@@ -1,4 +1,4 @@
-"""generate goes through StageLifecycle: an error leaves `failed`, an interrupt `running`
+"""generate goes through the one driver (GenerateStage): an error leaves `failed`, an interrupt `running`
 (resumable, as a kill would), and the rerun finishes the job without a duplicate."""
 
 import pytest

@@ -6,7 +6,8 @@ from __future__ import annotations
 import itertools
 import threading
 
-from eagle3_core.generate.stage import GenerateRun
+from eagle3_core.generate.stage import GenerateStage
+from eagle3_core.lifecycle import StageRun, drive
 from tests.generate.helpers import config, prompts, write_jsonl
 
 
@@ -57,12 +58,10 @@ def peak_in_flight(log, prefixes: str) -> int:
     return max(itertools.accumulate(step for _, step in events))
 
 
-def run_with(cfg, out, shared) -> GenerateRun:
-    run = GenerateRun(cfg, out)
-    run.open()
-    run.run_all(shared)
-    run.finish()
-    return run
+def run_with(cfg, out, shared) -> GenerateStage:
+    stage = GenerateStage(cfg, out, shared=shared)
+    drive(stage)
+    return stage
 
 
 def test_two_runs_on_one_limit_never_exceed_it_and_split_it_evenly(tmp_path, make_fake_server):
@@ -108,9 +107,9 @@ def test_a_retry_waiting_out_its_backoff_holds_no_slot(tmp_path, fake_server, mo
     monkeypatch.setattr(Requester, "wait_before", lambda self, attempt: 3.0)
     fake_server.inject("503", times=1, match="Q0")
     cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(6)), [fake_server.url], concurrency=1)
-    run = GenerateRun(cfg, tmp_path / "out")
+    run = StageRun(GenerateStage(cfg, tmp_path / "out"))
     run.open()
-    run.run_all()
+    run.run(None)
     order = [p for p in fake_server.prompts() if p.startswith("Q")]
     assert order == ["Q0", "Q1", "Q2", "Q3", "Q4", "Q5", "Q0"]  # the one slot served the others meanwhile
 

@@ -78,7 +78,7 @@ def test_cli_refuses_a_malformed_layer_list(tiny_run, tmp_path):
             "2,x,3",
         ],
     )
-    assert result.exit_code == 2 and "expected three integers" in result.output
+    assert result.exit_code == 2 and "expected three comma-separated layer ids" in result.output
 
 
 @pytest.mark.slow
