@@ -106,3 +106,32 @@ def test_adding_the_long_world_left_the_toys_recipe_hash_as_it_was():
     cfg = ToyTargetConfig.model_validate(toy_recipe()["toy"])
     assert "countdown" not in cfg.recipe()
     assert recipe_hash(cfg) == "a22b63197d5b6e36"
+
+
+def test_the_long_recipe_is_a_valid_pipeline_config_whose_ids_are_the_built_tokenizers(tmp_path):
+    """The ids the recipe names are the ones the build's tokenizer gives (trained here as the
+    build trains it: the tokenizer is a pure function of the recipe), and the served context
+    holds the longest prompt and answer."""
+    from transformers import AutoTokenizer
+
+    from eagle3_core.config import PipelineConfig
+    from eagle3_core.toy.build import _world
+    from eagle3_core.toy.tokenizer import save_tokenizer, train_tokenizer
+    from eagle3_core.toy.train import completion_text, prompt_text
+
+    config = PipelineConfig.from_yaml(LONG_RECIPE)
+    world = _world(config.toy)
+    save_tokenizer(train_tokenizer(world.texts, config.toy.vocab_size), tmp_path, config.toy.max_position_embeddings)
+    tok = AutoTokenizer.from_pretrained(str(tmp_path))
+    target = config.target
+    for text, expected in (
+        (target.think_open, target.think_open_id),
+        (target.think_close, target.think_close_id),
+        (target.end_of_turn, target.end_of_turn_id),
+    ):
+        assert tok.encode(text, add_special_tokens=False) == [expected], text
+    longest = max(world.heldout + world.prompts, key=lambda q: q.times)
+    prompt = len(tok.encode(prompt_text(tok, longest), add_special_tokens=False))
+    answer = len(tok.encode(completion_text(longest), add_special_tokens=False))
+    assert answer <= config.generate.max_tokens and prompt + config.generate.max_tokens <= config.serve.max_model_len
+    assert config.serve.max_model_len <= config.toy.max_position_embeddings
