@@ -21,7 +21,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench_regeneration import read_results, train_figures, write_results
+from bench_regeneration import built_recipe, read_results, train_figures, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 PREP_STAGES = ["generate", "reconstruct", "vocab", "extract"]
@@ -41,7 +41,7 @@ def main() -> None:
         os.environ.setdefault(key, value)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread a process on these shared cores
     out = Path(args.out)
-    base = long_config(args)
+    base = built_recipe("toy-long.yaml", args.samples, args.eval_prompts)
     results = read_results(out) | {"settings": vars(args)}
     started = time.time()
     data = prepare(base, out / "data")
@@ -63,24 +63,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=48, help="Training prompts (the recipe's 48).")
     parser.add_argument("--eval-prompts", type=int, default=8, help="Held-out prompts measured in vLLM.")
     return parser.parse_args()
-
-
-def long_config(args: argparse.Namespace):
-    """configs/toy-long.yaml with the long toy built, its paths filled in, and the benchmark's sizes."""
-    from eagle3_core.config import PipelineConfig
-    from eagle3_core.toy.build import build_toy_target
-    from flows.pipeline import with_toy_paths
-
-    config = PipelineConfig.from_yaml(ROOT / "configs" / "toy-long.yaml")
-    config = with_toy_paths(config, str(build_toy_target(config.toy)))
-    prompts = config.generate.prompts.model_copy(update={"max_samples": args.samples})
-    held = config.evaluate.prompts.model_copy(update={"max_samples": args.eval_prompts})
-    return config.model_copy(
-        update={
-            "generate": config.generate.model_copy(update={"prompts": prompts}),
-            "evaluate": config.evaluate.model_copy(update={"prompts": held, "offline": False, "baseline": False}),
-        }
-    )
 
 
 def prepare(base, run_dir: Path) -> dict:

@@ -92,19 +92,25 @@ def ordered(arms: list[str]) -> list[str]:
 
 def toy_config(args: argparse.Namespace):
     """configs/toy.yaml with the toy built, its paths filled in, and the benchmark's sizes."""
+    return built_recipe("toy.yaml", args.samples, args.eval_prompts, {"micro_batch_tokens": args.micro_batch_tokens})
+
+
+def built_recipe(name: str, samples: int, eval_prompts: int, train: dict | None = None):
+    """configs/<name> with its toy built and its paths filled in, ``samples`` training prompts,
+    ``eval_prompts`` held-out ones measured in vLLM only (the offline loop and the no-drafter
+    baseline measure nothing the benchmarks compare)."""
     from eagle3_core.config import PipelineConfig
     from eagle3_core.toy.build import build_toy_target
     from flows.pipeline import with_toy_paths
 
-    config = PipelineConfig.from_yaml(ROOT / "configs" / "toy.yaml")
+    config = PipelineConfig.from_yaml(ROOT / "configs" / name)
     config = with_toy_paths(config, str(build_toy_target(config.toy)))
-    prompts = config.generate.prompts.model_copy(update={"max_samples": args.samples})
-    held = config.evaluate.prompts.model_copy(update={"max_samples": args.eval_prompts})
+    prompts = config.generate.prompts.model_copy(update={"max_samples": samples})
+    held = config.evaluate.prompts.model_copy(update={"max_samples": eval_prompts})
     return config.model_copy(
         update={
             "generate": config.generate.model_copy(update={"prompts": prompts}),
-            # vLLM only: the offline loop and the no-drafter baseline measure nothing compared here
-            "train": config.train.model_copy(update={"micro_batch_tokens": args.micro_batch_tokens}),
+            "train": config.train.model_copy(update=train or {}),
             "evaluate": config.evaluate.model_copy(update={"prompts": held, "offline": False, "baseline": False}),
         }
     )
