@@ -27,24 +27,7 @@ def test_a_truncated_sequences_part_is_one_line_naming_it_and_hidden_is_untouche
     )  # an earlier run
     before = snapshot(tmp_path / "hidden")
     truncate(tmp_path / "seq" / "part-00001.parquet")
-    err = cli_error(
-        [
-            "extract",
-            "--input",
-            str(tmp_path / "seq"),
-            "--target",
-            str(tiny_llama),
-            "--out",
-            str(tmp_path / "hidden"),
-            "--layers",
-            "1,3,4",
-            "--shard-tokens",
-            "40",
-            "--device",
-            "cpu",
-        ],
-        capsys,
-    )
+    err = extract_cli(tmp_path / "seq", tmp_path / "hidden", tiny_llama, capsys)
     assert error_line(err).startswith(
         "error: damaged reconstruct shard part-00001.parquet: not a readable Parquet file"
     )

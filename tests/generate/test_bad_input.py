@@ -71,19 +71,7 @@ def test_an_input_with_no_rows_is_an_error_unless_allowed(tmp_path, fake_server)
 
 def test_the_cli_refuses_an_empty_input_in_one_line(prefect_api, tmp_path, fake_server, capsys):
     (tmp_path / "in.jsonl").write_text("")
-    err = cli_error(
-        [
-            "generate",
-            "--input",
-            str(tmp_path / "in.jsonl"),
-            "--base-url",
-            fake_server.url,
-            "--out",
-            str(tmp_path / "out"),
-            "--no-progress",
-        ],
-        capsys,
-    )
+    err = cli_error(generate_argv(tmp_path / "in.jsonl", fake_server.url, tmp_path / "out"), capsys)
     assert error_line(err).startswith("error: the input holds no rows")
 
 
@@ -92,19 +80,7 @@ def test_a_concurrent_run_into_the_same_folder_refuses_and_changes_nothing(prefe
     run_generate(config(src, [fake_server.url]), tmp_path / "out")
     before = snapshot(tmp_path / "out")
     with held(tmp_path / "out") as pid:
-        err = cli_error(
-            [
-                "generate",
-                "--input",
-                str(src),
-                "--base-url",
-                fake_server.url,
-                "--out",
-                str(tmp_path / "out"),
-                "--no-progress",
-            ],
-            capsys,
-        )
+        err = cli_error(generate_argv(src, fake_server.url, tmp_path / "out"), capsys)
     assert error_line(err) == busy_line(tmp_path / "out", pid)
     assert snapshot(tmp_path / "out") == before
 
@@ -142,3 +118,7 @@ def test_a_torn_parquet_prompts_file_is_one_error_naming_it(tmp_path):
         with pytest.raises(InputError, match="cannot read Parquet file: Parquet magic bytes not found") as err:
             read(source)
         assert err.value.path == str(tmp_path / "b.parquet")
+
+
+def generate_argv(src, url: str, out) -> list[str]:
+    return ["generate", "--input", str(src), "--base-url", url, "--out", str(out), "--no-progress"]

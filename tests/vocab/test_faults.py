@@ -38,20 +38,7 @@ def test_a_truncated_sequences_part_is_one_line_naming_it_and_the_vocab_folder_i
     part, vocab = earlier_run
     before = snapshot(vocab)
     truncate(part)
-    err = cli_error(
-        [
-            "vocab",
-            "--input",
-            str(part.parent),
-            "--tokenizer",
-            str(llama_dir),
-            "--out",
-            str(vocab),
-            "--draft-vocab-size",
-            "3",
-        ],
-        capsys,
-    )
+    err = vocab_cli(part, vocab, llama_dir, capsys)
     assert error_line(err).startswith(
         "error: damaged reconstruct shard part-00000.parquet: not a readable Parquet file"
     )
