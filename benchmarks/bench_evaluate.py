@@ -88,12 +88,7 @@ def timed(fn, device: str) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
-    import torch
-
-    from eagle3_core.evaluate.metrics import SpecCounters
-    from eagle3_core.evaluate.offline import ChainDecoder
-
+def parse() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     ap.add_argument("--device", default="cpu")
@@ -102,8 +97,16 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("-k", type=int, default=3)
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def main() -> None:
+    import torch
+
+    from eagle3_core.evaluate.metrics import SpecCounters
+    from eagle3_core.evaluate.offline import ChainDecoder
+
+    args = parse()
     dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
     target, drafter = build(args.preset, args.device, dtype)
     decoder = ChainDecoder(target, drafter, eos_ids=set())  # no stop token: every prompt runs full length
