@@ -16,49 +16,22 @@ import argparse
 import itertools
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 BIN = Path(sys.executable).parent
 
-from benchmarks.bench_generate import free_port, server_log, start_server  # noqa: E402
+from benchmarks.bench_generate import server_log, start_server  # noqa: E402
+from tests.fixtures.prefect_server import running_prefect_server  # noqa: E402
 
-
-def start_prefect(home: Path) -> tuple[subprocess.Popen, dict]:
-    import httpx
-
-    api = f"http://127.0.0.1:{free_port()}/api"
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(home),
-        "PREFECT_API_URL": api,
-        "PREFECT_UI_ENABLED": "false",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": "2",
-        "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
-    }
-    port = api.split(":")[2].split("/")[0]
-    proc = subprocess.Popen(
-        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", port],
-        env=env,
-        stdout=(home / "server.log").open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{api}/health", timeout=2).status_code == 200:
-                return proc, env
-        except httpx.HTTPError:
-            time.sleep(1)
-    raise RuntimeError("the Prefect server did not start")
+SERVER_SETTINGS = {  # the lease sweep every 2 s: a killed run's slots come back soon
+    "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": "2",
+    "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
+}
 
 
 def main() -> None:
@@ -68,19 +41,17 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.5)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-shared-"))
-    prefect, env = start_prefect(tmp)
-    server, url = start_server(args.delay, "")
-    os.environ["PREFECT_API_URL"] = env["PREFECT_API_URL"]  # before Prefect is imported: it reads settings once
-    try:
-        create_limit(url, args.limit)
-        runs = [start_run(tmp, name, url, args, env) for name in "AB"]
-        for run in runs:
-            assert run.wait(timeout=1200) == 0, (tmp / "A.log").read_text()[-2000:]
-        log = [(p, s, e) for p, s, e in server_log(url)["log"] if p[:2] in ("A ", "B ")]
-    finally:
-        server.terminate()
-        os.killpg(prefect.pid, signal.SIGTERM)
-        prefect.wait()
+    with running_prefect_server(tmp, **SERVER_SETTINGS) as env:
+        server, url = start_server(args.delay, "")
+        os.environ["PREFECT_API_URL"] = env["PREFECT_API_URL"]  # before Prefect is imported: it reads settings once
+        try:
+            create_limit(url, args.limit)
+            runs = [start_run(tmp, name, url, args, env) for name in "AB"]
+            for run in runs:
+                assert run.wait(timeout=1200) == 0, (tmp / "A.log").read_text()[-2000:]
+            log = [(p, s, e) for p, s, e in server_log(url)["log"] if p[:2] in ("A ", "B ")]
+        finally:
+            server.terminate()
     print(json.dumps(figures(log, args), indent=1))
 
 
