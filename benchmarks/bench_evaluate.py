@@ -22,23 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-PRESETS = {
-    "tiny": dict(
-        hidden_size=256,
-        num_hidden_layers=8,
-        intermediate_size=688,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=8192,
-    ),
-    "llama-8b": dict(
-        hidden_size=4096,
-        num_hidden_layers=32,
-        intermediate_size=14336,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        vocab_size=128256,
-    ),
+SHAPE = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "num_key_value_heads")
+PRESETS = {  # the target's shape, and its vocabulary
+    "tiny": dict(zip(SHAPE, (256, 8, 688, 4, 2), strict=True), vocab_size=8192),
+    "llama-8b": dict(zip(SHAPE, (4096, 32, 14336, 32, 8), strict=True), vocab_size=128256),
 }
 
 
