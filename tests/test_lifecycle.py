@@ -249,45 +249,17 @@ def test_temp_names_are_unique_and_a_live_process_temp_is_never_a_stray(tmp_path
 
 def test_a_busy_folder_is_one_clear_error_line_from_the_cli(prefect_api, tmp_path, capsys, monkeypatch):
     from flows.cli import main
+    from tests.faults import held
     from tests.vocab.test_vocab import write_sequences
 
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; from eagle3_core.lock import acquire; "
-            "acquire(sys.argv[1]); print('held', flush=True); time.sleep(120)",
-            str(tmp_path / "vocab"),
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        write_sequences(tmp_path / "seq", [([1, 2], [1, 1])])
-        tokenizer = ROOT / "tests" / "golden"  # any directory: the lock is met before the tokenizer is read
-        monkeypatch.setattr(
-            "sys.argv",
-            [
-                "eagle3",
-                "vocab",
-                "--input",
-                str(tmp_path / "seq"),
-                "--tokenizer",
-                str(tokenizer),
-                "--out",
-                str(tmp_path / "vocab"),
-            ],
-        )
-        with pytest.raises(SystemExit) as exit_info:
-            main()
-    finally:
-        holder.kill()
-        holder.wait()
+    write_sequences(tmp_path / "seq", [([1, 2], [1, 1])])
+    tokenizer = ROOT / "tests" / "golden"  # any directory: the lock is met before the tokenizer is read
+    argv = ["vocab", "--input", str(tmp_path / "seq"), "--tokenizer", str(tokenizer), "--out", str(tmp_path / "vocab")]
+    monkeypatch.setattr("sys.argv", ["eagle3", *argv])
+    with held(tmp_path / "vocab") as pid, pytest.raises(SystemExit) as exit_info:
+        main()
     assert exit_info.value.code == 2
-    line = f"error: another run is writing {(tmp_path / 'vocab').resolve()} (pid {holder.pid} on host {socket.gethostname()})"
+    line = f"error: another run is writing {(tmp_path / 'vocab').resolve()} (pid {pid} on host {socket.gethostname()})"
     assert line in capsys.readouterr().err.splitlines()
     assert not (tmp_path / "vocab" / "manifest.json").exists()
 

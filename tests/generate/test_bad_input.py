@@ -5,7 +5,7 @@ import pytest
 from eagle3_core.errors import InputError
 from eagle3_core.generate.stage import run_generate
 from tests.cli_helpers import cli_error, error_line
-from tests.faults import busy_line, held, snapshot, truncate
+from tests.faults import refused_while_held, snapshot, truncate
 from tests.generate.helpers import config, prompts, rejected, write_jsonl
 
 
@@ -78,11 +78,8 @@ def test_the_cli_refuses_an_empty_input_in_one_line(prefect_api, tmp_path, fake_
 def test_a_concurrent_run_into_the_same_folder_refuses_and_changes_nothing(prefect_api, tmp_path, fake_server, capsys):
     src = write_jsonl(tmp_path / "in.jsonl", prompts(3))
     run_generate(config(src, [fake_server.url]), tmp_path / "out")
-    before = snapshot(tmp_path / "out")
-    with held(tmp_path / "out") as pid:
-        err = cli_error(generate_argv(src, fake_server.url, tmp_path / "out"), capsys)
-    assert error_line(err) == busy_line(tmp_path / "out", pid)
-    assert snapshot(tmp_path / "out") == before
+    out = tmp_path / "out"
+    refused_while_held(out, lambda: cli_error(generate_argv(src, fake_server.url, out), capsys))
 
 
 def test_a_truncated_part_of_its_own_folder_is_named_on_resume_and_no_part_changes(tmp_path, fake_server):
