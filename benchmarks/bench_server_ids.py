@@ -7,9 +7,12 @@ layout), and through a loopback proxy that rewrites each answer into SGLang 0.5.
 SGLang's earlier one (``choices[i].token_ids``), as issue 22's measurement did. Reconstruct then
 rebuilds every record; the figure is how many sequences are ``source: server`` and equal the
 server's prompt + completion ids (it must be 100% with ids on), beside the text path's match rate.
-Finally the pre-flight suite runs against the server.
+Then ``--conversations`` rows of ``--turns`` toy questions each (``toy/conversations.py``: every
+answer but the last another model's) are generated straight from vLLM with ``generate.turns:
+last`` and ``all``: the same share for each, and what ``all`` costs in requests and wall time per
+conversation. Finally the pre-flight suite runs against the server.
 
-    .venv/bin/python benchmarks/bench_server_ids.py [--prompts 60]
+    .venv/bin/python benchmarks/bench_server_ids.py [--prompts 60] [--conversations 20 --turns 3]
 """
 
 from __future__ import annotations
@@ -77,9 +80,40 @@ def start_proxy(upstream: str, legacy: bool) -> tuple[ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
 
 
+def turns_runs(recipe, toy: Path, url: str, work: Path, count: int, turns: int) -> dict[str, Path]:
+    """The same conversations generated with ``turns: last`` and ``all``: requests and wall time
+    per conversation printed for each; returns their folders."""
+    import time
+
+    from eagle3_core.generate.config import PromptSource
+    from eagle3_core.generate.stage import run_generate
+    from eagle3_core.toy.conversations import toy_conversations
+
+    src = work / "conversations.jsonl"
+    rows = toy_conversations(toy / "prompts_train.jsonl", count, turns)
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    folders = {}
+    for mode in ("last", "all"):
+        gen = recipe.generate.model_copy(
+            update={"base_urls": [url], "prompts": PromptSource(input=str(src)), "turns": mode}
+        )
+        started = time.monotonic()
+        manifest = run_generate(gen, work / f"gen-turns-{mode}")
+        wall = time.monotonic() - started
+        print(
+            f"turns: {mode}: {manifest.counts['accepted']} of {count} conversations, "
+            f"{manifest.counts['requests'] / count:.2f} requests and {wall / count:.3f} s wall per conversation "
+            f"({wall:.1f} s, {manifest.timings.get('probe', 0):.1f} s of it the probe)"
+        )
+        folders[f"turns-{mode}"] = work / f"gen-turns-{mode}"
+    return folders
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=60)
+    parser.add_argument("--conversations", type=int, default=20)
+    parser.add_argument("--turns", type=int, default=3)
     args = parser.parse_args()
 
     from eagle3_core.config import PipelineConfig
@@ -104,6 +138,7 @@ def main() -> None:
             for name, url in urls.items():
                 gen = recipe.generate.model_copy(update={"base_urls": [url], "prompts": prompts})
                 gens[name] = generate(gen, work / f"gen-{name}")
+            gens |= turns_runs(recipe, toy, server.base_url, work, args.conversations, args.turns)
             preflight_line(target, gen.model_copy(update={"base_urls": [server.base_url]}), server.base_url)
             for proxy, _ in proxies:
                 proxy.shutdown()

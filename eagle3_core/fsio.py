@@ -43,15 +43,52 @@ def no_space_as_error(folder: str | os.PathLike[str]) -> Iterator[None]:
     """Turn a full disk met inside the block into one ``DiskFullError`` naming ``folder``."""
     try:
         yield
-    except OSError as exc:
-        if exc.errno not in NO_SPACE:
+    except DiskFullError:
+        raise
+    except Exception as exc:
+        why = no_space(exc) or out_of_room(folder, exc)
+        if why is None:
             raise
         raise DiskFullError(
-            f"no space left on the disk of {folder} ({exc.strerror})",
+            f"no space left on the disk of {folder} ({why})",
             path=str(folder),
             fix="free space there (or point --out at a larger disk) and rerun: the stage resumes from its finished "
             "shards",
         ) from None
+
+
+def no_space(exc: BaseException) -> str | None:
+    """The words of a full disk behind ``exc``, else None. Not only an ``OSError``: the writers
+    that wrap it lose its errno but keep its words (safetensors' ``SafetensorError`` and polars'
+    errors say "No space left on device (os error 28)"), and so may a cause or context in the chain."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in NO_SPACE:
+            return exc.strerror or os.strerror(exc.errno)
+        text = str(exc)
+        for code in NO_SPACE:
+            if os.strerror(code) in text:
+                return os.strerror(code)
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+ROOM = 1 << 20  # less free than this on the folder's disk when a write failed: the disk is the cause
+
+
+def out_of_room(folder: str | os.PathLike[str], exc: BaseException) -> str | None:
+    """A full disk that left no words: torch's zip writer (``torch.save``, so DeepSpeed's checkpoints)
+    fails with a bare ``RuntimeError`` ("unexpected pos 576 vs 534", "file write failed") and drops
+    the errno. It counts as the disk's when the folder's disk is indeed out of room."""
+    if not isinstance(exc, RuntimeError):
+        return None
+    existing = next((p for p in (Path(folder), *Path(folder).parents) if p.exists()), None)
+    try:
+        free = shutil.disk_usage(existing).free if existing else ROOM
+    except OSError:
+        return None
+    return f"{os.strerror(errno.ENOSPC)}: {free} bytes free" if free < ROOM else None
 
 
 def remove_tree(path: str | os.PathLike[str]) -> None:

@@ -129,7 +129,7 @@ STAGES: list[StageSpec] = [
         "generate",
         "generations",
         lambda c: {},
-        lambda c: {"progress_bar": sys.stderr.isatty()},
+        lambda c: {"progress_bar": sys.stderr.isatty(), "target": c.target},  # target: the pre-flight's tokenizer
         flow="flows.generate:generate_flow",
         out_argument="out",
         served=lambda c: c.generate.source == "server",  # `dataset` takes the rows' own answers

@@ -149,6 +149,10 @@ class TargetConfig(StrictModel):
         "drop",
         description="What the template does with earlier assistant turns' reasoning: drop it, keep it, or interleave it with their tool calls (MiniMax-M2, Kimi-K2-Thinking). With keep/interleave an input row's `reasoning` of a history turn is sent and rendered.",
     )
+    history_supervised: bool = Field(
+        False,
+        description="With `generate.turns: all`, train on the earlier turns too: each answer of the history, as the template renders it inside the last turn's prompt, is supervised (1) like the last answer; otherwise the history is prompt (0). Needs `history_reasoning: keep` or `interleave` (the history then holds what the target wrote, reasoning included); a turn the template renders differently once later turns follow stays masked and is counted (`reconstruct/history.py`).",
+    )
     think_open_always_written: bool = Field(
         True,
         description="The target always writes its own think-open where the prompt does not force it. False where it may skip it (DeepSeek-R1's January template, after a tool output): a record without ids is then rejected (`think_open_not_shown`).",
@@ -179,6 +183,12 @@ class TargetConfig(StrictModel):
         if self.harmony is not None and self.think_open is not None:
             raise ValueError(
                 "target.harmony replaces the think pair: set target.think_open and target.think_close to null"
+            )
+        if self.history_supervised and self.history_reasoning == "drop":
+            raise ValueError(
+                "target.history_supervised trains on earlier turns as the template renders them, but "
+                "target.history_reasoning: drop says it removes their reasoning: those turns are not what the "
+                "target wrote; set history_supervised: false, or history_reasoning to what the template does"
             )
         problem = aux_layer_problem(self.aux_layer_ids) if self.aux_layer_ids is not None else None
         if problem:

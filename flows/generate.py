@@ -5,11 +5,15 @@ from __future__ import annotations
 from prefect import flow
 
 from eagle3_core.generate.config import GenerateConfig
+from eagle3_core.target import TargetConfig
 
 
 @flow(name="generate", log_prints=True, validate_parameters=True)
-def generate_flow(cfg: GenerateConfig, out: str, progress_bar: bool = False) -> dict:
-    """Generate every prompt of ``cfg`` into ``out`` (accepted/, rejected/, manifest.json)."""
+def generate_flow(
+    cfg: GenerateConfig, out: str, progress_bar: bool = False, target: TargetConfig | None = None
+) -> dict:
+    """Generate every prompt of ``cfg`` into ``out`` (accepted/, rejected/, manifest.json); with a
+    ``target`` whose tokenizer is local, the probe runs the pre-flight suite on each endpoint first."""
     if cfg.source == "dataset":  # no server, so none of the three served tasks
         from tasks.generate_dataset import generate_from_dataset
 
@@ -17,13 +21,13 @@ def generate_flow(cfg: GenerateConfig, out: str, progress_bar: bool = False) -> 
     from eagle3_core.generate.stage import GenerateStage
     from eagle3_core.generate.terminal import Fanout, TerminalProgress
     from eagle3_core.lifecycle import StageRun
+    from eagle3_core.reconstruct.preflight import generate_preflight
     from tasks.common import PrefectReporter
     from tasks.generate import PrefectLimits, endpoint_limit_name, ensure_limits, finish_run, open_run, stream_all
 
     reporter = PrefectReporter("generate")  # its log lines reach the terminal through Prefect's console
-    run = StageRun(
-        GenerateStage(cfg, out, Fanout(reporter, TerminalProgress(echo_logs=False)) if progress_bar else reporter)
-    )
+    shown = Fanout(reporter, TerminalProgress(echo_logs=False)) if progress_bar else reporter
+    run = StageRun(GenerateStage(cfg, out, shown, preflight=generate_preflight(target)))
     finished = open_run(run)
     if finished is not None:
         return finished.model_dump(mode="json")

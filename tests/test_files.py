@@ -103,3 +103,32 @@ def test_reconstruct_clears_a_symlinked_stats_folder_as_a_link_and_keeps_what_it
 
     assert (other / "part-00000.json").exists()  # the glob through the link deleted it
     assert not (out / "stats").is_symlink() and not list(out.glob("part-*"))
+
+
+def test_a_writer_that_hides_the_errno_on_a_full_disk_is_still_one_error_naming_the_folder(disk):
+    import torch
+    from safetensors.torch import save_file
+
+    fill(disk)
+    with pytest.raises(DiskFullError, match=f"no space left on the disk of {disk} \\(No space left on device\\)"):
+        with atomic_path(disk / "vocab.safetensors") as tmp:
+            save_file({"counts": torch.zeros(65536)}, str(tmp))  # a SafetensorError: only its words say so
+
+
+def test_torch_save_on_a_full_disk_is_one_error_naming_the_folder(disk):
+    import torch
+
+    from eagle3_core.fsio import no_space_as_error
+
+    fill(disk)
+    with pytest.raises(DiskFullError, match=f"no space left on the disk of {disk}"):  # a bare RuntimeError
+        with no_space_as_error(disk):
+            torch.save({"states": torch.zeros(65536)}, disk / "optim_states.pt")
+
+
+def test_a_runtime_error_on_a_disk_with_room_stays_what_it_is(tmp_path):
+    from eagle3_core.fsio import no_space_as_error
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        with no_space_as_error(tmp_path):
+            raise RuntimeError("a bug")

@@ -7,7 +7,9 @@ reasoning when reasoning is required, a body that breaks the contract). Any othe
 too long) fails that row at once: ``RequestFailed`` with the code. Each attempt takes a slot on
 the least-loaded endpoint whose breaker admits it and gives it back before the backoff, so a
 retry waiting to be sent holds no slot. A failure that opens its endpoint's breaker (or meets it
-open) is the endpoint's: the prompt is sent again elsewhere at once, its retries untouched.
+open) is the endpoint's: the prompt is sent again elsewhere at once, its retries untouched; so is
+every other request in flight there when the breaker opens (cancelled: a hanging server would
+hold each for ``request_timeout``).
 
 ``request_timeout`` is a deadline on the whole attempt, body included (``asyncio.timeout``), not
 only httpx's per-read timeout: a body that trickles in past it is abandoned and counted as a
@@ -43,6 +45,7 @@ from eagle3_core.generate.redact import redact, secret_of
 
 CONNECTIONS_PER_CLIENT = 8
 JSON_HEADERS = {"Content-Type": "application/json"}
+MOVED = "moved"  # the retry reason of a request cancelled in flight as its endpoint's breaker opened
 
 
 class Transient(Exception):
@@ -242,8 +245,17 @@ class Requester:
         (before the slot is released, so a waiter sees the new state) and to the shared-failure
         streak. Server text is redacted here, where it enters."""
         endpoint = await self.pool.acquire()
+        task = asyncio.current_task()
+        endpoint.attempts.add(task)
         try:
             answer = await self._attempt(endpoint, payload, attempts)
+        except asyncio.CancelledError:
+            if task not in endpoint.moving:
+                raise
+            endpoint.moving.discard(task)
+            if task.uncancel() > 0:  # the run is stopping as well
+                raise
+            raise Moved(MOVED) from None
         except (Transient, RequestFailed) as exc:
             exc.detail = redact(exc.detail, self.secret)
             if isinstance(exc, RequestFailed):
@@ -255,12 +267,14 @@ class Requester:
             self.shared.answered()
             return answer
         finally:
+            endpoint.attempts.discard(task)
             await self.pool.release(endpoint)
 
     def _failed(self, endpoint: Endpoint, exc: Transient | RequestFailed) -> None:
         if not is_open(exc.reason):  # the server answered this prompt: it is up
             endpoint.breaker.answered()
         elif endpoint.breaker.failed(exc.reason, exc.detail):
+            move_in_flight(endpoint)
             raise Moved(exc.reason) from None
         if self.shared.failed(exc.reason, exc.detail):
             self.stop(self.shared.error())
@@ -301,6 +315,16 @@ class Requester:
                 "empty_reasoning", "the answer has no reasoning (none of reasoning, reasoning_content, <think> tags)"
             )
         return completion
+
+
+def move_in_flight(endpoint: Endpoint) -> None:
+    """The endpoint's breaker is open: a request in flight there (a server that took it and hangs)
+    would otherwise wait out ``request_timeout``. Each is cancelled, and its prompt is sent again at
+    once elsewhere, its retries untouched (``Moved``, counted as a ``moved`` retry)."""
+    current = asyncio.current_task()
+    for task in endpoint.attempts - endpoint.moving - {current}:
+        endpoint.moving.add(task)
+        task.cancel()
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -96,6 +96,8 @@ class Endpoint:
     clients: list = field(default_factory=list, repr=False)  # AsyncOpenAI clients, bound to one event loop
     client_load: list[int] = field(default_factory=list, repr=False)  # in-flight requests per client
     breaker: Breaker = field(default_factory=lambda: Breaker(5, 1.0, 30.0))
+    attempts: set = field(default_factory=set, repr=False)  # tasks with an attempt in flight here
+    moving: set = field(default_factory=set, repr=False)  # of those, cancelled as its breaker opened
 
     @property
     def label(self) -> str:

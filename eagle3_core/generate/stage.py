@@ -27,7 +27,7 @@ Given ``SharedLimits``, the run holds only its share of each endpoint's limit (`
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +67,9 @@ class GenerateStage(Stage):
     out_dir: str
     reporter: Reporter | None = None
     shared: SharedLimits | None = None  # the endpoints' limits, shared with other runs (slots.py)
+    # run on each endpoint the probe finds up, before the first prompt: the pre-flight suite of
+    # `eagle3 probe --recipe` (reconstruct.preflight.generate_preflight), a line of its report back
+    preflight: Callable[[GenerateConfig, str], str] | None = None
 
     @property
     def versions(self) -> tuple[str, ...]:
@@ -84,7 +87,7 @@ class GenerateStage(Stage):
 
             self.work = DatasetRun(self.cfg, self.out_dir, self.reporter)
         else:
-            self.work = ServedRun(self.cfg, self.out_dir, self.reporter)
+            self.work = ServedRun(self.cfg, self.out_dir, self.reporter, self.preflight)
         self.work.open()
         return [None]
 
@@ -102,9 +105,11 @@ class GenerateStage(Stage):
         return self.work.stats
 
 
-def run_generate(cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None) -> StageManifest:
+def run_generate(
+    cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None, preflight: Callable | None = None
+) -> StageManifest:
     """Generate every prompt of ``cfg.prompts`` into ``out_dir``; resume or skip when possible."""
-    return drive(GenerateStage(cfg, out_dir, reporter))
+    return drive(GenerateStage(cfg, out_dir, reporter, preflight=preflight))
 
 
 def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
@@ -135,8 +140,12 @@ def is_complete(cfg: GenerateConfig, out_dir: str | Path) -> bool:
 class ServedRun:
     """One pass over the input through the endpoints; its phases are ``GenerateStage``'s."""
 
-    def __init__(self, cfg: GenerateConfig, out_dir: Path, reporter: Reporter) -> None:
+    def __init__(
+        self, cfg: GenerateConfig, out_dir: Path, reporter: Reporter, preflight: Callable | None = None
+    ) -> None:
         self.cfg, self.out_dir, self.reporter = cfg, out_dir, reporter
+        self.preflight = preflight
+        self.preflight_lines: list[str] = []
         self.stats = RunStats()
         self.timings: dict[str, float] = {}
         self._seen = KeySet()  # keys of this pass, 8 bytes each (keys.py)
@@ -154,6 +163,7 @@ class ServedRun:
             self.reporter.log(f"generate: warning: {url} is left out for now ({why}); it joins when it answers")
         self.timings["probe"] = round(time.monotonic() - t0, 3)
         self.model = self.probe.model
+        self._preflight()
         self.sampling = self.cfg.model_copy(update={"model": self.model}).sampling_key()
         self.pool = EndpointPool([self._endpoint(url) for url in self.cfg.base_urls])
         self.accepted = ShardWriter(self.out_dir / ACCEPTED, ACCEPTED, self.cfg.shard_rows, self.cfg.flush_seconds)
@@ -173,6 +183,19 @@ class ServedRun:
             turns=self.turn_book.writer,
         )
         self._t_generate = time.monotonic()
+
+    def _preflight(self) -> None:
+        """The pre-flight suite on each endpoint that is up (4 short requests each, ``preflight.py``)."""
+        if self.preflight is None:
+            return
+        t0 = time.monotonic()
+        gen = self.cfg.model_copy(update={"model": self.model})
+        for url in self.cfg.base_urls:
+            if url not in self.probe.down:
+                line = self.preflight(gen, url)
+                self.preflight_lines.append(line)
+                self.reporter.log(f"generate: {line}")
+        self.timings["preflight"] = round(time.monotonic() - t0, 3)
 
     def _check_input(self) -> None:
         """Before the probe: an endpoint, some rows, and rows of a known shape."""
@@ -340,6 +363,7 @@ class ServedRun:
         manifest.details = self.stats.details() | {
             "model": self.model,
             "probe": self.probe.line(),
+            "preflight": self.preflight_lines,
             "endpoints_down_at_start": self.probe.down,
             "reasoning_layouts": self.probe.layouts,
             "token_id_layouts": self.probe.id_layouts,

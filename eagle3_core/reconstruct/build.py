@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle3_core.reconstruct.config import ReconstructConfig
+from eagle3_core.reconstruct.history import history_spans, supervised
 from eagle3_core.reconstruct.layout import (
     Sequence,
     ThinkMarks,
@@ -167,16 +168,32 @@ class Reconstructor:
                 result.reject(sid, rebuilt.reason, rebuilt.detail)
                 return
             result.counts[f"unchecked_{rebuilt.reason}"] += 1
-            self._emit(sid, server, "server", result)
+            self._emit(sid, self._history(item, server, result), "server", result)
             return
         if server is None:
-            self._emit(sid, rebuilt, "text", result)
+            self._emit(sid, self._history(item, rebuilt, result), "text", result)
             return
         self._compare(sid, rebuilt, server, result)
         if self.cfg.prefer == "server":
-            self._emit(sid, server, "server", result)
+            self._emit(sid, self._history(item, server, result), "server", result)
         else:
-            self._emit(sid, rebuilt, "text", result)
+            self._emit(sid, self._history(item, rebuilt, result), "text", result)
+
+    def _history(self, item: _Prepared, seq: Sequence, result: BatchResult) -> Sequence:
+        """``seq`` with its earlier answer turns supervised where the recipe says so
+        (``target.history_supervised``, ``history.py``); unchanged otherwise."""
+        if not self.target.history_supervised:
+            return seq
+        messages = server_messages(item.record["messages"])
+        if not any(m["role"] == "assistant" for m in messages):
+            return seq
+        tools = json.loads(item.record["tools"]) if item.record.get("tools") else None
+        prompt = seq.input_ids[: seq.prompt_len]
+        kwargs, ends = self.chat.chat_template_kwargs, self.facts.turn_end_ids
+        spans, unplaced = history_spans(self.tokenizer, messages, tools, kwargs, prompt, ends)
+        result.counts["history_turns_supervised"] += len(spans)
+        result.counts["history_turns_unplaced"] += unplaced
+        return Sequence(seq.input_ids, supervised(seq.loss_mask, spans), seq.prompt_len)
 
     def _rebuild(
         self, item: _Prepared, prompt_ids: list[int], reasoning_ids: list[int], content_ids: list[int]

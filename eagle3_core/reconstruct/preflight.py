@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from eagle3_core.errors import EndpointError
+from eagle3_core.errors import Eagle3Error, EndpointError
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.target import TargetConfig
 
@@ -101,6 +101,25 @@ def preflight(target: TargetConfig, gen: GenerateConfig, url: str, max_tokens: i
         record, layout = _record(url, name, messages, tools, body)
         cases.append(_check(tokenizer, facts, target, record, url, name))
     return PreflightReport(url, model, layout, cases)
+
+
+def generate_preflight(target: TargetConfig | None):
+    """The check generate's own probe runs on each endpoint before the first prompt (``GenerateStage``'s
+    ``preflight``): this suite, its report as lines; None when the target has no local tokenizer
+    to rebuild the server's ids with (``target.path`` unset). A difference or a failure is one
+    warning line with its fix, never a stop: where the server returns ids they are the training
+    rows, and the text path is only their check (and ``eagle3 probe --recipe`` stops on it)."""
+    if target is None or not target.path:
+        return None
+
+    def check(gen: GenerateConfig, url: str) -> str:
+        try:
+            return preflight(target, gen, url).line()
+        except Eagle3Error as exc:
+            fix = f" ({exc.fix})" if exc.fix else ""
+            return f"warning: pre-flight: {exc.message}{fix}"
+
+    return check
 
 
 def _record(url: str, name: str, messages: list[dict], tools: list[dict] | None, body: dict) -> tuple[dict, str]:

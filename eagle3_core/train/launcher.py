@@ -20,6 +20,7 @@ from pathlib import Path
 from eagle3_core.errors import ConfigError
 from eagle3_core.progress import Reporter
 from eagle3_core.train.config import TrainConfig
+from eagle3_core.train.main import ERROR_PREFIX
 from eagle3_core.train.metrics import PREFIX
 
 LOG_FILE = "train.log"
@@ -107,7 +108,7 @@ def handle_line(line: str, reporter: Reporter) -> None:
                 acc0=record["acc_k"][0],
                 tokens_per_s=record["tokens_per_s"],
             )
-    elif line.strip() and not any(q in line for q in QUIET):
+    elif line.strip() and ERROR_PREFIX not in line and not any(q in line for q in QUIET):  # the caller raises it
         reporter.log(line)
 
 

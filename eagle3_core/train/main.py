@@ -4,7 +4,8 @@ Started by ``launcher`` as one process (CPU with gloo, or one GPU) or under the 
 launcher across GPUs and nodes. It reads the spec that ``run_train`` wrote (the train config
 and the validated inputs), trains, and on rank 0 writes ``summary.json``. A user's mistake
 exits 2 with ``error.json`` holding the ``Eagle3Error`` (type, message, fix, file) so the
-caller can raise the same error; a crash exits 1 with the exception in ``error.json``.
+caller can raise the same error; a crash exits 1 with the exception in ``error.json``. The same
+record goes on one stdout line first (``ERROR_PREFIX``): on a full disk it is all that gets out.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 SUMMARY_FILE = "summary.json"
 ERROR_FILE = "error.json"
 SPEC_FILE = "run_spec.json"
+ERROR_PREFIX = "eagle3 train error: "  # then the error record as JSON, on one stdout line
 
 
 def free_port() -> int:
@@ -39,25 +41,34 @@ def setup_environment() -> None:
     os.environ.setdefault("MASTER_PORT", str(free_port()))
 
 
-def write_error(out_dir: Path, exc: BaseException) -> None:
+def error_record(exc: BaseException) -> dict:
     from eagle3_core.errors import Eagle3Error
-    from eagle3_core.fsio import write_json_atomic
 
     if isinstance(exc, Eagle3Error):
-        record = {
+        return {
             "type": type(exc).__name__,
             "message": exc.message,
             "fix": exc.fix,
             "path": exc.path,
             "sample_id": exc.sample_id,
         }
-    else:
-        record = {
-            "type": "crash",
-            "message": f"{type(exc).__name__}: {exc}",
-            "traceback": traceback.format_exc()[-4000:],
-        }
-    if int(os.environ.get("RANK", 0)) == 0:
+    return {
+        "type": "crash",
+        "message": f"{type(exc).__name__}: {exc}",
+        "traceback": traceback.format_exc()[-4000:],
+    }
+
+
+def write_error(out_dir: Path, exc: BaseException) -> None:
+    """The error for the caller (rank 0): one ``ERROR_PREFIX`` line on stdout, then ``error.json``.
+    The line is the record where the file cannot be written (a full disk)."""
+    from eagle3_core.fsio import write_json_atomic
+
+    if int(os.environ.get("RANK", 0)) != 0:
+        return
+    record = error_record(exc)
+    print(ERROR_PREFIX + json.dumps(record), flush=True)
+    with contextlib.suppress(Exception):  # on a full disk the file may not fit: the line has it
         write_json_atomic(out_dir / ERROR_FILE, record)
 
 
@@ -91,9 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         with no_space_as_error(out_dir):  # a checkpoint on a full disk: one error naming drafter/
             summary = run(args.spec)
     except Eagle3Error as exc:
-        print(f"eagle3 train error: {exc}", file=sys.stderr, flush=True)
-        with contextlib.suppress(Eagle3Error, OSError):  # on a full disk the record may not fit either
-            write_error(out_dir, exc)
+        write_error(out_dir, exc)
         return 2
     except Exception as exc:  # noqa: BLE001 - report any crash to the caller, then fail
         write_error(out_dir, exc)

@@ -19,6 +19,7 @@ config or other inputs are discarded rather than resumed; a failed trainer raise
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.ds_config import read_user_file
 from eagle3_core.train.inputs import TrainInputs
 from eagle3_core.train.launcher import launch
-from eagle3_core.train.main import ERROR_FILE, SPEC_FILE, SUMMARY_FILE
+from eagle3_core.train.main import ERROR_FILE, ERROR_PREFIX, SPEC_FILE, SUMMARY_FILE
 from eagle3_core.train.provenance import run_facts
 from eagle3_core.train.sources import check_inputs, resolve_auto, source_for
 
@@ -53,7 +54,7 @@ def input_fingerprints(cfg: TrainConfig, inputs: TrainInputs, vocab_dir) -> dict
 
 def trainer_error(out: Path, tail: list[str], returncode: int) -> errors.Eagle3Error:
     """The trainer's own error: the same Eagle3Error class and words, or its crash and last lines."""
-    record = read_json(out / ERROR_FILE) if (out / ERROR_FILE).exists() else None
+    record = read_json(out / ERROR_FILE) if (out / ERROR_FILE).exists() else error_line_record(tail)
     if record and record["type"] != "crash":
         cls = getattr(errors, record["type"], errors.StageError)
         return cls(record["message"], fix=record.get("fix"), path=record.get("path"), sample_id=record.get("sample_id"))
@@ -63,6 +64,15 @@ def trainer_error(out: Path, tail: list[str], returncode: int) -> errors.Eagle3E
         f"training failed: {message}\n  last trainer output:\n    {last}",
         fix=f"see {out / 'train.log'}; rerun to resume from the last checkpoint",
     )
+
+
+def error_line_record(tail: list[str]) -> dict | None:
+    """The trainer's error record from its stdout line, where ``error.json`` could not be written."""
+    for line in reversed(tail):
+        _, prefix, record = line.partition(ERROR_PREFIX)
+        if prefix:
+            return json.loads(record)
+    return None
 
 
 def complete_manifest(manifest: StageManifest, summary: dict, inputs: TrainInputs) -> StageManifest:

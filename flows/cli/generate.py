@@ -60,13 +60,14 @@ def command(input_, base_urls, out, split, max_samples, family, recipe, no_progr
     from eagle3_core.reconstruct.recipes import target_from_recipe
     from flows.generate import generate_flow
 
+    target = target_from_recipe(recipe, family)  # with a local target.path, the probe runs the pre-flight suite
     cfg = GenerateConfig(
         **fields,
         prompts=PromptSource(input=input_, split=split, max_samples=max_samples),
         base_urls=list(base_urls),
-        chat=target_from_recipe(recipe, family).chat,
+        chat=target.chat,
     )
-    manifest = generate_flow(cfg, str(out), progress_bar=not no_progress)
+    manifest = generate_flow(cfg, str(out), progress_bar=not no_progress, target=target)
     counts = manifest["counts"]
     click.echo(
         f"generate: {counts['accepted']} accepted, {counts['rejected']} rejected, {counts['skipped']} skipped "

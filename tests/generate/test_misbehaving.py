@@ -2,6 +2,8 @@
 400 every request gets. None of it settles a prompt; the run stops early with the server's words,
 and the rerun, once the server behaves, accepts everything the first run left open."""
 
+import json
+
 import pytest
 
 from eagle3_core.errors import EndpointError, StageError
@@ -85,6 +87,25 @@ def test_the_probe_refuses_max_tokens_past_the_served_context_before_any_prompt(
         run_generate(cfg, tmp_path / "out")
 
     assert server.prompts() == [server.prompts()[0]] and "Q0" not in server.prompts()  # the probe only
+
+
+def test_a_prompt_too_long_for_the_context_is_a_final_reject_naming_it_and_the_others_are_answered(
+    tmp_path, make_fake_server
+):
+    # generate loads no tokenizer: the probe checks max_tokens with its own short prompt, and a prompt
+    # whose own length plus max_tokens exceeds the context is found by the server's answer about it
+    server = make_fake_server(max_model_len=512)
+    rows = prompts(30) + [{"prompt": f"L{i} " + "x" * 200} for i in range(3)]  # 400 + ~204 tokens > 512
+    cfg = config(write_jsonl(tmp_path / "in.jsonl", rows), [server.url], max_tokens=400)
+
+    manifest = run_generate(cfg, tmp_path / "out")
+
+    assert manifest.status == "complete" and manifest.counts["accepted"] == 30 and manifest.counts["open"] == 0
+    assert manifest.details["reject_reasons"] == {"http_400": 3}
+    refused = rejected(tmp_path / "out")
+    assert sorted(json.loads(r)["prompt"][:2] for r in refused["input"]) == ["L0", "L1", "L2"]  # each names its row
+    assert all("maximum context length is 512 tokens" in d for d in refused["detail"])
+    assert refused["sample_id"].null_count() == 0 and sorted(refused["row_index"]) == [30, 31, 32]
 
 
 def test_a_key_the_probe_is_refused_names_the_setting_and_never_the_key(tmp_path, fake_server, monkeypatch):

@@ -199,3 +199,32 @@ def test_a_dead_endpoint_that_comes_back_is_let_in_again_by_a_half_open_probe(tm
     assert manifest.details["breaker_opened"][dying.url] >= 1
     assert dying.received > 21  # it answered again after it came back
     assert manifest.details["endpoint_states"][dying.url] == "up"
+
+
+@pytest.mark.timeout(60)  # request_timeout is an hour: a stalled request left to its timeout fails the test here
+def test_requests_hanging_on_an_endpoint_whose_breaker_opens_move_at_once_to_a_healthy_one(tmp_path, make_fake_server):
+    # the healthy server answers at 0.2 s, so the first burst fills both endpoints: the hanging one gets
+    # 4 requests that stall (accepted, never answered), then 503s, the first of which opens its breaker
+    hanging, healthy = make_fake_server(), make_fake_server(delay=0.2)
+    hanging.inject("stall", times=4, match="Q")  # "Q": the run's prompts, not the probe's
+    hanging.inject("503", times=None, match="Q")
+    src = write_jsonl(tmp_path / "in.jsonl", prompts(40))
+    cfg = config(
+        src,
+        [hanging.url, healthy.url],
+        request_timeout=3600.0,
+        max_retries=0,  # a move that cost a retry would leave its prompt open, and the run failed
+        breaker_failures=1,
+        breaker_backoff=0.2,
+        breaker_max_backoff=0.4,
+    )
+
+    manifest = run_generate(cfg, tmp_path / "out")
+
+    assert manifest.status == "complete" and manifest.counts["accepted"] == 40 and manifest.counts["open"] == 0
+    assert settled_once(tmp_path / "out", 40)
+    stalled = [p for p in hanging.prompts() if p.startswith("Q")][:4]
+    rows = [r for r in accepted(tmp_path / "out").to_dicts() if r["messages"][-1]["content"] in stalled]
+    assert len(rows) == 4 and {r["endpoint"] for r in rows} == {healthy.url}  # each moved off the hanging one
+    assert manifest.details["retries_by_reason"]["moved"] >= 4  # the stalled ones among those cancelled in flight
+    assert manifest.details["breaker_opened"][hanging.url] >= 1

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
+from eagle3_core.reconstruct.preflight import SUITE
 from tests.cli_helpers import cli_error
 from tests.fixtures.fake_answers import FamilyTokens
 from tests.reconstruct.families import FAMILIES
@@ -140,3 +143,54 @@ def test_a_two_turn_history_the_server_renders_otherwise_is_caught_in_its_own_ca
     open(path, "w", encoding="utf-8").write(text)
     err = cli_error(["probe", "--recipe", path], capsys)
     assert "[two_turns]" in err and "(in the prompt)" in err and "--chat-template" in err
+
+
+def generate_with_preflight(tmp_path, family_dirs, server, **chat):
+    """A generate run whose probe runs the pre-flight suite (as the pipeline and `--recipe` give it)."""
+    from eagle3_core.generate.stage import run_generate
+    from eagle3_core.reconstruct.preflight import generate_preflight
+    from eagle3_core.target import ChatSettings, TargetConfig
+    from tests.generate.helpers import config, prompts, write_jsonl
+
+    settings = ChatSettings(**chat)
+    target = TargetConfig(**FAMILIES["kimi_k2_5"].target | {"path": str(family_dirs["kimi_k2_5"]), "chat": settings})
+    src = write_jsonl(tmp_path / "in.jsonl", prompts(3))
+    manifest = run_generate(
+        config(src, [server.url], chat=settings), tmp_path / "out", preflight=generate_preflight(target)
+    )
+    return manifest
+
+
+def suite_requests(server) -> list[dict]:
+    """The requests of the suite: neither the probe's (64 tokens) nor the prompts' (Q0, Q1, ...)."""
+    return [r for r in server.requests if r.get("max_tokens") != 64 and '"Q' not in json.dumps(r["messages"])]
+
+
+def test_generates_own_probe_runs_the_pre_flight_suite_before_the_first_prompt(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server
+):
+    server = make_fake_server(modes=("spaces_around_specials",), family=family_tokens("kimi_k2_5", family_tokenizers))
+    manifest = generate_with_preflight(tmp_path, family_dirs, server, spaces_between_special_tokens=False)
+    (line,) = manifest.details["preflight"]
+    assert "token ids equal the reconstruction of its own text" in line
+    assert len(suite_requests(server)) == len(SUITE), "each case of the suite, one request each"
+    assert all(f"  {case}: " in line for case in ("question", "system", "two_turns", "tool_round_trip"))
+    assert manifest.status == "complete" and manifest.counts["accepted"] == 3
+
+
+def test_a_difference_found_by_generates_pre_flight_is_a_warning_naming_the_setting(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server
+):
+    server = make_fake_server(modes=("spaces_around_specials",), family=family_tokens("kimi_k2_5", family_tokenizers))
+    manifest = generate_with_preflight(tmp_path, family_dirs, server)  # the recipe forgot the flag
+    (line,) = manifest.details["preflight"]
+    assert line.startswith("warning: pre-flight: ") and "spaces_between_special_tokens: false" in line
+    assert manifest.status == "complete", "the server's ids decide: the run goes on, warned"
+    assert len(suite_requests(server)) == 1, "the suite stops at its first difference"
+
+
+def test_generate_runs_no_pre_flight_without_a_local_tokenizer():
+    from eagle3_core.reconstruct.preflight import generate_preflight
+    from eagle3_core.target import TargetConfig
+
+    assert generate_preflight(None) is None and generate_preflight(TargetConfig(path=None)) is None
