@@ -140,17 +140,13 @@ def _corpus_texts(questions: list) -> list[str]:
 
 def _build_into(cfg: ToyTargetConfig, out: Path, reporter: Reporter) -> None:
     import torch
-    from transformers import AutoTokenizer, GenerationConfig
 
     from eagle3_core.toy import train as toy_train
-    from eagle3_core.toy.tokenizer import save_tokenizer, train_tokenizer
 
     started = time.monotonic()
     out.mkdir(parents=True)
     world = _world(cfg)
-    save_tokenizer(train_tokenizer(world.texts, cfg.vocab_size), out, cfg.max_position_embeddings)
-    tokenizer = AutoTokenizer.from_pretrained(str(out))
-
+    tokenizer = _tokenizer(cfg, world.texts, out)
     model = toy_train.build_model(cfg, tokenizer)
     figures = toy_train.train(model, tokenizer, world.batches(tokenizer), cfg, reporter)
     scores = _score(model, tokenizer, world.heldout, cfg)
@@ -158,10 +154,7 @@ def _build_into(cfg: ToyTargetConfig, out: Path, reporter: Reporter) -> None:
         f"toy target: held-out answer accuracy {scores['heldout']['answer_accuracy']:.1%} "
         f"after {figures['train_seconds']:.0f} s of training"
     )
-    model.save_pretrained(str(out))
-    GenerationConfig(eos_token_id=model.config.eos_token_id, pad_token_id=tokenizer.pad_token_id).save_pretrained(
-        str(out)
-    )
+    _save_model(model, tokenizer, out)
     _write_prompts(out / TRAIN_PROMPTS, world.prompts)
     _write_prompts(out / HELDOUT_PROMPTS, world.heldout)
     report = {
@@ -177,6 +170,25 @@ def _build_into(cfg: ToyTargetConfig, out: Path, reporter: Reporter) -> None:
         "versions": runtime_versions("torch", "transformers", "tokenizers"),
     }
     write_json_atomic(out / REPORT_NAME, report)
+
+
+def _tokenizer(cfg: ToyTargetConfig, texts: list[str], out: Path):
+    """A BPE tokenizer trained on the world's questions and answers, saved into ``out``."""
+    from transformers import AutoTokenizer
+
+    from eagle3_core.toy.tokenizer import save_tokenizer, train_tokenizer
+
+    save_tokenizer(train_tokenizer(texts, cfg.vocab_size), out, cfg.max_position_embeddings)
+    return AutoTokenizer.from_pretrained(str(out))
+
+
+def _save_model(model, tokenizer, out: Path) -> None:
+    from transformers import GenerationConfig
+
+    model.save_pretrained(str(out))
+    GenerationConfig(eos_token_id=model.config.eos_token_id, pad_token_id=tokenizer.pad_token_id).save_pretrained(
+        str(out)
+    )
 
 
 def _score(model, tokenizer, heldout: list, cfg: ToyTargetConfig) -> dict:
