@@ -22,23 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-PRESETS = {
-    "tiny": dict(
-        hidden_size=256,
-        num_hidden_layers=8,
-        intermediate_size=688,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=8192,
-    ),
-    "llama-8b": dict(
-        hidden_size=4096,
-        num_hidden_layers=32,
-        intermediate_size=14336,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        vocab_size=128256,
-    ),
+SHAPE = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "num_key_value_heads")
+PRESETS = {  # the target's shape, and its vocabulary
+    "tiny": dict(zip(SHAPE, (256, 8, 688, 4, 2), strict=True), vocab_size=8192),
+    "llama-8b": dict(zip(SHAPE, (4096, 32, 14336, 32, 8), strict=True), vocab_size=128256),
 }
 
 
@@ -88,12 +75,7 @@ def timed(fn, device: str) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
-    import torch
-
-    from eagle3_core.evaluate.metrics import SpecCounters
-    from eagle3_core.evaluate.offline import ChainDecoder
-
+def parse() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     ap.add_argument("--device", default="cpu")
@@ -102,8 +84,16 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("-k", type=int, default=3)
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def main() -> None:
+    import torch
+
+    from eagle3_core.evaluate.metrics import SpecCounters
+    from eagle3_core.evaluate.offline import ChainDecoder
+
+    args = parse()
     dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
     target, drafter = build(args.preset, args.device, dtype)
     decoder = ChainDecoder(target, drafter, eos_ids=set())  # no stop token: every prompt runs full length

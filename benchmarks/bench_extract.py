@@ -111,7 +111,6 @@ def _sync() -> None:
 def bench_transformers(args, work: Path, shape: dict) -> dict:
     import torch
 
-    from eagle3_core.contracts.hidden import state_bytes_per_token as bytes_per_token
     from eagle3_core.extract.batching import padding_share
     from eagle3_core.extract.config import ExtractConfig
     from eagle3_core.extract.hf_engine import TransformersEngine
@@ -132,7 +131,6 @@ def bench_transformers(args, work: Path, shape: dict) -> dict:
     for _ in range(args.repeats):  # interleaved, best of each: a neighbour's load hits both alike
         bare = min(bare, bare_pass(engine, plan))
         extract = min(extract, extract_pass(engine, plan, work / "hidden"))
-    written = sum(p.stat().st_size for p in (work / "hidden").glob("shard-*.safetensors"))
     batches = [b for s in plan.shards for b in engine.plan([len(r[1]) for r in load_shard_rows(plan.sequences_dir, s)])]
     return {
         "engine": "transformers",
@@ -147,9 +145,18 @@ def bench_transformers(args, work: Path, shape: dict) -> dict:
         "extract_tokens_per_s": round(tokens / extract),
         "ratio": round(bare / extract, 3),
         "padding_share": round(padding_share(batches), 4),
+    } | size_figures(work / "hidden", tokens, shape["hidden"])
+
+
+def size_figures(hidden: Path, tokens: int, hidden_size: int) -> dict:
+    """Bytes written per token, against the contract's state bytes per token."""
+    from eagle3_core.contracts.hidden import state_bytes_per_token
+
+    written = sum(p.stat().st_size for p in hidden.glob("shard-*.safetensors"))
+    return {
         "bytes_per_token": round(written / tokens, 1),
-        "state_bytes_per_token": bytes_per_token(shape["hidden"]),
-        "overhead": round(written / tokens / bytes_per_token(shape["hidden"]) - 1, 4),
+        "state_bytes_per_token": state_bytes_per_token(hidden_size),
+        "overhead": round(written / tokens / state_bytes_per_token(hidden_size) - 1, 4),
     }
 
 
@@ -164,12 +171,8 @@ def bench_vllm(args, work: Path, shape: dict, figures: dict) -> dict:
 
     target = work / "target"
     build_target(target, shape, torch.float32, "cpu").save_pretrained(target)  # vLLM loads from disk
-    cfg = ExtractConfig(
-        engine="vllm",
-        shard_tokens=args.shard_tokens,
-        vllm_python=args.vllm_python,
-        vllm_kv_cache_bytes=args.vllm_kv_cache_bytes,
-    )
+    vllm = {"vllm_python": args.vllm_python, "vllm_kv_cache_bytes": args.vllm_kv_cache_bytes}
+    cfg = ExtractConfig(engine="vllm", shard_tokens=args.shard_tokens, **vllm)
     plan = plan_extract(cfg, TargetConfig(path=str(target)), work / "seq", work / "hidden-vllm")
     started = time.perf_counter()
     engine = VllmEngine(

@@ -178,7 +178,7 @@ def measure(fn) -> tuple[object, float]:
     return result, time.process_time() - cpu
 
 
-def main() -> None:
+def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="c")
     parser.add_argument("--requests", type=int, default=2000, help="prompts per loop")
@@ -194,7 +194,11 @@ def main() -> None:
         help="flow: `eagle3 generate`'s Prefect flow (an ephemeral API in a fresh PREFECT_HOME "
         "unless PREFECT_API_URL is set); core: run_generate alone",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse()
     if args.via == "flow" and "PREFECT_API_URL" not in os.environ:
         os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="bench-prefect-")
         os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")  # a loaded 2-core box
@@ -203,51 +207,35 @@ def main() -> None:
     n, c = args.requests, args.concurrency
     servers = [start_server(args.delay, mix) for _ in range(args.endpoints)]
     urls = [url for _, url in servers]
-
-    def logs() -> dict:
-        answers = [server_log(url) for url in urls]
-        return {
-            "log": [entry for a in answers for entry in a["log"]],
-            "in_flight_peak": [a["in_flight_peak"] for a in answers],
-        }
-
     try:
-        for url in urls:
-            server_log(url, reset=True)
-        _, bare_cpu = measure(lambda: asyncio.run(bare_loop(urls, n, c, timeout, args.max_retries)))
-        bare = figures(logs()["log"], c * len(urls), "bare ")
-        for url in urls:
-            server_log(url, reset=True)
-        outcome, stage_cpu = measure(lambda: stage_round(urls, n, c, timeout, args.max_retries, args.via))
-        answer = logs()
-        stage = figures(answer["log"], c * len(urls), "stage ")
+        bare, _, _ = timed_round(
+            urls, lambda: asyncio.run(bare_loop(urls, n, c, timeout, args.max_retries)), c, "bare "
+        )
+        stage, outcome, peaks = timed_round(
+            urls, lambda: stage_round(urls, n, c, timeout, args.max_retries, args.via), c, "stage "
+        )
     finally:
         for server, _ in servers:
             server.terminate()
             server.wait()
-    bare["cpu_ms_per_req"] = round(1000 * bare_cpu / bare["requests"], 3)
-    stage["cpu_ms_per_req"] = round(1000 * stage_cpu / stage["requests"], 3)
-    print(
-        json.dumps(
-            {
-                "scenario": args.scenario,
-                "via": args.via,
-                "mix": mix,
-                "prompts": n,
-                "endpoints": len(urls),
-                "concurrency_per_endpoint": c,
-                "delay_s": args.delay,
-                "timeout_s": timeout,
-                "cpu_count": os.cpu_count(),
-                "load_avg_1m": round(os.getloadavg()[0], 2),
-                "bare": bare,
-                "stage": stage | outcome,
-                "stage_over_bare_steady": round(stage["steady_req_s"] / bare["steady_req_s"], 4),
-                "server_in_flight_peak": answer["in_flight_peak"],
-            },
-            indent=1,
-        )
-    )
+    settings = {"scenario": args.scenario, "via": args.via, "mix": mix, "prompts": n, "endpoints": len(urls)}
+    settings |= {"concurrency_per_endpoint": c, "delay_s": args.delay, "timeout_s": timeout}
+    report = settings | {"cpu_count": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2)}
+    report |= {"bare": bare, "stage": stage | outcome}
+    report |= {"stage_over_bare_steady": round(stage["steady_req_s"] / bare["steady_req_s"], 4)}
+    print(json.dumps(report | {"server_in_flight_peak": peaks}, indent=1))
+
+
+def timed_round(urls: list[str], fn, c: int, prefix: str) -> tuple[dict, object, list]:
+    """One loop against freshly reset server logs: its figures (with CPU per request), its
+    outcome, and each server's in-flight peak."""
+    for url in urls:
+        server_log(url, reset=True)
+    outcome, cpu = measure(fn)
+    answers = [server_log(url) for url in urls]
+    found = figures([entry for a in answers for entry in a["log"]], c * len(urls), prefix)
+    found["cpu_ms_per_req"] = round(1000 * cpu / found["requests"], 3)
+    return found, outcome, [a["in_flight_peak"] for a in answers]
 
 
 if __name__ == "__main__":

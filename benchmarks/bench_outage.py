@@ -60,7 +60,6 @@ def outage(port: int, delay: float, up: float, down: float, server: list[subproc
 
 def one_run(args, outage_seconds: float) -> dict:
     from eagle3_core.errors import StageError
-    from eagle3_core.generate.config import GenerateConfig, PromptSource
     from eagle3_core.generate.stage import run_generate
     from eagle3_core.manifest import read_manifest
 
@@ -69,14 +68,7 @@ def one_run(args, outage_seconds: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "prompts.jsonl", Path(tmp) / "out"
         src.write_text("".join(json.dumps({"prompt": f"outage {i}"}) + "\n" for i in range(args.prompts)))
-        cfg = GenerateConfig(
-            prompts=PromptSource(input=str(src)),
-            base_urls=[f"http://127.0.0.1:{port}/v1"],
-            concurrency=args.concurrency,
-            max_tokens=64,
-            request_timeout=20 * args.delay,
-            outage_seconds=outage_seconds,
-        )
+        cfg = outage_config(args, src, port, outage_seconds)
         killer, started, stopped = outage(port, args.delay, args.up, args.down, server), time.monotonic(), None
         try:
             run_generate(cfg, out)
@@ -94,16 +86,36 @@ def one_run(args, outage_seconds: float) -> dict:
         }
         if first.status == "failed":
             killer.join()  # the server is back
-            again = run_generate(cfg, out)
-            figures |= {
-                "rerun_status": again.status,
-                "rerun_accepted": again.counts["accepted"],
-                "rerun_rejected": again.counts["rejected"],
-                "rerun_sent": again.counts["input"] - again.counts["resumed"] - again.counts["skipped"],
-            }
+            figures |= rerun(cfg, out)
         killer.join()
         server[0].kill()
     return figures
+
+
+def outage_config(args, src: Path, port: int, outage_seconds: float):
+    from eagle3_core.generate.config import GenerateConfig, PromptSource
+
+    return GenerateConfig(
+        prompts=PromptSource(input=str(src)),
+        base_urls=[f"http://127.0.0.1:{port}/v1"],
+        concurrency=args.concurrency,
+        max_tokens=64,
+        request_timeout=20 * args.delay,
+        outage_seconds=outage_seconds,
+    )
+
+
+def rerun(cfg, out: Path) -> dict:
+    """The same run again once the server is back: what it sent and how it ended."""
+    from eagle3_core.generate.stage import run_generate
+
+    again = run_generate(cfg, out)
+    return {
+        "rerun_status": again.status,
+        "rerun_accepted": again.counts["accepted"],
+        "rerun_rejected": again.counts["rejected"],
+        "rerun_sent": again.counts["input"] - again.counts["resumed"] - again.counts["skipped"],
+    }
 
 
 def main() -> None:

@@ -102,10 +102,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
 
-    from eagle3_core.reconstruct.config import ReconstructConfig
-    from eagle3_core.reconstruct.stage import run_reconstruct
     from eagle3_core.reconstruct.tokenizer import load_tokenizer
-    from eagle3_core.target import TargetConfig
 
     root = Path(tempfile.mkdtemp(prefix="bench-reconstruct-"))
     try:
@@ -113,42 +110,55 @@ def main() -> None:
         tok_dir = build_tokenizer(records, root / "tokenizer")
         gen = write_generations(root / "gen", records)
         tokenizer = load_tokenizer(tok_dir)
-        texts = full_texts(tokenizer, records)
-        started = time.perf_counter()
-        encoded = tokenizer(texts, add_special_tokens=False)["input_ids"]
-        encode_s = time.perf_counter() - started
-        tokens = sum(map(len, encoded))
-        print(f"{args.samples} samples, {tokens} tokens ({tokens / args.samples:.0f}/sample)")
-        print("| what | workers | seconds | samples/s | tokens/s | vs encode |")
-        print("|---|---|---|---|---|---|")
-        print(
-            f"| tokenizer batched encode (limit) | - | {encode_s:.2f} | {args.samples / encode_s:,.0f} | "
-            f"{tokens / encode_s:,.0f} | 1.00 |"
-        )
-        backend = tokenizer.backend_tokenizer
-        started = time.perf_counter()
-        backend.encode_batch_fast(texts, add_special_tokens=False)
-        raw_s = time.perf_counter() - started
-        print(
-            f"| Rust `encode_batch_fast` (no Python lists) | - | {raw_s:.2f} | {args.samples / raw_s:,.0f} | "
-            f"{tokens / raw_s:,.0f} | {encode_s / raw_s:.2f} |"
-        )
-        target = TargetConfig(path=str(tok_dir), family="kimi_k2_5", end_of_turn="<|im_end|>")
+        tokens, encode_s = encode_limits(tokenizer, full_texts(tokenizer, records), args.samples)
         for workers in args.workers:
-            out = root / f"seq-{workers}"
-            started = time.perf_counter()
-            manifest = run_reconstruct(
-                ReconstructConfig(workers=workers, shard_rows=1000, max_length=100_000), target, gen, out
-            )
-            seconds = time.perf_counter() - started
-            assert manifest.counts["sequences"] == args.samples, manifest.counts
-            assert manifest.counts["tokens"] == tokens, (manifest.counts["tokens"], tokens)
+            seconds = time_reconstruct(tok_dir, gen, root / f"seq-{workers}", workers, args.samples, tokens)
             print(
                 f"| reconstruct (end to end) | {workers} | {seconds:.2f} | {args.samples / seconds:,.0f} | "
                 f"{tokens / seconds:,.0f} | {encode_s / seconds:.2f} |"
             )
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def encode_limits(tokenizer, texts: list[str], samples: int) -> tuple[int, float]:
+    """The table's head and the two encode limits; (tokens, the batched encode's seconds)."""
+    started = time.perf_counter()
+    encoded = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    encode_s = time.perf_counter() - started
+    tokens = sum(map(len, encoded))
+    print(f"{samples} samples, {tokens} tokens ({tokens / samples:.0f}/sample)")
+    print("| what | workers | seconds | samples/s | tokens/s | vs encode |")
+    print("|---|---|---|---|---|---|")
+    print(
+        f"| tokenizer batched encode (limit) | - | {encode_s:.2f} | {samples / encode_s:,.0f} | "
+        f"{tokens / encode_s:,.0f} | 1.00 |"
+    )
+    started = time.perf_counter()
+    tokenizer.backend_tokenizer.encode_batch_fast(texts, add_special_tokens=False)
+    raw_s = time.perf_counter() - started
+    print(
+        f"| Rust `encode_batch_fast` (no Python lists) | - | {raw_s:.2f} | {samples / raw_s:,.0f} | "
+        f"{tokens / raw_s:,.0f} | {encode_s / raw_s:.2f} |"
+    )
+    return tokens, encode_s
+
+
+def time_reconstruct(tok_dir: Path, gen: Path, out: Path, workers: int, samples: int, tokens: int) -> float:
+    """Seconds of one whole reconstruct run, checked to have made every sequence."""
+    from eagle3_core.reconstruct.config import ReconstructConfig
+    from eagle3_core.reconstruct.stage import run_reconstruct
+    from eagle3_core.target import TargetConfig
+
+    target = TargetConfig(path=str(tok_dir), family="kimi_k2_5", end_of_turn="<|im_end|>")
+    started = time.perf_counter()
+    manifest = run_reconstruct(
+        ReconstructConfig(workers=workers, shard_rows=1000, max_length=100_000), target, gen, out
+    )
+    seconds = time.perf_counter() - started
+    assert manifest.counts["sequences"] == samples, manifest.counts
+    assert manifest.counts["tokens"] == tokens, (manifest.counts["tokens"], tokens)
+    return seconds
 
 
 if __name__ == "__main__":

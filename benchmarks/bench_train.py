@@ -87,10 +87,41 @@ def timed(step, data, sync) -> float:
 
 
 def main() -> None:
+    args = parse()
+    _single_rank(args.device)
+    import deepspeed
+    import torch
+
+    from eagle3_core.train.config import TrainConfig
+
+    device = torch.device(args.device)
+    bf16 = device.type == "cuda"
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    deepspeed.init_distributed(dist_backend="nccl" if bf16 else "gloo")
+    cfg = TrainConfig(ttt_steps=args.ttt, zero_stage=args.zero, warmup_steps=2)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    ds_step, bare_step = _steps(args, cfg, device, dtype)
+
+    data = batches(args, torch, args.steps, dtype, device)
+    tokens = sum(int(b["loss_mask"].sum()) for b in data)
+    results = {"deepspeed": [], "bare": []}
+    for r in range(args.rounds):
+        for name, step in (
+            (("deepspeed", ds_step), ("bare", bare_step))
+            if r % 2 == 0
+            else (("bare", bare_step), ("deepspeed", ds_step))
+        ):
+            rate = tokens / timed(step, data, sync)
+            results[name].append(rate)
+            print(json.dumps({"round": r, "loop": name, "tokens_per_s": round(rate, 1)}), flush=True)
+    print(json.dumps(_summary(args, device, tokens // len(data), results)))
+
+
+def _single_rank(device: str) -> None:
+    """The environment of a one-rank DeepSpeed run, unless the launcher set it."""
     from eagle3_core.train.main import free_port
 
-    args = parse()
-    os.environ.setdefault("DS_ACCELERATOR", "cuda" if args.device.startswith("cuda") else "cpu")
+    os.environ.setdefault("DS_ACCELERATOR", "cuda" if device.startswith("cuda") else "cpu")
     for k, v in (
         ("RANK", "0"),
         ("LOCAL_RANK", "0"),
@@ -99,24 +130,20 @@ def main() -> None:
         ("MASTER_PORT", str(free_port())),
     ):
         os.environ.setdefault(k, v)
+
+
+def _steps(args, cfg, device, dtype):
+    """One optimizer step through DeepSpeed, and the same step in a bare PyTorch loop."""
     import deepspeed
     import torch
 
-    from eagle3_core.train.config import TrainConfig
     from eagle3_core.train.ds_config import deepspeed_config
     from eagle3_core.train.loop import forward_batch
-
-    device = torch.device(args.device)
-    bf16 = device.type == "cuda"
-    dtype = torch.bfloat16 if bf16 else torch.float32
-    deepspeed.init_distributed(dist_backend="nccl" if bf16 else "gloo")
-    cfg = TrainConfig(ttt_steps=args.ttt, zero_stage=args.zero, warmup_steps=2)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     ds_model, head = build(args, torch)
     engine, _, _, _ = deepspeed.initialize(
         model=ds_model.to(device),
-        config=deepspeed_config(cfg, 10**6, bf16),
+        config=deepspeed_config(cfg, 10**6, device.type == "cuda"),
         model_parameters=[p for p in ds_model.parameters() if p.requires_grad],
     )
     bare, _ = build(args, torch)
@@ -138,35 +165,25 @@ def main() -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    data = batches(args, torch, args.steps, dtype, device)
-    tokens = sum(int(b["loss_mask"].sum()) for b in data)
-    results = {"deepspeed": [], "bare": []}
-    for r in range(args.rounds):
-        for name, step in (
-            (("deepspeed", ds_step), ("bare", bare_step))
-            if r % 2 == 0
-            else (("bare", bare_step), ("deepspeed", ds_step))
-        ):
-            rate = tokens / timed(step, data, sync)
-            results[name].append(rate)
-            print(json.dumps({"round": r, "loop": name, "tokens_per_s": round(rate, 1)}), flush=True)
+    return ds_step, bare_step
+
+
+def _summary(args, device, tokens_per_batch: int, results: dict[str, list[float]]) -> dict:
+    import torch
+
     ds, bare_rate = statistics.median(results["deepspeed"]), statistics.median(results["bare"])
-    print(
-        json.dumps(
-            {
-                "summary": True,
-                "device": str(device),
-                "threads": torch.get_num_threads(),
-                "hidden": args.hidden,
-                "tokens_per_batch": tokens // len(data),
-                "ttt": args.ttt,
-                "zero_stage": args.zero,
-                "deepspeed_tokens_per_s": round(ds, 1),
-                "bare_tokens_per_s": round(bare_rate, 1),
-                "overhead": round(1 - ds / bare_rate, 4),
-            }
-        )
-    )
+    return {
+        "summary": True,
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "hidden": args.hidden,
+        "tokens_per_batch": tokens_per_batch,
+        "ttt": args.ttt,
+        "zero_stage": args.zero,
+        "deepspeed_tokens_per_s": round(ds, 1),
+        "bare_tokens_per_s": round(bare_rate, 1),
+        "overhead": round(1 - ds / bare_rate, 4),
+    }
 
 
 if __name__ == "__main__":

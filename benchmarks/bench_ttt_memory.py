@@ -99,18 +99,24 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+def use_dense_attention() -> None:
+    """The tests' dense reference in place of the fast TTT attention (the memory it saves)."""
+    import eagle3_core.drafter.model as model_module
+
+    sys.path.insert(0, str(ROOT / "tests" / "drafter"))
+    from dense_reference import dense_ttt_attention
+
+    model_module.ttt_attention = dense_ttt_attention
+
+
 def child(args) -> dict:
     import torch
 
-    import eagle3_core.drafter.model as model_module
     from eagle3_core.train.config import TrainConfig
     from eagle3_core.train.loop import forward_batch
 
     if args.impl == "dense":
-        sys.path.insert(0, str(ROOT / "tests" / "drafter"))
-        from dense_reference import dense_ttt_attention
-
-        model_module.ttt_attention = dense_ttt_attention
+        use_dense_attention()
     device = torch.device(args.device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     cuda = device.type == "cuda"
@@ -130,11 +136,8 @@ def child(args) -> dict:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else rss_mib()
-    return {
-        "T": args.child,
-        "impl": args.impl,
-        "recompute": args.recompute,
-        "preset": args.preset,
+    settings = {"T": args.child, "impl": args.impl, "recompute": args.recompute, "preset": args.preset}
+    return settings | {
         "device": str(device),
         "ttt": args.ttt,
         "threads": torch.get_num_threads(),

@@ -8,7 +8,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -79,3 +79,15 @@ def held(folder: Path) -> Iterator[int]:
 
 def busy_line(folder: Path, pid: int) -> str:
     return f"error: another run is writing {folder.resolve()} (pid {pid} on host {socket.gethostname()})"
+
+
+def refused_while_held(folder: Path, run: Callable[[], str]) -> None:
+    """``run`` (a CLI run into ``folder``, its stderr) while another process holds the folder:
+    the one busy line, and nothing in the folder changed."""
+    from tests.cli_helpers import error_line
+
+    before = snapshot(folder)
+    with held(folder) as pid:
+        err = run()
+    assert error_line(err) == busy_line(folder, pid)
+    assert snapshot(folder) == before

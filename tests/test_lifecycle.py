@@ -63,18 +63,36 @@ def start_stage(out: Path, go: Path) -> subprocess.Popen:
     return process
 
 
+def assert_free_to_another_process(folder: Path) -> None:
+    """Another process takes the folder's lock at once: this one let it go."""
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys; from eagle3_core.lock import acquire; acquire(sys.argv[1])", str(folder)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert probe.returncode == 0, probe.stderr
+
+
+def run_stage_process(out: Path, go: Path) -> subprocess.CompletedProcess:
+    """The stage script in a process of its own, to its end."""
+    return subprocess.run(
+        [sys.executable, "-c", STAGE_SCRIPT, str(out), str(go)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
 def test_a_second_process_into_the_same_folder_refuses_at_once_naming_the_holder(tmp_path):
     out, go = tmp_path / "out", tmp_path / "go"
     first = start_stage(out, go)
     try:
-        second = subprocess.run(
-            [sys.executable, "-c", STAGE_SCRIPT, str(out), str(go)],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            text=True,
-            capture_output=True,
-            timeout=120,
-        )
+        second = run_stage_process(out, go)
     finally:
         go.touch()
     assert second.returncode == 2, second.stderr
@@ -97,14 +115,7 @@ def test_the_lock_of_a_killed_holder_is_free_at_once(tmp_path):
     first.wait()
     go.touch()
 
-    again = subprocess.run(
-        [sys.executable, "-c", STAGE_SCRIPT, str(out), str(go)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        text=True,
-        capture_output=True,
-        timeout=120,
-    )
+    again = run_stage_process(out, go)
 
     assert again.returncode == 0, again.stderr
     assert read_manifest(out).status == "complete"
@@ -113,15 +124,7 @@ def test_the_lock_of_a_killed_holder_is_free_at_once(tmp_path):
 def test_the_lock_is_reentrant_within_one_process_and_free_after(tmp_path):
     with folder_lock(tmp_path), folder_lock(tmp_path):
         pass
-    probe = subprocess.run(
-        [sys.executable, "-c", "import sys; from eagle3_core.lock import acquire; acquire(sys.argv[1])", str(tmp_path)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert probe.returncode == 0, probe.stderr
+    assert_free_to_another_process(tmp_path)
 
 
 def write_shard(out: Path, name: str, data: bytes) -> None:
@@ -220,15 +223,7 @@ def test_a_failed_run_is_recorded_failed_and_lets_the_folder_go(tmp_path):
 
     manifest = read_manifest(tmp_path)
     assert manifest.status == "failed" and manifest.details["error"] == "ValueError: boom"
-    probe = subprocess.run(
-        [sys.executable, "-c", "import sys; from eagle3_core.lock import acquire; acquire(sys.argv[1])", str(tmp_path)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert probe.returncode == 0, probe.stderr
+    assert_free_to_another_process(tmp_path)
 
 
 def test_rejects_are_recorded_the_same_way_for_every_stage(tmp_path):
@@ -254,45 +249,17 @@ def test_temp_names_are_unique_and_a_live_process_temp_is_never_a_stray(tmp_path
 
 def test_a_busy_folder_is_one_clear_error_line_from_the_cli(prefect_api, tmp_path, capsys, monkeypatch):
     from flows.cli import main
+    from tests.faults import held
     from tests.vocab.test_vocab import write_sequences
 
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; from eagle3_core.lock import acquire; "
-            "acquire(sys.argv[1]); print('held', flush=True); time.sleep(120)",
-            str(tmp_path / "vocab"),
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        write_sequences(tmp_path / "seq", [([1, 2], [1, 1])])
-        tokenizer = ROOT / "tests" / "golden"  # any directory: the lock is met before the tokenizer is read
-        monkeypatch.setattr(
-            "sys.argv",
-            [
-                "eagle3",
-                "vocab",
-                "--input",
-                str(tmp_path / "seq"),
-                "--tokenizer",
-                str(tokenizer),
-                "--out",
-                str(tmp_path / "vocab"),
-            ],
-        )
-        with pytest.raises(SystemExit) as exit_info:
-            main()
-    finally:
-        holder.kill()
-        holder.wait()
+    write_sequences(tmp_path / "seq", [([1, 2], [1, 1])])
+    tokenizer = ROOT / "tests" / "golden"  # any directory: the lock is met before the tokenizer is read
+    argv = ["vocab", "--input", str(tmp_path / "seq"), "--tokenizer", str(tokenizer), "--out", str(tmp_path / "vocab")]
+    monkeypatch.setattr("sys.argv", ["eagle3", *argv])
+    with held(tmp_path / "vocab") as pid, pytest.raises(SystemExit) as exit_info:
+        main()
     assert exit_info.value.code == 2
-    line = f"error: another run is writing {(tmp_path / 'vocab').resolve()} (pid {holder.pid} on host {socket.gethostname()})"
+    line = f"error: another run is writing {(tmp_path / 'vocab').resolve()} (pid {pid} on host {socket.gethostname()})"
     assert line in capsys.readouterr().err.splitlines()
     assert not (tmp_path / "vocab" / "manifest.json").exists()
 
@@ -305,15 +272,7 @@ def test_an_interrupted_run_stays_running_like_a_killed_one_and_lets_the_folder_
         run_work(tmp_path, work)
 
     assert read_manifest(tmp_path).status == "running"
-    probe = subprocess.run(
-        [sys.executable, "-c", "import sys; from eagle3_core.lock import acquire; acquire(sys.argv[1])", str(tmp_path)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert probe.returncode == 0, probe.stderr
+    assert_free_to_another_process(tmp_path)
 
 
 class UnitStage(WorkStage):

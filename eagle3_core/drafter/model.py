@@ -60,6 +60,28 @@ EXPORT_WEIGHTS = "model.safetensors"
 EXPORT_CONFIG = "config.json"
 
 
+# The export config's fields taken as they are from the drafter's config (``to_hf``).
+HF_FIELDS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "num_hidden_layers",
+    "fc_norm",
+    "norm_output",
+    "norm_before_fc",
+    "rms_norm_eps",
+    "rope_theta",
+    "max_position_embeddings",
+    "vocab_size",
+    "draft_vocab_size",
+    "target_hidden_size",
+    "bos_token_id",
+    "eos_token_id",
+)
+
+
 @dataclass
 class DrafterConfig:
     hidden_size: int  # H: the target's hidden size (embeddings are shared)
@@ -141,23 +163,9 @@ class DrafterConfig:
         return {
             "architectures": ["LlamaForCausalLMEagle3"],
             "model_type": "llama",
-            "hidden_size": self.hidden_size,
-            "intermediate_size": self.intermediate_size,
-            "num_attention_heads": self.num_attention_heads,
-            "num_key_value_heads": self.num_key_value_heads,
-            "head_dim": self.head_dim,
-            "num_hidden_layers": self.num_hidden_layers,
-            "fc_norm": self.fc_norm,
-            "norm_output": self.norm_output,
-            "norm_before_fc": self.norm_before_fc,
+            **{name: getattr(self, name) for name in HF_FIELDS},
             "hidden_act": "silu",
-            "rms_norm_eps": self.rms_norm_eps,
-            "rope_theta": self.rope_theta,
             "rope_scaling": None,
-            "max_position_embeddings": self.max_position_embeddings,
-            "vocab_size": self.vocab_size,
-            "draft_vocab_size": self.draft_vocab_size,
-            "target_hidden_size": self.target_hidden_size,
             "eagle_aux_hidden_state_layer_ids": list(self.aux_layer_ids),
             "eagle_config": {
                 "eagle_aux_hidden_state_layer_ids": [k - 1 for k in self.aux_layer_ids],
@@ -167,8 +175,6 @@ class DrafterConfig:
             "attention_bias": False,
             "mlp_bias": False,
             "tie_word_embeddings": False,
-            "bos_token_id": self.bos_token_id,
-            "eos_token_id": self.eos_token_id,
             "torch_dtype": "bfloat16",
         }
 

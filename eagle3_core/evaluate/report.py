@@ -103,14 +103,17 @@ def _measurements(report: dict[str, Any]) -> list[tuple[str, int, dict]]:
     return rows
 
 
+def _paragraph(text: str) -> list[str]:
+    return ["", text]
+
+
 def _simulated_lines(sim: dict | None) -> list[str]:
     if not sim:
         return []
-    return [
-        "",
+    return _paragraph(
         f"Simulated acceptance length from the training metrics ({sim['split']} split, step "
-        f"{sim['training_step']}): {_fmt(sim['acceptance_length'])}",
-    ]
+        f"{sim['training_step']}): {_fmt(sim['acceptance_length'])}"
+    )
 
 
 def _sweep_lines(offline: dict | None) -> list[str]:
@@ -133,23 +136,21 @@ def _speed_lines(online: dict | None) -> list[str]:
         else f"speed-up {_fmt(online.get('speedup'), 2)}x, {_fmt(spread[0], 2)}-{_fmt(spread[1], 2)}x over "
         f"{len(w.get('output_tokens_per_s_repeats') or [])} repeats after a warm-up"
     )
-    return [
-        "",
+    return _paragraph(
         f"Output tokens/s (median): {_fmt(w['output_tokens_per_s'], 1)} with the drafter, "
         f"{_fmt(wo['output_tokens_per_s'], 1)} without ({speed}; "
-        f"same greedy outputs for {_fmt(online.get('identical_outputs_share'), 2)} of prompts).",
-    ]
+        f"same greedy outputs for {_fmt(online.get('identical_outputs_share'), 2)} of prompts)."
+    )
 
 
 def _agreement_lines(agree: dict | None) -> list[str]:
     if not agree:
         return []
-    return [
-        "",
+    return _paragraph(
         f"Online vs offline (greedy, same k): {_fmt(agree['online_acceptance_length'])} vs "
         f"{_fmt(agree['offline_acceptance_length'])}, difference {_fmt(agree['difference'])} "
-        f"({_fmt(100 * agree['relative_difference'], 1)} %).",
-    ]
+        f"({_fmt(100 * agree['relative_difference'], 1)} %)."
+    )
 
 
 def _context_lines(block: dict | None) -> list[str]:

@@ -26,25 +26,21 @@ from eagle3_core.generate.keys import PersistedKeys, key64, key_array
 ACCEPTED, REJECTED, TURNS = "accepted", "rejected", "turns"  # turns/: generate.turns: all (turns.py)
 
 
+def _messages_type():
+    """rows.stored_messages: tool fields null where a turn has none."""
+    import polars as pl
+
+    fields = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning")
+    return pl.List(pl.Struct({name: pl.String for name in fields}))
+
+
 def _schemas() -> dict[str, dict]:
     import polars as pl
 
-    message = pl.List(  # rows.stored_messages: tool fields null where a turn has none
-        pl.Struct(
-            {
-                "role": pl.String,
-                "content": pl.String,
-                "tool_calls": pl.String,
-                "tool_call_id": pl.String,
-                "name": pl.String,
-                "reasoning": pl.String,
-            }
-        )
-    )
     ids = pl.List(pl.Int64)
     accepted = {
         "sample_id": pl.String,
-        "messages": message,
+        "messages": _messages_type(),
         "reasoning": pl.String,
         "content": pl.String,
         "reasoning_source": pl.String,

@@ -145,11 +145,7 @@ def forced_think_position(
     """Index of a think-open marker the generation prompt ends with (only whitespace after it)."""
     if not facts.reasons:
         return None
-    pos = _ends_at(prompt_ids, facts.think_open_ids, FORCED_THINK_TAIL - 1)
-    if pos is None:
-        return None
-    after = tuple(prompt_ids[pos + len(facts.think_open_ids) :])
-    return pos if not after or is_blank(after) else None
+    return _at_the_end(prompt_ids, facts.think_open_ids, FORCED_THINK_TAIL - 1, is_blank)
 
 
 def think_closed_in_prompt(
@@ -160,11 +156,18 @@ def think_closed_in_prompt(
     (DeepSeek-V3.1 and later in chat mode), with only whitespace after it."""
     if not facts.reasons:
         return False
-    pos = _ends_at(prompt_ids, facts.think_close_ids, CLOSED_THINK_TAIL - 1)
+    return _at_the_end(prompt_ids, facts.think_close_ids, CLOSED_THINK_TAIL - 1, is_blank) is not None
+
+
+def _at_the_end(
+    prompt_ids: list[int], marker: tuple[int, ...], tail: int, is_blank: Callable[[tuple[int, ...]], bool]
+) -> int | None:
+    """Where the last ``marker`` near the end (``_ends_at``) starts, when only whitespace follows it."""
+    pos = _ends_at(prompt_ids, marker, tail)
     if pos is None:
-        return False
-    after = tuple(prompt_ids[pos + len(facts.think_close_ids) :])
-    return not after or is_blank(after)
+        return None
+    after = tuple(prompt_ids[pos + len(marker) :])
+    return pos if not after or is_blank(after) else None
 
 
 def masked(prompt_ids: list[int], out_ids: list[int], forced_think: int | None, marker_len: int = 1) -> Sequence:

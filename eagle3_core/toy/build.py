@@ -99,20 +99,13 @@ def _locked(path: Path) -> Iterator[None]:
 
 def _build_into(cfg: ToyTargetConfig, out: Path, reporter: Reporter) -> None:
     import torch
-    from transformers import AutoTokenizer, GenerationConfig
 
     from eagle3_core.toy import train as toy_train
-    from eagle3_core.toy.tokenizer import save_tokenizer, train_tokenizer
 
     started = time.monotonic()
     out.mkdir(parents=True)
     split = split_questions(cfg.heldout_questions, cfg.seed)
-    pool = [q for op in OPS for q in split.train[op]]
-    # Role names repeat so they merge into single tokens, as in a real chat vocabulary.
-    texts = [q.text for q in pool] + [toy_train.completion_text(q) for q in pool] + ["user", "assistant", "system"] * 10
-    save_tokenizer(train_tokenizer(texts, cfg.vocab_size), out, cfg.max_position_embeddings)
-    tokenizer = AutoTokenizer.from_pretrained(str(out))
-
+    tokenizer = _tokenizer(cfg, split, out)
     model = toy_train.build_model(cfg, tokenizer)
     figures = toy_train.train(model, tokenizer, split, cfg, reporter)
     heldout = toy_train.score(model, tokenizer, split.heldout)
@@ -122,10 +115,7 @@ def _build_into(cfg: ToyTargetConfig, out: Path, reporter: Reporter) -> None:
         f"toy target: held-out answer accuracy {heldout['answer_accuracy']:.1%} "
         f"after {figures['train_seconds']:.0f} s of training"
     )
-    model.save_pretrained(str(out))
-    GenerationConfig(eos_token_id=model.config.eos_token_id, pad_token_id=tokenizer.pad_token_id).save_pretrained(
-        str(out)
-    )
+    _save_model(model, tokenizer, out)
     _write_prompts(
         out / TRAIN_PROMPTS, distinct_training_prompts(split, cfg.train_prompts, random.Random(cfg.seed + 1))
     )
@@ -144,6 +134,29 @@ def _build_into(cfg: ToyTargetConfig, out: Path, reporter: Reporter) -> None:
         "versions": runtime_versions("torch", "transformers", "tokenizers"),
     }
     write_json_atomic(out / REPORT_NAME, report)
+
+
+def _tokenizer(cfg: ToyTargetConfig, split, out: Path):
+    """A BPE tokenizer trained on the training questions and answers, saved into ``out``."""
+    from transformers import AutoTokenizer
+
+    from eagle3_core.toy import train as toy_train
+    from eagle3_core.toy.tokenizer import save_tokenizer, train_tokenizer
+
+    pool = [q for op in OPS for q in split.train[op]]
+    # Role names repeat so they merge into single tokens, as in a real chat vocabulary.
+    texts = [q.text for q in pool] + [toy_train.completion_text(q) for q in pool] + ["user", "assistant", "system"] * 10
+    save_tokenizer(train_tokenizer(texts, cfg.vocab_size), out, cfg.max_position_embeddings)
+    return AutoTokenizer.from_pretrained(str(out))
+
+
+def _save_model(model, tokenizer, out: Path) -> None:
+    from transformers import GenerationConfig
+
+    model.save_pretrained(str(out))
+    GenerationConfig(eos_token_id=model.config.eos_token_id, pad_token_id=tokenizer.pad_token_id).save_pretrained(
+        str(out)
+    )
 
 
 def _write_prompts(path: Path, questions: list[Question]) -> None:

@@ -102,6 +102,33 @@ def _chunk_ce(
     return (ce * counted).sum(), ((logits.argmax(-1) == target_top) & counted).sum()
 
 
+def _step_ce(
+    out: torch.Tensor,
+    probs: torch.Tensor,
+    counted: torch.Tensor,
+    target_top: torch.Tensor,
+    k: int,
+    logits_fn: Callable[[torch.Tensor], torch.Tensor],
+) -> tuple[torch.Tensor, int]:
+    """Step k's summed soft cross-entropy over its counted positions, and how many it got right,
+    chunk by chunk (checkpointed under grad: one chunk's logits in memory at a time)."""
+    B, n_pos = counted.shape
+    chunk = max(1, LOSS_CHUNK_ELEMENTS // max(1, B * probs.shape[-1]))
+    ce_sum, correct = out.sum() * 0.0, 0  # keeps the graph when n_pos = 0
+    for s in range(0, n_pos, chunk):
+        e = min(n_pos, s + chunk)
+        args = (
+            out[:, s:e],
+            probs[:, s + 1 + k : e + 1 + k],
+            counted[:, s:e],
+            target_top[:, s + 1 + k : e + 1 + k],
+            logits_fn,
+        )
+        part, right = checkpoint(_chunk_ce, *args, use_reentrant=False) if torch.is_grad_enabled() else _chunk_ce(*args)
+        ce_sum, correct = ce_sum + part, correct + int(right)
+    return ce_sum, correct
+
+
 def ttt_loss(
     step_outputs: list[torch.Tensor],
     probs: torch.Tensor,
@@ -128,21 +155,7 @@ def ttt_loss(
         counted = loss_mask[:, 2 + k :] & in_draft[:, 1 + k : T - 1]  # (B, n_pos)
         if segments is not None:
             counted = counted & (segments[:, 2 + k :] == segments[:, :n_pos])
-        chunk = max(1, LOSS_CHUNK_ELEMENTS // max(1, B * probs.shape[-1]))
-        ce_sum, correct = out.sum() * 0.0, 0  # keeps the graph when n_pos = 0
-        for s in range(0, n_pos, chunk):
-            e = min(n_pos, s + chunk)
-            args = (
-                out[:, s:e],
-                probs[:, s + 1 + k : e + 1 + k],
-                counted[:, s:e],
-                target_top[:, s + 1 + k : e + 1 + k],
-                logits_fn,
-            )
-            part, right = (
-                checkpoint(_chunk_ce, *args, use_reentrant=False) if torch.is_grad_enabled() else _chunk_ce(*args)
-            )
-            ce_sum, correct = ce_sum + part, correct + int(right)
+        ce_sum, correct = _step_ce(out, probs, counted, target_top, k, logits_fn)
         n = int(counted.sum())
         loss_k = ce_sum / max(n, 1)
         total = total + decay**k * loss_k

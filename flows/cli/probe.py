@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import click
 
+from flows.cli.options import folder_option
+
 
 @click.command("probe")
 @click.option(
@@ -21,11 +23,11 @@ import click
     multiple=True,
     help="Endpoint(s) to check (http://host:port/v1); default: the recipe's generate.base_urls.",
 )
-@click.option(
+@folder_option(
     "--tokenizer",
-    default=None,
-    type=click.Path(file_okay=False),
-    help="Local directory of the target's tokenizer; default: target.path (the toy's when the recipe builds one).",
+    None,
+    "Local directory of the target's tokenizer; default: target.path (the toy's when the recipe builds one).",
+    required=False,
 )
 @click.option(
     "--model", default=None, help="Served model name; default: the recipe's, else the first one the endpoint lists."

@@ -10,7 +10,7 @@ from eagle3_core.extract.stage import run_extract
 from eagle3_core.target import TargetConfig
 from tests.cli_helpers import cli_error, error_line
 from tests.extract.helpers import write_sequences
-from tests.faults import busy_line, flip, held, list_shards, snapshot, truncate
+from tests.faults import flip, list_shards, refused_while_held, snapshot, truncate
 
 LAYERS = [1, 3, 4]
 
@@ -27,24 +27,7 @@ def test_a_truncated_sequences_part_is_one_line_naming_it_and_hidden_is_untouche
     )  # an earlier run
     before = snapshot(tmp_path / "hidden")
     truncate(tmp_path / "seq" / "part-00001.parquet")
-    err = cli_error(
-        [
-            "extract",
-            "--input",
-            str(tmp_path / "seq"),
-            "--target",
-            str(tiny_llama),
-            "--out",
-            str(tmp_path / "hidden"),
-            "--layers",
-            "1,3,4",
-            "--shard-tokens",
-            "40",
-            "--device",
-            "cpu",
-        ],
-        capsys,
-    )
+    err = extract_cli(tmp_path / "seq", tmp_path / "hidden", tiny_llama, capsys)
     assert error_line(err).startswith(
         "error: damaged reconstruct shard part-00001.parquet: not a readable Parquet file"
     )
@@ -129,8 +112,4 @@ def test_a_concurrent_run_into_the_same_hidden_folder_refuses_and_changes_nothin
     prefect_api, tiny_llama, earlier_run, capsys
 ):
     seq, hidden = earlier_run
-    before = snapshot(hidden)
-    with held(hidden) as pid:
-        err = extract_cli(seq, hidden, tiny_llama, capsys)
-    assert error_line(err) == busy_line(hidden, pid)
-    assert snapshot(hidden) == before
+    refused_while_held(hidden, lambda: extract_cli(seq, hidden, tiny_llama, capsys))

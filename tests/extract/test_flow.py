@@ -1,6 +1,7 @@
 """The extract flow and `eagle3 extract` on a real (temporary) Prefect API."""
 
 import json
+from pathlib import Path
 
 import pyarrow.parquet as pq
 from click.testing import CliRunner
@@ -68,36 +69,15 @@ def test_cli_refuses_a_malformed_layer_list(tiny_llama, tmp_path):
     from flows.cli import cli
 
     (tmp_path / "part-00000.parquet").touch()  # a sequences folder, so the layers are looked at
-    result = CliRunner().invoke(
-        cli,
-        [
-            "extract",
-            "--input",
-            str(tmp_path),
-            "--target",
-            str(tiny_llama),
-            "--out",
-            str(tmp_path / "h"),
-            "--layers",
-            "2,16",
-        ],
-    )
+    result = CliRunner().invoke(cli, two_layers_argv(tmp_path, tiny_llama, tmp_path / "h"))
     assert result.exit_code == 2 and "must name 3 layers (low, mid, high)" in result.output
 
 
+def two_layers_argv(input_dir: Path, target: Path, out: Path) -> list[str]:
+    """`eagle3 extract` with two layers where three are wanted."""
+    return ["extract", "--input", str(input_dir), "--target", str(target), "--out", str(out), "--layers", "2,16"]
+
+
 def test_cli_checks_the_input_folder_before_the_layers(tiny_llama, tmp_path, capsys):
-    err = cli_error(
-        [
-            "extract",
-            "--input",
-            str(tmp_path / "nowhere"),
-            "--target",
-            str(tiny_llama),
-            "--out",
-            str(tmp_path / "h"),
-            "--layers",
-            "2,16",
-        ],
-        capsys,
-    )
+    err = cli_error(two_layers_argv(tmp_path / "nowhere", tiny_llama, tmp_path / "h"), capsys)
     assert err.startswith("error: no sequences found") and "eagle3 reconstruct" in err

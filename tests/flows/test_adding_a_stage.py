@@ -80,20 +80,11 @@ def test_its_command_is_built_from_the_declaration_and_the_config_model(prefect_
 
 
 def test_the_pipeline_runs_it_after_the_stage_it_reads(prefect_api, lengths_declared, tmp_path):
-    from eagle3_core.manifest import StageManifest, write_manifest
     from flows.pipeline import pipeline
-    from tests.flows.test_pipeline import stage_graph, summary_of
-    from tests.reconstruct.families import FAMILIES, build_family_tokenizer
-    from tests.reconstruct.records import record, write_generations
+    from tests.flows.test_pipeline import one_generation, stage_graph, summary_of
 
     config = PipelineConfig(out=str(tmp_path / "run"), stages=["reconstruct", "lengths"])
-    user = [{"role": "user", "content": "What is 2 + 2?"}]
-    write_generations(config.layout.generations, [record("a", user, "Two and two.", "4.")])
-    write_manifest(config.layout.generations, StageManifest(stage="generate", status="complete", config_hash="x"))
-    family = FAMILIES["qwen3"]
-    config.target = config.target.model_validate(
-        {"path": str(build_family_tokenizer(family, tmp_path / "tok")), **family.target}
-    )
+    one_generation(config, tmp_path)
 
     state = pipeline(config, return_state=True)
 

@@ -199,9 +199,8 @@ def stage_graph(flow_run_id) -> dict[str, set[str]]:
     return {name: {names.get(i.id, str(i.id)) for i in found.get("wait_for", [])} for name, found in inputs.items()}
 
 
-def test_each_stage_subflow_waits_for_the_results_of_the_stages_it_reads_so_the_graph_draws_the_dag(
-    prefect_api, config, tmp_path
-):
+def one_generation(config, tmp_path) -> None:
+    """A complete generations/ of one answer, and a qwen3 target to reconstruct it with."""
     from eagle3_core.manifest import StageManifest, write_manifest
     from tests.reconstruct.families import FAMILIES, build_family_tokenizer
     from tests.reconstruct.records import record, write_generations
@@ -213,6 +212,12 @@ def test_each_stage_subflow_waits_for_the_results_of_the_stages_it_reads_so_the_
     config.target = config.target.model_validate(
         {"path": str(build_family_tokenizer(family, tmp_path / "tok")), **family.target}
     )
+
+
+def test_each_stage_subflow_waits_for_the_results_of_the_stages_it_reads_so_the_graph_draws_the_dag(
+    prefect_api, config, tmp_path
+):
+    one_generation(config, tmp_path)
     config.vocab.draft_vocab_size = 8
     config.stages = ["reconstruct", "vocab"]
 

@@ -5,7 +5,7 @@ import pytest
 from eagle3_core.errors import InputError
 from eagle3_core.generate.stage import run_generate
 from tests.cli_helpers import cli_error, error_line
-from tests.faults import busy_line, held, snapshot, truncate
+from tests.faults import refused_while_held, snapshot, truncate
 from tests.generate.helpers import config, prompts, rejected, write_jsonl
 
 
@@ -71,42 +71,15 @@ def test_an_input_with_no_rows_is_an_error_unless_allowed(tmp_path, fake_server)
 
 def test_the_cli_refuses_an_empty_input_in_one_line(prefect_api, tmp_path, fake_server, capsys):
     (tmp_path / "in.jsonl").write_text("")
-    err = cli_error(
-        [
-            "generate",
-            "--input",
-            str(tmp_path / "in.jsonl"),
-            "--base-url",
-            fake_server.url,
-            "--out",
-            str(tmp_path / "out"),
-            "--no-progress",
-        ],
-        capsys,
-    )
+    err = cli_error(generate_argv(tmp_path / "in.jsonl", fake_server.url, tmp_path / "out"), capsys)
     assert error_line(err).startswith("error: the input holds no rows")
 
 
 def test_a_concurrent_run_into_the_same_folder_refuses_and_changes_nothing(prefect_api, tmp_path, fake_server, capsys):
     src = write_jsonl(tmp_path / "in.jsonl", prompts(3))
     run_generate(config(src, [fake_server.url]), tmp_path / "out")
-    before = snapshot(tmp_path / "out")
-    with held(tmp_path / "out") as pid:
-        err = cli_error(
-            [
-                "generate",
-                "--input",
-                str(src),
-                "--base-url",
-                fake_server.url,
-                "--out",
-                str(tmp_path / "out"),
-                "--no-progress",
-            ],
-            capsys,
-        )
-    assert error_line(err) == busy_line(tmp_path / "out", pid)
-    assert snapshot(tmp_path / "out") == before
+    out = tmp_path / "out"
+    refused_while_held(out, lambda: cli_error(generate_argv(src, fake_server.url, out), capsys))
 
 
 def test_a_truncated_part_of_its_own_folder_is_named_on_resume_and_no_part_changes(tmp_path, fake_server):
@@ -142,3 +115,7 @@ def test_a_torn_parquet_prompts_file_is_one_error_naming_it(tmp_path):
         with pytest.raises(InputError, match="cannot read Parquet file: Parquet magic bytes not found") as err:
             read(source)
         assert err.value.path == str(tmp_path / "b.parquet")
+
+
+def generate_argv(src, url: str, out) -> list[str]:
+    return ["generate", "--input", str(src), "--base-url", url, "--out", str(out), "--no-progress"]

@@ -92,7 +92,7 @@ def test_the_probe_refuses_max_tokens_past_the_served_context_before_any_prompt(
 def test_a_prompt_too_long_for_the_context_is_a_final_reject_naming_it_and_the_others_are_answered(
     tmp_path, make_fake_server
 ):
-    # generate loads no tokenizer: the probe checks max_tokens with its own short prompt, and a prompt
+    # generate counts no prompt's tokens: the probe checks max_tokens with its own short prompt, and a prompt
     # whose own length plus max_tokens exceeds the context is found by the server's answer about it
     server = make_fake_server(max_model_len=512)
     rows = prompts(30) + [{"prompt": f"L{i} " + "x" * 200} for i in range(3)]  # 400 + ~204 tokens > 512

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,10 +20,10 @@ import pytest
 
 from tests.fixtures.prefect_server import running_prefect_server
 from tests.generate.helpers import prompts, write_jsonl
+from tests.generate.test_cli import generate_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.prefect_server]
 
-BIN = Path(sys.executable).parent
 LIMIT = 8
 
 
@@ -50,23 +49,7 @@ def prefect_server(tmp_path_factory):
 
 
 def generate(env: dict, src: Path, url: str, out: Path, **popen) -> subprocess.Popen:
-    args = [
-        str(BIN / "eagle3"),
-        "generate",
-        "--input",
-        str(src),
-        "--base-url",
-        url,
-        "--out",
-        str(out),
-        "--concurrency",
-        str(LIMIT),
-        "--retry-initial-wait",
-        "0",
-        "--no-progress",
-        "--flush-seconds",
-        "0.5",
-    ]
+    args = generate_args(src, url, out, "--concurrency", str(LIMIT), "--flush-seconds", "0.5")
     return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **popen)
 
 

@@ -9,7 +9,7 @@ from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.reconstruct.stage import run_reconstruct
 from eagle3_core.target import TargetConfig
 from tests.cli_helpers import cli_error, error_line
-from tests.faults import busy_line, flip, held, list_shards, snapshot, truncate
+from tests.faults import flip, list_shards, refused_while_held, snapshot, truncate
 from tests.reconstruct.families import FAMILIES
 from tests.reconstruct.records import record, write_generations
 
@@ -82,8 +82,4 @@ def test_a_concurrent_run_into_the_same_sequences_folder_refuses_and_changes_not
     prefect_api, family_dirs, earlier_run, capsys
 ):
     gen, seq = earlier_run
-    before = snapshot(seq)
-    with held(seq) as pid:
-        err = reconstruct_cli(gen, seq, family_dirs, capsys)
-    assert error_line(err) == busy_line(seq, pid)
-    assert snapshot(seq) == before
+    refused_while_held(seq, lambda: reconstruct_cli(gen, seq, family_dirs, capsys))

@@ -12,7 +12,7 @@ from eagle3_core.target import TargetConfig
 from eagle3_core.vocab.config import VocabConfig
 from eagle3_core.vocab.stage import run_vocab
 from tests.cli_helpers import cli_error, error_line
-from tests.faults import busy_line, flip, held, list_shards, snapshot, truncate
+from tests.faults import flip, list_shards, refused_while_held, snapshot, truncate
 from tests.reconstruct.families import FAMILIES, build_family_tokenizer
 from tests.vocab.test_vocab import write_sequences
 
@@ -38,20 +38,7 @@ def test_a_truncated_sequences_part_is_one_line_naming_it_and_the_vocab_folder_i
     part, vocab = earlier_run
     before = snapshot(vocab)
     truncate(part)
-    err = cli_error(
-        [
-            "vocab",
-            "--input",
-            str(part.parent),
-            "--tokenizer",
-            str(llama_dir),
-            "--out",
-            str(vocab),
-            "--draft-vocab-size",
-            "3",
-        ],
-        capsys,
-    )
+    err = vocab_cli(part, vocab, llama_dir, capsys)
     assert error_line(err).startswith(
         "error: damaged reconstruct shard part-00000.parquet: not a readable Parquet file"
     )
@@ -128,8 +115,4 @@ def test_a_concurrent_run_into_the_same_vocab_folder_refuses_and_changes_nothing
     prefect_api, llama_dir, listed_run, capsys
 ):
     part, vocab = listed_run
-    before = snapshot(vocab)
-    with held(vocab) as pid:
-        err = vocab_cli(part, vocab, llama_dir, capsys)
-    assert error_line(err) == busy_line(vocab, pid)
-    assert snapshot(vocab) == before
+    refused_while_held(vocab, lambda: vocab_cli(part, vocab, llama_dir, capsys))
