@@ -83,17 +83,26 @@ def test_vocab_on_a_full_disk_is_one_error_naming_vocab_and_reruns_once_there_is
     write_sequences(tmp_path / "seq", ROWS)
     with small_disk(tmp_path / "disk", "8m") as disk:  # vocab.safetensors: 1.1 MB of counts for 128K ids
         out = disk / "vocab"
-        if when == "from the start":
-            out.mkdir()
-            fill(disk)
-        else:  # `running` is on disk: the full disk meets safetensors' writer, which hides the errno
-            fill_after(monkeypatch, disk, "manifest.json")
-        assert_disk_full(vocab_argv(tmp_path / "seq", llama_dir, out), out, capsys)
-        assert_resumable(out)
-        monkeypatch.undo()
-        (disk / "filler").unlink()
-        cli_ok(vocab_argv(tmp_path / "seq", llama_dir, out))
-        assert status(out) == "complete"
+        # mid-run, `running` is on disk: the full disk meets safetensors' writer, which hides the errno
+        full_then_freed(
+            disk, out, when, "manifest.json", vocab_argv(tmp_path / "seq", llama_dir, out), monkeypatch, capsys
+        )
+
+
+def full_then_freed(disk: Path, out: Path, when: str, written: str, argv: list[str], monkeypatch, capsys) -> None:
+    """``argv`` into ``out`` on a full ``disk`` (from the start, or once ``written`` is written):
+    one error naming ``out`` and a resumable folder; with room again, the same command completes."""
+    if when == "from the start":
+        out.mkdir()
+        fill(disk)
+    else:
+        fill_after(monkeypatch, disk, written)
+    assert_disk_full(argv, out, capsys)
+    assert_resumable(out)
+    monkeypatch.undo()
+    (disk / "filler").unlink()
+    cli_ok(argv)
+    assert status(out) == "complete"
 
 
 def cli_ok(argv: list[str]) -> None:
@@ -130,17 +139,7 @@ def test_reconstruct_on_a_full_disk_is_one_error_naming_sequences_and_resumes(
     gen = write_generations(tmp_path / "gen", records, shard_rows=20)
     with small_disk(tmp_path / "disk", "4m") as disk:
         out = disk / "sequences"
-        if when == "from the start":
-            out.mkdir()
-            fill(disk)
-        else:
-            fill_after(monkeypatch, disk, "part-*.parquet")
-        assert_disk_full(reconstruct_argv(gen, qwen3_dir, out), out, capsys)
-        assert_resumable(out)
-        monkeypatch.undo()
-        (disk / "filler").unlink()
-        cli_ok(reconstruct_argv(gen, qwen3_dir, out))
-        assert status(out) == "complete"
+        full_then_freed(disk, out, when, "part-*.parquet", reconstruct_argv(gen, qwen3_dir, out), monkeypatch, capsys)
         assert json.loads((out / "manifest.json").read_text())["counts"]["sequences"] == 60
 
 
@@ -170,17 +169,10 @@ def test_extract_on_a_full_disk_is_one_error_naming_hidden_and_resumes(
     write_sequences(tmp_path / "seq", [[200, 200], [200, 200], [200, 200]])
     with small_disk(tmp_path / "disk", "4m") as disk:
         out = disk / "hidden"
-        if when == "from the start":
-            out.mkdir()
-            fill(disk)
-        else:
-            fill_after(monkeypatch, disk, "shard-*.safetensors")
-        assert_disk_full(extract_argv(tmp_path / "seq", tiny_llama, out), out, capsys)
-        assert_resumable(out)
-        monkeypatch.undo()
-        (disk / "filler").unlink()
-        cli_ok(extract_argv(tmp_path / "seq", tiny_llama, out))
-        assert status(out) == "complete" and len(list(out.glob("shard-*.safetensors"))) == 3
+        full_then_freed(
+            disk, out, when, "shard-*.safetensors", extract_argv(tmp_path / "seq", tiny_llama, out), monkeypatch, capsys
+        )
+        assert len(list(out.glob("shard-*.safetensors"))) == 3
 
 
 # --- evaluate (offline: the transformers loop; vLLM's own log folder is covered by the guard) --
@@ -208,17 +200,7 @@ def test_evaluate_on_a_full_disk_is_one_error_naming_eval_and_reruns(
     target, export = chat
     with small_disk(tmp_path / "disk", "4m") as disk:
         out = disk / "eval"
-        if when == "from the start":
-            out.mkdir()
-            fill(disk)
-        else:
-            fill_after(monkeypatch, disk, "report.json")
-        assert_disk_full(evaluate_argv(target, export, out), out, capsys)
-        assert_resumable(out)
-        monkeypatch.undo()
-        (disk / "filler").unlink()
-        cli_ok(evaluate_argv(target, export, out))
-        assert status(out) == "complete"
+        full_then_freed(disk, out, when, "report.json", evaluate_argv(target, export, out), monkeypatch, capsys)
 
 
 # --- generate: the streaming Parquet writer, mid-run -------------------------------------------

@@ -8,7 +8,8 @@ so evaluate re-renders the card from the card itself. The body holds:
 - the vLLM and SGLang launch lines with this export's real path and k; once evaluated, the vLLM
   line is the one the evaluate stage ran (its ``--model`` and ``--speculative-config``, read back
   from the command it started), beside that exact command;
-- the acceptance figures with k, temperature, prompt source and the engine's version;
+- the acceptance figures with k, temperature, prompt source and the engine's version, and by
+  context length when the report has its buckets (``by_context``);
 - the training data (samples, tokens, reasoning share, families, source, dates), the drafter's
   shape and variant, the recipe hash and eagle3's version.
 
@@ -88,8 +89,18 @@ def evaluation_facts(report: dict[str, Any]) -> dict[str, Any]:
         "offline_acceptance_per_position": offline.get("acceptance_per_position"),
         "simulated_acceptance_length": (report.get("simulated") or {}).get("acceptance_length"),
         "speedup": online.get("speedup"),
+        "by_context": context_rows(report.get("by_context")),
         "evaluated": time.strftime("%Y-%m-%d", time.gmtime()),
     }
+
+
+def context_rows(block: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The report's by-context buckets that hold a round: label, rounds, acceptance length."""
+    held = [b for b in (block or {}).get("buckets") or [] if b["drafts"]]
+    if not held:
+        return None
+    rows = [{"context": b["label"], "rounds": b["drafts"], "acceptance_length": b["acceptance_length"]} for b in held]
+    return {"source": block["source"], "buckets": rows}
 
 
 def _write(export_dir: Path, meta: dict[str, Any]) -> Path:
@@ -213,7 +224,22 @@ def acceptance_section(evaluation: dict[str, Any] | None) -> list[str]:
     ]
     if e.get("speedup") is not None:
         lines += ["", f"Output tokens/s speed-up in vLLM: {_show(e['speedup'])}x."]
-    return lines
+    return lines + context_section(e.get("by_context"))
+
+
+def context_section(by_context: dict[str, Any] | None) -> list[str]:
+    """Acceptance by context length (tokens before a round's first draft, prompt included)."""
+    if not by_context:
+        return []
+    lines = [
+        "",
+        f"By context length (greedy replay of the target's answers from {by_context['source']}, k as above):",
+        "",
+    ]
+    lines += ["| context tokens | rounds | acceptance length |", "|---|---|---|"]
+    return lines + [
+        f"| {b['context']} | {b['rounds']} | {_show(b['acceptance_length'])} |" for b in by_context["buckets"]
+    ]
 
 
 def data_section(facts: dict[str, Any]) -> list[str]:

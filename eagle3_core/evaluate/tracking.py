@@ -1,8 +1,9 @@
 """The evaluation's figures into the training run's trackers (``drafter/tracking.json``).
 
 Every number of the report goes, named by where it sits (``eval/online/with_drafter/
-acceptance_length``, ``eval/offline/acceptance_per_position/0``, ...), so a section the report
-gains (per context bucket, say) is logged with no change here. They land at the training run's
+acceptance_length``, ``eval/offline/acceptance_per_position/0``, the context buckets by their
+range: ``eval/by_context/buckets/512-2K/acceptance_length``), so a section the report gains is
+logged with no change here. They land at the training run's
 last step: W&B keeps them as the run's summary, TensorBoard and MLflow as that step's scalars.
 No run named, nothing logged; a backend that fails is one warning line.
 """
@@ -19,7 +20,11 @@ NOT_FIGURES = ("definitions", "drafter")
 
 
 def evaluation_metrics(report: dict) -> dict[str, float]:
-    return flatten("eval", {k: v for k, v in report.items() if k not in NOT_FIGURES})
+    figures = {k: v for k, v in report.items() if k not in NOT_FIGURES}
+    if (figures.get("by_context") or {}).get("buckets"):  # named by range, not by position in the list
+        block = figures["by_context"]
+        figures["by_context"] = {**block, "buckets": {b["label"]: b for b in block["buckets"]}}
+    return flatten("eval", figures)
 
 
 def log_evaluation(drafter_dir: str | Path, report: dict, log: Callable[[str], None]) -> None:

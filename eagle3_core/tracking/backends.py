@@ -11,7 +11,11 @@ Each imports its package in ``start`` (never at module import). Where each write
 - MLflow: the configured tracking URI or ``$MLFLOW_TRACKING_URI``, else ``sqlite:///drafter/mlflow.db``
   (MLflow 3 keeps its file store in maintenance; sqlite needs SQLAlchemy and Alembic, which
   Prefect already brings) with artifacts in ``drafter/mlflow-artifacts/``. The client API with an
-  explicit run id throughout: no process-global active run.
+  explicit run id throughout: no process-global active run. An ``http(s)`` server that does not
+  accept a connection within 3 s fails the start (one warning line); MLflow's own client would
+  retry a refused connection 7 times with backoff, about 4 minutes before the first step. Its
+  retries are capped at 2 (``$MLFLOW_HTTP_REQUEST_MAX_RETRIES`` unless set), so a server lost
+  mid-run costs one write of about 10 s, then the warning.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from eagle3_core.tracking.spec import RunSpec
 WANDB_HOST = "https://api.wandb.ai"
 WANDB_PROBE_S = 3.0
 WANDB_INIT_S = 30.0  # an online start slower than this is a warning, not a wait (W&B's default is 90 s)
+MLFLOW_PROBE_S = 3.0
+MLFLOW_RETRIES = "2"  # MLflow's default 7 (backoff factor 2) holds a refused write about 4 minutes
 STEP_TAG = "eagle3.last_step"  # MLflow: the last step stored
 MLFLOW_BATCH = 100  # MLflow's log_batch takes at most 100 params and 1000 metrics a call
 
@@ -154,6 +160,8 @@ class MlflowBackend:
     def start(self) -> None:
         from mlflow.tracking import MlflowClient
 
+        reach_server(self.uri)
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", MLFLOW_RETRIES)
         self.client = MlflowClient(tracking_uri=self.uri)
         self.run_id = self.spec.ids.get(self.name, {}).get("run_id")
         if self.run_id is not None:
@@ -196,6 +204,18 @@ class MlflowBackend:
 
     def close(self, failed: bool) -> None:
         self.client.set_terminated(self.run_id, status="FAILED" if failed else "FINISHED")
+
+
+def reach_server(uri: str) -> None:
+    """An http(s) tracking server must accept a connection at once; other stores are files."""
+    url = urlparse(uri)
+    if url.scheme not in ("http", "https"):
+        return
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=MLFLOW_PROBE_S).close()
+    except OSError as exc:
+        raise ConnectionError(f"the MLflow server {uri} does not answer ({exc})") from exc
 
 
 def _param_leaves(prefix: str, value) -> dict[str, object]:

@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from eagle3_core.evaluate.config import EvaluateConfig
+from eagle3_core.generate.config import PromptSource
+from eagle3_core.serve.config import ServeConfig
 from flows.cli.options import field_option, folder_option, run_stage
 
 
@@ -29,14 +31,14 @@ from flows.cli.options import field_option, folder_option, run_stage
 @field_option(EvaluateConfig, "num_speculative_tokens", "-k", "--num-speculative-tokens", "k")
 @field_option(EvaluateConfig, "temperature")
 @field_option(EvaluateConfig, "max_tokens")
-@click.option("--max-samples", type=click.IntRange(min=1), default=None, help="Use at most this many held-out prompts.")
+@field_option(PromptSource, "max_samples", help="Use at most this many held-out prompts.")
 @field_option(EvaluateConfig, "concurrency")
 @click.option("--offline-only", is_flag=True, help="Skip vLLM: only the transformers loop.")
 @click.option("--online-only", is_flag=True, help="Skip the transformers loop.")
 @click.option("--no-baseline", is_flag=True, help="Do not serve the target without the drafter (no speed-up figure).")
-@click.option("--split", default="train", show_default=True, help="Dataset split, for a Hugging Face --input.")
+@field_option(PromptSource, "split")
 @field_option(EvaluateConfig, "threads")
-@click.option("--vllm-python", default=None, help="Python of the vLLM environment (default: .venv-vllm).")
+@field_option(ServeConfig, "python", "--vllm-python", "vllm_python")
 @click.option(
     "--reasoning-parser",
     default="kimi_k2",
@@ -53,7 +55,6 @@ def command(
     **given,
 ) -> None:
     """Measure the drafter's acceptance length in real vLLM and offline."""
-    from eagle3_core.serve.config import ServeConfig
     from eagle3_core.target import TargetConfig
 
     target_cfg = TargetConfig(path=target, reasoning_parser=None if reasoning_parser == "none" else reasoning_parser)
@@ -88,7 +89,6 @@ def evaluate_config(
 ) -> EvaluateConfig:
     """The options as an EvaluateConfig: prompts default to the toy's held-out ones beside the target."""
     from eagle3_core.evaluate.stage import TOY_HELDOUT
-    from eagle3_core.generate.config import PromptSource
 
     if offline_only and online_only:
         raise click.UsageError("--offline-only and --online-only exclude each other")

@@ -43,7 +43,7 @@ class ConcurrencyType(click.ParamType):
 )
 @field_option(GenerateConfig, "source")
 @field_option(GenerateConfig, "turns")
-@click.option("--model", default=None, help="Served model name (default: the first one the endpoint lists).")
+@field_option(GenerateConfig, "model")
 @click.option(
     "--out", required=True, type=click.Path(file_okay=False), help="Stage folder: accepted/, rejected/, manifest.json."
 )

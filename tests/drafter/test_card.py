@@ -112,3 +112,17 @@ def test_the_card_names_the_variant_the_export_config_holds():
 
     assert variant_name({"fc_norm": True, "norm_output": True, "num_hidden_layers": 2}) == "eagle3.1 (2 decoder layers)"
     assert variant_name({"norm_before_fc": True, "num_hidden_layers": 1}) == "eagle3 + norm_before_fc (1 decoder layer)"
+
+
+def test_the_card_shows_acceptance_by_context_bucket_when_the_report_has_them(export):
+    from huggingface_hub import ModelCard
+
+    ran = report(export)
+    bucket = {"drafts": 40, "acceptance_length": 3.25, "acceptance_length_by_k": {"4": 3.25}}
+    empty = {**bucket, "label": "512-2K", "drafts": 0, "acceptance_length": None}
+    ran["by_context"] = {"source": "vllm", "buckets": [{**bucket, "label": "0-512"}, empty]}
+    write_card(export, FACTS, TRAINING)
+    update_card(export, ran)
+    text = ModelCard.load(export / CARD_FILE).text
+    assert "greedy replay of the target's answers from vllm" in text and "| 0-512 | 40 | 3.25 |" in text
+    assert "512-2K" not in text  # a bucket no round fell in has no figure to show

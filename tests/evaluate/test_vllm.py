@@ -181,3 +181,8 @@ def test_the_card_launches_the_drafter_as_evaluate_ran_it_and_the_run_gets_the_f
     scalars = tensorboard_scalars(trained.drafter / "tensorboard")  # train.report_to's default
     assert scalars["eval/online/with_drafter/acceptance_length"][-1][1] == pytest.approx(measured)
     assert all(f"eval/online/with_drafter/acceptance_per_position/{i}" in scalars for i in range(K))
+    first = report["by_context"]["buckets"][0]  # by context: in the run by range, and in the card
+    assert scalars[f"eval/by_context/buckets/{first['label']}/acceptance_length"][-1][1] == pytest.approx(
+        first["acceptance_length"]
+    )
+    assert f"| {first['label']} | {first['drafts']} | {first['acceptance_length']:.4g} |" in card.text

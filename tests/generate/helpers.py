@@ -59,3 +59,18 @@ class Recorder:
 
     def log(self, message: str) -> None:
         self.lines.append(message)
+
+
+def toy_vllm_config(toy_vllm: Any, source: Path | str, **overrides: Any) -> GenerateConfig:
+    """Greedy answers from the toy target that vLLM serves (the integration tests')."""
+    fields = {
+        "prompts": PromptSource(input=str(source)),
+        "base_urls": [toy_vllm.base_url],
+        "model": toy_vllm.model,
+        "max_tokens": 128,
+        "temperature": 0.0,
+        "request_timeout": 120,
+        "max_retries": 2,
+        "shard_rows": 10,
+    }
+    return GenerateConfig(**(fields | overrides))

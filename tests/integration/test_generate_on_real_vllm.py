@@ -8,10 +8,11 @@ the server's token ids, and those ids decode back to exactly what was stored.
 import polars as pl
 import pytest
 
-from eagle3_core.generate.config import GenerateConfig, PromptSource
+from eagle3_core.generate.config import PromptSource
 from eagle3_core.generate.stage import run_generate
 from eagle3_core.toy.build import TRAIN_PROMPTS
 from eagle3_core.toy.corpus import parse_answer
+from tests.generate.helpers import toy_vllm_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 SAMPLES = 24
@@ -20,17 +21,8 @@ SAMPLES = 24
 @pytest.fixture(scope="module")
 def generated(toy_vllm, tmp_path_factory):
     out = tmp_path_factory.mktemp("generations")
-    cfg = GenerateConfig(
-        prompts=PromptSource(input=str(toy_vllm.path / TRAIN_PROMPTS), max_samples=SAMPLES),
-        base_urls=[toy_vllm.base_url],
-        model=toy_vllm.model,
-        concurrency=8,
-        max_tokens=128,
-        temperature=0.0,
-        request_timeout=120,
-        max_retries=2,
-        shard_rows=10,
-    )
+    source = toy_vllm.path / TRAIN_PROMPTS
+    cfg = toy_vllm_config(toy_vllm, source, prompts=PromptSource(input=str(source), max_samples=SAMPLES), concurrency=8)
     manifest = run_generate(cfg, out)
     rows = pl.concat([pl.read_parquet(f) for f in sorted((out / "accepted").glob("part-*.parquet"))])
     return manifest, rows

@@ -15,11 +15,11 @@ import json
 import polars as pl
 import pytest
 
-from eagle3_core.generate.config import GenerateConfig, PromptSource
 from eagle3_core.generate.stage import run_generate
 from eagle3_core.reconstruct.preflight import generate_preflight
 from eagle3_core.toy.build import TRAIN_PROMPTS
 from eagle3_core.toy.conversations import FOREIGN_ANSWER, toy_conversations
+from tests.generate.helpers import toy_vllm_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 CONVERSATIONS, TURNS = 4, 3
@@ -42,19 +42,8 @@ def generated(toy_vllm, tmp_path_factory):
     src = work / "conversations.jsonl"
     rows = toy_conversations(toy_vllm.path / TRAIN_PROMPTS, CONVERSATIONS, TURNS)
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cfg = GenerateConfig(
-        prompts=PromptSource(input=str(src)),
-        base_urls=[toy_vllm.base_url],
-        model=toy_vllm.model,
-        turns="all",
-        chat=toy_recipe().target.chat,  # as the pipeline sends it
-        concurrency=4,
-        max_tokens=128,
-        temperature=0.0,
-        request_timeout=120,
-        max_retries=2,
-        shard_rows=10,
-    )
+    # the chat settings as the pipeline sends them
+    cfg = toy_vllm_config(toy_vllm, src, turns="all", chat=toy_recipe().target.chat, concurrency=4)
     target = toy_recipe().target.model_copy(update={"path": str(toy_vllm.path)})
     manifest = run_generate(cfg, work / "gen", preflight=generate_preflight(target))  # as the pipeline runs it
     read = lambda kind: pl.concat([pl.read_parquet(f) for f in sorted((work / "gen" / kind).glob("*.parquet"))])  # noqa: E731

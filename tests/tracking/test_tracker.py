@@ -182,3 +182,16 @@ def test_eagle3_help_imports_no_tracking_package():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_evaluation_figures_name_each_context_bucket_by_its_range():
+    from eagle3_core.evaluate.tracking import evaluation_metrics
+
+    buckets = [{"label": "0-512", "acceptance_length": 3.5}, {"label": "512-2K", "acceptance_length": 2.5}]
+    report = {"by_context": {"k": 3, "buckets": buckets}, "offline": {"acceptance_per_position": [0.9]}}
+    assert evaluation_metrics(report) == {
+        "eval/by_context/k": 3.0,
+        "eval/by_context/buckets/0-512/acceptance_length": 3.5,
+        "eval/by_context/buckets/512-2K/acceptance_length": 2.5,
+        "eval/offline/acceptance_per_position/0": 0.9,
+    }

@@ -96,3 +96,27 @@ def test_a_tracker_that_cannot_start_is_one_warning_line_and_training_goes_on(ti
     assert manifest.status == "complete" and recorder.steps == [1, 2]
     assert len(warnings) == 1 and "mlflow failed to start" in warnings[0]
     assert json.loads((out / "tracking.json").read_text())["report_to"] == ["tensorboard"]
+
+
+def test_a_killed_run_resumes_into_the_same_run_on_an_mlflow_server(tiny_run, tmp_path):
+    """The same kill and resume with MLflow's tracking URI on a real ``mlflow server`` over HTTP."""
+    from mlflow.tracking import MlflowClient
+
+    from tests.fixtures.mlflow_server import running_mlflow_server
+
+    out = tmp_path / "drafter"
+    with running_mlflow_server(tmp_path / "server") as (uri, _):
+        cfg = config(report_to=["mlflow"], tracking={"mlflow_tracking_uri": uri})
+        with pytest.raises(KeyboardInterrupt):
+            train(tiny_run, out, cfg, Recorder(stop_at=5))  # killed after the step-3 checkpoint
+        recorder = Recorder()
+        train(tiny_run, out, cfg, recorder)
+        ids = json.loads((out / "tracking.json").read_text())["ids"]["mlflow"]
+        client = MlflowClient(tracking_uri=uri)
+        run = client.get_run(ids["run_id"])
+        history = sorted(m.step for m in client.get_metric_history(run.info.run_id, "train/loss"))
+        experiment_runs = client.search_runs([run.info.experiment_id])
+    assert not [line for line in recorder.lines if "tracking warning" in line] and ids["tracking_uri"] == uri
+    assert history == [1, 2, 3, 4, 5, 6] and run.info.status == "FINISHED" and len(experiment_runs) == 1
+    assert run.data.params["run.eagle3_version"] == "0.1.0" and "run.recipe_hash" in run.data.params
+    assert "train/sim_acceptance_length" in run.data.metrics and "heldout/sim_acceptance_length" in run.data.metrics
