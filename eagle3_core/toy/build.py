@@ -192,17 +192,15 @@ def _save_model(model, tokenizer, out: Path) -> None:
 
 
 def _score(model, tokenizer, heldout: list, cfg: ToyTargetConfig) -> dict:
-    """Held-out scores in bf16, as vLLM serves it, and in fp32 where decoding is cheap: a
-    precision-fragile build shows as a gap. The long world's traces take minutes to decode on
-    CPU, so it is scored in bf16 alone (``heldout`` is then that score)."""
+    """Held-out scores in fp32 and in bf16, as vLLM serves it: a precision-fragile build shows
+    as a gap. The long world's traces are scored from one forward pass each (``score_forced``)."""
     import torch
 
     from eagle3_core.toy import train as toy_train
 
-    bf16 = toy_train.score(copy.deepcopy(model).to(torch.bfloat16), tokenizer, heldout)
-    if cfg.countdown is not None:
-        return {"heldout": {**bf16, "dtype": "bfloat16"}, "heldout_bf16": bf16}
-    return {"heldout": toy_train.score(model, tokenizer, heldout), "heldout_bf16": bf16}
+    score = toy_train.score if cfg.countdown is None else toy_train.score_forced
+    bf16 = copy.deepcopy(model).to(torch.bfloat16)
+    return {"heldout": score(model, tokenizer, heldout), "heldout_bf16": score(bf16, tokenizer, heldout)}
 
 
 def _write_prompts(path: Path, questions: list) -> None:

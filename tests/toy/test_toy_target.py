@@ -114,3 +114,24 @@ def test_the_saved_model_answers_heldout_prompts_it_never_saw(toy_target, tokeni
     texts = greedy_completions(model, tokenizer, questions, max_new_tokens=96)
     right = sum(parse_answer(t.partition("</think>")[2]) == q.value for q, t in zip(questions, texts))
     assert right >= math.ceil(0.8 * len(questions)), list(zip([q.text for q in questions], texts))[:5]
+
+
+def test_teacher_forced_scoring_finds_the_completions_greedy_decoding_writes_exactly(toy_target):
+    """The long toy is scored from one forward pass a question (score_forced): on the toy's
+    held-out questions it must flag the same completions exact as greedy decoding does."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from eagle3_core.toy.corpus import split_questions
+    from eagle3_core.toy.train import completion_text, greedy_completions, score_forced
+
+    questions = split_questions(500, seed=0).heldout[:90]
+    tok = AutoTokenizer.from_pretrained(str(toy_target))
+    model = AutoModelForCausalLM.from_pretrained(str(toy_target), dtype=torch.float32)
+    texts = greedy_completions(model, tok, questions, max_new_tokens=96)
+    greedy = [t == completion_text(q).removesuffix("<|im_end|>") for q, t in zip(questions, texts)]
+    forced = [score_forced(model, tok, [q])["exact_completion"] == 1.0 for q in questions]
+    assert sum(greedy) >= 45  # a build that writes most completions exactly: the comparison means something
+    assert sum(f != g for f, g in zip(forced, greedy)) <= 1, [
+        q.text for q, f, g in zip(questions, forced, greedy) if f != g
+    ]
