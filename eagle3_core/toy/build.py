@@ -50,8 +50,13 @@ def cache_root(cfg: ToyTargetConfig) -> Path:
     return Path(root).expanduser()
 
 
+# The long world's own version, hashed only into its recipes (the toy's hash stays as it was).
+COUNTDOWN_VERSION = 2  # 2: training oversamples borrows that reach the thousands digit
+
+
 def recipe_hash(cfg: ToyTargetConfig) -> str:
-    return stable_hash({"build_version": BUILD_VERSION, "recipe": cfg.recipe()})
+    versions = {"build_version": BUILD_VERSION} | ({"countdown_version": COUNTDOWN_VERSION} if cfg.countdown else {})
+    return stable_hash({**versions, "recipe": cfg.recipe()})
 
 
 def toy_target_dir(cfg: ToyTargetConfig) -> Path:

@@ -121,6 +121,27 @@ def training_batch(split: CountdownSplit, cfg: CountdownConfig, long: bool, size
     while len(batch) < size:
         opening = not long and len(batch) % 2 == 1
         q = draw(rng, cfg.fewest_steps, cfg.most_steps) if opening else draw(rng, low, high)
+        lines = rng.randint(low, high) if opening else q.times
+        if not long and rng.random() < 0.5:
+            q = crossing(q, lines, rng)
         if q not in held:
-            batch.append(Sample(q, rng.randint(low, high) if opening else None))
+            batch.append(Sample(q, lines if opening else None))
     return batch
+
+
+def crossing(q: Countdown, lines: int, rng: random.Random) -> Countdown:
+    """``q`` moved so that within its first ``lines`` lines a number crosses a multiple of 100
+    or 1,000 and, for a long one, its counter a multiple of 100. Those borrows reach the
+    thousands digit (5003 minus 7 is 4996, 400 left then 399 left); at random starts they come
+    once in hundreds of lines, and a target trained so stays wrong on them (a held-out trace of
+    300 lines then holds two or three such errors)."""
+    times = q.times
+    if times > 100 and rng.random() < 0.5:
+        times = max(times - times % 100, 100) + rng.randint(0, max(lines - 1, 0))
+    span = q.step * lines
+    unit = rng.choice((100, 1000))
+    first = -(-(SMALLEST_END + q.step * times) // unit) * unit
+    if first > LARGEST_START - span:
+        return q
+    boundary = rng.randrange(first, LARGEST_START - span + 1, unit)
+    return Countdown(boundary + rng.randint(0, span), q.step, times)
