@@ -25,3 +25,46 @@ def group(pgid: int) -> list[int]:
         except ProcessLookupError:
             continue
     return found
+
+
+def start_session(args: list[str], env: dict, log: Path, cwd: Path | None = None):
+    """A child in its own session, its output in ``log``: stopping it stops everything it started."""
+    import subprocess
+
+    return subprocess.Popen(
+        args, env=env, cwd=cwd, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def stop_session(process) -> None:
+    """SIGTERM the child's whole session, SIGKILL after 30 s."""
+    import signal
+    import subprocess
+
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def wait_healthy(health_url: str, process, timeout: float, what: str, log: Path) -> None:
+    """Until ``health_url`` answers 200; a child that exits or a timeout fails with its log's tail."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not _answers(health_url):
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise AssertionError(f"{what} did not start; its log:\n{log.read_text()[-3000:]}")
+        time.sleep(0.5)
+
+
+def _answers(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

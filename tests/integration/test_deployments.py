@@ -5,9 +5,7 @@ The recipe is configs/toy.yaml on 48 prompts (8 held out), every stage; the toy 
 and the machine's vLLM lock is held while the flow run serves it.
 """
 
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -19,6 +17,7 @@ import yaml
 
 from eagle3_core.stages import BY_NAME, STAGE_NAMES
 from tests.fixtures.prefect_server import running_prefect_server
+from tests.processes import start_session, stop_session
 
 pytestmark = [pytest.mark.slow, pytest.mark.prefect_server]
 
@@ -28,20 +27,10 @@ TOY_RECIPE = ROOT / "configs" / "toy.yaml"
 
 
 def start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
-    """A child in its own session, so stopping it stops everything it started."""
-    return subprocess.Popen(
-        args, env=env, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
-    )
+    return start_session(args, env, log, cwd=ROOT)
 
 
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+stop = stop_session
 
 
 def wait_for(predicate, timeout: float, what: str, log: Path):
