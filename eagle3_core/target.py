@@ -208,11 +208,12 @@ class TargetConfig(StrictModel):
             return None
         return self.think_open, self.think_close
 
-    def require_path(self) -> str:
+    def require_path(self, flag: str = "--target") -> str:
+        """``path``, or one ConfigError naming the command's ``flag`` that sets it."""
         if not self.path:
             raise ConfigError(
                 "target.path is not set",
-                fix="point target.path (or --target) at a local model directory, or set `toy` to build the toy target",
+                fix=f"point target.path (or {flag}) at a local model directory, or set `toy` to build the toy target",
             )
         return self.path
 

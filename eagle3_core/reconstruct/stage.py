@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_core.base import stable_hash
-from eagle3_core.errors import ConfigError, StageError
+from eagle3_core.errors import StageError
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import Reporter
@@ -63,8 +63,7 @@ class ReconstructStage(Stage):
 
     def keys(self) -> tuple[str, dict[str, str]]:
         target = self.target
-        if not target.path:
-            raise ConfigError("no tokenizer: target.path is not set", fix="pass --tokenizer PATH (a local directory)")
+        target.require_path("--tokenizer")
         self.tokenizer = load_tokenizer(target.path, target.trust_remote_code)
         self.facts = token_facts(self.tokenizer, target, target.path)
         self.inputs = plan_inputs(self.generations_dir)

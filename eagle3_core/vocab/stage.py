@@ -12,7 +12,7 @@ from pathlib import Path
 
 from eagle3_core.base import stable_hash
 from eagle3_core.contracts import sequences
-from eagle3_core.errors import ConfigError, InputError
+from eagle3_core.errors import InputError
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import Reporter
@@ -38,8 +38,7 @@ class VocabStage(Stage):
     reporter: Reporter | None = None
 
     def keys(self) -> tuple[str, dict[str, str]]:
-        if not self.target.path:
-            raise ConfigError("no tokenizer: target.path is not set", fix="pass --tokenizer PATH (a local directory)")
+        self.target.require_path("--tokenizer")
         self.files = sequences.parts(self.sequences_dir)
         for file in self.files:  # a torn part is named before this folder is touched
             sequences.num_rows(file)
