@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from functools import cached_property
 
 from eagle3_core.toy.config import CountdownConfig
 
@@ -82,6 +83,11 @@ class CountdownSplit:
     heldout: list[Countdown]
     prompts: list[Countdown]
 
+    @cached_property
+    def held(self) -> frozenset[Countdown]:
+        """The held-out questions as a set, made once (every training batch checks against it)."""
+        return frozenset(self.heldout)
+
 
 def split_countdowns(cfg: CountdownConfig, heldout: int, prompts: int, seed: int) -> CountdownSplit:
     """Held-out questions and the generate stage's training prompts, disjoint, long ones only."""
@@ -116,7 +122,6 @@ def training_batch(split: CountdownSplit, cfg: CountdownConfig, long: bool, size
     centre = rng.randint(fewest, most)
     spread = max(1, (most - fewest) // 20)
     low, high = max(fewest, centre - spread), min(most, centre + spread)
-    held = set(split.heldout)
     batch: list[Sample] = []
     while len(batch) < size:
         opening = not long and len(batch) % 2 == 1
@@ -124,7 +129,7 @@ def training_batch(split: CountdownSplit, cfg: CountdownConfig, long: bool, size
         lines = rng.randint(low, high) if opening else q.times
         if not long and rng.random() < 0.5:
             q = crossing(q, lines, rng)
-        if q not in held:
+        if q not in split.held:
             batch.append(Sample(q, lines if opening else None))
     return batch
 
