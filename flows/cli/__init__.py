@@ -58,6 +58,7 @@ def main() -> None:
     from eagle3_core.errors import Eagle3Error
 
     quiet_user_error_tracebacks()
+    watch_ephemeral_api()
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
@@ -75,6 +76,27 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+
+
+def watch_ephemeral_api() -> None:
+    """Without ``PREFECT_API_URL`` a flow run starts Prefect's ephemeral API as a plain child
+    process, which a ``kill -9`` of the command left serving (and holding its port and database)
+    for good. Started through the engines' watchdog instead, it dies with the command."""
+    if os.environ.get("PREFECT_API_URL") or "--help" in sys.argv or len(sys.argv) < 2:
+        return  # a server of the user's, or no flow to run: --help stays quick
+    import subprocess
+    import types
+
+    from prefect.settings import PREFECT_API_URL
+
+    if PREFECT_API_URL.value():  # set in the user's Prefect profile
+        return
+    from prefect.server.api import server
+
+    from eagle3_core.serve.process import WatchedPopen
+
+    # The module calls `subprocess.Popen` and catches `subprocess.TimeoutExpired`, nothing else of it.
+    server.subprocess = types.SimpleNamespace(Popen=WatchedPopen, TimeoutExpired=subprocess.TimeoutExpired)
 
 
 def quiet_user_error_tracebacks() -> None:
