@@ -3,7 +3,8 @@
     flock /tmp/eagle3-slow.lock .venv/bin/python benchmarks/bench_regeneration.py --out /tmp/regen \\
         --seeds 0 1 [--arms dataset regenerated no-reasoning dataset-reasoned] [--finetune]
 
-The toy target (configs/toy.yaml) and its training prompts, one drafter recipe, several training sets:
+The toy target (configs/toy.yaml, or ``--recipe toy-long.yaml``) and its training prompts, one
+drafter recipe, several training sets:
 
 - ``dataset``: the toy's dataset answers (``dataset_answers.jsonl``: the right result in another
   wording, no reasoning), taken with ``generate.source: dataset``;
@@ -71,6 +72,11 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="Benchmark directory (a rerun reuses finished stages).")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument(
+        "--recipe",
+        default="toy.yaml",
+        help="A toy recipe in configs/ (toy-long.yaml: 2K-8K tokens of reasoning; pass its --samples 48 --micro-batch-tokens 8192).",
+    )
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=["dataset", "regenerated", "no-reasoning"])
     parser.add_argument("--steps", type=int, default=120, help="Optimizer steps of every drafter.")
     parser.add_argument("--samples", type=int, default=1000, help="Training prompts (the recipe's 1,000).")
@@ -91,8 +97,8 @@ def ordered(arms: list[str]) -> list[str]:
 
 
 def toy_config(args: argparse.Namespace):
-    """configs/toy.yaml with the toy built, its paths filled in, and the benchmark's sizes."""
-    return built_recipe("toy.yaml", args.samples, args.eval_prompts, {"micro_batch_tokens": args.micro_batch_tokens})
+    """The toy recipe with the toy built, its paths filled in, and the benchmark's sizes."""
+    return built_recipe(args.recipe, args.samples, args.eval_prompts, {"micro_batch_tokens": args.micro_batch_tokens})
 
 
 def built_recipe(name: str, samples: int, eval_prompts: int, train: dict | None = None):

@@ -1,14 +1,21 @@
 """The long toy's world: count down by a step, many times, with a line of working per step.
 
 ``Count down from 4127 by 7, 300 times.`` is answered ``<think>`` + one line per step
-(``300 left, 4127 minus 7 is 4120.``, then ``299 left, 4120 minus 7 is 4113.`` ...) +
-``</think>The answer is 2027.<|im_end|>``. At about 17.5 tokens a line, 115 to 455 steps give
-2K to 8K tokens of reasoning: the lengths where a drafter's acceptance is said to fall.
+(``003 left, 7214 minus 7 is 0214.``, then ``992 left, 0214 minus 7 is 3114.`` ...) +
+``</think>The answer is 2027.<|im_end|>``. At 18 tokens a line, 115 to 450 steps give 2K to
+8K tokens of reasoning: the lengths where a drafter's acceptance is said to fall.
+
+The working writes every number ones digit first (4127 is ``7214``, the counter 300 is
+``003``), as a person borrows right to left: each digit is then the digit above it less the
+borrow of the digit just written. Written the usual way, a digit depends on borrows not yet
+written, and a 1 M-parameter target got one line in 200 wrong (10 of 48 traces of 300 lines
+whole, benchmarks/README.md). Padding fixes the line's length, so the digit above is always
+the same distance back.
 
 Each line depends only on the one before it (two decrements), so the rule is the same at
 every length: the target learns it on short countdowns, which are cheap to train on, and a
 final phase on long ones teaches it to keep its attention local over thousands of tokens.
-The final answer is checkable and is right only when every step was.
+The final answer, written the usual way, is checkable and is right only when every step was.
 
 Guarantees: the held-out questions never appear among the training prompts or the training
 samples; everything is a pure function of the seed.
@@ -58,12 +65,18 @@ class Countdown:
         n = self.start
         out = []
         for left in range(self.times, self.times - count, -1):
-            out.append(f"{left} left, {n} minus {self.step} is {n - self.step}.")
+            counter, before, after = ones_first(left, 3), ones_first(n, 4), ones_first(n - self.step, 4)
+            out.append(f"{counter} left, {before} minus {self.step} is {after}.")
             n -= self.step
         return out
 
     def answer(self) -> str:
         return f"The answer is {self.value}."
+
+
+def ones_first(n: int, width: int) -> str:
+    """``n`` zero-padded to ``width`` digits, ones digit first: ``ones_first(300, 3) == "003"``."""
+    return f"{n:0{width}d}"[::-1]
 
 
 STEPS = tuple(range(2, 10))

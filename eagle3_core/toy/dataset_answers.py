@@ -12,6 +12,10 @@ per line of ``prompts_train.jsonl``, each a ``messages`` conversation ending wit
   toy's, in the assistant turn's ``reasoning_content`` (tens first, whole numbers, no digit
   columns: ``"47 + 30 = 77, 77 + 8 = 85."``).
 
+The long toy's countdowns are answered so too: ``"Counting down from 4127 by 7, 300 times, ends
+at 2027."``, and, reasoned, one multiplication where the toy writes 300 lines (``"300 times 7 is
+2100, and 4127 minus 2100 is 2027."``).
+
 Guarantees: a pure function of ``prompts_train.jsonl``; written atomically when missing, never
 part of the toy's recipe hash (they do not change the model, so adding them rebuilds nothing).
 """
@@ -24,9 +28,11 @@ from pathlib import Path
 
 from eagle3_core.fsio import atomic_path
 from eagle3_core.toy.corpus import SYMBOL, Question
+from eagle3_core.toy.countdown import Countdown
 
 PLAIN, REASONED = "dataset_answers.jsonl", "dataset_answers_reasoned.jsonl"
 _QUESTION = re.compile(r"What is (\d+) (.) (\d+)\?")
+_COUNTDOWN = re.compile(r"Count down from (\d+) by (\d+), (\d+) times\.")
 _OPS = {symbol: op for op, symbol in SYMBOL.items()}
 
 
@@ -42,16 +48,21 @@ def ensure_dataset_answers(toy_dir: str | Path) -> dict[str, Path]:
     return files
 
 
-def plain_answer(q: Question) -> str:
+def plain_answer(q: Question | Countdown) -> str:
+    if isinstance(q, Countdown):
+        return f"Counting down from {q.start} by {q.step}, {q.times} times, ends at {q.value}."
     return f"{q.a} {SYMBOL[q.op]} {q.b} equals {q.value}."
 
 
-def reasoned_content(q: Question) -> str:
+def reasoned_content(q: Question | Countdown) -> str:
     return f"So it is {q.value}."
 
 
-def short_reasoning(q: Question) -> str:
-    """Tens first on whole numbers: another style than the toy's digit columns with carries."""
+def short_reasoning(q: Question | Countdown) -> str:
+    """Tens first on whole numbers: another style than the toy's digit columns with carries; a
+    countdown in one multiplication, not a line a step."""
+    if isinstance(q, Countdown):
+        return f"{q.times} times {q.step} is {q.step * q.times}, and {q.start} minus {q.step * q.times} is {q.value}."
     if q.op == "mul":
         tens, ones = divmod(q.a, 10)
         return f"{tens * 10} × {q.b} = {tens * 10 * q.b}, {ones} × {q.b} = {ones * q.b}, {tens * 10 * q.b} + {ones * q.b} = {q.value}."
@@ -61,14 +72,16 @@ def short_reasoning(q: Question) -> str:
     return f"{q.a} {sign} {tens * 10} = {partial}, {partial} {sign} {ones} = {q.value}."
 
 
-def _question(row: dict) -> Question:
-    match = _QUESTION.fullmatch(row["messages"][-1]["content"])
-    if match is None:
-        raise ValueError(f"not a toy question: {row['messages'][-1]['content']!r}")
-    return Question(_OPS[match.group(2)], int(match.group(1)), int(match.group(3)))
+def _question(row: dict) -> Question | Countdown:
+    text = row["messages"][-1]["content"]
+    if match := _QUESTION.fullmatch(text):
+        return Question(_OPS[match.group(2)], int(match.group(1)), int(match.group(3)))
+    if match := _COUNTDOWN.fullmatch(text):
+        return Countdown(*(int(g) for g in match.groups()))
+    raise ValueError(f"not a toy question: {text!r}")
 
 
-def _row(q: Question, content: str, reasoning: str | None) -> dict:
+def _row(q: Question | Countdown, content: str, reasoning: str | None) -> dict:
     answer = {"role": "assistant", "content": content}
     if reasoning is not None:
         answer["reasoning_content"] = reasoning

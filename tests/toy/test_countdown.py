@@ -13,7 +13,7 @@ from eagle3_core.toy.corpus import parse_answer
 from eagle3_core.toy.countdown import Countdown, split_countdowns, training_batch
 
 LONG_RECIPE = Path(__file__).resolve().parents[2] / "configs" / "toy-long.yaml"
-LINE = re.compile(r"(\d+) left, (\d+) minus (\d+) is (\d+)\.")
+LINE = re.compile(r"(\d{3}) left, (\d{4}) minus (\d) is (\d{4})\.")
 
 
 def long_recipe() -> dict:
@@ -28,7 +28,8 @@ def test_each_line_is_one_step_of_both_countdowns_and_the_answer_is_where_they_e
     for left, line in zip(range(12, 0, -1), lines):
         got = LINE.fullmatch(line)
         assert got, line
-        assert [int(x) for x in got.groups()] == [left, n, 7, n - 7]
+        counter, before, step, after = got.groups()
+        assert [int(counter[::-1]), int(before[::-1]), int(step), int(after[::-1])] == [left, n, 7, n - 7]
         n -= 7
     assert q.value == n == 1003 - 84 and parse_answer(q.answer()) == q.value
 

@@ -58,3 +58,20 @@ def test_a_cached_build_gains_the_answers_without_retraining_and_keeps_its_recip
     assert path == built and recipe_hash(cfg) == before
     assert (path / PLAIN).is_file() and (path / REASONED).is_file()
     assert (path / REPORT_NAME).read_text() == "{}"  # not rebuilt
+
+
+def test_the_long_toys_countdowns_are_answered_so_too_in_one_line_where_the_toy_writes_hundreds(tmp_path):
+    from eagle3_core.toy.countdown import Countdown
+
+    q = Countdown(start=4127, step=7, times=300)
+    tmp_path.mkdir(exist_ok=True)
+    row = {"messages": [{"role": "user", "content": q.text}]}
+    (tmp_path / TRAIN_PROMPTS).write_text(json.dumps(row) + "\n", encoding="utf-8")
+
+    files = ensure_dataset_answers(tmp_path)
+
+    plain = dataset_answer(read_rows(files["plain"])[0])
+    reasoned = dataset_answer(read_rows(files["reasoned"])[0])
+    assert plain.content == "Counting down from 4127 by 7, 300 times, ends at 2027." and plain.reasoning == ""
+    assert reasoned.reasoning == "300 times 7 is 2100, and 4127 minus 2100 is 2027."
+    assert reasoned.content == "So it is 2027." and q.value == 2027
