@@ -1,21 +1,23 @@
 """The long toy's world: count down by a step, many times, with a line of working per step.
 
-``Count down from 4127 by 7, 300 times.`` is answered ``<think>`` + one line per step
-(``003 left, 7214 minus 7 is 0214.``, then ``992 left, 0214 minus 7 is 3114.`` ...) +
-``</think>The answer is 2027.<|im_end|>``. At 18 tokens a line, 115 to 450 steps give 2K to
-8K tokens of reasoning: the lengths where a drafter's acceptance is said to fall.
+Every number is written ones digit first, question and answer too: ``Ones digit first: count
+down from 7214 by 7, 003 times.`` (from 4127, 300 times) is answered ``<think>`` + one line per
+step (``003 left, 7214 minus 7 is 0214.``, then ``992 left, 0214 minus 7 is 3114.`` ...) +
+``</think>The answer is 7202.<|im_end|>`` (2027). At 18 tokens a line, 115 to 455 steps give
+2K to 8K tokens of reasoning: the lengths where a drafter's acceptance is said to fall.
 
-The working writes every number ones digit first (4127 is ``7214``, the counter 300 is
-``003``), as a person borrows right to left: each digit is then the digit above it less the
-borrow of the digit just written. Written the usual way, a digit depends on borrows not yet
-written, and a 1 M-parameter target got one line in 200 wrong (10 of 48 traces of 300 lines
-whole, benchmarks/README.md). Padding fixes the line's length, so the digit above is always
-the same distance back.
+Why ones digit first: each digit of a result is then the digit above it less the borrow of the
+digit just written, as a person borrows right to left. Written the usual way a digit depends on
+borrows not yet written, and a 1 M-parameter target got one line in 200 wrong (10 of 48 traces
+of 300 lines whole). Why everywhere: a target that had to turn the question's numbers round
+for the first line, and the last line's round for the answer, got those two wrong where the
+lines between held (benchmarks/README.md, the long-reasoning toy). Padding fixes the line's
+length, so the digit above is always the same distance back.
 
 Each line depends only on the one before it (two decrements), so the rule is the same at
 every length: the target learns it on short countdowns, which are cheap to train on, and a
 final phase on long ones teaches it to keep its attention local over thousands of tokens.
-The final answer, written the usual way, is checkable and is right only when every step was.
+The final answer is checkable and is right only when every step was.
 
 Guarantees: the held-out questions never appear among the training prompts or the training
 samples; everything is a pure function of the seed.
@@ -46,7 +48,7 @@ class Countdown:
 
     @property
     def text(self) -> str:
-        return f"Count down from {self.start} by {self.step}, {self.times} times."
+        return f"Ones digit first: count down from {ones_first(self.start, 4)} by {self.step}, {ones_first(self.times, 3)} times."
 
     @property
     def value(self) -> int:
@@ -71,7 +73,8 @@ class Countdown:
         return out
 
     def answer(self) -> str:
-        return f"The answer is {self.value}."
+        """``The answer is 7202.``: the last line's result, as the working writes it."""
+        return f"The answer is {ones_first(self.value, 4)}."
 
 
 def ones_first(n: int, width: int) -> str:

@@ -12,9 +12,10 @@ per line of ``prompts_train.jsonl``, each a ``messages`` conversation ending wit
   toy's, in the assistant turn's ``reasoning_content`` (tens first, whole numbers, no digit
   columns: ``"47 + 30 = 77, 77 + 8 = 85."``).
 
-The long toy's countdowns are answered so too: ``"Counting down from 4127 by 7, 300 times, ends
-at 2027."``, and, reasoned, one multiplication where the toy writes 300 lines (``"300 times 7 is
-2100, and 4127 minus 2100 is 2027."``).
+The long toy's countdowns are answered so too, in their world's notation (every number ones
+digit first): ``"Counting down from 7214 by 7, 003 times, ends at 7202."``, and, reasoned, one
+multiplication where the toy writes 300 lines (``"003 times 7 is 0012, and 7214 minus 0012 is
+7202."``: 300 times 7 is 2100).
 
 Guarantees: a pure function of ``prompts_train.jsonl``; written atomically when missing, never
 part of the toy's recipe hash (they do not change the model, so adding them rebuilds nothing).
@@ -28,11 +29,11 @@ from pathlib import Path
 
 from eagle3_core.fsio import atomic_path
 from eagle3_core.toy.corpus import SYMBOL, Question
-from eagle3_core.toy.countdown import Countdown
+from eagle3_core.toy.countdown import Countdown, ones_first
 
 PLAIN, REASONED = "dataset_answers.jsonl", "dataset_answers_reasoned.jsonl"
 _QUESTION = re.compile(r"What is (\d+) (.) (\d+)\?")
-_COUNTDOWN = re.compile(r"Count down from (\d+) by (\d+), (\d+) times\.")
+_COUNTDOWN = re.compile(r"Ones digit first: count down from (\d{4}) by (\d), (\d{3}) times\.")
 _OPS = {symbol: op for op, symbol in SYMBOL.items()}
 
 
@@ -50,19 +51,23 @@ def ensure_dataset_answers(toy_dir: str | Path) -> dict[str, Path]:
 
 def plain_answer(q: Question | Countdown) -> str:
     if isinstance(q, Countdown):
-        return f"Counting down from {q.start} by {q.step}, {q.times} times, ends at {q.value}."
+        start, times, value = ones_first(q.start, 4), ones_first(q.times, 3), ones_first(q.value, 4)
+        return f"Counting down from {start} by {q.step}, {times} times, ends at {value}."
     return f"{q.a} {SYMBOL[q.op]} {q.b} equals {q.value}."
 
 
 def reasoned_content(q: Question | Countdown) -> str:
-    return f"So it is {q.value}."
+    return f"So it is {ones_first(q.value, 4) if isinstance(q, Countdown) else q.value}."
 
 
 def short_reasoning(q: Question | Countdown) -> str:
     """Tens first on whole numbers: another style than the toy's digit columns with carries; a
     countdown in one multiplication, not a line a step."""
     if isinstance(q, Countdown):
-        return f"{q.times} times {q.step} is {q.step * q.times}, and {q.start} minus {q.step * q.times} is {q.value}."
+        times, span = ones_first(q.times, 3), ones_first(q.step * q.times, 4)
+        return (
+            f"{times} times {q.step} is {span}, and {ones_first(q.start, 4)} minus {span} is {ones_first(q.value, 4)}."
+        )
     if q.op == "mul":
         tens, ones = divmod(q.a, 10)
         return f"{tens * 10} × {q.b} = {tens * 10 * q.b}, {ones} × {q.b} = {ones * q.b}, {tens * 10 * q.b} + {ones * q.b} = {q.value}."
@@ -77,7 +82,8 @@ def _question(row: dict) -> Question | Countdown:
     if match := _QUESTION.fullmatch(text):
         return Question(_OPS[match.group(2)], int(match.group(1)), int(match.group(3)))
     if match := _COUNTDOWN.fullmatch(text):
-        return Countdown(*(int(g) for g in match.groups()))
+        start, step, times = match.groups()
+        return Countdown(int(start[::-1]), int(step), int(times[::-1]))
     raise ValueError(f"not a toy question: {text!r}")
 
 

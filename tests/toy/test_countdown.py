@@ -9,7 +9,6 @@ import pytest
 import yaml
 
 from eagle3_core.toy.config import CountdownConfig, ToyTargetConfig
-from eagle3_core.toy.corpus import parse_answer
 from eagle3_core.toy.countdown import Countdown, split_countdowns, training_batch
 
 LONG_RECIPE = Path(__file__).resolve().parents[2] / "configs" / "toy-long.yaml"
@@ -31,7 +30,8 @@ def test_each_line_is_one_step_of_both_countdowns_and_the_answer_is_where_they_e
         counter, before, step, after = got.groups()
         assert [int(counter[::-1]), int(before[::-1]), int(step), int(after[::-1])] == [left, n, 7, n - 7]
         n -= 7
-    assert q.value == n == 1003 - 84 and parse_answer(q.answer()) == q.value
+    assert q.value == n == 1003 - 84 and q.answer() == "The answer is 9190."  # 0919, ones digit first
+    assert q.text == "Ones digit first: count down from 3001 by 7, 210 times."  # 1003, 12 times
 
 
 def test_the_recipes_prompts_carry_two_to_eight_thousand_tokens_of_reasoning(tmp_path):

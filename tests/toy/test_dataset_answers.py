@@ -72,6 +72,7 @@ def test_the_long_toys_countdowns_are_answered_so_too_in_one_line_where_the_toy_
 
     plain = dataset_answer(read_rows(files["plain"])[0])
     reasoned = dataset_answer(read_rows(files["reasoned"])[0])
-    assert plain.content == "Counting down from 4127 by 7, 300 times, ends at 2027." and plain.reasoning == ""
-    assert reasoned.reasoning == "300 times 7 is 2100, and 4127 minus 2100 is 2027."
-    assert reasoned.content == "So it is 2027." and q.value == 2027
+    # the world's notation, every number ones digit first: 4127 - 300 x 7 = 4127 - 2100 = 2027
+    assert plain.content == "Counting down from 7214 by 7, 003 times, ends at 7202." and plain.reasoning == ""
+    assert reasoned.reasoning == "003 times 7 is 0012, and 7214 minus 0012 is 7202."
+    assert reasoned.content == "So it is 7202." and q.value == 2027
