@@ -127,9 +127,9 @@ def stage_round(urls: list[str], n: int, concurrency: int, timeout: float, max_r
             max_retries=max_retries,
         )
         if via == "flow":
-            from flows.generate import generate_flow
+            from flows.stages import stage_flow
 
-            manifest = generate_flow(cfg, str(Path(tmp) / "out"))
+            manifest = stage_flow("generate")(cfg, str(Path(tmp) / "out")).model_dump(mode="json")
         else:
             manifest = run_generate(cfg, Path(tmp) / "out").model_dump(mode="json")
     c, details = manifest["counts"], manifest["details"]

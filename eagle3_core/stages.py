@@ -9,7 +9,7 @@ stage is one declaration here plus its package ``eagle3_core/<name>/`` whose ``s
 ``<Name>Stage``, a ``lifecycle.Stage`` (keys, ``plan() -> units``, ``run(unit)``, ``finish``), run
 by the one driver (``lifecycle.StageRun``). Its Prefect flow is built from the declaration and the
 class's parameters (``flows.stages.stage_flow``): one task, or, where the declaration names its
-``unit``, a task per unit. Only generate still names a flow of its own.
+``unit``, a task per unit (generate's one ``stream`` unit: the whole input in one task).
 
 No Prefect here: the declarations are plain data, read by the flows.
 """
@@ -43,8 +43,6 @@ class StageSpec:
     config: Callable[[PipelineConfig], Any] | None = None  # its config; None = the PipelineConfig section `name`
     unit: str | None = None  # names its units ("shard": tasks extract-shard-00000, ...): a Prefect task each
     unit_limit: str | None = None  # a global concurrency limit each unit task holds a slot of ("gpu:{host}")
-    flow: str | None = None  # "module:function" of a flow of its own (generate); None = built from the stage
-    out_argument: str = "out_dir"
     package: str | None = None  # where its package lives; None = eagle3_core.<name>
     # reads from the target served by vLLM (which the pipeline starts when `serve` is set) for this config
     served: Callable[[PipelineConfig], bool] = lambda c: False
@@ -70,7 +68,7 @@ class StageSpec:
         """Its flow's keyword arguments in a run directory."""
         section = self.config(config) if self.config else getattr(config, self.name)
         folders = {argument: str(folder_of(upstream, config)) for argument, upstream in self.inputs(config).items()}
-        return {"cfg": section, **folders, self.out_argument: str(self.out(config)), **self.extra(config)}
+        return {"cfg": section, **folders, "out_dir": str(self.out(config)), **self.extra(config)}
 
 
 def folder_of(upstream: str, config: PipelineConfig) -> Path:
@@ -130,8 +128,7 @@ STAGES: list[StageSpec] = [
         "generations",
         lambda c: {},
         lambda c: {"progress_bar": sys.stderr.isatty(), "target": c.target},  # target: the pre-flight's tokenizer
-        flow="flows.generate:generate_flow",
-        out_argument="out",
+        unit="stream",  # one unit, the whole input streamed: a task per request or batch would starve the server
         served=lambda c: c.generate.source == "server",  # `dataset` takes the rows' own answers
         is_done=_generate_is_done,
     ),

@@ -81,8 +81,8 @@ def require_endpoints(recipe: PipelineConfig) -> None:
 
 
 def generate_into(cfg: GenerateConfig, version_dir: Path) -> None:
-    """The generate stage's own flow (a subflow): it requests only the samples no shard holds."""
-    stage_flow("generate")(cfg=cfg, out=str(version_dir / "generations"))
+    """The generate stage's flow (a subflow): it requests only the samples no shard holds."""
+    stage_flow("generate")(cfg=cfg, out_dir=str(version_dir / "generations"))
 
 
 def finish_version(version_dir: Path, cfg: GenerateConfig, reuse: dv.Reuse) -> None:

@@ -4,8 +4,10 @@ A built flow is named after the stage and takes exactly the stage class's parame
 ``reporter``), typed as the class declares them, so the Prefect UI renders its form and validates
 it as the CLI does. It runs the stage through the one driver (``lifecycle.StageRun``): in one task
 named after the stage, or, where the declaration names a ``unit``, in a task per unit between a
-plan task and a finish task (``tasks.stage``). Only a stage that names a flow of its own
-(``StageSpec.flow``: generate) is not built here.
+plan task and a finish task (``tasks.stage``), with the stage's own hooks (``tasks/<name>.py``).
+
+A deployment's entrypoint names a built flow as ``flows/stages.py:<name>_flow`` (the module's
+``__getattr__`` builds it): the file and name Prefect itself records for a served flow.
 """
 
 from __future__ import annotations
@@ -22,10 +24,15 @@ from eagle3_core.stages import BY_NAME, StageSpec, load
 @functools.cache
 def stage_flow(name: str) -> Flow:
     """The flow that runs stage ``name`` into its folder (a subflow when called from a flow)."""
-    spec = BY_NAME[name]
-    if spec.flow is not None:
-        return load(spec.flow)
-    return build_flow(spec)
+    return build_flow(BY_NAME[name])
+
+
+def __getattr__(attribute: str) -> Flow:
+    """``generate_flow`` -> stage ``generate``'s flow (a deployment's entrypoint)."""
+    name = attribute.removesuffix("_flow")
+    if attribute.endswith("_flow") and name in BY_NAME:
+        return stage_flow(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
 
 
 def stage_parameters(spec: StageSpec) -> inspect.Signature:
@@ -51,6 +58,9 @@ def build_flow(spec: StageSpec) -> Flow:
         return run_declared(spec, dict(signature.bind(*args, **kwargs).arguments))
 
     run_stage_flow.__signature__ = signature
+    run_stage_flow.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()} | {
+        "return": signature.return_annotation
+    }  # typing.get_type_hints reads these, not the signature
     run_stage_flow.__doc__ = (load(spec.stage).__doc__ or "").strip().splitlines()[0] or None
     run_stage_flow.__module__ = __name__
     run_stage_flow.__qualname__ = f"{spec.name}_flow"

@@ -1,8 +1,11 @@
-"""Prefect tasks of the generate stage: open, one streaming task for the whole input, finish.
+"""The Prefect parts of the generate stage: its endpoint limits, the pre-flight, its table.
 
-Never one task per request: Prefect's per-task overhead (tens of milliseconds and several API
-calls) would cap a per-request design far below a server's 128 requests/s. Nor one task per
-batch: a batch waits for its slowest row while the endpoint idles (issue 13 measured 0.41x of a
+Its flow is built from its declaration like every stage's (``tasks/stage.py``): ``generate-plan``
+(the probe, the pre-flight, the resume scan), one ``generate-stream`` task for the whole input,
+``generate-release``, ``generate-finish``; ``prepare(stage)`` and ``publish(stage, manifest)`` here
+are its hooks. Never one task per request: Prefect's per-task overhead (tens of milliseconds and
+several API calls) would cap a per-request design far below a server's 128 requests/s. Nor one
+task per batch: a batch waits for its slowest row while the endpoint idles (issue 13 measured 0.41x of a
 bare loop). ``generate-stream`` runs the core's engine over every row; Prefect shows it through
 the progress artifact and one log line per shard written.
 
@@ -15,14 +18,14 @@ queue, and a killed run's slots come back when its leases lapse.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
+from tasks.common import ensure_limit, publish_table
 
-from eagle3_core.lifecycle import StageRun
-from eagle3_core.manifest import StageManifest
-from tasks.common import ensure_limit, publish_manifest, publish_table
+if TYPE_CHECKING:
+    from eagle3_core.generate.stage import GenerateStage
+    from eagle3_core.manifest import StageManifest
 
 RUNS_LIMIT = 1_000_000  # the ``:runs`` counter bounds nothing: it only counts the runs with work
 
@@ -119,34 +122,22 @@ class PrefectLimits:
         return fn(self._client)
 
 
-@task(name="generate-open", cache_policy=NO_CACHE)
-def open_run(run: StageRun) -> StageManifest | None:
-    """Skip check, endpoint probe, resume scan."""
-    return run.open()
+def prepare(stage: GenerateStage) -> None:
+    """Before the driver opens the folder: the pre-flight suite from the stage's target, and for the
+    served source its share of each endpoint's limit (created where missing; ``source: dataset``
+    sends nothing, so it needs no limit and no endpoint)."""
+    from eagle3_core.reconstruct.preflight import generate_preflight
+
+    stage.preflight = generate_preflight(stage.target)
+    cfg = stage.cfg
+    if cfg.source == "server":
+        slots = cfg.max_concurrency if cfg.concurrency == "auto" else cfg.concurrency
+        ensure_limits(sorted({endpoint_limit_name(url) for url in cfg.base_urls}), slots)
+        stage.shared = PrefectLimits(cfg.base_urls)  # closed by the stage's close, in generate-release
 
 
-@task(name="generate-stream", cache_policy=NO_CACHE)
-def stream_all(run: StageRun, shared: PrefectLimits) -> int:
-    """Every row, streamed through one engine within this run's share of each endpoint's limit."""
-    run.stage.shared = shared
-    try:
-        run.run(None)  # the stage's one unit
-    finally:
-        shared.close()
-        run.close()
-    return run.stage.stats.done
-
-
-@task(name="generate-finish", cache_policy=NO_CACHE)
-def finish_run(run: StageRun) -> StageManifest:
-    manifest = run.finish()
-    publish_summary(manifest)
-    return manifest
-
-
-def publish_summary(manifest: StageManifest) -> None:
-    """The summary artifacts: the manifest as markdown, and one table of every figure."""
-    publish_manifest(manifest, title="generate")
+def publish(stage: GenerateStage, manifest: StageManifest) -> None:
+    """Beside the manifest's summary: one table of every figure."""
     rows = [{"group": "count", "name": k, "value": v} for k, v in manifest.counts.items()]
     for group in (
         "reject_reasons",

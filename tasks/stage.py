@@ -3,8 +3,10 @@
 A stage without units runs in one task named after it. A stage whose declaration names a ``unit``
 runs ``<name>-plan``, one ``<name>-<unit>`` task per unit (run name ``<name>-<unit>-00000``), each
 holding a slot of the declared ``unit_limit`` when there is one, ``<name>-release`` and
-``<name>-finish``. After the run, the manifest becomes the ``<name>-summary`` artifact, and a
-stage's own artifacts come from ``publish(stage, manifest)`` in ``tasks/<name>.py`` where it has one.
+``<name>-finish``. A stage's own Prefect parts are hooks in ``tasks/<name>.py`` where it has them:
+``prepare(stage)`` once the stage is built, before the driver opens its folder (generate's endpoint
+limits and pre-flight), and ``publish(stage, manifest)``, its own artifacts beside the manifest's
+``<name>-summary``.
 
 No Prefect cache on any of them: the stage's own skip (its manifest and the sizes of its shards)
 costs a stat per shard, and a cached result would hide a deleted shard that the stage should redo.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from prefect import task
@@ -47,8 +50,13 @@ def run_declared(spec: StageSpec, arguments: dict[str, Any]) -> StageManifest:
     return finish_task.with_options(name=f"{spec.name}-finish")(run)
 
 
-def stage_of(spec: StageSpec, arguments: dict[str, Any]):
-    return load(spec.stage)(**arguments, reporter=PrefectReporter(spec.name))
+def stage_of(spec: StageSpec, arguments: dict[str, Any]) -> Stage:
+    """The stage built from the flow's arguments, then prepared by its own hook."""
+    stage = load(spec.stage)(**arguments, reporter=PrefectReporter(spec.name))
+    prepare = own_hook(spec.name, "prepare")
+    if prepare is not None:
+        prepare(stage)
+    return stage
 
 
 @task(cache_policy=NO_CACHE)
@@ -100,7 +108,13 @@ def finish_task(run: StageRun) -> StageManifest:
 def publish(name: str, stage: Stage, manifest: StageManifest) -> None:
     """The summary artifact, and the stage's own (``tasks/<name>.py``: ``publish(stage, manifest)``)."""
     publish_manifest(manifest, title=name)
-    if importlib.util.find_spec(f"tasks.{name}") is not None:
-        own = getattr(importlib.import_module(f"tasks.{name}"), "publish", None)
-        if own is not None:
-            own(stage, manifest)
+    own = own_hook(name, "publish")
+    if own is not None:
+        own(stage, manifest)
+
+
+def own_hook(name: str, hook: str) -> Callable | None:
+    """``tasks/<name>.py``'s function ``hook``, where the stage has that module and it that function."""
+    if importlib.util.find_spec(f"tasks.{name}") is None:
+        return None
+    return getattr(importlib.import_module(f"tasks.{name}"), hook, None)

@@ -48,7 +48,8 @@ class GenerateConfig(StrictModel):
     )
     base_urls: list[str] = Field(
         default_factory=list,
-        description="OpenAI-compatible endpoints (`http://host:port/v1`); several are balanced by load. Filled in by `eagle3 demo`.",
+        description="OpenAI-compatible endpoints (`http://host:port/v1`); several are balanced by load (on the command "
+        "line, repeat the option for several). Not used with `source: dataset`. Filled in by `eagle3 demo`.",
     )
     model: str | None = Field(None, description="Served model name; None = the one the first endpoint lists.")
     api_key_env: str = Field(

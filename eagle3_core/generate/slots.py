@@ -53,6 +53,9 @@ class SharedLimits(Protocol):
     def starved(self, url: str, seconds: float) -> str:
         """One line for a run that has held no slot of ``url``'s limit for ``seconds``, with the fix."""
 
+    def close(self) -> None:
+        """Let go of what it holds open (an API client); called once the run's unit is over."""
+
 
 @dataclass
 class Lease:

@@ -20,16 +20,21 @@ Guarantees (DESIGN.md, CONTRIBUTING.md):
 - a manifest complete for the same config and input is returned without any work.
 
 Its one unit streams the whole input through one engine (``engine.py``), so no boundary waits
-for stragglers; the Prefect flow runs the driver's steps (open, the unit, finish) as its tasks.
-Given ``SharedLimits``, the run holds only its share of each endpoint's limit (``slots.py``).
+for stragglers; its Prefect flow is built from its declaration like every stage's (the driver's
+steps as the tasks ``generate-plan``, ``generate-stream``, ``generate-release``, ``generate-finish``).
+Given ``shared`` (``SharedLimits``), the run holds only its share of each endpoint's limit
+(``slots.py``); given ``preflight``, the probe runs the pre-flight suite. Both are set on the stage
+by whoever runs it (the flow's ``tasks/generate.py:prepare``), not passed as parameters: the
+parameters are the flow's form.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from eagle3_core.base import stable_hash
 from eagle3_core.errors import ConfigError, InputError, StageError
@@ -46,10 +51,12 @@ from eagle3_core.generate.shape import check_shape
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
 from eagle3_core.generate.slots import SharedLimits, SlotKeeper
 from eagle3_core.generate.stats import RunStats
+from eagle3_core.generate.terminal import TerminalProgress
 from eagle3_core.generate.turns import TurnBook
 from eagle3_core.lifecycle import Stage, StageRun, drive
 from eagle3_core.manifest import StageManifest
 from eagle3_core.progress import Reporter
+from eagle3_core.target import TargetConfig
 
 STAGE = "generate"
 SHARDS = ("accepted/part-*.parquet", "rejected/part-*.parquet", "turns/part-*.parquet")
@@ -66,10 +73,13 @@ class GenerateStage(Stage):
     cfg: GenerateConfig
     out_dir: str
     reporter: Reporter | None = None
-    shared: SharedLimits | None = None  # the endpoints' limits, shared with other runs (slots.py)
+    # the pre-flight's tokenizer (a local target.path): the flow turns it into `preflight`
+    target: TargetConfig | None = None
+    progress_bar: bool = False  # a terminal progress bar beside the reporter (the CLI's, on a terminal)
+    shared: SharedLimits | None = field(default=None, init=False)  # the endpoints' limits, shared with other runs
     # run on each endpoint the probe finds up, before the first prompt: the pre-flight suite of
-    # `eagle3 probe --recipe` (reconstruct.preflight.generate_preflight), a line of its report back
-    preflight: Callable[[GenerateConfig, str], str] | None = None
+    # `eagle3 probe --recipe` (reconstruct.preflight.generate_preflight, a layer above), a line of its report back
+    preflight: Callable[[GenerateConfig, str], str] | None = field(default=None, init=False)
 
     @property
     def versions(self) -> tuple[str, ...]:
@@ -82,12 +92,13 @@ class GenerateStage(Stage):
 
     def plan(self) -> list[None]:
         """The probe and the resume scan (the served path), or the answers' check (the dataset's)."""
+        shown = Shown(self)
         if self.cfg.source == "dataset":  # the rows' own answers, no server (dataset_source.py)
             from eagle3_core.generate.dataset_source import DatasetRun
 
-            self.work = DatasetRun(self.cfg, self.out_dir, self.reporter)
+            self.work = DatasetRun(self.cfg, self.out_dir, shown)
         else:
-            self.work = ServedRun(self.cfg, self.out_dir, self.reporter, self.preflight)
+            self.work = ServedRun(self.cfg, self.out_dir, shown, self.preflight)
         self.work.open()
         return [None]
 
@@ -100,16 +111,40 @@ class GenerateStage(Stage):
     def finish(self, manifest: StageManifest) -> None:
         self.work.finish(manifest)
 
+    def close(self) -> None:
+        if self.shared is not None:
+            self.shared.close()
+
     @property
     def stats(self) -> RunStats:
         return self.work.stats
+
+
+class Shown:
+    """What a run reports through: the stage's reporter as it is at each call (the flow gives each
+    task its own, ``StageRun.report_to``), and with ``progress_bar`` a terminal bar (log lines reach
+    the terminal through the reporter, so the bar does not echo them)."""
+
+    def __init__(self, stage: GenerateStage) -> None:
+        self.stage = stage
+        self.bar = TerminalProgress(echo_logs=False) if stage.progress_bar else None
+
+    def log(self, message: str) -> None:
+        self.stage.reporter.log(message)
+
+    def progress(self, stage: str, done: int, total: int | None, **figures: Any) -> None:
+        self.stage.reporter.progress(stage, done, total, **figures)
+        if self.bar is not None:
+            self.bar.progress(stage, done, total, **figures)
 
 
 def run_generate(
     cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None, preflight: Callable | None = None
 ) -> StageManifest:
     """Generate every prompt of ``cfg.prompts`` into ``out_dir``; resume or skip when possible."""
-    return drive(GenerateStage(cfg, out_dir, reporter, preflight=preflight))
+    stage = GenerateStage(cfg, out_dir, reporter)
+    stage.preflight = preflight
+    return drive(stage)
 
 
 def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:

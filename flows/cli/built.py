@@ -27,7 +27,7 @@ def stage_command(name: str) -> click.Command:
     model = hints["cfg"]
     folders = list(spec.inputs(PipelineConfig()))
     params = [_built(folder_option(_flag(argument), argument, f"{argument} folder.")) for argument in folders]
-    params.append(_built(folder_option("--out", spec.out_argument, f"{spec.folder}/ folder to write.")))
+    params.append(_built(folder_option("--out", "out_dir", f"{spec.folder}/ folder to write.")))
     if "target" in hints:
         params.append(_built(folder_option("--target", None, "Local directory of the target model.", required=False)))
     fields = [f for f, info in model.model_fields.items() if _scalar(info.annotation)]
@@ -36,12 +36,12 @@ def stage_command(name: str) -> click.Command:
     def callback(**given):
         from eagle3_core.target import TargetConfig
 
-        arguments = {k: given.pop(k) for k in [*folders, spec.out_argument]}
+        arguments = {k: given.pop(k) for k in [*folders, "out_dir"]}
         if "target" in hints:
             arguments["target"] = TargetConfig(path=given.pop("target"))
         manifest = run_stage(name, cfg=model(**given), **arguments)
         counts = ", ".join(f"{k} {v}" for k, v in manifest.counts.items())
-        click.echo(f"{name}: {manifest.status}; {counts} -> {arguments[spec.out_argument]}")
+        click.echo(f"{name}: {manifest.status}; {counts} -> {arguments['out_dir']}")
 
     doc = (stage.__doc__ or "").strip().splitlines()
     return click.Command(name, params=params, callback=callback, help=doc[0] if doc else None)

@@ -1,11 +1,11 @@
-"""`eagle3 generate`: prompts -> reasoning-model answers, through the Prefect generate flow."""
+"""`eagle3 generate`: prompts -> reasoning-model answers, through the generate stage's Prefect flow."""
 
 from __future__ import annotations
 
 import click
 
 from eagle3_core.generate.config import GenerateConfig, PromptSource
-from flows.cli.options import field_option, field_options, recipe_options
+from flows.cli.options import field_option, field_options, folder_option, recipe_options, run_stage
 
 # GenerateConfig fields set as they are, each its own --option (default, help, bounds: the field's)
 FIELDS = ("max_concurrency", "request_timeout", "max_retries", "max_tokens", "temperature", "shard_rows")
@@ -28,25 +28,12 @@ class ConcurrencyType(click.ParamType):
 
 
 @click.command("generate")
-@click.option(
-    "--input",
-    "input_",
-    required=True,
-    help="Prompts: .jsonl/.json/.parquet file or directory, or a Hugging Face dataset name.",
-)
-@click.option(
-    "--base-url",
-    "base_urls",
-    multiple=True,
-    default=(),
-    help="OpenAI-compatible endpoint (http://host:port/v1); repeat for several. Not used with --source dataset.",
-)
+@field_option(PromptSource, "input", "--input", "input_")
+@field_option(GenerateConfig, "base_urls", "--base-url", "base_urls", multiple=True)
 @field_option(GenerateConfig, "source")
 @field_option(GenerateConfig, "turns")
 @field_option(GenerateConfig, "model")
-@click.option(
-    "--out", required=True, type=click.Path(file_okay=False), help="Stage folder: accepted/, rejected/, manifest.json."
-)
+@folder_option("--out", "out_dir", "Stage folder: accepted/, rejected/, manifest.json.")
 @field_option(PromptSource, "split")
 @field_option(PromptSource, "max_samples")
 @field_option(GenerateConfig, "concurrency", type=ConcurrencyType())
@@ -55,10 +42,9 @@ class ConcurrencyType(click.ParamType):
 @recipe_options("its template variables and detokenizer settings (target.chat)", "target.chat")
 @field_option(GenerateConfig, "allow_empty")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def command(input_, base_urls, out, split, max_samples, family, recipe, no_progress, **fields) -> None:
+def command(input_, base_urls, out_dir, split, max_samples, family, recipe, no_progress, **fields) -> None:
     """Send every prompt to the endpoints; keep each answer with its reasoning, resumably."""
     from eagle3_core.reconstruct.recipes import target_from_recipe
-    from flows.generate import generate_flow
 
     target = target_from_recipe(recipe, family)  # with a local target.path, the probe runs the pre-flight suite
     cfg = GenerateConfig(
@@ -67,9 +53,9 @@ def command(input_, base_urls, out, split, max_samples, family, recipe, no_progr
         base_urls=list(base_urls),
         chat=target.chat,
     )
-    manifest = generate_flow(cfg, str(out), progress_bar=not no_progress, target=target)
-    counts = manifest["counts"]
+    manifest = run_stage("generate", cfg=cfg, out_dir=out_dir, progress_bar=not no_progress, target=target)
+    counts = manifest.counts
     click.echo(
         f"generate: {counts['accepted']} accepted, {counts['rejected']} rejected, {counts['skipped']} skipped "
-        f"of {counts['input']} rows -> {out}"
+        f"of {counts['input']} rows -> {out_dir}"
     )

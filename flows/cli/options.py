@@ -23,12 +23,16 @@ def field_option(model: type, field: str, *decls: str, **overrides: Any):
     info = model.model_fields[field]
     decls = decls or (f"--{field.replace('_', '-')}",)
     kind = _plain(info.annotation)
-    settings: dict[str, Any] = {"default": info.get_default(call_default_factory=True), "help": info.description}
+    settings: dict[str, Any] = {"help": info.description}
+    if info.is_required():
+        settings["required"] = True  # a field without a default is an option without one
+    else:
+        settings["default"] = info.get_default(call_default_factory=True)
     if kind is bool and not any("/" in d for d in decls):
         settings["is_flag"] = True  # --x/--no-x is a bool option click reads from the slash
     elif kind is not bool:
         settings["type"] = click_type(kind, info.metadata)
-    if settings["default"] is not None and not settings.get("is_flag"):
+    if settings.get("default") not in (None, []) and not settings.get("is_flag"):
         settings["show_default"] = True
     named = any(not d.startswith("-") for d in decls)  # the caller named the parameter itself
     return click.option(*decls, *(() if named else (field,)), **{**settings, **overrides})

@@ -137,10 +137,12 @@ def test_serve_py_reads_a_relative_recipe_from_where_it_was_typed(tmp_path):
 
 
 def test_a_stage_deployment_runs_the_flow_its_stage_declares_and_the_pipeline_names_the_declared_order(deployments):
-    from eagle3_core.stages import BY_NAME, STAGE_NAMES
+    from eagle3_core.stages import STAGE_NAMES
+    from flows.stages import stage_flow
 
-    assert deployments["eagle3-generate"]["entrypoint"] == "flows/generate.py:generate_flow"
-    assert BY_NAME["generate"].flow == "flows.generate:generate_flow"
+    # generate's flow is built from its declaration, named as Prefect records a served flow's entrypoint
+    assert deployments["eagle3-generate"]["entrypoint"] == "flows/stages.py:generate_flow"
+    assert load(deployments["eagle3-generate"]["entrypoint"]) is stage_flow("generate")
     # the stage list is stated by the declaration alone: the pipeline deployment takes the flow's description
     assert "description" not in deployments["eagle3-pipeline"]
     assert " -> ".join(STAGE_NAMES) in load(deployments["eagle3-pipeline"]["entrypoint"]).description

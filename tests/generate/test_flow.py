@@ -1,4 +1,5 @@
-"""The generate flow against the test Prefect API: one streaming task, the endpoint limit, artifacts."""
+"""Generate's flow (built from its declaration) against the test Prefect API: one streaming task,
+the endpoint limit, artifacts."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ def test_flow_streams_every_row_in_one_task_under_the_endpoint_limit_and_publish
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
     from prefect.client.schemas.sorting import FlowRunSort
 
-    from flows.generate import generate_flow
+    from flows.stages import stage_flow
     from tasks.generate import endpoint_limit_name
 
     cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(25)), [fake_server.url])
-    manifest = generate_flow(cfg, str(tmp_path / "out"))
+    manifest = stage_flow("generate")(cfg, str(tmp_path / "out"))
 
-    assert manifest["counts"]["accepted"] == 25 and len(accepted(tmp_path / "out")) == 25
+    assert manifest.counts["accepted"] == 25 and len(accepted(tmp_path / "out")) == 25
     name = endpoint_limit_name(fake_server.url)
     assert name == f"vllm:127.0.0.1:{fake_server.port}"
     with get_client(sync_client=True) as client:
@@ -34,17 +35,23 @@ def test_flow_streams_every_row_in_one_task_under_the_endpoint_limit_and_publish
     }
     # created, and every leased slot given back after the run
     assert limit.limit == cfg.concurrency and limit.active_slots == 0 and runs_counter.active_slots == 0
-    names = [r.name for r in runs]
-    assert sum(n.startswith("generate-stream") for n in names) == 1 and len(names) == 3  # open, stream, finish
+    names = {r.name for r in runs}  # a run is named after its task, plus a suffix
+    assert sorted(n.rsplit("-", 1)[0] for n in names) == [
+        "generate-finish",
+        "generate-plan",
+        "generate-release",
+        "generate-stream",
+    ]
+    assert "generate-stream-00000" in names  # the stage's one unit: every row in one task
     assert {"generate-summary", "generate-table", "generate-progress"} <= keys
 
 
 def test_flow_stops_with_the_endpoint_error_when_the_server_never_reasons(tmp_path, make_fake_server, prefect_api):
     from eagle3_core.errors import EndpointError
-    from flows.generate import generate_flow
+    from flows.stages import stage_flow
 
     server = make_fake_server(layout="none")
     cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(3)), [server.url])
     with pytest.raises(EndpointError, match="without reasoning"):
-        generate_flow(cfg, str(tmp_path / "out"))
+        stage_flow("generate")(cfg, str(tmp_path / "out"))
     assert len(server.requests) == 1  # the probe, and nothing after it

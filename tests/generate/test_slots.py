@@ -49,6 +49,9 @@ class MemoryLimits:
     def starved(self, url: str, seconds: float) -> str:
         return f"starved on {url}"
 
+    def close(self) -> None:
+        pass
+
 
 def peak_in_flight(log, prefixes: str) -> int:
     """The most chats of these runs the server held at once (each run's probe is outside the limit)."""
@@ -59,7 +62,8 @@ def peak_in_flight(log, prefixes: str) -> int:
 
 
 def run_with(cfg, out, shared) -> GenerateStage:
-    stage = GenerateStage(cfg, out, shared=shared)
+    stage = GenerateStage(cfg, out)
+    stage.shared = shared
     drive(stage)
     return stage
 

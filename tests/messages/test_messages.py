@@ -62,7 +62,6 @@ def test_no_form_description_loses_a_placeholder_to_the_uis_html():
     """The Prefect UI renders a description as markdown: a bare `<date>` is an HTML tag, and vanished
     (`toy.cache_dir` read "under toy//"). Inside backticks it is code, shown as written."""
     from eagle3_core.stages import STAGE_NAMES
-    from flows.generate import generate_flow
     from flows.nightly import nightly
     from flows.pipeline import pipeline
     from flows.stages import stage_flow
@@ -81,7 +80,7 @@ def test_no_form_description_loses_a_placeholder_to_the_uis_html():
             for item in node:
                 walk(item)
 
-    for flow in [pipeline, generate_flow, nightly, *(stage_flow(name) for name in STAGE_NAMES)]:
+    for flow in [pipeline, nightly, *(stage_flow(name) for name in STAGE_NAMES)]:
         walk(flow.parameters.model_dump())
     assert lost == set()
 
