@@ -55,3 +55,37 @@ def test_flow_stops_with_the_endpoint_error_when_the_server_never_reasons(tmp_pa
     with pytest.raises(EndpointError, match="without reasoning"):
         stage_flow("generate")(cfg, str(tmp_path / "out"))
     assert len(server.requests) == 1  # the probe, and nothing after it
+
+
+def test_an_interrupt_in_the_stream_task_leaves_a_resumable_running_manifest_and_every_slot_given_back(
+    tmp_path, fake_server, prefect_api, monkeypatch
+):
+    from prefect.client.orchestration import get_client
+
+    from eagle3_core.manifest import read_manifest
+    from flows.stages import stage_flow
+    from tasks.common import PrefectReporter
+    from tasks.generate import endpoint_limit_name
+
+    cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(60)), [fake_server.url], shard_rows=5)
+    out = tmp_path / "out"
+
+    def ctrl_c_at_20_rows(self, stage, done, total, **figures):  # once, as the terminal delivers it
+        if done >= 20:
+            monkeypatch.undo()
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(PrefectReporter, "progress", ctrl_c_at_20_rows)
+    with pytest.raises(KeyboardInterrupt):
+        stage_flow("generate")(cfg, str(out))
+
+    assert read_manifest(out).status == "running"  # not failed: only the user stopped it
+    kept = len(accepted(out))
+    assert 0 < kept < 60
+    with get_client(sync_client=True) as client:
+        limit = client.read_global_concurrency_limit_by_name(endpoint_limit_name(fake_server.url))
+    assert limit.active_slots == 0  # the stage's close gave its leases back
+
+    manifest = stage_flow("generate")(cfg, str(out))  # the folder's lock was let go
+    assert manifest.status == "complete" and manifest.counts["resumed"] >= kept
+    assert accepted(out)["sample_id"].n_unique() == 60 == len(accepted(out))
