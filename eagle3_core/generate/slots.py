@@ -117,19 +117,23 @@ class SlotKeeper:
 
     async def run(self) -> None:
         """Adjust every ``tick`` seconds until ``stop``; then give every lease back. Stopped, not
-        cancelled: a ``take`` cut off mid-call would still be granted, and its lease lost."""
-        while not self._stop.is_set():
-            try:
-                await asyncio.wait_for(self._stop.wait(), self.tick)
-            except TimeoutError:
-                pass
-            if self._stop.is_set():
-                break
-            try:
-                await self.step()
-            except Exception as exc:  # the API blinked: keep what we hold, try again next tick
-                self.on_error(f"generate: shared limit not adjusted ({type(exc).__name__}: {exc})")
-        await self.release_all()
+        cancelled: a ``take`` cut off mid-call would still be granted, and its lease lost. Cancelled
+        all the same (Ctrl-C: asyncio cancels every task as its loop closes), it still gives back
+        every lease it holds, so no other run waits for them to lapse."""
+        try:
+            while not self._stop.is_set():
+                try:
+                    await asyncio.wait_for(self._stop.wait(), self.tick)
+                except TimeoutError:
+                    pass
+                if self._stop.is_set():
+                    break
+                try:
+                    await self.step()
+                except Exception as exc:  # the API blinked: keep what we hold, try again next tick
+                    self.on_error(f"generate: shared limit not adjusted ({type(exc).__name__}: {exc})")
+        finally:
+            await self.release_all()
 
     def stop(self) -> None:
         self._stop.set()

@@ -74,3 +74,17 @@ def toy_vllm_config(toy_vllm: Any, source: Path | str, **overrides: Any) -> Gene
         "shard_rows": 10,
     }
     return GenerateConfig(**(fields | overrides))
+
+
+class Interrupting(Recorder):
+    """Ctrl-C once ``after`` rows are done (once, as the terminal delivers it, mid-run)."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.after, self.sent = after, False
+
+    def progress(self, stage, done, total, **figures) -> None:
+        super().progress(stage, done, total, **figures)
+        if done >= self.after and not self.sent:
+            self.sent = True
+            raise KeyboardInterrupt

@@ -5,21 +5,7 @@ import pytest
 
 from eagle3_core.generate.stage import run_generate
 from eagle3_core.manifest import read_manifest
-from tests.generate.helpers import Recorder, accepted, config, prompts, write_jsonl
-
-
-class Interrupting(Recorder):
-    """Ctrl-C once ``after`` rows are done (once, as the terminal delivers it, mid-run)."""
-
-    def __init__(self, after: int) -> None:
-        super().__init__()
-        self.after, self.sent = after, False
-
-    def progress(self, stage, done, total, **figures) -> None:
-        super().progress(stage, done, total, **figures)
-        if done >= self.after and not self.sent:
-            self.sent = True
-            raise KeyboardInterrupt
+from tests.generate.helpers import Interrupting, accepted, config, prompts, write_jsonl
 
 
 def test_an_interrupt_leaves_the_manifest_running_and_the_rerun_resumes(tmp_path, fake_server):

@@ -6,9 +6,11 @@ from __future__ import annotations
 import itertools
 import threading
 
+import pytest
+
 from eagle3_core.generate.stage import GenerateStage
 from eagle3_core.lifecycle import StageRun, drive
-from tests.generate.helpers import config, prompts, write_jsonl
+from tests.generate.helpers import Interrupting, config, prompts, write_jsonl
 
 
 class MemoryLimits:
@@ -103,6 +105,19 @@ def test_a_run_alone_takes_the_whole_limit(tmp_path, make_fake_server):
     run = run_with(cfg, tmp_path / "out", shared)
     assert run.stats.outcomes["accepted"] == 80
     assert peak_in_flight(server.log, "Q") == 8 and shared.used == 0
+
+
+def test_a_run_interrupted_mid_stream_gives_every_lease_back(tmp_path, fake_server):
+    """Ctrl-C: asyncio cancels the keeper with every other task as its loop closes; the keeper still
+    gives back what it holds, so the next run on the endpoint waits for no lease to lapse."""
+    cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(60)), [fake_server.url], shard_rows=5)
+    stage = GenerateStage(cfg, tmp_path / "out", Interrupting(after=20))
+    stage.shared = shared = MemoryLimits(8)
+
+    with pytest.raises(KeyboardInterrupt):
+        drive(stage)
+
+    assert stage.stats.done >= 20 and shared.used == 0 and not shared.members
 
 
 def test_a_retry_waiting_out_its_backoff_holds_no_slot(tmp_path, fake_server, monkeypatch):
