@@ -3,7 +3,7 @@
 Every number is written ones digit first, question and answer too: ``Ones digit first: count
 down from 7214 by 7, 003 times.`` (from 4127, 300 times) is answered ``<think>`` + one line per
 step (``003 left, 7214 minus 7 is 0214.``, then ``992 left, 0214 minus 7 is 3114.`` ...) +
-``</think>The answer is 7202.<|im_end|>`` (2027). At 18 tokens a line, 115 to 455 steps give
+``</think>000 left, 7202.<|im_end|>`` (2027). At 18 tokens a line, 115 to 455 steps give
 2K to 8K tokens of reasoning: the lengths where a drafter's acceptance is said to fall.
 
 Why ones digit first: each digit of a result is then the digit above it less the borrow of the
@@ -12,7 +12,10 @@ borrows not yet written, and a 1 M-parameter target got one line in 200 wrong (1
 of 300 lines whole). Why everywhere: a target that had to turn the question's numbers round
 for the first line, and the last line's round for the answer, got those two wrong where the
 lines between held (benchmarks/README.md, the long-reasoning toy). Padding fixes the line's
-length, so the digit above is always the same distance back.
+length, so the digit above is always the same distance back. The answer is the countdown's end
+state, written as a line begins (``000 left, 7202.``): a target that copied the last result into
+``The answer is 7202.`` got it wrong after thousands of tokens (an answer comes once a trace,
+so it is rarely trained there), where the start of a line, copied every step, held.
 
 Each line depends only on the one before it (two decrements), so the rule is the same at
 every length: the target learns it on short countdowns, which are cheap to train on, and a
@@ -73,8 +76,8 @@ class Countdown:
         return out
 
     def answer(self) -> str:
-        """``The answer is 7202.``: the last line's result, as the working writes it."""
-        return f"The answer is {ones_first(self.value, 4)}."
+        """``000 left, 7202.``: the end state, as the next line would begin."""
+        return f"{ones_first(0, 3)} left, {ones_first(self.value, 4)}."
 
 
 def ones_first(n: int, width: int) -> str:

@@ -30,7 +30,7 @@ def test_each_line_is_one_step_of_both_countdowns_and_the_answer_is_where_they_e
         counter, before, step, after = got.groups()
         assert [int(counter[::-1]), int(before[::-1]), int(step), int(after[::-1])] == [left, n, 7, n - 7]
         n -= 7
-    assert q.value == n == 1003 - 84 and q.answer() == "The answer is 9190."  # 0919, ones digit first
+    assert q.value == n == 1003 - 84 and q.answer() == "000 left, 9190."  # 0919, ones digit first
     assert q.text == "Ones digit first: count down from 3001 by 7, 210 times."  # 1003, 12 times
 
 
