@@ -51,7 +51,7 @@ def cache_root(cfg: ToyTargetConfig) -> Path:
 
 
 # The long world's own version, hashed only into its recipes (the toy's hash stays as it was).
-COUNTDOWN_VERSION = 5  # 2: borrows reaching the thousands oversampled; 3: ones digit first; 4: everywhere; 5: the answer as a line begins
+COUNTDOWN_VERSION = 6  # 2: borrows reaching the thousands oversampled; 3: ones digit first; 4: everywhere; 5: the answer as a line begins; 6: the start state first
 
 
 def recipe_hash(cfg: ToyTargetConfig) -> str:

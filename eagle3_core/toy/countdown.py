@@ -1,9 +1,10 @@
 """The long toy's world: count down by a step, many times, with a line of working per step.
 
 Every number is written ones digit first, question and answer too: ``Ones digit first: count
-down from 7214 by 7, 003 times.`` (from 4127, 300 times) is answered ``<think>`` + one line per
-step (``003 left, 7214 minus 7 is 0214.``, then ``992 left, 0214 minus 7 is 3114.`` ...) +
-``</think>000 left, 7202.<|im_end|>`` (2027). At 18 tokens a line, 115 to 455 steps give
+down from 7214 by 7, 003 times.`` (from 4127, 300 times) is answered ``<think>`` + the start
+state (``003 left, 7214.``) + one line per step (``003 left, 7214 minus 7 is 0214.``, then
+``992 left, 0214 minus 7 is 3114.`` ...) + ``</think>000 left, 7202.<|im_end|>``, the end state
+(2027). At 18 tokens a line, 115 to 455 steps give
 2K to 8K tokens of reasoning: the lengths where a drafter's acceptance is said to fall.
 
 Why ones digit first: each digit of a result is then the digit above it less the borrow of the
@@ -15,7 +16,10 @@ lines between held (benchmarks/README.md, the long-reasoning toy). Padding fixes
 length, so the digit above is always the same distance back. The answer is the countdown's end
 state, written as a line begins (``000 left, 7202.``): a target that copied the last result into
 ``The answer is 7202.`` got it wrong after thousands of tokens (an answer comes once a trace,
-so it is rarely trained there), where the start of a line, copied every step, held.
+so it is rarely trained there), where the start of a line, copied every step, held. The start
+state opens the working for the same reason: with it, the first line's result digits stand 18
+tokens after the digits they come from, as every later line's do; without it, one first line
+in six went wrong.
 
 Each line depends only on the one before it (two decrements), so the rule is the same at
 every length: the target learns it on short countdowns, which are cheap to train on, and a
@@ -58,17 +62,18 @@ class Countdown:
         return self.start - self.step * self.times
 
     def reasoning(self) -> str:
-        """One line a step, no whitespace at either end (vLLM's parsers strip it)."""
+        """The start state, then one line a step; no whitespace at either end (vLLM's parsers strip it)."""
         return "\n".join(self._lines(self.times))
 
     def opening(self, lines: int) -> str:
-        """The first ``lines`` lines of the working, each with its newline: a prefix of the
+        """The start and the first ``lines`` steps of the working, each with its newline: a prefix of the
         completion's text and, digits and newlines being token boundaries, of its ids."""
         return "".join(line + "\n" for line in self._lines(lines))
 
     def _lines(self, count: int) -> list[str]:
+        """The start state, then ``count`` steps."""
         n = self.start
-        out = []
+        out = [f"{ones_first(self.times, 3)} left, {ones_first(n, 4)}."]
         for left in range(self.times, self.times - count, -1):
             counter, before, after = ones_first(left, 3), ones_first(n, 4), ones_first(n - self.step, 4)
             out.append(f"{counter} left, {before} minus {self.step} is {after}.")

@@ -21,8 +21,8 @@ def long_recipe() -> dict:
 
 def test_each_line_is_one_step_of_both_countdowns_and_the_answer_is_where_they_end():
     q = Countdown(start=1003, step=7, times=12)
-    lines = q.reasoning().split("\n")
-    assert len(lines) == 12 and q.reasoning() == q.reasoning().strip()
+    start, *lines = q.reasoning().split("\n")
+    assert start == "210 left, 3001." and len(lines) == 12 and q.reasoning() == q.reasoning().strip()
     n = q.start
     for left, line in zip(range(12, 0, -1), lines):
         got = LINE.fullmatch(line)
@@ -74,7 +74,7 @@ def test_an_opening_is_a_prefix_of_the_answer_in_text_and_in_ids():
     whole = tok.encode(completion_text(q)).ids
     for lines in (1, 7, 40):
         opening = q.opening(lines)
-        assert completion_text(q).startswith(opening) and opening.count("\n") == lines
+        assert completion_text(q).startswith(opening) and opening.count("\n") == lines + 1  # the start state too
         ids = tok.encode(opening).ids
         assert whole[: len(ids)] == ids
 
