@@ -131,7 +131,9 @@ def prepare(stage: GenerateStage) -> None:
     stage.preflight = generate_preflight(stage.target)
     cfg = stage.cfg
     if cfg.source == "server":
-        slots = cfg.max_concurrency if cfg.concurrency == "auto" else cfg.concurrency
+        from eagle3_core.generate.concurrency import controller_for
+
+        slots = controller_for(cfg).max  # the most this run keeps in flight on an endpoint
         ensure_limits(sorted({endpoint_limit_name(url) for url in cfg.base_urls}), slots)
         stage.shared = PrefectLimits(cfg.base_urls)  # closed by the stage's close, in generate-release
 

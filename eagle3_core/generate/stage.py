@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from eagle3_core.base import stable_hash
 from eagle3_core.errors import ConfigError, InputError, StageError
@@ -51,7 +50,7 @@ from eagle3_core.generate.shape import check_shape
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
 from eagle3_core.generate.slots import SharedLimits, SlotKeeper
 from eagle3_core.generate.stats import RunStats
-from eagle3_core.generate.terminal import TerminalProgress
+from eagle3_core.generate.terminal import Fanout, TerminalProgress
 from eagle3_core.generate.turns import TurnBook
 from eagle3_core.lifecycle import Stage, StageRun, drive
 from eagle3_core.manifest import StageManifest
@@ -92,7 +91,9 @@ class GenerateStage(Stage):
 
     def plan(self) -> list[None]:
         """The probe and the resume scan (the served path), or the answers' check (the dataset's)."""
-        shown = Shown(self)
+        # log lines reach the terminal through the reporter, so the bar does not echo them
+        bar = [TerminalProgress(echo_logs=False)] if self.progress_bar else []
+        shown = Fanout(lambda: self.reporter, *bar)
         if self.cfg.source == "dataset":  # the rows' own answers, no server (dataset_source.py)
             from eagle3_core.generate.dataset_source import DatasetRun
 
@@ -118,24 +119,6 @@ class GenerateStage(Stage):
     @property
     def stats(self) -> RunStats:
         return self.work.stats
-
-
-class Shown:
-    """What a run reports through: the stage's reporter as it is at each call (the flow gives each
-    task its own, ``StageRun.report_to``), and with ``progress_bar`` a terminal bar (log lines reach
-    the terminal through the reporter, so the bar does not echo them)."""
-
-    def __init__(self, stage: GenerateStage) -> None:
-        self.stage = stage
-        self.bar = TerminalProgress(echo_logs=False) if stage.progress_bar else None
-
-    def log(self, message: str) -> None:
-        self.stage.reporter.log(message)
-
-    def progress(self, stage: str, done: int, total: int | None, **figures: Any) -> None:
-        self.stage.reporter.progress(stage, done, total, **figures)
-        if self.bar is not None:
-            self.bar.progress(stage, done, total, **figures)
 
 
 def run_generate(

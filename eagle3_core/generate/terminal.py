@@ -1,12 +1,13 @@
 """A terminal progress bar for the generate stage, fed through the ``Reporter`` protocol.
 
 Shows done/total, in flight, rejected, rate and ETA (tqdm computes rate and ETA from ``done``).
-``Fanout`` sends the same calls to several reporters (the bar and Prefect's artifact).
+``Fanout`` sends the same calls to the stage's reporter of the moment and to the bar.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from eagle3_core.progress import Reporter
@@ -56,13 +57,16 @@ class TerminalProgress:
 
 
 class Fanout:
-    def __init__(self, *reporters: Reporter) -> None:
-        self.reporters = reporters
+    """The same calls to ``current()``, the reporter as it is at each call (a Prefect flow gives
+    each task its own, ``StageRun.report_to``), and to ``extra`` (the terminal bar)."""
+
+    def __init__(self, current: Callable[[], Reporter], *extra: Reporter) -> None:
+        self.current, self.extra = current, extra
 
     def progress(self, stage: str, done: int, total: int | None, **figures: Any) -> None:
-        for reporter in self.reporters:
+        for reporter in (self.current(), *self.extra):
             reporter.progress(stage, done, total, **figures)
 
     def log(self, message: str) -> None:
-        for reporter in self.reporters:
+        for reporter in (self.current(), *self.extra):
             reporter.log(message)

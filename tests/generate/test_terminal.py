@@ -8,7 +8,7 @@ from tests.generate.helpers import Recorder
 
 def test_the_bar_shows_progress_in_flight_and_rejected_and_fans_out():
     stream, recorder = io.StringIO(), Recorder()
-    reporter = Fanout(TerminalProgress(stream), recorder)
+    reporter = Fanout(lambda: recorder, TerminalProgress(stream))
     reporter.log("probe: model m on 1 endpoint(s): reasoning in `reasoning`")
     reporter.progress("generate", 3, 10, in_flight=4, rejected=1, rate=2.0)
     reporter.progress("generate", 10, 10, in_flight=0, rejected=1, rate=2.0)
