@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/long_toy_errors.py [--recipe configs/toy-long.yaml] [--dir BUILD]
 
-Feeds each held-out trace once (as ``score_forced`` does) and prints, per wrong position, the
+Feeds each held-out trace once (``toy.train.forced_errors``, what ``score_forced`` counts) and prints, per wrong position, the
 trace, its step count, the position, the text before it and the token wanted and the one the
 target would write; then the count by part of the trace (first line, the lines between, the
 answer). A build's exact share says whether it is worth drafting; this says what to change.
@@ -23,28 +23,32 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="A build's directory (default: the recipe's cached build).")
     args = parser.parse_args()
 
-    import torch
     import yaml
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from eagle3_core.toy.build import _world, toy_target_dir
     from eagle3_core.toy.config import ToyTargetConfig
-    from eagle3_core.toy.train import IGNORE, _batch, encode
+    from eagle3_core.toy.train import encode, forced_errors
 
     cfg = ToyTargetConfig.model_validate(yaml.safe_load(open(args.recipe, encoding="utf-8"))["toy"])
     built = Path(args.dir) if args.dir else toy_target_dir(cfg)
-    tok, model = AutoTokenizer.from_pretrained(str(built)), AutoModelForCausalLM.from_pretrained(str(built)).eval()
+    tok, model = AutoTokenizer.from_pretrained(str(built)), AutoModelForCausalLM.from_pretrained(str(built))
     heldout = _world(cfg).heldout
     parts: Counter[str] = Counter()
-    with torch.no_grad():
-        for i, example in enumerate(encode(tok, heldout)):
-            ids, labels = _batch([example], tok.pad_token_id)
-            predicted, wanted = model(input_ids=ids).logits[0, :-1].argmax(-1), labels[0, 1:]
-            for at in ((predicted != wanted) & (wanted != IGNORE)).nonzero().flatten().tolist():
-                before = tok.decode(ids[0, max(0, at - 20) : at + 1])
-                parts[part_of(before)] += 1
-                got, want = tok.decode([predicted[at]]), tok.decode([wanted[at]])
-                print(i, heldout[i].times, at, repr(before[-60:]), "want", repr(want), "got", repr(got))
+    for i, (example, errors) in enumerate(zip(encode(tok, heldout), forced_errors(model, tok, heldout))):
+        for at, want, got in errors:
+            before = tok.decode(example.ids[max(0, at - 20) : at + 1])
+            parts[part_of(before)] += 1
+            print(
+                i,
+                heldout[i].times,
+                at,
+                repr(before[-60:]),
+                "want",
+                repr(tok.decode([want])),
+                "got",
+                repr(tok.decode([got])),
+            )
     print(f"wrong tokens by part of the trace over {len(heldout)} traces: {dict(parts)}")
 
 

@@ -223,20 +223,7 @@ def score_forced(model, tokenizer, questions: list, batch_size: int = 4) -> dict
     chain that errs and still ends on the right number is not counted: ``answer_accuracy`` is
     the whole completion exact, a lower bound. Decoding 8K-token traces on CPU takes tens of
     minutes (a growing KV cache, token by token); this takes seconds."""
-    import torch
-
-    examples = encode(tokenizer, questions)
-    order = sorted(range(len(examples)), key=lambda i: len(examples[i].ids))
-    exact = [False] * len(examples)
-    model.eval()
-    with torch.no_grad():
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            ids, labels = _batch([examples[i] for i in rows], tokenizer.pad_token_id)
-            predicted, wanted = model(input_ids=ids).logits[:, :-1].argmax(-1), labels[:, 1:]
-            agree = ((predicted == wanted) | (wanted == IGNORE)).all(dim=1)
-            for row, ok in zip(rows, agree.tolist()):
-                exact[row] = ok
+    exact = [not wrong for wrong in forced_errors(model, tokenizer, questions, batch_size)]
     kinds = sorted({q.kind for q in questions})
     return {
         "questions": len(questions),
@@ -245,6 +232,26 @@ def score_forced(model, tokenizer, questions: list, batch_size: int = 4) -> dict
         "exact_completion": _mean(exact),
         "method": "teacher-forced greedy (whole completion exact)",
     }
+
+
+def forced_errors(model, tokenizer, questions: list, batch_size: int = 4) -> list[list[tuple[int, int, int]]]:
+    """Per question, fed its reference once: ``(position, wanted id, top id)`` wherever the
+    model's top token is not the reference's next one (position in the encoded question)."""
+    import torch
+
+    examples = encode(tokenizer, questions)
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i].ids))
+    errors: list[list[tuple[int, int, int]]] = [[] for _ in examples]
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            ids, labels = _batch([examples[i] for i in rows], tokenizer.pad_token_id)
+            predicted, wanted = model(input_ids=ids).logits[:, :-1].argmax(-1), labels[:, 1:]
+            wrong = (predicted != wanted) & (wanted != IGNORE)
+            for b, at in wrong.nonzero().tolist():
+                errors[rows[b]].append((at, int(wanted[b, at]), int(predicted[b, at])))
+    return errors
 
 
 def _mean(flags: list[bool]) -> float:
