@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 from eagle3_core.fsio import atomic_path
 from eagle3_core.toy.corpus import SYMBOL, Question
@@ -44,37 +45,47 @@ def ensure_dataset_answers(toy_dir: str | Path) -> dict[str, Path]:
     if all(f.is_file() for f in files.values()):
         return files
     questions = [_question(json.loads(line)) for line in (toy_dir / "prompts_train.jsonl").open(encoding="utf-8")]
-    _write(files["plain"], [_row(q, plain_answer(q), None) for q in questions])
-    _write(files["reasoned"], [_row(q, reasoned_content(q), short_reasoning(q)) for q in questions])
+    answers = [dataset_answers(q) for q in questions]
+    _write(files["plain"], [_row(q, a.plain, None) for q, a in zip(questions, answers)])
+    _write(files["reasoned"], [_row(q, a.content, a.reasoning) for q, a in zip(questions, answers)])
     return files
 
 
-def plain_answer(q: Question | Countdown) -> str:
-    if isinstance(q, Countdown):
-        start, times, value = ones_first(q.start, 4), ones_first(q.times, 3), ones_first(q.value, 4)
-        return f"Counting down from {start} by {q.step}, {times} times, ends at {value}."
-    return f"{q.a} {SYMBOL[q.op]} {q.b} equals {q.value}."
+class Answers(NamedTuple):
+    plain: str  # the result in another wording, no reasoning
+    content: str  # the reasoned answer's final turn
+    reasoning: str  # its short reasoning, in another style than the toy's
 
 
-def reasoned_content(q: Question | Countdown) -> str:
-    return f"So it is {ones_first(q.value, 4) if isinstance(q, Countdown) else q.value}."
+def dataset_answers(q: Question | Countdown) -> Answers:
+    return _countdown_answers(q) if isinstance(q, Countdown) else _arithmetic_answers(q)
 
 
-def short_reasoning(q: Question | Countdown) -> str:
-    """Tens first on whole numbers: another style than the toy's digit columns with carries; a
-    countdown in one multiplication, not a line a step."""
-    if isinstance(q, Countdown):
-        times, span = ones_first(q.times, 3), ones_first(q.step * q.times, 4)
-        return (
-            f"{times} times {q.step} is {span}, and {ones_first(q.start, 4)} minus {span} is {ones_first(q.value, 4)}."
-        )
+def _arithmetic_answers(q: Question) -> Answers:
+    """Tens first on whole numbers: another style than the toy's digit columns with carries."""
     if q.op == "mul":
         tens, ones = divmod(q.a, 10)
-        return f"{tens * 10} × {q.b} = {tens * 10 * q.b}, {ones} × {q.b} = {ones * q.b}, {tens * 10 * q.b} + {ones * q.b} = {q.value}."
-    tens, ones = divmod(q.b, 10)
-    sign = SYMBOL[q.op]
-    partial = q.a + tens * 10 if q.op == "add" else q.a - tens * 10
-    return f"{q.a} {sign} {tens * 10} = {partial}, {partial} {sign} {ones} = {q.value}."
+        tens_part, ones_part = tens * 10 * q.b, ones * q.b
+        reasoning = (
+            f"{tens * 10} × {q.b} = {tens_part}, {ones} × {q.b} = {ones_part}, {tens_part} + {ones_part} = {q.value}."
+        )
+    else:
+        tens, ones = divmod(q.b, 10)
+        sign = SYMBOL[q.op]
+        partial = q.a + tens * 10 if q.op == "add" else q.a - tens * 10
+        reasoning = f"{q.a} {sign} {tens * 10} = {partial}, {partial} {sign} {ones} = {q.value}."
+    return Answers(f"{q.a} {SYMBOL[q.op]} {q.b} equals {q.value}.", f"So it is {q.value}.", reasoning)
+
+
+def _countdown_answers(q: Countdown) -> Answers:
+    """In the world's notation (ones digit first); one multiplication, not a line a step."""
+    start, times, value = ones_first(q.start, 4), ones_first(q.times, 3), ones_first(q.value, 4)
+    span = ones_first(q.step * q.times, 4)
+    return Answers(
+        f"Counting down from {start} by {q.step}, {times} times, ends at {value}.",
+        f"So it is {value}.",
+        f"{times} times {q.step} is {span}, and {start} minus {span} is {value}.",
+    )
 
 
 def _question(row: dict) -> Question | Countdown:
