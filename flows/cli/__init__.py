@@ -6,6 +6,7 @@ flow (and with it Prefect, torch, ...) when it runs.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import logging
@@ -58,9 +59,9 @@ def main() -> None:
     from eagle3_core.errors import Eagle3Error
 
     quiet_user_error_tracebacks()
-    watch_ephemeral_api()
     try:
-        cli.main(standalone_mode=False)
+        with watch_ephemeral_api():
+            cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
@@ -78,25 +79,34 @@ def main() -> None:
         sys.exit(130)
 
 
-def watch_ephemeral_api() -> None:
+# A cold ephemeral API imports Prefect's server and opens its database: 11 s on an idle 2-core
+# VM, and past Prefect's 20 s default while the command's own imports shared the cores.
+EPHEMERAL_STARTUP_S = 120
+
+
+def watch_ephemeral_api() -> contextlib.AbstractContextManager:
     """Without ``PREFECT_API_URL`` a flow run starts Prefect's ephemeral API as a plain child
     process, which a ``kill -9`` of the command left serving (and holding its port and database)
-    for good. Started through the engines' watchdog instead, it dies with the command."""
+    for good. Started through the engines' watchdog instead, it dies with the command. Returns
+    the settings to run under: the ephemeral API given ``EPHEMERAL_STARTUP_S`` to answer (or
+    the user's longer timeout)."""
     if os.environ.get("PREFECT_API_URL") or "--help" in sys.argv or len(sys.argv) < 2:
-        return  # a server of the user's, or no flow to run: --help stays quick
+        return contextlib.nullcontext()  # a server of the user's, or no flow to run: --help stays quick
     import subprocess
     import types
 
-    from prefect.settings import PREFECT_API_URL
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings
 
     if PREFECT_API_URL.value():  # set in the user's Prefect profile
-        return
+        return contextlib.nullcontext()
     from prefect.server.api import server
 
     from eagle3_core.serve.process import WatchedPopen
 
     # The module calls `subprocess.Popen` and catches `subprocess.TimeoutExpired`, nothing else of it.
     server.subprocess = types.SimpleNamespace(Popen=WatchedPopen, TimeoutExpired=subprocess.TimeoutExpired)
+    timeout = max(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value(), EPHEMERAL_STARTUP_S)
+    return temporary_settings(updates={PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: timeout})
 
 
 def quiet_user_error_tracebacks() -> None:

@@ -105,3 +105,21 @@ def test_train_mode_auto_is_a_choice_and_reads_hidden_only_when_extract_wrote_it
     assert input_folders("auto", str(tmp_path / "hidden")) == (str(tmp_path / "hidden"), None)
     assert input_folders("auto", str(tmp_path / "sequences")) == (None, str(tmp_path / "sequences"))
     assert input_folders("offline", str(tmp_path / "x")) == (str(tmp_path / "x"), None)
+
+
+def test_the_ephemeral_api_is_given_two_minutes_to_start_unless_the_user_gave_it_longer(monkeypatch):
+    """Prefect's 20 s default ran out on a 2-core VM while the command's own imports shared the
+    cores: `eagle3 evaluate` then failed before doing anything."""
+    from prefect.server.api import server
+    from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS as STARTUP
+    from prefect.settings import temporary_settings
+
+    from flows.cli import EPHEMERAL_STARTUP_S, watch_ephemeral_api
+
+    monkeypatch.setattr(server, "subprocess", server.subprocess)  # put back after: the call swaps it
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setattr(sys, "argv", ["eagle3", "evaluate"])
+    with temporary_settings(restore_defaults={STARTUP}), watch_ephemeral_api():
+        assert STARTUP.value() == EPHEMERAL_STARTUP_S == 120
+    with temporary_settings(updates={STARTUP: 600}), watch_ephemeral_api():
+        assert STARTUP.value() == 600

@@ -34,13 +34,16 @@ time.sleep(600)
 """
 
 
-def watchdog_of(starter: int) -> int | None:
+def vllm_watchdog_of(starter: int) -> int | None:
+    """The watchdog of the starter's vLLM engine: the CLI's ephemeral Prefect API runs under a
+    watchdog of the same starter too, so the engine's is the one whose command is vLLM's."""
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if len(argv) > 2 and argv[1].endswith(b"watchdog.py") and argv[2] == str(starter).encode():
+        is_watchdog = len(argv) > 2 and argv[1].endswith(b"watchdog.py") and argv[2] == str(starter).encode()
+        if is_watchdog and any(b"vllm" in arg for arg in argv[3:]):
             return int(entry)
     return None
 
@@ -86,7 +89,7 @@ def test_a_sigkilled_evaluate_leaves_no_vllm_process_and_its_log_is_in_the_run(t
     with machine_vllm_lock():
         starter = subprocess.Popen([sys.executable, *command], env=ENV, cwd=tmp_path, start_new_session=True)
         try:
-            watchdog = wait_until(lambda: watchdog_of(starter.pid), 300, "evaluate to start vLLM")
+            watchdog = wait_until(lambda: vllm_watchdog_of(starter.pid), 300, "evaluate to start vLLM")
             wait_until(lambda: starter.poll() is not None or healthy(out / "logs"), 300, "vLLM to answer /health")
             assert starter.poll() is None, "evaluate stopped before vLLM was up"
             engine = group(watchdog)
