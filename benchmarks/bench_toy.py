@@ -49,7 +49,7 @@ def build(reuse: bool) -> tuple[Path, dict]:
             "heldout_accuracy": report["heldout"]["answer_accuracy"],
             "heldout_per_op": report["heldout"]["per_op"],
             "heldout_exact_completion": report["heldout"]["exact_completion"],
-            "heldout_accuracy_bf16": report["heldout_bf16"]["answer_accuracy"],
+            "heldout_accuracy_bf16": (report["heldout_bf16"] or {}).get("answer_accuracy"),  # None: no bf16 kernels
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         },
         recipe,

@@ -197,14 +197,17 @@ def _save_model(model, tokenizer, out: Path) -> None:
 
 def _score(model, tokenizer, heldout: list, cfg: ToyTargetConfig) -> dict:
     """Held-out scores in fp32 and in bf16, as vLLM serves it: a precision-fragile build shows
-    as a gap. The long world's traces are scored from one forward pass each (``score_forced``)."""
+    as a gap. The long world's traces are scored from one forward pass each (``score_forced``).
+    A CPU without bf16 kernels leaves bf16 unscored (None): there it would take hours."""
     import torch
 
     from eagle3_core.toy import train as toy_train
 
     score = toy_train.score if cfg.countdown is None else toy_train.score_forced
-    bf16 = copy.deepcopy(model).to(torch.bfloat16)
-    return {"heldout": score(model, tokenizer, heldout), "heldout_bf16": score(bf16, tokenizer, heldout)}
+    scores = {"heldout": score(model, tokenizer, heldout), "heldout_bf16": None}
+    if toy_train.cpu_computes_bf16():
+        scores["heldout_bf16"] = score(copy.deepcopy(model).to(torch.bfloat16), tokenizer, heldout)
+    return scores
 
 
 def _write_prompts(path: Path, questions: list) -> None:

@@ -31,6 +31,12 @@ class CountdownConfig(StrictModel):
         ge=1,
         description="Questions per step in the long phase (each is 2K-8K tokens; batch_size is for the short phase).",
     )
+    short_every: int = Field(
+        0,
+        ge=0,
+        description="In the long phase, every short_every-th step is a short one (0: none), so the first lines, "
+        "which long batches hold two of a step, stay trained.",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> "CountdownConfig":
@@ -77,7 +83,7 @@ class ToyTargetConfig(StrictModel):
     lr: float = Field(2e-3, gt=0, description="Peak learning rate (AdamW, cosine to a tenth).")
     bf16_autocast: bool = Field(
         True,
-        description="Train under bf16 autocast with fp32 weights (1.5x faster on CPUs with AVX-512 bf16; the saved weights stay fp32).",
+        description="Train under bf16 autocast with fp32 weights (1.5x faster on CPUs with AVX-512 bf16; the saved weights stay fp32). A CPU without bf16 kernels trains in fp32 (the report's training.bf16_autocast says which).",
     )
     seed: int = Field(0, description="Seed for the question split, sampling and weights.")
     countdown: CountdownConfig | None = Field(

@@ -2,11 +2,13 @@
 
 Loss is on the assistant part only (reasoning, ``</think>``, answer, ``<|im_end|>``); the
 prompt, which ends with ``<think>``, is masked out. Mixed precision (bf16 autocast, fp32
-weights) is 1.5x faster on these CPUs (17,000 vs 11,500 tokens/s) and the target is served in
-bf16 anyway. AdamW with linear warm-up and a cosine
+weights) is 1.5x faster on CPUs that compute bf16 natively (17,000 vs 11,500 tokens/s) and the
+target is served in bf16 anyway; where a CPU has no bf16 kernels (AVX2 only), a bf16 matmul ran
+at 0.85 GFLOPS against fp32's 110, so there training stays in fp32 (``cpu_computes_bf16``). AdamW with linear warm-up and a cosine
 decay to a tenth of the peak: the cosine schedule was what took every size in
 TOY_TARGET.md to 100% held-out within 5 minutes. The step count, not the wall clock, ends
-training, so a build is a pure function of its recipe.
+training, so a build is a pure function of its recipe (and of whether the CPU computes bf16,
+which the report records).
 """
 
 from __future__ import annotations
@@ -24,6 +26,14 @@ from eagle3_core.toy.countdown import CountdownSplit, training_batch
 from eagle3_core.toy.tokenizer import IM_END, PAD, THINK_CLOSE
 
 IGNORE = -100
+
+
+def cpu_computes_bf16() -> bool:
+    """Whether this CPU has bf16 kernels (oneDNN's, AVX-512 and up): without them torch falls
+    back to a reference loop some hundred times slower than fp32."""
+    import torch
+
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 @dataclass(frozen=True)
@@ -113,12 +123,14 @@ def arithmetic_batches(tokenizer, train_pools: dict[str, list[Question]], cfg: T
 
 def countdown_batches(tokenizer, split: CountdownSplit, cfg: ToyTargetConfig) -> Batches:
     """Short countdowns at ``batch_size`` first, then long ones at ``countdown.long_batch_size``
-    for the last ``countdown.long_fraction`` of the steps."""
+    for the last ``countdown.long_fraction`` of the steps, a short step every
+    ``countdown.short_every`` among them."""
     world, rng = cfg.countdown, random.Random(cfg.seed)
     long_from = cfg.train_steps - round(cfg.train_steps * world.long_fraction)
 
     def batch(step: int) -> list[Example]:
-        long = step >= long_from
+        into_long = step - long_from
+        long = into_long >= 0 and not (world.short_every and into_long % world.short_every == world.short_every - 1)
         size = world.long_batch_size if long else cfg.batch_size
         samples = training_batch(split, world, long, size, rng)
         texts = [completion_text(s.question) if s.lines is None else s.question.opening(s.lines) for s in samples]
@@ -132,6 +144,7 @@ def train(model, tokenizer, batches: Batches, cfg: ToyTargetConfig, reporter: Re
     import torch
 
     reporter = reporter or NullReporter()
+    autocast = cfg.bf16_autocast and cpu_computes_bf16()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.01)
     model.train()
     start, tokens, losses = time.monotonic(), 0, []
@@ -140,7 +153,7 @@ def train(model, tokenizer, batches: Batches, cfg: ToyTargetConfig, reporter: Re
         ids, labels = _batch(batch, tokenizer.pad_token_id)
         for group in opt.param_groups:
             group["lr"] = _lr_at(step, cfg)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             loss = model(input_ids=ids, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -157,6 +170,7 @@ def train(model, tokenizer, batches: Batches, cfg: ToyTargetConfig, reporter: Re
         "train_seconds": round(seconds, 1),
         "tokens_per_second": round(tokens / seconds),
         "final_loss": round(sum(tail) / len(tail), 4),
+        "bf16_autocast": autocast,
     }
 
 

@@ -94,6 +94,25 @@ def test_a_batch_keeps_lengths_close_so_padding_stays_small():
         assert max(times) - min(times) <= 2 * max(1, (world.most_steps - world.fewest_steps) // 20)
 
 
+def test_the_long_phase_holds_a_short_step_every_short_every_steps():
+    from eagle3_core.toy.train import countdown_batches
+
+    class Ids:  # a tokenizer stand-in: one id a character is enough to count a batch's samples
+        def __call__(self, texts, add_special_tokens=False):
+            return {"input_ids": [[1] * len(text) for text in texts]}
+
+        def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+            return messages[0]["content"]
+
+    world = CountdownConfig(
+        fewest_steps=3, most_steps=6, short_steps=2, long_fraction=0.5, long_batch_size=2, short_every=3
+    )
+    cfg = ToyTargetConfig(train_steps=12, batch_size=5, countdown=world)
+    batches = countdown_batches(Ids(), split_countdowns(world, 4, 4, seed=0), cfg)
+    sizes = [len(batches(step)) for step in range(12)]
+    assert sizes == [5] * 6 + [2, 2, 5, 2, 2, 5]
+
+
 def test_step_ranges_out_of_order_are_one_config_error():
     with pytest.raises(ValueError, match="short_steps <= fewest_steps <= most_steps"):
         CountdownConfig(fewest_steps=500, most_steps=200)

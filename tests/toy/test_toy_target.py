@@ -9,6 +9,7 @@ import math
 import pytest
 
 from eagle3_core.toy.build import HELDOUT_PROMPTS, TRAIN_PROMPTS, read_report
+from eagle3_core.toy.train import cpu_computes_bf16
 from tests.fixtures.toy import toy_recipe
 
 TEXTS = [
@@ -94,7 +95,10 @@ def test_the_heldout_accuracy_is_high_in_fp32_and_in_bf16(toy_target):
     report = read_report(toy_target)
     assert report["heldout"]["questions"] == 500
     assert report["heldout"]["answer_accuracy"] >= 0.9, report["heldout"]
-    assert report["heldout_bf16"]["answer_accuracy"] >= 0.85, report["heldout_bf16"]
+    if report["heldout_bf16"] is None:  # bf16 left unscored only where the CPU has no bf16 kernels
+        assert not report["training"]["bf16_autocast"] and not cpu_computes_bf16()
+    else:
+        assert report["heldout_bf16"]["answer_accuracy"] >= 0.85, report["heldout_bf16"]
     assert min(report["heldout"]["per_op"].values()) >= 0.75, report["heldout"]
 
 
