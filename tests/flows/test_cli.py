@@ -111,6 +111,7 @@ def test_the_ephemeral_api_is_given_two_minutes_to_start_unless_the_user_gave_it
     """Prefect's 20 s default ran out on a 2-core VM while the command's own imports shared the
     cores: `eagle3 evaluate` then failed before doing anything."""
     from prefect.server.api import server
+    from prefect.settings import PREFECT_API_URL
     from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS as STARTUP
     from prefect.settings import temporary_settings
 
@@ -119,7 +120,8 @@ def test_the_ephemeral_api_is_given_two_minutes_to_start_unless_the_user_gave_it
     monkeypatch.setattr(server, "subprocess", server.subprocess)  # put back after: the call swaps it
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     monkeypatch.setattr(sys, "argv", ["eagle3", "evaluate"])
-    with temporary_settings(restore_defaults={STARTUP}), watch_ephemeral_api():
+    # no API of the user's, in the environment or the settings (a test session's harness sets one)
+    with temporary_settings(restore_defaults={STARTUP, PREFECT_API_URL}), watch_ephemeral_api():
         assert STARTUP.value() == EPHEMERAL_STARTUP_S == 120
-    with temporary_settings(updates={STARTUP: 600}), watch_ephemeral_api():
+    with temporary_settings(updates={STARTUP: 600}, restore_defaults={PREFECT_API_URL}), watch_ephemeral_api():
         assert STARTUP.value() == 600
