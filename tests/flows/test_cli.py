@@ -111,9 +111,8 @@ def test_the_ephemeral_api_is_given_two_minutes_to_start_unless_the_user_gave_it
     """Prefect's 20 s default ran out on a 2-core VM while the command's own imports shared the
     cores: `eagle3 evaluate` then failed before doing anything."""
     from prefect.server.api import server
-    from prefect.settings import PREFECT_API_URL
+    from prefect.settings import PREFECT_API_URL, temporary_settings
     from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS as STARTUP
-    from prefect.settings import temporary_settings
 
     from flows.cli import EPHEMERAL_STARTUP_S, watch_ephemeral_api
 
