@@ -34,8 +34,9 @@ class CountdownConfig(StrictModel):
     short_every: int = Field(
         0,
         ge=0,
-        description="In the long phase, every short_every-th step is a short one (0: none), so the first lines, "
-        "which long batches hold two of a step, stay trained.",
+        description="In the long phase, every short_every-th step is a short one (0: none): long batches hold "
+        "two first lines a step, short ones dozens (build 7, with it and in fp32, wrote 48 of 48 held-out traces; "
+        "build 6, without either, 41, its errors in the first line).",
     )
 
     @model_validator(mode="after")

@@ -4,8 +4,8 @@ Loss is on the assistant part only (reasoning, ``</think>``, answer, ``<|im_end|
 prompt, which ends with ``<think>``, is masked out. Mixed precision (bf16 autocast, fp32
 weights) is 1.5x faster on CPUs that compute bf16 natively (17,000 vs 11,500 tokens/s) and the
 target is served in bf16 anyway; where a CPU has no bf16 kernels (AVX2 only), a bf16 matmul ran
-at 0.85 GFLOPS against fp32's 110, so there training stays in fp32 (``cpu_computes_bf16``). AdamW with linear warm-up and a cosine
-decay to a tenth of the peak: the cosine schedule was what took every size in
+at 0.85 GFLOPS against fp32's 110, so there training stays in fp32 (``cpu_computes_bf16``).
+AdamW with linear warm-up and a cosine decay to a tenth of the peak: the cosine schedule was what took every size in
 TOY_TARGET.md to 100% held-out within 5 minutes. The step count, not the wall clock, ends
 training, so a build is a pure function of its recipe (and of whether the CPU computes bf16,
 which the report records).
@@ -128,9 +128,13 @@ def countdown_batches(tokenizer, split: CountdownSplit, cfg: ToyTargetConfig) ->
     world, rng = cfg.countdown, random.Random(cfg.seed)
     long_from = cfg.train_steps - round(cfg.train_steps * world.long_fraction)
 
+    def is_long(step: int) -> bool:
+        if step < long_from:
+            return False
+        return not world.short_every or (step - long_from + 1) % world.short_every != 0
+
     def batch(step: int) -> list[Example]:
-        into_long = step - long_from
-        long = into_long >= 0 and not (world.short_every and into_long % world.short_every == world.short_every - 1)
+        long = is_long(step)
         size = world.long_batch_size if long else cfg.batch_size
         samples = training_batch(split, world, long, size, rng)
         texts = [completion_text(s.question) if s.lines is None else s.question.opening(s.lines) for s in samples]

@@ -36,14 +36,15 @@ time.sleep(600)
 
 def vllm_watchdog_of(starter: int) -> int | None:
     """The watchdog of the starter's vLLM engine: the CLI's ephemeral Prefect API runs under a
-    watchdog of the same starter too, so the engine's is the one whose command is vLLM's."""
+    watchdog of the same starter too, so the engine's is the one running vLLM's api_server module
+    (matched by module, not by "vllm" anywhere: a checkout's own path may hold that word)."""
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
         is_watchdog = len(argv) > 2 and argv[1].endswith(b"watchdog.py") and argv[2] == str(starter).encode()
-        if is_watchdog and any(b"vllm" in arg for arg in argv[3:]):
+        if is_watchdog and any(arg.startswith(b"vllm.entrypoints") for arg in argv[3:]):
             return int(entry)
     return None
 
