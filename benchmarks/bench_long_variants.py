@@ -21,7 +21,15 @@ import statistics
 import time
 from pathlib import Path
 
-from bench_regeneration import built_recipe, read_results, train_figures, write_results
+from bench_regeneration import (
+    bucket_labels,
+    bucket_means,
+    built_recipe,
+    mean_cell,
+    read_results,
+    train_figures,
+    write_results,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PREP_STAGES = ["generate", "reconstruct", "vocab", "extract"]
@@ -108,7 +116,7 @@ def train_and_measure(base, run_dir: Path, name: str, seed: int, steps: int) -> 
 
 def markdown(results: dict) -> str:
     runs = results.get("runs", {})
-    labels = sorted({label for r in runs.values() for label in r["buckets"]}, key=_bucket_order)
+    labels = bucket_labels(list(runs.values()))
     lines = [
         "| variant | seeds | vLLM (mean ± spread) | replayed offline | " + " | ".join(labels) + " |",
         "|---|---|---|---|" + "---|" * len(labels),
@@ -119,22 +127,12 @@ def markdown(results: dict) -> str:
             continue
         vllm = [r["vllm"] for r in mine]
         spread = (max(vllm) - min(vllm)) / 2 if len(vllm) > 1 else 0.0
-        cells = [_mean([r["buckets"].get(label) for r in mine]) for label in labels]
+        cells = bucket_means(mine, labels)
         lines.append(
             f"| {name} | {len(mine)} | {statistics.mean(vllm):.3f} ± {spread:.3f} | "
-            f"{_mean([r['replayed'] for r in mine])} | " + " | ".join(cells) + " |"
+            f"{mean_cell([r['replayed'] for r in mine])} | " + " | ".join(cells) + " |"
         )
     return "\n".join(lines)
-
-
-def _mean(values: list) -> str:
-    kept = [v for v in values if v is not None]
-    return f"{statistics.mean(kept):.3f}" if kept else "-"
-
-
-def _bucket_order(label: str) -> int:
-    start = label.split("-")[0].rstrip("+")
-    return int(start[:-1]) * 1024 if start.endswith("K") else int(start)
 
 
 if __name__ == "__main__":

@@ -192,11 +192,13 @@ def train_and_measure(base, run_dir: Path, seed: int, steps: int, init_from: str
     run_evaluate(
         base.evaluate, base.target, str(drafter / "export"), str(eval_dir), base.serve, str(run_dir / "generations")
     )
-    online = json.loads((eval_dir / "report.json").read_text())["online"]["with_drafter"]
+    report = json.loads((eval_dir / "report.json").read_text())
+    online, by_context = report["online"]["with_drafter"], report.get("by_context") or {}
     return {
         "acceptance_length": online["acceptance_length"],
         "acceptance_per_position": online["acceptance_per_position"],
         "drafts": online.get("drafts"),
+        "buckets": {b["label"]: b["acceptance_length"] for b in by_context.get("buckets", []) if b["drafts"]},
         "train": train_figures(drafter),
         "train_s": round(trained - started, 1),
         "evaluate_s": round(time.time() - trained, 1),
@@ -243,9 +245,12 @@ def write_results(out: Path, results: dict) -> None:
 
 
 def markdown(results: dict) -> str:
+    labels = bucket_labels([r for figures in results["arms"].values() for r in figures["seeds"].values()])
     lines = [
-        "| trained on | seeds | acceptance length k=3 (mean ± spread) | per seed | per position (mean) | sequences | supervised tokens |",
-        "|---|---|---|---|---|---|---|",
+        "| trained on | seeds | acceptance length k=3 (mean ± spread) | per seed | per position (mean) | sequences | supervised tokens | "
+        + " | ".join(labels)
+        + " |",
+        "|---|---|---|---|---|---|---|" + "---|" * len(labels),
     ]
     for arm, figures in results["arms"].items():
         runs = list(figures["seeds"].values())
@@ -256,7 +261,7 @@ def markdown(results: dict) -> str:
         lines.append(
             f"| {arm} | {len(runs)} | {statistics.mean(lengths):.3f} ± {spread:.3f} | "
             f"{', '.join(f'{v:.3f}' for v in lengths)} | {per_pos} | {seq.get('sequences')} | "
-            f"{seq.get('supervised_tokens', '-')} |"
+            f"{seq.get('supervised_tokens', '-')} | " + " | ".join(bucket_means(runs, labels)) + " |"
         )
     if "finetune" in results:
         tuned = results["finetune"]
@@ -268,6 +273,26 @@ def markdown(results: dict) -> str:
             f"{tuned['passes_start_at_step']}",
         ]
     return "\n".join(lines)
+
+
+def bucket_labels(runs: list[dict]) -> list[str]:
+    """The context buckets any run measured, in order (none for runs measured before buckets)."""
+    return sorted({label for r in runs for label in r.get("buckets", {})}, key=_bucket_order)
+
+
+def bucket_means(runs: list[dict], labels: list[str]) -> list[str]:
+    """Per bucket, the runs' mean acceptance length ('-' where none measured it)."""
+    return [mean_cell([r.get("buckets", {}).get(label) for r in runs]) for label in labels]
+
+
+def mean_cell(values: list) -> str:
+    kept = [v for v in values if v is not None]
+    return f"{statistics.mean(kept):.3f}" if kept else "-"
+
+
+def _bucket_order(label: str) -> int:
+    start = label.split("-")[0].rstrip("+")
+    return int(start[:-1]) * 1024 if start.endswith("K") else int(start)
 
 
 if __name__ == "__main__":

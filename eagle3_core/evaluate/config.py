@@ -37,6 +37,10 @@ class EvaluateConfig(StrictModel):
         ge=1,
         description="Timed passes of the same prompts per server after an untimed warm-up pass; tokens/s is their median and the speed-up carries their spread.",
     )
+    warmup: bool = Field(
+        True,
+        description="An untimed pass of the prompts before the timed ones, so tokens/s leaves out vLLM's warm-up. Off where only acceptance is wanted and one pass is long (the long toy's 8K-token answers): acceptance is read around the first pass either way.",
+    )
     offline_max_prompts: int | None = Field(
         32,
         ge=1,

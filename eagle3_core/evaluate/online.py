@@ -104,11 +104,14 @@ def completion_tokens(answers: list) -> int:
     )
 
 
-def measure(base_url: str, prompts: list[list[dict]], gen: GenerateConfig, repeats: int = 1) -> Measurement:
-    """Warm up on the whole batch, then ``repeats`` timed passes; counters around the first."""
+def measure(
+    base_url: str, prompts: list[list[dict]], gen: GenerateConfig, repeats: int = 1, warmup: bool = True
+) -> Measurement:
+    """Warm up on the whole batch (``warmup``), then ``repeats`` timed passes; counters around the first."""
     root = base_url.rstrip("/").removesuffix("/v1")
     model = served_model(base_url)
-    timed_pass(base_url, model, prompts, gen)  # warm-up, untimed
+    if warmup:
+        timed_pass(base_url, model, prompts, gen)  # untimed
     before = read_counters(root)
     answers, wall = timed_pass(base_url, model, prompts, gen)
     counters = read_counters(root) - before

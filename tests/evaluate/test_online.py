@@ -55,6 +55,12 @@ def test_counters_cover_the_first_timed_pass_only(spec_server):
     assert m.failures == [] and m.completion_tokens > 0 and all(isinstance(o, list) for o in m.outputs)
 
 
+def test_without_warm_up_one_pass_is_sent_and_its_counters_are_the_figures(spec_server):
+    m = measure(spec_server.url, PROMPTS, client_config(0.0, 16, 2, 30), repeats=1, warmup=False)
+    assert spec_server.chats == 5  # the long toy's 8K-token answers are sent once, not twice
+    assert (m.counters.drafts, m.counters.accepted) == (10, 15) and len(m.rates) == 1
+
+
 def test_requests_are_greedy_with_token_ids_and_never_carry_top_k(spec_server):
     measure(spec_server.url, PROMPTS[:2], client_config(0.0, 16, 2, 30))
     for body in spec_server.requests:
