@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 from eagle3_core.errors import EndpointError
 from eagle3_core.evaluate.metrics import SpecCounters
 from eagle3_core.generate.config import GenerateConfig
+from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.target import ChatSettings
 
 
@@ -88,11 +90,22 @@ def served_model(base_url: str) -> str:
     return response.json()["data"][0]["id"]
 
 
-def timed_pass(base_url: str, model: str, prompts: list[list[dict]], gen: GenerateConfig) -> tuple[list, float]:
+def timed_pass(
+    base_url: str, model: str, prompts: list[list[dict]], gen: GenerateConfig, reporter: Reporter, name: str
+) -> tuple[list, float]:
+    """The prompts once at ``gen.concurrency``; each settled prompt is a progress tick (a pass of
+    8K-token answers on CPU runs for minutes)."""
     from eagle3_core.generate.engine import run_coroutine
 
+    settled = 0
+
+    def tick() -> None:
+        nonlocal settled
+        settled += 1
+        reporter.progress("evaluate", settled, len(prompts), server_pass=name)
+
     start = time.perf_counter()
-    answers = run_coroutine(_send_all(base_url, model, prompts, gen))
+    answers = run_coroutine(_send_all(base_url, model, prompts, gen, tick))
     return answers, time.perf_counter() - start
 
 
@@ -105,15 +118,21 @@ def completion_tokens(answers: list) -> int:
 
 
 def measure(
-    base_url: str, prompts: list[list[dict]], gen: GenerateConfig, repeats: int = 1, warmup: bool = True
+    base_url: str,
+    prompts: list[list[dict]],
+    gen: GenerateConfig,
+    repeats: int = 1,
+    warmup: bool = True,
+    reporter: Reporter | None = None,
 ) -> Measurement:
     """Warm up on the whole batch (``warmup``), then ``repeats`` timed passes; counters around the first."""
     root = base_url.rstrip("/").removesuffix("/v1")
     model = served_model(base_url)
+    send = partial(timed_pass, base_url, model, prompts, gen, reporter or NullReporter())
     if warmup:
-        timed_pass(base_url, model, prompts, gen)  # untimed
+        send("warm-up")  # untimed
     before = read_counters(root)
-    answers, wall = timed_pass(base_url, model, prompts, gen)
+    answers, wall = send(f"timed 1 of {repeats}")
     counters = read_counters(root) - before
     measurement = Measurement(counters=counters, wall_s=wall, completion_tokens=0)
     if answers and all(isinstance(a, BaseException) for a in answers):
@@ -132,17 +151,17 @@ def measure(
             c.completion_token_ids if c.completion_token_ids is not None else c.reasoning + c.content
         )
     measurement.rates = [measurement.completion_tokens / wall]
-    for _ in range(repeats - 1):
-        again, seconds = timed_pass(base_url, model, prompts, gen)
+    for n in range(2, repeats + 1):
+        again, seconds = send(f"timed {n} of {repeats}")
         measurement.rates.append(completion_tokens(again) / seconds)
     return measurement
 
 
-async def _send_all(base_url: str, model: str, prompts: list[list[dict]], gen: GenerateConfig) -> list:
+async def _send_all(base_url: str, model: str, prompts: list[list[dict]], gen: GenerateConfig, on_answer) -> list:
     """Every prompt through the generate stage's own client (same body, retries and parsing)."""
     from eagle3_core.generate.client import answer_all
 
-    return await answer_all(gen, model, base_url, prompts)
+    return await answer_all(gen, model, base_url, prompts, on_answer)
 
 
 def identical_share(a: list, b: list) -> float | None:

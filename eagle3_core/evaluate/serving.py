@@ -56,12 +56,12 @@ def serve_target(target: TargetConfig, serve: ServeConfig, speculative: dict | N
         yield server
 
 
-def measure_or_explain(server, prompts: list, gen, repeats: int = 1, warmup: bool = True):
+def measure_or_explain(server, prompts: list, gen, repeats: int = 1, warmup: bool = True, reporter=None):
     """``online.measure`` on a running server; a dead engine's error carries the log's tail."""
     from eagle3_core.errors import EndpointError
     from eagle3_core.evaluate.online import measure
 
     try:
-        return measure(server.base_url, prompts, gen, repeats, warmup)
+        return measure(server.base_url, prompts, gen, repeats, warmup, reporter)
     except EndpointError as exc:
         raise EndpointError(f"{exc.message}\n{server.log_tail(25)}", path=str(server.log_path), fix=exc.fix) from None

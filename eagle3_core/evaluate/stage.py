@@ -243,7 +243,7 @@ def _online(
     k = cfg.num_speculative_tokens
     with serve_target(target, serve, speculative_config(export_dir, k)) as server:
         reporter.log(f"evaluate: vLLM with the drafter (k={k}) up in {server.startup_seconds} s at {server.base_url}")
-        with_drafter = measure_or_explain(server, prompts, gen, cfg.speed_repeats, cfg.warmup)
+        with_drafter = measure_or_explain(server, prompts, gen, cfg.speed_repeats, cfg.warmup, reporter)
         aux_used = aux_layers_logged(server.log_path)
         engine = {"name": "vllm", "version": server.version(), "argv": server.argv}
     reporter.log(
@@ -253,7 +253,7 @@ def _online(
     without = None
     if cfg.baseline:
         with serve_target(target, serve, None) as server:
-            without = measure_or_explain(server, prompts, gen, cfg.speed_repeats, cfg.warmup)
+            without = measure_or_explain(server, prompts, gen, cfg.speed_repeats, cfg.warmup, reporter)
     summary = {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used, "engine": engine}
     return summary, with_drafter.outputs
 

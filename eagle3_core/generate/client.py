@@ -177,10 +177,17 @@ async def close_clients(endpoint: Endpoint) -> None:
         await client.close()
 
 
-async def answer_all(cfg: GenerateConfig, model: str, base_url: str, prompts: list[list[dict]]) -> list:
+async def answer_all(
+    cfg: GenerateConfig,
+    model: str,
+    base_url: str,
+    prompts: list[list[dict]],
+    on_answer: Callable[[], None] | None = None,
+) -> list:
     """Every prompt through one endpoint with the stage's own requests, retries and parsing,
     ``cfg.concurrency`` in flight; a prompt that fails for good comes back as its exception.
-    For callers that want answers, not a dataset (evaluation)."""
+    ``on_answer()`` is called as each prompt settles, answered or failed. For callers that want
+    answers, not a dataset (evaluation)."""
     from eagle3_core.generate.concurrency import controller_for
 
     # a breaker that never opens: no outage watcher runs here, so each prompt's retries decide
@@ -189,8 +196,16 @@ async def answer_all(cfg: GenerateConfig, model: str, base_url: str, prompts: li
     )
     open_clients(endpoint, cfg)
     requester = Requester(cfg, model, EndpointPool([endpoint]))
+
+    async def settled(messages: list[dict]):
+        try:
+            return await requester.answer(messages)
+        finally:
+            if on_answer is not None:
+                on_answer()
+
     try:
-        return await asyncio.gather(*(requester.answer(m) for m in prompts), return_exceptions=True)
+        return await asyncio.gather(*(settled(m) for m in prompts), return_exceptions=True)
     finally:
         await close_clients(endpoint)
 

@@ -61,6 +61,23 @@ def test_without_warm_up_one_pass_is_sent_and_its_counters_are_the_figures(spec_
     assert (m.counters.drafts, m.counters.accepted) == (10, 15) and len(m.rates) == 1
 
 
+def test_each_pass_shows_its_prompts_settling_one_by_one(spec_server):
+    class Recorder:
+        def __init__(self):
+            self.ticks = []
+
+        def progress(self, stage, done, total, **figures):
+            self.ticks.append((stage, done, total, figures["server_pass"]))
+
+        def log(self, message):
+            pass
+
+    reporter = Recorder()
+    measure(spec_server.url, PROMPTS[:2], client_config(0.0, 16, 2, 30), repeats=2, reporter=reporter)
+    passes = ["warm-up", "timed 1 of 2", "timed 2 of 2"]
+    assert reporter.ticks == [("evaluate", n, 2, name) for name in passes for n in (1, 2)]
+
+
 def test_requests_are_greedy_with_token_ids_and_never_carry_top_k(spec_server):
     measure(spec_server.url, PROMPTS[:2], client_config(0.0, 16, 2, 30))
     for body in spec_server.requests:
