@@ -3,9 +3,9 @@
 Two servers, one after the other (one vLLM at a time on a machine): the target with the
 drafter as an EAGLE-3 ``--speculative-config``, then the target alone for the baseline
 tokens/s. Each gets the held-out prompts through the generate stage's own client (same request
-body, retries and parsing): one untimed warm-up pass of the whole batch (first-request and
-first-batch costs stay out of the clock), then ``repeats`` timed passes of the same prompts at
-the same concurrency. Counters are read around the first timed pass, so earlier traffic never
+body, retries and parsing): one untimed warm-up pass of the whole batch unless
+``evaluate.warmup`` is off (first-request and first-batch costs stay out of the clock), then
+``repeats`` timed passes of the same prompts at the same concurrency. Counters are read around the first timed pass, so earlier traffic never
 leaks into the acceptance figures; tokens/s is kept per pass, and the speed-up is the ratio of
 medians with its spread. The speed-up can never exceed the acceptance length (each target step
 emits at most that many tokens): a larger figure is reported as a measurement error, not a result.
@@ -18,6 +18,7 @@ uninitialised: sampling goes wrong) and ``top_k`` must never be sent (it kills t
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -157,7 +158,9 @@ def measure(
     return measurement
 
 
-async def _send_all(base_url: str, model: str, prompts: list[list[dict]], gen: GenerateConfig, on_answer) -> list:
+async def _send_all(
+    base_url: str, model: str, prompts: list[list[dict]], gen: GenerateConfig, on_answer: Callable[[], None]
+) -> list:
     """Every prompt through the generate stage's own client (same body, retries and parsing)."""
     from eagle3_core.generate.client import answer_all
 

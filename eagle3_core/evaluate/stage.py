@@ -253,6 +253,7 @@ def _online(
     without = None
     if cfg.baseline:
         with serve_target(target, serve, None) as server:
+            reporter.log(f"evaluate: vLLM without the drafter up in {server.startup_seconds} s (baseline)")
             without = measure_or_explain(server, prompts, gen, cfg.speed_repeats, cfg.warmup, reporter)
     summary = {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used, "engine": engine}
     return summary, with_drafter.outputs
