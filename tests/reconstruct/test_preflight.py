@@ -101,6 +101,26 @@ def test_a_server_without_ids_cannot_be_checked_and_says_so(
     assert "returned no token ids" in err
 
 
+def test_a_think_close_the_model_repeats_is_told_in_each_case_not_taken_for_a_recipe_error(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server, capsys
+):
+    family = family_tokens("kimi_k2_5", family_tokenizers)
+    server = make_fake_server(modes=("repeated_think_close",), family=family)
+    out = run_probe(["probe", "--recipe", recipe(tmp_path, "kimi_k2_5", family_dirs, server.url)], capsys)
+    lines = [line.strip() for line in out.splitlines() if line.startswith("  ")]
+    assert "token ids equal the reconstruction of its own text" in out and len(lines) == len(SUITE)
+    assert all("ids equal but for 1 think-close token(s) the model wrote again" in line for line in lines)
+
+
+def test_a_repeated_think_close_does_not_hide_another_difference(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server, capsys
+):
+    family = family_tokens("kimi_k2_5", family_tokenizers)
+    server = make_fake_server(modes=("repeated_think_close", "spaces_around_specials"), family=family)
+    err = cli_error(["probe", "--recipe", recipe(tmp_path, "kimi_k2_5", family_dirs, server.url)], capsys)
+    assert "differ from the reconstruction of its own text" in err and "spaces_between_special_tokens: false" in err
+
+
 def test_a_probe_without_an_endpoint_says_so_before_building_the_toy_target(tmp_path, capsys):
     # a toy recipe names no endpoint; the toy's cache is a file, so a build would fail at once
     # instead of training for minutes before the command says what was missing
