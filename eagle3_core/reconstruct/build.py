@@ -26,6 +26,7 @@ from eagle3_core.reconstruct.layout import (
     forced_think_position,
     masked,
     output_ids,
+    repeated_think_closes,
     think_closed_in_prompt,
     think_marks,
 )
@@ -267,9 +268,15 @@ class Reconstructor:
         if diff is None:
             result.counts["server_matched"] += 1
             return
+        repeated = repeated_think_closes(
+            rebuilt.input_ids, server.input_ids, server.prompt_len, self.facts.think_close_ids
+        )
+        if repeated:
+            result.counts["server_repeated_think_close"] += 1
         result.mismatches.append(
             {
                 "sample_id": sid,
+                "repeated_think_closes": repeated,
                 "first_diff": diff,
                 # the prompts differ when their ids do, wherever the first difference falls
                 "where": "prompt"

@@ -184,3 +184,15 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
         if x != y:
             return i
     return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def repeated_think_closes(rebuilt: list[int], server: list[int], prompt_len: int, close: tuple[int, ...] | None) -> int:
+    """How many think-close tokens the server's output holds after its first one, when they are
+    its only difference from ``rebuilt``; 0 otherwise. A reasoning parser splits the text at the
+    first ``</think>`` and drops later ones, so no text path can carry them: a fact about the
+    model (a small one off its distribution writes them), not about the recipe."""
+    if not close or len(close) != 1 or close[0] not in server[prompt_len:]:
+        return 0
+    first = server.index(close[0], prompt_len)
+    kept = server[: first + 1] + [i for i in server[first + 1 :] if i != close[0]]
+    return len(server) - len(kept) if kept == rebuilt else 0

@@ -178,8 +178,7 @@ def _check(tokenizer: Any, facts: Any, target: TargetConfig, record: dict, url: 
     from eagle3_core.reconstruct.config import ReconstructConfig
 
     cfg = ReconstructConfig(prefer="text", max_length=1 << 30)
-    reconstructor = Reconstructor(tokenizer, facts, cfg, target.chat, target)
-    result = reconstructor.run([record])
+    result = Reconstructor(tokenizer, facts, cfg, target.chat, target).run([record])
     if result.rejects:
         reject = result.rejects[0]
         raise EndpointError(
@@ -187,29 +186,11 @@ def _check(tokenizer: Any, facts: Any, target: TargetConfig, record: dict, url: 
             fix="check target.chat and target.reasoning_parser against the served model",
         )
     if result.mismatches:
-        repeated = _repeated_think_close(facts, record)
-        if repeated is None or reconstructor.run([repeated[0]]).mismatches:
-            _raise_difference(tokenizer, result.mismatches[0], url, name)
-        tokens = len(record["prompt_token_ids"]) + len(record["completion_token_ids"])
-        return CaseResult(name, tokens, _repeated_note(repeated[1]))
+        mismatch = result.mismatches[0]
+        if not mismatch["repeated_think_closes"]:
+            _raise_difference(tokenizer, mismatch, url, name)
+        return CaseResult(name, mismatch["server_tokens"], _repeated_note(mismatch["repeated_think_closes"]))
     return CaseResult(name, len(result.rows["input_ids"][0]), _note(facts, record, result.rows["source"][0]))
-
-
-def _repeated_think_close(facts: Any, record: dict) -> tuple[dict, int] | None:
-    """The record without the think-close tokens the model wrote after its first one, and how many;
-    None when it wrote none. A reasoning parser splits the text at the first ``</think>`` and drops
-    the later ones, so no text path can carry them: a fact about the model, not about the recipe."""
-    if not facts.think_close_ids or len(facts.think_close_ids) != 1:
-        return None
-    (close,) = facts.think_close_ids
-    ids = record["completion_token_ids"]
-    if close not in ids:
-        return None
-    first = ids.index(close)
-    kept = ids[: first + 1] + [i for i in ids[first + 1 :] if i != close]
-    if len(kept) == len(ids):
-        return None
-    return {**record, "completion_token_ids": kept}, len(ids) - len(kept)
 
 
 def _repeated_note(count: int) -> str:

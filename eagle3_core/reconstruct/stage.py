@@ -4,8 +4,10 @@ Guarantees:
 - every accepted generation ends as a row or a counted reject (``counts.rejected``, per reason
   in ``details.reject_reasons``, each with its sample id in ``stats/part-*.json``);
 - where a record holds the server's token ids, the rebuilt sequence is compared with them:
-  ``details.server_check`` (checked, matched, match_rate) and ``details.mismatches`` (first
-  differing position of each, the first 100; all of them in the shard stats);
+  ``details.server_check`` (checked, matched, match_rate; ``repeated_think_close`` when some of the
+  mismatches are only think-closes the model wrote again, which the parser drops from the text)
+  and ``details.mismatches`` (first differing position of each, the first 100; all of them in the
+  shard stats);
 - the tokenizer's special ids are verified against the recipe before any work, and so are the
   chat settings generate recorded (``chat.recorded_chat``): prompts render with those;
 - resumable per shard (see ``shards``); a complete manifest for the same config, tokenizer and
@@ -204,7 +206,9 @@ def server_check(counts: Counter) -> dict[str, Any]:
     """How many rebuilt sequences were checked against the server's ids, and matched."""
     checked = counts.get("server_checked", 0)
     matched = counts.get("server_matched", 0)
-    return {"checked": checked, "matched": matched, "match_rate": round(matched / checked, 6) if checked else None}
+    check = {"checked": checked, "matched": matched, "match_rate": round(matched / checked, 6) if checked else None}
+    repeated = counts.get("server_repeated_think_close", 0)
+    return check | ({"repeated_think_close": repeated} if repeated else {})
 
 
 def nothing_left(rejects: Rejects, out_dir: Path) -> StageError:

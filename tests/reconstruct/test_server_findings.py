@@ -55,6 +55,19 @@ def test_kimi_spaces_around_specials_break_only_the_text_path_and_training_keeps
     assert all(s["source"] == "server" and s["input_ids"] == server_sequence(by_id[s["sample_id"]]) for s in seqs)
 
 
+def test_a_think_close_the_model_repeats_is_counted_as_such_and_training_keeps_it(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server
+):
+    manifest, seqs, gens = generate_then_reconstruct(
+        tmp_path, "kimi_k2_5", family_dirs, family_tokenizers, make_fake_server, modes=("repeated_think_close",)
+    )
+    check, mismatches = manifest.details["server_check"], manifest.details["mismatches"]
+    assert check == {"checked": 4, "matched": 0, "match_rate": 0.0, "repeated_think_close": 4}
+    assert [m["repeated_think_closes"] for m in mismatches] == [1] * 4
+    by_id = {r["sample_id"]: r for r in gens.iter_rows(named=True)}
+    assert all(s["input_ids"] == server_sequence(by_id[s["sample_id"]]) for s in seqs)  # both </think> trained on
+
+
 def test_sglang_ids_with_stripped_reasoning_are_read_and_win(
     tmp_path, family_dirs, family_tokenizers, make_fake_server
 ):
