@@ -215,7 +215,8 @@ class Requester:
 
     ``backoff(seconds)`` is awaited between attempts with no slot held; the engine's version also
     lets a new prompt take the waiting one's place in its window. ``stop(error)`` is called when
-    every request fails the same way (``health.SharedFailure``); the engine stops the run.
+    every request fails the same way (``health.SharedFailure``, judged on each prompt's first
+    answer; ``ruled_out``: reasons the probe has shown are no setting's); the engine stops the run.
     """
 
     def __init__(
@@ -225,11 +226,12 @@ class Requester:
         pool: EndpointPool,
         on_retry=None,
         backoff: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        ruled_out: frozenset[str] = frozenset(),
     ) -> None:
         self.cfg, self.model, self.pool = cfg, model, pool
         self.on_retry = on_retry or (lambda reason: None)
         self.backoff = backoff
-        self.shared = SharedFailure(cfg.shared_failure_attempts)
+        self.shared = SharedFailure(cfg.shared_failure_attempts, ruled_out)
         self.stop: Callable[[str], None] = lambda error: None
         self.secret = secret_of(cfg.api_key_env)
 
@@ -238,6 +240,7 @@ class Requester:
         body = request_body(self.cfg, self.model, messages, tools=tools)
         payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
         attempts = spent = 0  # attempts sent; those that spent one of the prompt's retries
+        judged = False  # this prompt's first answer went to the shared-failure judge
         while True:
             attempts += 1
             try:
@@ -245,6 +248,7 @@ class Requester:
             except Moved as moved:
                 self.on_retry(str(moved))
             except Transient as exc:
+                judged = self._judge(exc, judged)
                 spent += 1
                 if spent > self.cfg.max_retries:
                     detail = f"{exc.detail} (after {attempts} attempts)"
@@ -252,8 +256,18 @@ class Requester:
                 self.on_retry(exc.reason)
                 await self.backoff(self.wait_before(spent + 1))
             except RequestFailed as exc:
+                self._judge(exc, judged)
                 exc.attempts = attempts
                 raise
+
+    def _judge(self, exc: Transient | RequestFailed, judged: bool) -> bool:
+        """A prompt's first answer goes to the shared-failure judge, its retries never (``health.SharedFailure``);
+        True once this prompt's first answer was judged."""
+        if judged or not self.shared.counts(exc.reason):
+            return judged
+        if self.shared.failed(exc.reason, exc.detail if isinstance(exc, Transient) else exc.last):
+            self.stop(self.shared.error())
+        return True
 
     async def _watched_attempt(self, payload: bytes, attempts: int) -> Answer:
         """One attempt on the next admitted endpoint; its outcome goes to that endpoint's breaker
@@ -291,8 +305,6 @@ class Requester:
         elif endpoint.breaker.failed(exc.reason, exc.detail):
             move_in_flight(endpoint)
             raise Moved(exc.reason) from None
-        if self.shared.failed(exc.reason, exc.detail):
-            self.stop(self.shared.error())
 
     def wait_before(self, attempt: int) -> float:
         """Exponential backoff with full jitter: uniform in [0, min(max, initial * 2^(attempt-2))]."""

@@ -116,7 +116,7 @@ class GenerateConfig(StrictModel):
     shared_failure_attempts: int = Field(
         32,
         ge=2,
-        description="Stop the run (exit 2, the server's words quoted) when this many answers in a row fail with the same reason and text: a setting every request fails on (max_tokens past the context, a revoked key, an unknown model), not the prompts. The streak's rows stay open.",
+        description="Stop the run (exit 2, the server's words quoted) when this many distinct prompts in a row fail their first answer with the same reason and text: a setting every request fails on (max_tokens past the context, a revoked key, an unknown model), not the prompts. A prompt's retries never count, nor does an answer without reasoning (the probe checked the endpoints reason). The streak's rows stay open.",
     )
     probe_max_tokens: int = Field(64, ge=1, description="Completion token limit of the one probe request per endpoint.")
     limit_lease_seconds: float = Field(

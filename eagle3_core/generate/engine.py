@@ -8,8 +8,9 @@ new prompt takes its place; it comes back without waiting for room. Rows go into
 finish (``ShardWriter``), written off the loop. A row's failure (a 400, retries run out) becomes
 a rejected record, final or open by its reason (``health.is_open``); a failure to write (a full
 disk), an outage (every endpoint down for ``outage_seconds``), endpoints that all refuse, or a
-failure every request shares stops the run, after cancelling what is in flight: a prompt cut off
-so has no row and stays open. Final rejects that match the current shared-failure streak are held
+failure every request shares (``health.SharedFailure``: distinct prompts' first answers, never
+their retries) stops the run, after cancelling what is in flight: a prompt cut off so has no row
+and stays open. Final rejects that match the current shared-failure streak are held
 back until the streak breaks, so a streak that turns out to be a setting leaves none of them
 final. With a ``SlotKeeper`` (runs sharing an endpoint's limit), the keeper's loop runs beside
 the requests and the endpoints' bounds follow the slots it holds.
@@ -213,9 +214,10 @@ class Engine:
                 await self._store_reject(record)
 
     async def _settle_held(self) -> None:
-        """At the end of the input: a streak that is every answer of the run is a setting, not the
-        prompts (a run shorter than ``shared_failure_attempts``); else the held rows are final."""
-        if self.held and self.requester.shared.every_answer():
+        """At the end of the input: a streak that is every prompt of the run, where no row of it
+        was ever accepted (this run or an earlier one here), is a setting, not the prompts (a run
+        shorter than ``shared_failure_attempts``); else the held rows are final."""
+        if self.held and self.requester.shared.every_answer() and not self.stats.outcomes["accepted"]:
             raise shared_error(self.requester.shared.error())
         held, self.held = self.held, []
         for record in held:

@@ -16,9 +16,11 @@ Guarantees:
 - **An outage** (``Outage``) is every endpoint's breaker open for ``outage_seconds`` together:
   the run stops, keeping what finished. While some endpoints are down and one answers, the run
   goes on at the healthy endpoints' pace; prompts wait, they are never rejected for it.
-- **A failure every request shares** (``SharedFailure``): ``attempts`` answers in a row failing
-  with the same reason and the same words (a 400 for a setting, a revoked key, a gateway's HTML
-  page) stop the run at once, quoting the server; the rows of that streak are not final.
+- **A failure every request shares** (``SharedFailure``): ``attempts`` distinct prompts in a row
+  whose first answer failed with the same reason and the same words (a 400 for a setting, a
+  revoked key, a gateway's HTML page) stop the run at once, quoting the server; the rows of that
+  streak are not final. A prompt's retries never count, so a few hopeless prompts retrying at the
+  run's tail are settled final, not taken for a setting.
 """
 
 from __future__ import annotations
@@ -155,23 +157,38 @@ def _is_refusal(reason: str) -> bool:
 
 
 class SharedFailure:
-    """The last answers all failed with the same reason and words: a setting, not the prompts."""
+    """Whether the run's failures are the run's (a setting every request fails on) or a few prompts'.
 
-    def __init__(self, attempts: int) -> None:
-        self.attempts = attempts
+    Judged over distinct prompts, each by its *first* answer: a prompt's retries never count, so
+    the tail of a healthy run (only its hopeless prompts left, retrying) makes no streak, however
+    long. A connection failure, a timeout or a 5xx is no answer (the breakers' and the outage's
+    business): it neither counts nor breaks a streak. Reasons in ``ruled_out`` never count: the
+    probe has shown that the endpoints reason under this run's settings, so an answer without
+    reasoning is that prompt's own (some prompts are never reasoned on: a greeting, one word).
+    Any answer breaks the streak. The run stops once ``attempts`` prompts in a row failed their
+    first answer with the same reason and words (``failed`` returns True), and, at the end of a
+    run with fewer prompts, when every prompt's first answer failed so (``every_answer``; the
+    engine also asks that no row of the run was accepted, this time or by an earlier run).
+    """
+
+    def __init__(self, attempts: int, ruled_out: frozenset[str] = frozenset()) -> None:
+        self.attempts, self.ruled_out = attempts, ruled_out
         self.signature: tuple[str, str] | None = None
         self.count = 0
-        self.total = 0  # attempts the servers answered, this run
+        self.total = 0  # prompts whose first answer counted, this run
+        self.answers = 0  # successful answers, this run
 
     def answered(self) -> None:
-        self.total += 1
+        self.answers += 1
         self.signature, self.count = None, 0
 
+    def counts(self, reason: str) -> bool:
+        """Whether a failure with ``reason`` is an answer that may be a setting's."""
+        return not (reason in ("connection", "timeout") or _is_5xx(reason) or reason in self.ruled_out)
+
     def failed(self, reason: str, detail: str) -> bool:
-        """Count one failed attempt; True once ``attempts`` in a row failed the same way.
-        Connection failures, timeouts and 5xx are the breakers' and the outage's: they
-        neither count nor break a streak."""
-        if reason in ("connection", "timeout") or _is_5xx(reason):
+        """One prompt's first answer failed; True once ``attempts`` prompts in a row failed the same way."""
+        if not self.counts(reason):
             return False
         self.total += 1
         if (reason, detail) == self.signature:
@@ -181,12 +198,13 @@ class SharedFailure:
         return self.count >= self.attempts
 
     def every_answer(self) -> bool:
-        """Every answer of the run was this one failure (a run shorter than ``attempts``)."""
-        return self.signature is not None and self.count == self.total and self.count > 1
+        """Every prompt of the run failed its first answer this way and none was answered (a run
+        shorter than ``attempts``)."""
+        return self.signature is not None and self.count == self.total and self.count > 1 and not self.answers
 
     def error(self) -> str:
         reason, detail = self.signature or ("", "")
-        return f"every request fails the same way: {self.count} answers in a row were {reason}: {detail}"
+        return f"every request fails the same way: {self.count} prompts in a row were {reason}: {detail}"
 
 
 def _is_5xx(reason: str) -> bool:

@@ -188,7 +188,9 @@ class ServedRun:
         self.rejected = ShardWriter(self.out_dir / REJECTED, REJECTED, self.cfg.shard_rows, self.cfg.flush_seconds)
         self._scan_folder()
         self.total = count_rows(self.cfg.prompts)
-        requester = Requester(self.cfg, self.model, self.pool, self._on_retry)
+        # the probe refused an endpoint that answers without reasoning: past it, an answer without is the prompt's
+        ruled_out = frozenset({"empty_reasoning"}) if self.cfg.require_reasoning else frozenset()
+        requester = Requester(self.cfg, self.model, self.pool, self._on_retry, ruled_out=ruled_out)
         self.engine = Engine(
             requester,
             self.pool,

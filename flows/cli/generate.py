@@ -55,7 +55,9 @@ def command(input_, base_urls, out_dir, split, max_samples, family, recipe, no_p
     )
     manifest = run_stage("generate", cfg=cfg, out_dir=out_dir, progress_bar=not no_progress, target=target)
     counts = manifest.counts
+    reasons = manifest.details.get("reject_reasons") or {}
+    why = f" ({', '.join(f'{r}: {n}' for r, n in sorted(reasons.items()))})" if reasons else ""
     click.echo(
-        f"generate: {counts['accepted']} accepted, {counts['rejected']} rejected, {counts['skipped']} skipped "
+        f"generate: {counts['accepted']} accepted, {counts['rejected']} rejected{why}, {counts['skipped']} skipped "
         f"of {counts['input']} rows -> {out_dir}"
     )

@@ -49,7 +49,7 @@ def test_a_400_every_request_gets_stops_the_run_at_once_and_writes_no_final_reje
     cfg = config(src, [fake_server.url], concurrency=4)
     fake_server.inject("400", times=None, match="Q")  # not the probe: a setting every prompt fails on
 
-    with pytest.raises(StageError, match="^every request fails the same way: 32 answers in a row were http_400"):
+    with pytest.raises(StageError, match="^every request fails the same way: 32 prompts in a row were http_400"):
         run_generate(cfg, out)
 
     first = read_manifest(out)
@@ -64,7 +64,7 @@ def test_a_short_run_whose_every_answer_is_the_same_400_is_not_settled_either(tm
     cfg = config(src, [fake_server.url], concurrency=4)
     fake_server.inject("400", times=None, match="Q")
 
-    with pytest.raises(StageError, match="^every request fails the same way: 10 answers in a row"):
+    with pytest.raises(StageError, match="^every request fails the same way: 10 prompts in a row"):
         run_generate(cfg, out)
 
     assert read_manifest(out).counts["open"] == 10 and len(rejected(out)) == 0
@@ -143,7 +143,7 @@ def test_a_shared_failure_is_a_streak_of_identical_answers_that_connection_failu
     assert shared.failed("http_400", "HTTP 400: max_tokens too large")
     assert (
         shared.error()
-        == "every request fails the same way: 3 answers in a row were http_400: HTTP 400: max_tokens too large"
+        == "every request fails the same way: 3 prompts in a row were http_400: HTTP 400: max_tokens too large"
     )
     shared.answered()
     assert not shared.failed("http_400", "HTTP 400: prompt of 9000 tokens")
