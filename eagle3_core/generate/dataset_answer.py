@@ -11,7 +11,10 @@ is read where such datasets put it, in this order:
 
 Texts are kept byte-exact, as the served path keeps them. A row whose last turn is not an
 assistant's (a bare ``prompt``, a conversation ending with the user) has no answer: a
-``RowRejection`` with reason ``no_assistant_turn``; normalising never raises.
+``RowRejection`` with reason ``no_assistant_turn``. A turn with a second reasoning block
+(``<think>A</think>mid<think>B</think>answer``, or a reasoning field beside think tags in its
+text) is ``two_reasoning_blocks``: split at the first block, the second would be supervised as
+answer text, tags and all, which no served answer holds. Normalising never raises.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from eagle3_core.generate.parse import split_reasoning
+from eagle3_core.generate.parse import THINK_CLOSE, THINK_OPEN, split_reasoning
 from eagle3_core.generate.rows import SHAREGPT_ROLES, RowRejection
 
 NO_ANSWER = "no_assistant_turn"
+TWO_BLOCKS = "two_reasoning_blocks"
 # What the run's one error names when no row has an answer at all.
 LOOKED_FOR = "final assistant turn (`messages[-1].role: assistant` or `conversations[-1].from: gpt`)"
 REASONING_FIELDS = ("reasoning_content", "reasoning")
@@ -47,7 +51,25 @@ def dataset_answer(row: Any) -> DatasetAnswer | RowRejection:
         return RowRejection("non_string_content", f"the final assistant turn's text is {type(text).__name__}")
     message = {"content": text or "", **_reasoning_fields(row, turn)}
     reasoning, content, source = split_reasoning(message)
+    if (why := _second_block(reasoning, content, source)) is not None:
+        return RowRejection(TWO_BLOCKS, why)
     return DatasetAnswer(reasoning, content, source, calls if isinstance(calls, list) else None)
+
+
+def _second_block(reasoning: str, content: str, source: str | None) -> str | None:
+    """Why the turn holds more than one reasoning block, or None. Once the first block is split
+    off, a think tag left in the answer (or inside inline reasoning: a nested ``<think>``) opens or
+    closes a second one. A reasoning field's own text is the dataset's to word."""
+    texts = {"answer": content, "reasoning": reasoning if source == "think_tags" else ""}
+    found = [(tag, part) for part, text in texts.items() for tag in (THINK_OPEN, THINK_CLOSE) if tag in text]
+    if not found:
+        return None
+    tag, part = found[0]
+    first = "its first <think> block" if source == "think_tags" else f"its `{source}` field"
+    return (
+        f"the final assistant turn holds a second reasoning block ({tag} in its {part}, beside {first}); "
+        "split at the first, the rest would be trained on as answer text: keep one block, or drop the row"
+    )
 
 
 def has_answer(row: Any) -> bool:

@@ -9,8 +9,9 @@ The folder keeps the served run's contract (CONTRIBUTING.md, generations/), so n
 stage changes:
 - the same stage, shards and writer (``generate.stage.GenerateStage``, ``shards.ShardWriter``):
   atomic shards with checksums, ``complete`` written last, the folder's lock;
-- every row ends accepted, rejected (``no_assistant_turn``, ``empty_reasoning`` when reasoning is
-  required, or the served path's shape reasons) or skipped (a repeated prompt);
+- every row ends accepted, rejected (``no_assistant_turn``, ``two_reasoning_blocks``,
+  ``empty_reasoning`` when reasoning is required, or the served path's shape reasons) or skipped
+  (a repeated prompt);
 - keys: a sample is keyed by its prompt and ``{"source": "dataset"}`` instead of the sampling
   settings, and the config hash by the source too, so a dataset run and a served run in one
   folder never take each other's rows (the second drops the first's at finish);

@@ -62,6 +62,31 @@ def test_a_row_without_an_assistant_turn_is_a_counted_reject(tmp_path):
     assert rejected(tmp_path / "out")["row_index"].to_list() == [1]
 
 
+@pytest.mark.parametrize(
+    "turn, where",
+    [
+        ({"content": "<think>A</think>mid<think>B</think>answer"}, "<think> in its answer, beside its first <think>"),
+        ({"content": "<think>A<think>B</think>answer"}, "<think> in its reasoning, beside its first <think>"),
+        ({"content": "<think>B</think>answer", "reasoning_content": "A"}, "`reasoning_content` field"),
+        ({"content": "answer</think>", "reasoning": "A"}, "</think> in its answer, beside its `reasoning` field"),
+    ],
+)
+def test_a_turn_with_a_second_reasoning_block_is_a_counted_reject_never_trained_on(tmp_path, turn, where):
+    rows = [
+        answered(0, reasoning_content="r"),
+        {"messages": [{"role": "user", "content": "Q1"}, {"role": "assistant"} | turn]},
+    ]
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+
+    manifest = run_generate(dataset_config(src), tmp_path / "out")
+
+    assert (manifest.counts["accepted"], manifest.counts["rejected"]) == (1, 1)
+    assert manifest.details["reject_reasons"] == {"two_reasoning_blocks": 1}
+    reject = rejected(tmp_path / "out").row(0, named=True)
+    assert reject["row_index"] == 1 and where in reject["detail"] and "keep one block" in reject["detail"]
+    assert "<think>" not in "".join(accepted(tmp_path / "out")["content"])
+
+
 def test_an_answer_without_reasoning_is_rejected_only_while_reasoning_is_required(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", [answered(0), answered(1, reasoning_content="r")])
 
