@@ -5,6 +5,11 @@ input fingerprints and its listed shards hold; otherwise it resumes from the sha
 (``eagle3_core.lifecycle`` runs that rule for every stage). The manifest is written
 atomically and ``complete`` is written last, so a crash can never leave a stage that claims
 to be done but is not.
+
+A manifest is read only whole and inside its folder: one that is not JSON, does not fit the
+model, or lists a shard name that leads outside the stage folder (absolute, or with a ``..``
+part; a hand-edited ``../../etc/hostname`` would have the stage stat that file and the user told
+to delete it) is one ``InputError``, "damaged <stage> manifest", naming the file.
 """
 
 from __future__ import annotations
@@ -12,14 +17,15 @@ from __future__ import annotations
 import platform
 import sys
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from eagle3_core import __version__
 from eagle3_core.base import StrictModel, stable_hash
 from eagle3_core.checksums import ShardRecord
+from eagle3_core.errors import InputError
 from eagle3_core.fsio import read_json, write_json_atomic
 
 MANIFEST_NAME = "manifest.json"
@@ -83,7 +89,48 @@ def read_manifest(stage_dir: str | Path) -> StageManifest | None:
     path = manifest_path(stage_dir)
     if not path.exists():
         return None
-    return StageManifest.model_validate(read_json(path))
+    raw = _raw(path)
+    try:
+        manifest = StageManifest.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise damaged_manifest(
+            path, raw, f"{'.'.join(map(str, first['loc'])) or 'the manifest'}: {first['msg']}"
+        ) from None
+    for name in manifest.shards:
+        if (problem := shard_name_problem(name)) is not None:
+            raise damaged_manifest(path, raw, problem)
+    return manifest
+
+
+def shard_name_problem(name: str) -> str | None:
+    """Why a listed shard name does not name a file inside the stage folder, or None: every
+    reader and the driver's skip stat ``stage_dir / name``, and tell the user to delete it."""
+    path = PurePosixPath(name)
+    if path.is_absolute():
+        return f"shard name {name!r} is absolute: a manifest lists names inside its own folder"
+    if ".." in path.parts:
+        return f"shard name {name!r} leads outside its folder ('..')"
+    if not path.parts:
+        return f"shard name {name!r} names the folder itself, not a shard"
+    return None
+
+
+def damaged_manifest(path: Path, raw: Any, why: str) -> InputError:
+    """The one error for a manifest that cannot be trusted; it names the stage that wrote it."""
+    stage = raw.get("stage") if isinstance(raw, dict) and isinstance(raw.get("stage"), str) else path.parent.name
+    return InputError(
+        f"damaged {stage} manifest {path}: {why}",
+        path=str(path),
+        fix=f"delete it and rerun `eagle3 {stage}`: the stage writes it again",
+    )
+
+
+def _raw(path: Path) -> Any:
+    try:
+        return read_json(path)
+    except (ValueError, UnicodeDecodeError) as exc:  # json.JSONDecodeError is a ValueError
+        raise damaged_manifest(path, None, f"not JSON ({exc})") from None
 
 
 def write_manifest(stage_dir: str | Path, manifest: StageManifest) -> None:

@@ -116,3 +116,36 @@ def test_a_concurrent_run_into_the_same_vocab_folder_refuses_and_changes_nothing
 ):
     part, vocab = listed_run
     refused_while_held(vocab, lambda: vocab_cli(part, vocab, llama_dir, capsys))
+
+
+def doctor_shard_name(folder: Path, name: str) -> None:
+    """A shard name added by hand to the folder's complete manifest."""
+    raw = json.loads((folder / "manifest.json").read_text())
+    raw["shards"][name] = next(iter(raw["shards"].values()))
+    (folder / "manifest.json").write_text(json.dumps(raw))
+
+
+def test_a_shard_name_leading_outside_sequences_is_a_damaged_manifest_and_nothing_outside_is_stat(
+    llama_dir, listed_run
+):
+    part, vocab = listed_run
+    before = snapshot(vocab)
+    doctor_shard_name(part.parent, "../../../../etc/hostname")
+    with pytest.raises(InputError) as err:
+        run_vocab(VocabConfig(draft_vocab_size=3), TargetConfig(path=str(llama_dir)), part.parent, vocab)
+    assert err.value.message == (
+        f"damaged reconstruct manifest {part.parent / 'manifest.json'}: "
+        "shard name '../../../../etc/hostname' leads outside its folder ('..')"
+    )
+    assert "hostname" not in err.value.fix and snapshot(vocab) == before
+
+
+def test_the_vocab_command_names_a_doctored_sequences_manifest_in_one_line(prefect_api, llama_dir, listed_run, capsys):
+    part, vocab = listed_run
+    doctor_shard_name(part.parent, "../../../../etc/hostname")
+    err = vocab_cli(part, vocab, llama_dir, capsys)
+    assert error_line(err) == (
+        f"error: damaged reconstruct manifest {part.parent / 'manifest.json'}: "
+        "shard name '../../../../etc/hostname' leads outside its folder ('..')"
+    )
+    assert "fix: delete it and rerun `eagle3 reconstruct`: the stage writes it again" in err
