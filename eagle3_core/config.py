@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import yaml
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from eagle3_core.base import StrictModel
@@ -18,6 +17,7 @@ from eagle3_core.evaluate.config import EvaluateConfig
 from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.layout import RunLayout
+from eagle3_core.recipe_file import format_validation_error, read_yaml
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.stages import stage_names
@@ -139,43 +139,3 @@ class PipelineConfig(StrictModel):
             return cls.model_validate(data)
         except ValidationError as exc:
             raise ConfigError(format_validation_error(exc), path=str(path)) from None
-
-
-def read_yaml(path: Path) -> dict:
-    """The recipe's mapping; a syntax error names the file, line and column."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise ConfigError(
-            f"YAML syntax error at {where}: {exc.problem or exc.context}",
-            path=str(path),
-            fix="fix the recipe's YAML at that line (indentation, a missing ':' or quote)",
-        ) from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"cannot read the recipe as YAML: {exc}",
-            path=str(path),
-            fix="a recipe is a UTF-8 YAML mapping, e.g. configs/toy.yaml",
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"the recipe is a YAML {type(data).__name__}, not a mapping of config fields",
-            path=str(path),
-            fix="start from configs/toy.yaml",
-        )
-    return data
-
-
-def format_validation_error(exc: ValidationError) -> str:
-    """One line per problem, each naming the dotted field (a rule across fields names them itself);
-    one problem is one line, so it is the whole failure message of a Prefect run too."""
-    problems = []
-    for err in exc.errors():
-        field = ".".join(str(part) for part in err["loc"])
-        message = err["msg"].removeprefix("Value error, ")
-        problems.append(f"{field}: {message}" if field else message)
-    if len(problems) == 1:
-        return f"invalid config: {problems[0]}"
-    return "\n".join(["invalid config:", *(f"  {problem}" for problem in problems)])

@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 
 from eagle3_core.errors import ConfigError
+from eagle3_core.recipe_file import format_validation_error, read_yaml
 from eagle3_core.target import TargetConfig
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -38,13 +40,23 @@ def target_from_recipe(recipe: str | Path | None, family: str | None, **override
                 fix=f"pass one of {', '.join(sorted(families))}, or a --recipe YAML file",
             )
         recipe = families[family]
-    section = {}
-    if recipe is not None:
-        path = Path(recipe)
-        if not path.is_file():
-            raise ConfigError(f"recipe not found: {path}", fix="pass --family or a --recipe YAML file")
-        section = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("target") or {}
+    section = {} if recipe is None else target_section(Path(recipe))
     try:
         return TargetConfig.model_validate({**section, **overrides})
-    except ValueError as exc:
-        raise ConfigError(f"invalid target section in {recipe}: {exc}") from None
+    except ValidationError as exc:  # the dotted field, as `pipeline --config` names it
+        where = None if recipe is None else str(recipe)
+        raise ConfigError(format_validation_error(exc, under=("target",)), path=where) from None
+
+
+def target_section(path: Path) -> dict:
+    """The recipe's ``target:`` mapping, read as ``pipeline --config`` reads a recipe (one-line errors)."""
+    if not path.is_file():
+        raise ConfigError(f"recipe not found: {path}", fix="pass --family or a --recipe YAML file")
+    section = read_yaml(path).get("target") or {}
+    if not isinstance(section, dict):
+        raise ConfigError(
+            f"the recipe's target is a YAML {type(section).__name__}, not a mapping of target fields",
+            path=str(path),
+            fix="start from a bundled recipe such as configs/qwen3.yaml",
+        )
+    return section

@@ -42,3 +42,38 @@ def test_the_distills_have_their_own_ids_not_r1s():
     llama = target_from_recipe(None, "deepseek_r1_distill_llama")
     assert (r1.think_open_id, qwen.think_open_id, llama.think_open_id) == (128798, 151648, 128013)
     assert (r1.end_of_turn_id, qwen.end_of_turn_id, llama.end_of_turn_id) == (1, 151643, 128001)
+
+
+BAD_RECIPES = {
+    "syntax": ("target:\n  family: qwen3\n   think_open: x\n", "error: YAML syntax error at {path}:3:14: "),
+    "python tag": (
+        "target: !!python/object/apply:os.system ['true']\n",
+        "error: YAML tag refused at {path}:1:9: could not determine a constructor for the tag",
+    ),
+    "not a mapping": ("- target\n", "error: the recipe is a YAML list, not a mapping of config fields"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(BAD_RECIPES))
+def test_a_bad_recipe_is_one_line_and_exit_2_for_recipe_as_for_pipeline_config(fault, tmp_path, capsys):
+    from tests.cli_helpers import cli_error, error_line
+
+    text, expected = BAD_RECIPES[fault]
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    folders = ["--input", str(tmp_path / "gen"), "--tokenizer", str(tmp_path), "--out", str(tmp_path / "seq")]
+
+    by_recipe = error_line(cli_error(["reconstruct", *folders, "--recipe", str(path)], capsys))
+    by_config = error_line(cli_error(["pipeline", "--config", str(path)], capsys))
+
+    assert by_recipe == by_config and by_recipe.startswith(expected.format(path=path))
+    assert not (tmp_path / "seq").exists()
+
+
+def test_a_recipe_target_that_breaks_the_model_names_the_dotted_field_and_the_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("target:\n  history_reasoning: sometimes\n")
+    with pytest.raises(ConfigError) as err:
+        target_from_recipe(path, None)
+    assert err.value.message.startswith("invalid config: target.history_reasoning: Input should be")
+    assert err.value.path == str(path)
