@@ -15,6 +15,7 @@ from eagle3_core.config import PipelineConfig
 from eagle3_core.fsio import read_json
 from eagle3_core.layout import RunLayout
 from eagle3_core.manifest import StageManifest, read_manifest
+from eagle3_core.reconstruct.server_check import MATCH_FLOOR
 
 Status = Literal["ran", "reused", "failed", "blocked", "not selected"]
 
@@ -56,7 +57,9 @@ def headline(layout: RunLayout) -> dict[str, Any]:
         "samples accepted": _pick(gen, "accepted"),
         "samples rejected": _pick(gen, "rejected"),
         "reasoning present": _reasoning(gen),
-        "token-exact reconstruction": _percent(_pick(seq, "server_check.match_rate")),
+        "token-exact reconstruction": _percent(
+            _pick(seq, "server_check.match_rate"), _pick(seq, "server_check.warning")
+        ),
         "training loss": _training_loss(layout),
         "acceptance length (vLLM)": _pick(report, "online.with_drafter.acceptance_length"),
         "acceptance length (offline)": _pick(report, "offline.acceptance_length"),
@@ -94,9 +97,13 @@ def _by_context(block: dict | None) -> str | None:
     return f"{shown} (k = {block['k']}, {block['source']} answers)"
 
 
-def _percent(rate: float | None) -> str | None:
-    """A match rate as the share of samples whose rebuilt ids equal the server's."""
-    return None if rate is None else f"{100 * rate:.1f}% of samples match the server's token ids"
+def _percent(rate: float | None, warning: str | None = None) -> str | None:
+    """A match rate as the share of samples whose rebuilt ids equal the server's; under 99%
+    (reconstruct recorded a warning) with the likely cause, so the summary does not read as fine."""
+    if rate is None:
+        return None
+    shown = f"{100 * rate:.1f}% of samples match the server's token ids"
+    return shown + (f" (under {MATCH_FLOOR:.0%}: check the recipe's tokenizer and chat template)" if warning else "")
 
 
 def _reasoning(gen: dict[str, Any]) -> str | None:

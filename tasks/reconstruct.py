@@ -60,5 +60,7 @@ def publish_server_check(manifest: StageManifest) -> None:
     publish_table(
         rows,
         key="reconstruct-server-check",
-        description=f"rebuilt vs server token ids: match rate {check.get('match_rate')}",
+        # the warning (under 99%) is the line to see in the UI: the recipe is likely not the server's
+        description=f"rebuilt vs server token ids: match rate {check.get('match_rate')}"
+        + (f"; {check['warning']}" if check.get("warning") else ""),
     )

@@ -50,6 +50,23 @@ def test_headline_reads_each_figure_from_its_stages_files(tmp_path):
     }  # offline training: no engine row
 
 
+def test_a_match_rate_under_99_percent_reads_as_a_warning_in_the_headline(tmp_path):
+    from collections import Counter
+
+    from eagle3_core.reconstruct.server_check import server_check
+
+    layout = RunLayout(root=tmp_path)
+    check = server_check(Counter(server_checked=18, server_matched=17), "server")
+    write_manifest(
+        layout.sequences,
+        StageManifest(stage="reconstruct", status="complete", config_hash="h", details={"server_check": check}),
+    )
+
+    assert headline(layout)["token-exact reconstruction"] == (
+        "94.4% of samples match the server's token ids (under 99%: check the recipe's tokenizer and chat template)"
+    )
+
+
 def test_figures_of_stages_that_did_not_run_are_absent_not_guessed(tmp_path):
     assert set(headline(RunLayout(root=tmp_path)).values()) == {None}
 

@@ -5,7 +5,8 @@ Guarantees:
   in ``details.reject_reasons``, each with its sample id in ``stats/part-*.json``);
 - where a record holds the server's token ids, the rebuilt sequence is compared with them:
   ``details.server_check`` (checked, matched, match_rate; ``repeated_think_close`` when some of the
-  mismatches are only think-closes the model wrote again, which the parser drops from the text)
+  mismatches are only think-closes the model wrote again, which the parser drops from the text;
+  ``warning`` under 99%, ``server_check.py``)
   and ``details.mismatches`` (first differing position of each, the first 100; all of them in the
   shard stats);
 - the tokenizer's special ids are verified against the recipe before any work, and so are the
@@ -31,6 +32,7 @@ from eagle3_core.progress import Reporter
 from eagle3_core.reconstruct.build import Reconstructor
 from eagle3_core.reconstruct.chat import recorded_chat
 from eagle3_core.reconstruct.config import ReconstructConfig
+from eagle3_core.reconstruct.server_check import server_check
 from eagle3_core.reconstruct.shards import (
     InputPlan,
     ShardJob,
@@ -188,7 +190,7 @@ def summarize(
         mismatches += shard["mismatches"]
     manifest.counts = {k: int(v) for k, v in sorted(counts.items())}
     manifest.details = {
-        "server_check": server_check(counts),
+        "server_check": server_check(counts, cfg.prefer),
         "mismatches": mismatches[:MANIFEST_MISMATCHES],
         "token_ids": facts.as_dict(),
         "family": target.family,
@@ -200,15 +202,6 @@ def summarize(
     if counts.get("sequences", 0) == 0:
         raise nothing_left(rejects, out_dir)
     return rejects
-
-
-def server_check(counts: Counter) -> dict[str, Any]:
-    """How many rebuilt sequences were checked against the server's ids, and matched."""
-    checked = counts.get("server_checked", 0)
-    matched = counts.get("server_matched", 0)
-    check = {"checked": checked, "matched": matched, "match_rate": round(matched / checked, 6) if checked else None}
-    repeated = counts.get("server_repeated_think_close", 0)
-    return check | ({"repeated_think_close": repeated} if repeated else {})
 
 
 def nothing_left(rejects: Rejects, out_dir: Path) -> StageError:

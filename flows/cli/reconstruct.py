@@ -37,6 +37,8 @@ def command(
         "reconstruct", cfg=ReconstructConfig(**fields), target=target, generations_dir=generations_dir, out_dir=out_dir
     )
     check = manifest.details["server_check"]
+    if check.get("warning"):  # under 99%: the recipe is likely not the server's (reconstruct/server_check.py)
+        click.echo(check["warning"], err=True)
     rate = "n/a (no server ids)" if check["match_rate"] is None else f"{check['match_rate']:.2%} of {check['checked']}"
     click.echo(
         f"{manifest.counts.get('sequences', 0)} sequences, {manifest.counts.get('rejected', 0)} rejected "

@@ -66,6 +66,7 @@ def test_a_mismatch_reports_its_first_differing_position_and_server_ids_win_by_d
     gen = write_generations(tmp_path / "gen", [rec])
     manifest = run_reconstruct(ReconstructConfig(), kimi(family_dirs), gen, tmp_path / "seq")
     assert manifest.details["server_check"]["match_rate"] == 0.0
+    assert manifest.details["server_check"]["warning"].startswith("reconstruct: warning: only 0.00% of 1 rebuilt")
     [mismatch] = manifest.details["mismatches"]
     assert (mismatch["sample_id"], mismatch["first_diff"], mismatch["where"]) == ("a", prompt_len + 3, "completion")
     assert rows(tmp_path / "seq")[0]["input_ids"] == server
