@@ -1,10 +1,14 @@
-"""Many endpoints, one of them dying mid-run: does the run keep the healthy ones' pace, lose nothing?
+"""Many endpoints, one of them dying or hanging mid-run: does the run keep the healthy ones' pace, lose nothing?
 
 Eight loopback servers (tests/fixtures/fake_server.py, each its own process; log-normal latency
-around ``--delay``, sigma 0.5), ``--concurrency`` in flight on each. At a third of the expected
-run (counted from the end of the probe) one server is SIGKILLed; at two thirds it starts again
-on the same port. ``run_generate``
-runs once with the defaults (breaker: 5 failures in a row, 1 s backoff doubling to 30 s).
+around ``--delay``, sigma 0.5; 2% of prompts never reasoned on, as real data has: each a final
+``empty_reasoning`` reject after its retries), ``--concurrency`` in flight on each. At a third of
+the expected run (counted from the end of the probe) one server is SIGKILLed; at two thirds it
+starts again on the same port (``--stay-down``: never). ``--fault hang`` SIGSTOPs it instead and
+never resumes it: the kernel still accepts connections and requests, and nothing answers (a hung
+GPU worker). ``run_generate`` runs once with the defaults (breaker: 5 failures in a row, 1 s
+backoff doubling to 30 s; overdue past 3x the slowest recent answer, at least 10 s; probes of
+30 s) and ``request_timeout`` ``--timeout`` (default 20x the delay).
 
 Figures: accepted / open / rejected rows (expected: all accepted, none open or rejected, in the
 one run), the rows the restarted server answered after it came back, and throughput against
@@ -13,13 +17,14 @@ each was up (the overall ratio, fill and drain included), and the same ratio ins
 when one endpoint was down (the steady state the breaker is for).
 
     .venv/bin/python benchmarks/bench_endpoints.py [--endpoints 8] [--concurrency 64] [--delay 2.0]
-        [--prompts 8000]
+        [--prompts 8000] [--fault kill|hang] [--stay-down] [--timeout S] [--never-reasoning 0.02]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,10 +38,11 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.bench_generate import free_port  # noqa: E402
 
 
-def serve(port: int, delay: float) -> subprocess.Popen:
+def serve(port: int, delay: float, never_reasoning: float = 0.02) -> subprocess.Popen:
     args = [sys.executable, "-m", "tests.fixtures.fake_server", "--port", str(port), "--delay", str(delay)]
     proc = subprocess.Popen(
-        [*args, "--mix", "sigma=0.5"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        [*args, "--mix", f"sigma=0.5,never_reasoning={never_reasoning}"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
     proc.stdout.readline()  # the URL: it listens
     return proc
@@ -58,20 +64,24 @@ class ProbeClock:
             self.probed.set()
 
 
-def chaos(
-    port: int, delay: float, kill_at: float, back_at: float, servers: list, marks: dict, clock: ProbeClock
-) -> threading.Thread:
-    """SIGKILL ``servers[0]`` at ``kill_at`` s, start it again at ``back_at`` s (from the probe)."""
+def chaos(args, port: int, kill_at: float, back_at: float, servers: list, marks: dict, clock: ProbeClock):
+    """SIGKILL (or SIGSTOP: ``--fault hang``) ``servers[0]`` at ``kill_at`` s, start it again at
+    ``back_at`` s (from the probe) unless it stays down."""
 
     def run() -> None:
         clock.probed.wait()
         t0 = clock.at
         time.sleep(kill_at)
-        servers[0].kill()
-        servers[0].wait()
+        if args.fault == "hang":
+            servers[0].send_signal(signal.SIGSTOP)
+        else:
+            servers[0].kill()
+            servers[0].wait()
         marks["killed"] = time.time()
+        if args.stay_down or args.fault == "hang":
+            return
         time.sleep(max(0.0, back_at - (time.time() - t0)))
-        servers[0] = serve(port, delay)
+        servers[0] = serve(port, args.delay, args.never_reasoning)
         marks["back"] = time.time()
 
     thread = threading.Thread(target=run, daemon=True)  # never joined with --healthy
@@ -85,6 +95,7 @@ def figures(out: Path, url0: str, args, marks: dict, started: float, ended: floa
     from eagle3_core.manifest import read_manifest
 
     manifest = read_manifest(out)
+    marks.setdefault("back", ended)  # stayed down to the end
     rows = pl.concat(
         [pl.read_parquet(f, columns=["endpoint", "created_at"]) for f in (out / "accepted").glob("part-*.parquet")]
     )
@@ -111,6 +122,7 @@ def figures(out: Path, url0: str, args, marks: dict, started: float, ended: floa
         "one_down_window_vs_the_others": round(window.height / window_s / (per_endpoint * up_in_window), 3),
         "breaker_opened": manifest.details["breaker_opened"][url0],
         "retries": manifest.counts["retries"],
+        "reject_reasons": manifest.details["reject_reasons"],
     }
 
 
@@ -121,9 +133,13 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=2.0)
     parser.add_argument("--prompts", type=int, default=8000)
     parser.add_argument("--healthy", action="store_true", help="kill nothing: the baseline of the same run")
+    parser.add_argument("--fault", choices=("kill", "hang"), default="kill")
+    parser.add_argument("--stay-down", action="store_true", help="the killed server is not started again")
+    parser.add_argument("--timeout", type=float, default=None, help="request_timeout (default 20x --delay)")
+    parser.add_argument("--never-reasoning", type=float, default=0.02, help="share of prompts never reasoned on")
     args = parser.parse_args()
     ports = [free_port() for _ in range(args.endpoints)]
-    servers = [serve(port, args.delay) for port in ports]
+    servers = [serve(port, args.delay, args.never_reasoning) for port in ports]
     urls = [f"http://127.0.0.1:{port}/v1" for port in ports]
     try:
         print(json.dumps(one_run(args, urls, ports, servers)), flush=True)
@@ -146,12 +162,12 @@ def one_run(args, urls: list[str], ports: list[int], servers: list) -> dict:
             base_urls=urls,
             concurrency=args.concurrency,
             max_tokens=64,
-            request_timeout=20 * args.delay,
+            request_timeout=args.timeout or 20 * args.delay,
         )
         marks: dict[str, float] = {}
         clock = ProbeClock()
         kill_at, back_at = (expected / 3, 2 * expected / 3) if not args.healthy else (1e9, 1e9)
-        killer = chaos(ports[0], args.delay, kill_at, back_at, servers, marks, clock)
+        killer = chaos(args, ports[0], kill_at, back_at, servers, marks, clock)
         try:
             run_generate(cfg, out, clock)
         except StageError as exc:

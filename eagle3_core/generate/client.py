@@ -9,7 +9,18 @@ the least-loaded endpoint whose breaker admits it and gives it back before the b
 retry waiting to be sent holds no slot. A failure that opens its endpoint's breaker (or meets it
 open) is the endpoint's: the prompt is sent again elsewhere at once, its retries untouched; so is
 every other request in flight there when the breaker opens (cancelled: a hanging server would
-hold each for ``request_timeout``).
+hold each for ``request_timeout``). A request in flight past its endpoint's overdue bound
+(``health.overdue_after``) while the endpoint answers nothing counts toward its breaker
+(``check_overdue``); once the endpoint holds ``min(breaker_failures, its bound)`` such requests the
+breaker opens and they move too, once each: a moved request is never judged overdue again, so a
+prompt whose answer is merely long cannot be moved for ever. An open breaker gets ``probe``, one
+short request with ``breaker_probe_timeout``, never a user's prompt.
+
+Not stored, whatever the status: an answer from another model than the one asked for (its
+``model`` neither the requested name nor a name the endpoint lists for the same model) is an
+open ``wrong_model`` failure that opens the endpoint's breaker at once; an answer holding the API
+key's value is a final ``secret_in_answer`` reject. Both, a refused key, a hung endpoint and
+``reasoning`` / ``reasoning_content`` that disagree each get one warning line per endpoint.
 
 ``request_timeout`` is a deadline on the whole attempt, body included (``asyncio.timeout``), not
 only httpx's per-read timeout: a body that trickles in past it is abandoned and counted as a
@@ -31,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import random
 import time
@@ -39,13 +51,23 @@ from dataclasses import dataclass
 
 from eagle3_core.generate.concurrency import Endpoint, EndpointPool
 from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.generate.health import Breaker, SharedFailure, is_final_status, is_open
+from eagle3_core.generate.health import (
+    ACCESS_STATUS,
+    OVERDUE_FACTOR,
+    Breaker,
+    SharedFailure,
+    is_final_status,
+    is_open,
+    overdue_after,
+)
 from eagle3_core.generate.parse import Completion, MalformedBody, parse_completion
 from eagle3_core.generate.redact import redact, secret_of
 
 CONNECTIONS_PER_CLIENT = 8
 JSON_HEADERS = {"Content-Type": "application/json"}
 MOVED = "moved"  # the retry reason of a request cancelled in flight as its endpoint's breaker opened
+PROBE_MESSAGES = [{"role": "user", "content": "What is 2 + 3? Think briefly, then answer."}]
+WARNING = "generate: warning: "
 
 
 class Transient(Exception):
@@ -67,7 +89,12 @@ class RequestFailed(Exception):
 
 
 class Moved(Exception):
-    """The endpoint failed, not the prompt (its breaker opened): send again, no retry spent."""
+    """The endpoint failed, not the prompt (its breaker opened): send again, no retry spent.
+    ``overdue``: it was moved for taking long, so it is never judged overdue again."""
+
+    def __init__(self, reason: str, overdue: bool = False) -> None:
+        super().__init__(reason)
+        self.overdue = overdue
 
 
 @dataclass(frozen=True)
@@ -227,6 +254,7 @@ class Requester:
         on_retry=None,
         backoff: Callable[[float], Awaitable[None]] = asyncio.sleep,
         ruled_out: frozenset[str] = frozenset(),
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         self.cfg, self.model, self.pool = cfg, model, pool
         self.on_retry = on_retry or (lambda reason: None)
@@ -234,6 +262,14 @@ class Requester:
         self.shared = SharedFailure(cfg.shared_failure_attempts, ruled_out)
         self.stop: Callable[[str], None] = lambda error: None
         self.secret = secret_of(cfg.api_key_env)
+        self.warn = warn or (lambda line: None)
+        self._warned: set[tuple[str, str]] = set()  # (endpoint, what): one line each per run
+        self._probe_payload = json.dumps(request_body(cfg, model, PROBE_MESSAGES, cfg.probe_max_tokens)).encode()
+
+    def warn_once(self, url: str, what: str, line: str) -> None:
+        if (url, what) not in self._warned:
+            self._warned.add((url, what))
+            self.warn(WARNING + line)
 
     async def answer(self, messages: list[dict], tools: list[dict] | None = None) -> Answer:
         # serialised once here, not once per attempt by the client (which deep-copies a dict body)
@@ -241,11 +277,13 @@ class Requester:
         payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
         attempts = spent = 0  # attempts sent; those that spent one of the prompt's retries
         judged = False  # this prompt's first answer went to the shared-failure judge
+        patient = False  # moved once for taking long: never judged overdue again
         while True:
             attempts += 1
             try:
-                return await self._watched_attempt(payload, attempts)
+                return await self._watched_attempt(payload, attempts, patient)
             except Moved as moved:
+                patient = patient or moved.overdue
                 self.on_retry(str(moved))
             except Transient as exc:
                 judged = self._judge(exc, judged)
@@ -269,13 +307,13 @@ class Requester:
             self.stop(self.shared.error())
         return True
 
-    async def _watched_attempt(self, payload: bytes, attempts: int) -> Answer:
+    async def _watched_attempt(self, payload: bytes, attempts: int, patient: bool = False) -> Answer:
         """One attempt on the next admitted endpoint; its outcome goes to that endpoint's breaker
         (before the slot is released, so a waiter sees the new state) and to the shared-failure
         streak. Server text is redacted here, where it enters."""
         endpoint = await self.pool.acquire()
         task = asyncio.current_task()
-        endpoint.attempts.add(task)
+        endpoint.attempts[task] = math.inf if patient else time.monotonic()
         try:
             answer = await self._attempt(endpoint, payload, attempts)
         except asyncio.CancelledError:
@@ -284,7 +322,7 @@ class Requester:
             endpoint.moving.discard(task)
             if task.uncancel() > 0:  # the run is stopping as well
                 raise
-            raise Moved(MOVED) from None
+            raise Moved(MOVED, overdue=task in endpoint.overdue) from None
         except (Transient, RequestFailed) as exc:
             exc.detail = redact(exc.detail, self.secret)
             if isinstance(exc, RequestFailed):
@@ -293,18 +331,57 @@ class Requester:
             raise
         else:
             endpoint.breaker.answered()
+            endpoint.last_answer_at = time.monotonic()
             self.shared.answered()
             return answer
         finally:
-            endpoint.attempts.discard(task)
+            endpoint.attempts.pop(task, None)
+            endpoint.overdue.discard(task)
             await self.pool.release(endpoint)
 
     def _failed(self, endpoint: Endpoint, exc: Transient | RequestFailed) -> None:
         if not is_open(exc.reason):  # the server answered this prompt: it is up
             endpoint.breaker.answered()
-        elif endpoint.breaker.failed(exc.reason, exc.detail):
+            endpoint.last_answer_at = time.monotonic()
+        elif endpoint.breaker.failed(exc.reason, exc.detail, at_once=exc.reason == "wrong_model"):
+            self._warn_refusal(endpoint.url, exc.reason, exc.detail)
             move_in_flight(endpoint)
             raise Moved(exc.reason) from None
+
+    def _warn_refusal(self, url: str, reason: str, detail: str) -> None:
+        """One line for an endpoint that is up and refuses (a key, another model): unlike a dead
+        one, it will not come back by itself."""
+        code = reason.removeprefix("http_")
+        if reason == "wrong_model":
+            self.warn_once(url, reason, f"{detail}; no request goes there while it does")
+        elif code.isdigit() and int(code) in ACCESS_STATUS:
+            self.warn_once(
+                url,
+                "key",
+                f"{url} refuses the key ({detail}); no request goes there while it does: "
+                f"set its key in {self.cfg.api_key_env}",
+            )
+
+    async def probe(self, endpoint: Endpoint) -> None:
+        """An open breaker's half-open probe: one short request of the run's own (``PROBE_MESSAGES``)
+        within ``breaker_probe_timeout``. An answer as the model asked for (or a 4xx about the
+        probe: the server is up) closes the breaker; anything else opens it again, for longer."""
+        deadline = min(self.cfg.breaker_probe_timeout, self.cfg.request_timeout)
+        try:
+            async with asyncio.timeout(deadline):
+                body = await post_chat(endpoint, self._probe_payload)
+            if not isinstance(body, dict) or not body.get("choices"):
+                raise Transient("no_choices", f"the probe's answer holds no choices: {_short(json.dumps(body))}")
+            self._check_model(endpoint, body)
+        except TimeoutError:
+            endpoint.breaker.failed("timeout", f"no answer to a probe within {deadline:g} s")
+        except (Transient, RequestFailed) as exc:
+            if is_open(exc.reason):
+                endpoint.breaker.failed(exc.reason, redact(exc.detail, self.secret))
+            else:
+                endpoint.breaker.answered()
+        else:
+            endpoint.breaker.answered()
 
     def wait_before(self, attempt: int) -> float:
         """Exponential backoff with full jitter: uniform in [0, min(max, initial * 2^(attempt-2))]."""
@@ -326,22 +403,76 @@ class Requester:
             raise
         latency = time.monotonic() - start
         endpoint.controller.on_success(latency)
-        return Answer(self._completion(body), endpoint.url, attempts, latency)
+        endpoint.recent.append(latency)
+        return Answer(self._completion(body, endpoint), endpoint.url, attempts, latency)
 
-    def _completion(self, body: object) -> Completion:
+    def _completion(self, body: object, endpoint: Endpoint) -> Completion:
         """The answer in ``body``, or why it is none: no choices (open: a server's bad moment),
-        a contract broken (worth a retry), no reasoning where it is required."""
+        another model's answer (the endpoint's failure), a contract broken (worth a retry), the key
+        in the answer, no reasoning where it is required."""
         if not isinstance(body, dict) or not body.get("choices"):
             raise Transient("no_choices", f"the response holds no choices: {_short(json.dumps(body))}")
+        self._check_model(endpoint, body)
         try:
             completion = parse_completion(body)
         except MalformedBody as exc:
             raise Transient("bad_body", str(exc)) from None
+        if self.secret and any(self.secret in text for text in _answer_texts(completion)):
+            raise RequestFailed(
+                "secret_in_answer", f"the answer holds the value of {self.cfg.api_key_env}: never stored", attempts=1
+            )
+        if completion.fields_disagree:
+            self.warn_once(
+                endpoint.url,
+                "fields",
+                f"{endpoint.url} sends `reasoning` and `reasoning_content` that differ; "
+                "reading `reasoning` (the field vLLM >= 0.16 fills): check the server's reasoning parser",
+            )
         if self.cfg.require_reasoning and not completion.reasoning and not completion.tool_calls:
             raise Transient(
                 "empty_reasoning", "the answer has no reasoning (none of reasoning, reasoning_content, <think> tags)"
             )
         return completion
+
+    def _check_model(self, endpoint: Endpoint, body: dict) -> None:
+        """``wrong_model`` when the answer names a model this endpoint does not serve the asked one as."""
+        said = body.get("model")
+        if endpoint.model_names and said is not None and said not in endpoint.model_names:
+            raise Transient("wrong_model", wrong_model_words(endpoint.url, said, self.model))
+
+
+def wrong_model_words(url: str, said: object, model: str) -> str:
+    return f"{url} answers as model {said!r}, not {model!r}: its answers are another model's, never stored"
+
+
+def _answer_texts(completion: Completion) -> tuple[str, ...]:
+    calls = json.dumps(completion.tool_calls, ensure_ascii=False) if completion.tool_calls else ""
+    return completion.reasoning, completion.content, calls
+
+
+def check_overdue(endpoint: Endpoint, cfg: GenerateConfig, now: float) -> str | None:
+    """Count the endpoint's requests newly past its overdue bound toward its breaker, while it
+    answers nothing (a long answer on a live endpoint is not a hang); the words of the failure
+    when its breaker opened, and the requests in flight there moved."""
+    bound = overdue_after(list(endpoint.recent), cfg.request_timeout, cfg.overdue_min_seconds)
+    quiet = endpoint.breaker.state == "closed" and now - endpoint.last_answer_at > bound
+    late = [task for task, start in endpoint.attempts.items() if now - start > bound and task not in endpoint.moving]
+    new = [task for task in late if task not in endpoint.overdue]
+    if not (quiet and new):
+        return None
+    endpoint.overdue.update(new)
+    detail = (
+        f"{len(late)} requests in flight for over {bound:.0f} s ({OVERDUE_FACTOR:g}x its slowest recent answer) "
+        "and no answer meanwhile"
+    )
+    opened = False
+    for _ in new:
+        at_once = len(late) >= min(endpoint.breaker.failures, endpoint.bound)
+        opened = endpoint.breaker.failed("overdue", detail, at_once=at_once) or opened
+    if opened:
+        move_in_flight(endpoint)
+        return f"{endpoint.url} stopped answering: {detail}"
+    return None
 
 
 def move_in_flight(endpoint: Endpoint) -> None:
@@ -349,7 +480,7 @@ def move_in_flight(endpoint: Endpoint) -> None:
     would otherwise wait out ``request_timeout``. Each is cancelled, and its prompt is sent again at
     once elsewhere, its retries untouched (``Moved``, counted as a ``moved`` retry)."""
     current = asyncio.current_task()
-    for task in endpoint.attempts - endpoint.moving - {current}:
+    for task in set(endpoint.attempts) - endpoint.moving - {current}:
         endpoint.moving.add(task)
         task.cancel()
 

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from eagle3_core.generate.health import Breaker
 
+RECENT_ANSWERS = 64  # the latencies an endpoint's overdue bound is judged on
 TIMELINE_POINTS = 500  # enough to plot; a long run is decimated to stay this small
 
 
@@ -96,8 +98,12 @@ class Endpoint:
     clients: list = field(default_factory=list, repr=False)  # AsyncOpenAI clients, bound to one event loop
     client_load: list[int] = field(default_factory=list, repr=False)  # in-flight requests per client
     breaker: Breaker = field(default_factory=lambda: Breaker(5, 1.0, 30.0))
-    attempts: set = field(default_factory=set, repr=False)  # tasks with an attempt in flight here
+    attempts: dict = field(default_factory=dict, repr=False)  # task with an attempt in flight here -> its start
     moving: set = field(default_factory=set, repr=False)  # of those, cancelled as its breaker opened
+    overdue: set = field(default_factory=set, repr=False)  # of those, counted overdue (health.overdue_after)
+    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT_ANSWERS), repr=False)  # latencies, s
+    last_answer_at: float = field(default_factory=time.monotonic)  # the server's last answer (any status)
+    model_names: frozenset = frozenset()  # the names this endpoint answers the requested model under
 
     @property
     def label(self) -> str:
@@ -145,7 +151,6 @@ class EndpointPool:
                 self.waiting -= 1
             endpoint.in_flight += 1
             endpoint.requests += 1
-            endpoint.breaker.sent()
             return endpoint
 
     async def release(self, endpoint: Endpoint) -> None:

@@ -113,6 +113,16 @@ class GenerateConfig(StrictModel):
         description="Seconds an opened breaker waits before one half-open probe request; doubles after each failed probe, up to breaker_max_backoff.",
     )
     breaker_max_backoff: float = Field(30.0, gt=0, description="Upper bound of a breaker's backoff, in seconds.")
+    overdue_min_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="A request in flight is overdue past 3x the slowest of its endpoint's last 64 answers, but never sooner than this (a short answer's latency says little about a long one); overdue requests at an endpoint that answers nothing meanwhile count toward its breaker, so a hung endpoint costs about this, not request_timeout.",
+    )
+    breaker_probe_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="Deadline in seconds of the half-open probe an open breaker gets: one short request (probe_max_tokens) of the run's own, never a user's prompt, so a hung endpoint costs this, not request_timeout, each time it is tried again.",
+    )
     shared_failure_attempts: int = Field(
         32,
         ge=2,
@@ -122,7 +132,7 @@ class GenerateConfig(StrictModel):
     limit_lease_seconds: float = Field(
         60.0,
         ge=60,
-        description="Lease of the slots a run holds of an endpoint's shared limit (Prefect flow; Prefect's minimum is 60; renewed every half lease): a killed run's slots return to the other runs this long (plus the server's sweep) after it dies.",
+        description="Lease of the slots a run holds of an endpoint's shared limit (Prefect flow; Prefect's minimum is 60; renewed every half lease): a killed run's slots return to the other runs and its rerun at most this long after it dies, plus the API's sweep (5 s on the command's own ephemeral API, 15 s on `prefect server`).",
     )
     aimd_latency_factor: float = Field(
         2.0,

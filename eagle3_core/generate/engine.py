@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from eagle3_core.errors import StageError
-from eagle3_core.generate.client import Answer, Requester, RequestFailed, close_clients, open_clients
+from eagle3_core.generate.client import Answer, Requester, RequestFailed, check_overdue, close_clients, open_clients
 from eagle3_core.generate.concurrency import EndpointPool
 from eagle3_core.generate.health import Outage, is_open, refused_everywhere
 from eagle3_core.generate.rows import Messages, row_json, stored_messages
@@ -93,6 +93,7 @@ class Engine:
         self.unstarted = True  # the planner has prompts left
         self.held: list[dict[str, Any]] = []  # final rejects of the current shared-failure streak
         self.held_signature: tuple[str, str] | None = None
+        self.probes: set[asyncio.Task] = set()  # half-open probes in flight (the run's end never waits on one)
 
     async def process(self, items: Iterable[WorkItem], keeper: SlotKeeper | None = None) -> None:
         self._main, self._stop, self._closing = asyncio.current_task(), None, False
@@ -128,7 +129,7 @@ class Engine:
                 raise self._stop from None
             raise
         finally:
-            await self._close(list(alive) + helpers, keeper, keeping)
+            await self._close(list(alive) + helpers + list(self.probes), keeper, keeping)
 
     async def _close(self, tasks: list[asyncio.Task], keeper: SlotKeeper | None, keeping: asyncio.Task | None) -> None:
         self._closing, self.unstarted = True, False
@@ -150,17 +151,27 @@ class Engine:
 
     async def _watch_health(self) -> None:
         """Stop the run once every endpoint is down for ``outage_seconds`` (every prompt started
-        meanwhile would only wait), or all refuse every request; wake the waiters each tick, so a
-        breaker whose backoff ended gets its half-open probe."""
+        meanwhile would only wait), or all refuse every request; each tick, count overdue requests
+        toward their endpoint's breaker, send a breaker whose backoff ended its half-open probe,
+        and wake the waiters (a probe that closed a breaker frees its slots)."""
+        cfg = self.requester.cfg
         breakers = {e.url: e.breaker for e in self.pool.endpoints}
-        outage = Outage(breakers, self.requester.cfg.outage_seconds)
-        tick = min(0.25, self.requester.cfg.outage_seconds / 4)
+        outage = Outage(breakers, cfg.outage_seconds)
+        tick = min(0.25, cfg.outage_seconds / 4)
         while True:
             await asyncio.sleep(tick)
             if why := refused_everywhere(breakers):
                 return self._fail(shared_error(why))
             if why := outage.why():
                 return self._fail(outage_error(why))
+            now = time.monotonic()
+            for endpoint in self.pool.endpoints:
+                if hung := check_overdue(endpoint, cfg, now):
+                    self.requester.warn_once(endpoint.url, "overdue", f"{hung}; its prompts go to the other endpoints")
+                if endpoint.breaker.probe_due():
+                    probe = asyncio.create_task(self.requester.probe(endpoint))
+                    self.probes.add(probe)
+                    probe.add_done_callback(self.probes.discard)
             await self.pool.bounds_changed()
 
     async def _one(self, item: WorkItem) -> None:

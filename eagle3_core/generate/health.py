@@ -9,10 +9,16 @@ Guarantees:
   run that ends with open rows ends failed, and the next run in the folder sends them again.
 - **One endpoint at a time** (``Breaker``): ``failures`` open-class failures in a row open an
   endpoint's breaker; no request goes to it until a backoff (``backoff`` doubling up to
-  ``max_backoff``) has passed, then one request probes it (half-open): an answer closes it, a
-  failure opens it again for twice as long. A failure that opens (or finds open) the breaker is
-  the endpoint's, not the prompt's: it costs the prompt no retry, so the prompt moves to a
-  healthy endpoint.
+  ``max_backoff``) has passed, then the engine sends it one short probe of its own (half-open;
+  never a user's prompt, never waited on by the run's end): an answer closes it, a failure opens
+  it again for twice as long. A failure that opens (or finds open) the breaker is the
+  endpoint's, not the prompt's: it costs the prompt no retry, so the prompt moves to a healthy
+  endpoint. An answer from another model (``wrong_model``) opens it at once.
+- **A hung endpoint costs one bound, not the timeout** (``overdue_after``): a request in flight
+  past ``OVERDUE_FACTOR`` times the slowest of the endpoint's recent answers (at least
+  ``overdue_min_seconds``), while the endpoint answers nothing, counts as one failure there, and once every request the endpoint may hold
+  is overdue (or ``failures`` are) its breaker opens and they move, without waiting out
+  ``request_timeout``. The request itself goes on: an answer that comes late is still taken.
 - **An outage** (``Outage``) is every endpoint's breaker open for ``outage_seconds`` together:
   the run stops, keeping what finished. While some endpoints are down and one answers, the run
   goes on at the healthy endpoints' pace; prompts wait, they are never rejected for it.
@@ -42,12 +48,15 @@ REASONS: dict[str, tuple[str, str]] = {
     "not_json": ("open", "the body is not JSON (a gateway's HTML page, a truncated body)"),
     "no_choices": ("open", "a JSON body without choices (choices: [] with HTTP 200)"),
     "shared_failure": ("open", "every request failed the same way (a setting, not the prompt)"),
+    "wrong_model": ("open", "the endpoint answered as another model than the one asked for"),
     "empty_reasoning": ("final", "the answer had no reasoning, after its retries"),
+    "secret_in_answer": ("final", "the answer holds the API key's value: never stored"),
     "bad_body": ("final", "the body parses but breaks the contract (choices[0].message not an object)"),
     "http_4xx": ("final", "any other 4xx: the server named this prompt (its length against the context)"),
     "input reasons": ("final", "unknown_shape, invalid_json, undecodable, ...: the row itself"),
 }
-OPEN_REASONS = {"connection", "timeout", "not_json", "no_choices", "shared_failure"}
+OPEN_REASONS = {"connection", "timeout", "not_json", "no_choices", "shared_failure", "wrong_model"}
+OVERDUE_FACTOR = 3.0  # a request this many times slower than the endpoint's slowest recent answer is overdue
 
 
 def is_open(reason: str) -> bool:
@@ -74,35 +83,37 @@ class Breaker:
         self.in_a_row = 0  # open-class failures since the last answer
         self.wait = backoff  # the next open period
         self.reopen_at = 0.0
-        self.probing = False  # a half-open probe is in flight
+        self.probing = False  # the half-open probe is in flight
         self.down_since: float | None = None
         self.last_failure = ""
         self.last_reason = ""
         self.opened = 0  # how many times it opened (for the manifest)
 
     def admits(self) -> bool:
-        """May a request go here now? Past its backoff an open breaker admits one probe."""
-        if self.state == "open" and self.clock() >= self.reopen_at:
-            self.state = "half_open"
-        return self.state == "closed" or (self.state == "half_open" and not self.probing)
+        """May a user's request go here now? Only while closed: an open one gets the engine's probe."""
+        return self.state == "closed"
 
-    def sent(self) -> None:
-        if self.state == "half_open":
-            self.probing = True
+    def probe_due(self) -> bool:
+        """Past its backoff an open breaker turns half-open, and the caller sends its one probe."""
+        if self.state != "open" or self.clock() < self.reopen_at:
+            return False
+        self.state, self.probing = "half_open", True
+        return True
 
     def answered(self) -> None:
         self.state, self.in_a_row, self.wait, self.probing, self.down_since = "closed", 0, self.backoff, False, None
 
-    def failed(self, reason: str, detail: str) -> bool:
+    def failed(self, reason: str, detail: str, at_once: bool = False) -> bool:
         """One open-class failure here; True when it is the endpoint's (the breaker opened, was
-        already open, or its probe failed), so the prompt keeps its retries."""
+        already open, or its probe failed), so the prompt keeps its retries. ``at_once``: a
+        failure no other answer here would contradict (another model answering) opens it now."""
         self.last_reason, self.last_failure = reason, detail
         if self.state != "closed":
             if self.state == "half_open":
                 self.trip()
             return True
         self.in_a_row += 1
-        if self.in_a_row >= self.failures:
+        if at_once or self.in_a_row >= self.failures:
             self.trip()
             return True
         return False
@@ -153,7 +164,7 @@ def refused_everywhere(breakers: dict[str, Breaker]) -> str | None:
 
 def _is_refusal(reason: str) -> bool:
     code = reason.removeprefix("http_")
-    return reason in ("not_json", "no_choices") or (code.isdigit() and int(code) in ACCESS_STATUS)
+    return reason in ("not_json", "no_choices", "wrong_model") or (code.isdigit() and int(code) in ACCESS_STATUS)
 
 
 class SharedFailure:
@@ -205,6 +216,14 @@ class SharedFailure:
     def error(self) -> str:
         reason, detail = self.signature or ("", "")
         return f"every request fails the same way: {self.count} prompts in a row were {reason}: {detail}"
+
+
+def overdue_after(recent: list[float], request_timeout: float, floor: float) -> float:
+    """Seconds after which a request in flight at an endpoint is overdue: ``OVERDUE_FACTOR`` times
+    its slowest recent answer, at least ``floor``; before any answer, the timeout."""
+    if not recent:
+        return request_timeout
+    return min(request_timeout, max(floor, OVERDUE_FACTOR * max(recent)))
 
 
 def _is_5xx(reason: str) -> bool:

@@ -46,6 +46,7 @@ class Completion:
     completion_tokens: int | None
     id_layout: str = "none"  # vllm | sglang | sglang_legacy | prompt_only | completion_only | unknown | none
     tool_calls: list[dict] | None = None
+    fields_disagree: bool = False  # both reasoning fields sent, with different texts (``reasoning`` is read)
 
 
 def parse_completion(body: Any) -> Completion:
@@ -72,7 +73,13 @@ def parse_completion(body: Any) -> Completion:
         completion_tokens=usage.get("completion_tokens"),
         id_layout=layout,
         tool_calls=calls if isinstance(calls, list) and calls else None,
+        fields_disagree=_fields_disagree(message),
     )
+
+
+def _fields_disagree(message: dict) -> bool:
+    both = [message.get(f) for f in ("reasoning", "reasoning_content")]
+    return all(isinstance(text, str) and text for text in both) and both[0] != both[1]
 
 
 def token_ids(body: dict, choice: dict) -> tuple[list[int] | None, list[int] | None, str]:

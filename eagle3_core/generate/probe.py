@@ -20,12 +20,11 @@ import time
 from dataclasses import dataclass, field
 
 from eagle3_core.errors import EndpointError
-from eagle3_core.generate.client import request_body
+from eagle3_core.generate.client import PROBE_MESSAGES, request_body, wrong_model_words
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.parse import parse_completion, reasoning_layout, unknown_id_fields
 from eagle3_core.generate.redact import redact, secret_of
 
-PROBE_MESSAGES = [{"role": "user", "content": "What is 2 + 3? Think briefly, then answer."}]
 UNREACHABLE_FIX = "start the server (eagle3 serve) or fix --base-url (http://host:port/v1)"
 PROBE_TRIES = 3  # a 503 while the server warms up should not stop the run
 LAYOUT_WORDS = {
@@ -53,12 +52,18 @@ class Unreachable(EndpointError):
     """The endpoint did not answer (connection, 5xx, timeouts): left out while another answers."""
 
 
+class WrongModel(Unreachable):
+    """The endpoint answered as another model (a proxy routing to the wrong backend): left out while
+    another answers; its half-open probes let it in once it answers as the model asked for."""
+
+
 @dataclass(frozen=True)
 class ProbeReport:
     model: str
     layouts: dict[str, str]  # endpoint url -> reasoning layout
     id_layouts: dict[str, str]  # endpoint url -> vllm | sglang | completion_only | none
     down: dict[str, str] = field(default_factory=dict)  # endpoint url -> why it is left out for now
+    names: dict[str, frozenset[str]] = field(default_factory=dict)  # endpoint url -> the model's names there
 
     @property
     def token_ids(self) -> dict[str, bool]:
@@ -96,20 +101,21 @@ def probe_endpoints(cfg: GenerateConfig) -> ProbeReport:
         model = cfg.model or _first_model(http, cfg)
         with ThreadPoolExecutor(max_workers=len(cfg.base_urls)) as pool:
             outcomes = list(pool.map(lambda url: _outcome(http, cfg, url, model), cfg.base_urls))
-    layouts, id_layouts, down = {}, {}, {}
+    layouts, id_layouts, down, names = {}, {}, {}, {}
     for url, outcome in zip(cfg.base_urls, outcomes):
         if isinstance(outcome, Unreachable):
             down[url] = outcome.message
         elif isinstance(outcome, EndpointError):
             raise _redacted(outcome, cfg)
         else:
+            outcome, names[url] = outcome
             layouts[url] = reasoning_layout(outcome["choices"][0]["message"])
             id_layouts[url] = _id_layout(url, outcome)
             _check_reasoning(cfg, url, layouts[url])
     if not layouts:
-        first = next(iter(down.values()))
-        raise _redacted(EndpointError(first, fix=UNREACHABLE_FIX), cfg)
-    return ProbeReport(model=model, layouts=layouts, id_layouts=id_layouts, down=down)
+        first = next(o for o in outcomes if isinstance(o, Unreachable))
+        raise _redacted(EndpointError(first.message, fix=first.fix), cfg)
+    return ProbeReport(model=model, layouts=layouts, id_layouts=id_layouts, down=down, names=names)
 
 
 def _id_layout(url: str, body: dict) -> str:
@@ -138,15 +144,16 @@ def _first_model(http, cfg: GenerateConfig) -> str | None:
     return None
 
 
-def _outcome(http, cfg: GenerateConfig, url: str, model: str | None) -> dict | EndpointError:
-    """The probe's answer body, or the error it met (raised by the caller, in endpoint order)."""
+def _outcome(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[dict, frozenset[str]] | EndpointError:
+    """The probe's answer body and the model's names there, or the error it met (raised by the
+    caller, in endpoint order)."""
     try:
-        return _probe_one(http, cfg, url, model)[1]
+        return _probe_one(http, cfg, url, model)[1:]
     except EndpointError as exc:
         return exc
 
 
-def _probe_one(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[str, dict]:
+def _probe_one(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[str, dict, frozenset[str]]:
     listed = _listed_models(http, url, cfg.api_key_env)
     models = [m.get("id") for m in listed]
     model = model or (models[0] if models else None)
@@ -157,7 +164,22 @@ def _probe_one(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[
         )
     body = _chat(http, url, request_body(cfg, model, PROBE_MESSAGES, cfg.probe_max_tokens), cfg.api_key_env)
     _check_context(cfg, url, next(m for m in listed if m.get("id") == model), body)
-    return model, body
+    names = model_names(listed, model)
+    if (said := body.get("model")) is not None and said not in names:
+        raise WrongModel(wrong_model_words(url, said, model), fix=WRONG_MODEL_FIX)
+    return model, body, names
+
+
+WRONG_MODEL_FIX = "point --base-url at the target's own server (a proxy may route this name to another backend)"
+
+
+def model_names(listed: list[dict], model: str) -> frozenset[str]:
+    """The names an endpoint may answer ``model`` under: itself and the served names that share its
+    ``root`` (vLLM's ``--served-model-name a b`` lists both and answers as the first). A LoRA
+    adapter has its own root: another model."""
+    root = next((m.get("root") for m in listed if m.get("id") == model), None)
+    aliases = {m.get("id") for m in listed if root is not None and m.get("root") == root}
+    return frozenset({model} | {a for a in aliases if isinstance(a, str)})
 
 
 def _check_context(cfg: GenerateConfig, url: str, listed: dict, body: dict) -> None:

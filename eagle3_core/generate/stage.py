@@ -190,7 +190,9 @@ class ServedRun:
         self.total = count_rows(self.cfg.prompts)
         # the probe refused an endpoint that answers without reasoning: past it, an answer without is the prompt's
         ruled_out = frozenset({"empty_reasoning"}) if self.cfg.require_reasoning else frozenset()
-        requester = Requester(self.cfg, self.model, self.pool, self._on_retry, ruled_out=ruled_out)
+        requester = Requester(
+            self.cfg, self.model, self.pool, self._on_retry, ruled_out=ruled_out, warn=self.reporter.log
+        )
         self.engine = Engine(
             requester,
             self.pool,
@@ -300,6 +302,9 @@ class ServedRun:
         endpoint = Endpoint(
             url, self._controller(), breaker=Breaker(cfg.breaker_failures, cfg.breaker_backoff, cfg.breaker_max_backoff)
         )
+        # an endpoint left out was not asked its names: those the others list for the model
+        every_name = frozenset({self.model}).union(*self.probe.names.values())
+        endpoint.model_names = self.probe.names.get(url, every_name)
         if url in self.probe.down:
             endpoint.breaker.trip()  # left out until a half-open probe finds it up
         return endpoint

@@ -48,7 +48,7 @@ def test_an_endpoint_down_at_the_start_is_left_out_with_a_warning_while_another_
 def test_an_outage_of_every_endpoint_stops_the_run_and_the_rerun_sends_every_prompt_left_open(fake_server, tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", prompts(200))
     cfg = config(src, [fake_server.url], concurrency=4, max_retries=1, outage_seconds=0.5, breaker_backoff=0.2)
-    fake_server.inject("503", times=None, match="Q")  # every prompt, not the probe: the server went down
+    fake_server.inject("503", times=None, after=1)  # every chat after the start's probe: the server went down
 
     with pytest.raises(StageError, match="^the endpoints are down: every endpoint has been down for") as err:
         run_generate(cfg, tmp_path / "out")
@@ -95,6 +95,7 @@ class Clock:
 
 
 def test_a_breaker_opens_on_failures_in_a_row_and_a_half_open_probe_lets_the_endpoint_back():
+    """The half-open probe is the engine's own short request: while it is out no user's prompt goes there."""
     clock = Clock()
     breaker = Breaker(failures=3, backoff=10, max_backoff=25, clock=clock)
     assert breaker.failed("connection", "refused") is False and breaker.failed("timeout", "slow") is False
@@ -104,16 +105,15 @@ def test_a_breaker_opens_on_failures_in_a_row_and_a_half_open_probe_lets_the_end
     assert breaker.failed("connection", "in flight when it opened") is True  # the endpoint's, not the prompt's
 
     clock.now = 10.0
-    assert breaker.admits() and breaker.state == "half_open"
-    breaker.sent()
-    assert not breaker.admits()  # one probe at a time
+    assert breaker.probe_due() and breaker.state == "half_open"
+    assert not breaker.admits() and not breaker.probe_due()  # one probe at a time, and no user's prompt
     assert breaker.failed("connection", "still refused") is True and breaker.state == "open"
     clock.now = 19.0
-    assert not breaker.admits()  # the backoff doubled
+    assert not breaker.probe_due()  # the backoff doubled
     clock.now = 30.0
-    assert breaker.admits()
-    breaker.sent()
+    assert breaker.probe_due()
     breaker.answered()
+    assert breaker.admits()
     assert breaker.state == "closed" and breaker.describe() == "up" and breaker.opened == 2
 
 
