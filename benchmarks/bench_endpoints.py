@@ -42,7 +42,10 @@ def serve(port: int, delay: float, never_reasoning: float = 0.02) -> subprocess.
     args = [sys.executable, "-m", "tests.fixtures.fake_server", "--port", str(port), "--delay", str(delay)]
     proc = subprocess.Popen(
         [*args, "--mix", f"sigma=0.5,never_reasoning={never_reasoning}"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     proc.stdout.readline()  # the URL: it listens
     return proc
