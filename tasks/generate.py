@@ -12,7 +12,8 @@ the progress artifact and one log line per shard written.
 Each endpoint's capacity is a global concurrency limit named after it (``vllm:{host}:{port}``),
 shared by every run that sends to it; ``PrefectLimits`` lets the core hold slots of it in leased
 chunks (``eagle3_core/generate/slots.py``), so two runs split a server instead of doubling its
-queue, and a killed run's slots come back when its leases lapse.
+queue, and a killed run's slots come back when its leases lapse: the API's sweep gives them back
+(``prefect server``'s repossessor; on the command's own ephemeral API, ``tasks/ephemeral_api.py``).
 """
 
 from __future__ import annotations
@@ -90,8 +91,9 @@ class PrefectLimits:
         name = self.names[url]
         return (
             f"generate: no slot of {name} free for {seconds:.0f} s: other runs hold all of them, or a killed "
-            f"run left them leased under an ephemeral Prefect API (it sweeps no lease); fix: once no other run "
-            f"uses {url}, `prefect gcl update {name} --active-slots 0`"
+            f"run left them leased on a Prefect API that sweeps no expired lease (a `prefect server` without its "
+            f"repossessor, an ephemeral API not started by eagle3); fix: once no other run uses {url}, "
+            f"`prefect gcl update {name} --active-slots 0`"
         )
 
     def close(self) -> None:

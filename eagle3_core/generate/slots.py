@@ -10,7 +10,8 @@ would cost 128 calls/s at the seeds' scale, so a run holds slots in chunks of ``
   holds one slot of a second limit, ``{name}:runs``, while it has);
 - it gives a chunk back as soon as it holds a whole chunk more than that: it lowers its own bound
   first, then returns the lease once its in-flight requests fit under it, so no request is cut;
-- a run killed with SIGKILL renews nothing: its leases lapse and the server takes the slots back.
+- a run killed with SIGKILL renews nothing: its leases lapse and the server's sweep takes the slots
+  back (``prefect server``'s repossessor, or the CLI's ephemeral API's, ``tasks/ephemeral_api.py``).
 
 A run alone on an endpoint takes the whole limit once and keeps it; two runs with work split it
 evenly (the one that was first gives back chunks until both hold ``limit / 2``).
@@ -179,7 +180,8 @@ class SlotKeeper:
 
     def _warn_when_starved(self, endpoint: Endpoint, holding: Holding, target: int) -> None:
         """Say so, once a lease period, when the run gets no slot at all: held by other runs, or
-        by a killed run whose leases no server sweeps (Prefect's ephemeral API runs no sweep)."""
+        by a killed run whose leases no server sweeps (an API without Prefect's repossessor; the
+        CLI's own ephemeral API sweeps them, ``tasks/ephemeral_api.py``)."""
         now = time.monotonic()
         if holding.granted or not target:
             holding.starved_since = None

@@ -87,9 +87,11 @@ EPHEMERAL_STARTUP_S = 120
 def watch_ephemeral_api() -> contextlib.AbstractContextManager:
     """Without ``PREFECT_API_URL`` a flow run starts Prefect's ephemeral API as a plain child
     process, which a ``kill -9`` of the command left serving (and holding its port and database)
-    for good. Started through the engines' watchdog instead, it dies with the command. Returns
-    the settings to run under: the ephemeral API given ``EPHEMERAL_STARTUP_S`` to answer (or
-    the user's longer timeout)."""
+    for good. Started through the engines' watchdog instead, it dies with the command; and as
+    ``tasks.ephemeral_api``'s app, it keeps slot leases in files and sweeps the expired ones, so a
+    killed run's slots come back a lease and a sweep after it died (Prefect's own ephemeral API
+    kept them leased for good). Returns the settings to run under: the ephemeral API given
+    ``EPHEMERAL_STARTUP_S`` to answer (or the user's longer timeout)."""
     if os.environ.get("PREFECT_API_URL") or "--help" in sys.argv or len(sys.argv) < 2:
         return contextlib.nullcontext()  # a server of the user's, or no flow to run: --help stays quick
     import subprocess
@@ -102,9 +104,14 @@ def watch_ephemeral_api() -> contextlib.AbstractContextManager:
     from prefect.server.api import server
 
     from eagle3_core.serve.process import WatchedPopen
+    from tasks.ephemeral_api import ephemeral_command
+
+    def ephemeral_popen(args: list[str], env: dict[str, str], **popen) -> subprocess.Popen:
+        args, env = ephemeral_command(args, env)
+        return WatchedPopen(args, env=env, **popen)
 
     # The module calls `subprocess.Popen` and catches `subprocess.TimeoutExpired`, nothing else of it.
-    server.subprocess = types.SimpleNamespace(Popen=WatchedPopen, TimeoutExpired=subprocess.TimeoutExpired)
+    server.subprocess = types.SimpleNamespace(Popen=ephemeral_popen, TimeoutExpired=subprocess.TimeoutExpired)
     timeout = max(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value(), EPHEMERAL_STARTUP_S)
     return temporary_settings(updates={PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: timeout})
 

@@ -2,7 +2,8 @@
 
 The kill test is the property the issue was filed for: a run killed with SIGKILL and started
 again with the same arguments requests no persisted sample, writes no duplicate, and ends with
-accepted + rejected + skipped == input.
+accepted + rejected + skipped == input; on the command's own ephemeral Prefect API, the rerun gets
+the dead run's slots back a lease and a sweep after the kill (issue 33), by itself.
 """
 
 from __future__ import annotations
@@ -52,18 +53,11 @@ def run_cli(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(args, env=cli_env(), capture_output=True, text=True, timeout=300, **kwargs)
 
 
-def free_endpoint_slots(url: str) -> None:
-    """The killed run's leased slots come back only where a server runs Prefect's lease sweep
-    (``prefect server start``: tests/generate/test_shared_limit.py); the test API is an ephemeral
-    server, which runs none, so the test gives them back, since what it checks is the resume."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
-
-    from tasks.generate import endpoint_limit_name
-
-    with get_client(sync_client=True) as client:
-        for name in (endpoint_limit_name(url), endpoint_limit_name(url) + ":runs"):
-            client.update_global_concurrency_limit(name, GlobalConcurrencyLimitUpdate(active_slots=0))
+def own_api_env(home: Path) -> dict[str, str]:
+    """The command run as a user runs it, with no Prefect API of theirs: it starts its own
+    ephemeral API, on the database and lease files under ``home``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_")}
+    return env | {"PREFECT_HOME": str(home), "PYTHONUNBUFFERED": "1"}
 
 
 def persisted_rows(out: Path) -> int:
@@ -74,26 +68,37 @@ def persisted_rows(out: Path) -> int:
 
 
 @pytest.mark.slow
-def test_a_killed_run_resumes_without_rerequesting_or_duplicating(tmp_path, make_fake_server, prefect_api):
+@pytest.mark.prefect_server  # the command starts its own Prefect API
+def test_a_killed_run_resumes_without_rerequesting_or_duplicating(tmp_path, make_fake_server):
+    from tasks.ephemeral_api import SWEEP_SECONDS
+
     server = make_fake_server(delay=0.1)
     rows = prompts(200) + [{"prompt": "Q3"}, {"nothing": "here"}]
     src, out = write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "out"
     args = generate_args(src, server.url, out, "--concurrency", "4", "--shard-rows", "5", "--flush-seconds", "0.2")
-    first = subprocess.Popen(args, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = own_api_env(tmp_path / "prefect-home")  # its own API: nothing outside the command frees a slot
+    first = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
     while persisted_rows(out) < 30 and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert first.poll() is None, first.stderr.read()
+    assert server.in_flight_peak == 4  # the limit (4) all leased by the run about to die
     first.send_signal(signal.SIGKILL)
     first.wait()
+    killed = time.monotonic()
     done_before = {r["messages"][-1]["content"] for r in accepted(out).iter_rows(named=True)}
     assert 30 <= len(done_before) < 200, "the kill must land mid-run"
 
     server.requests.clear()
-    free_endpoint_slots(server.url)
-    second = run_cli(args)
+    second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr
 
+    # the dead run's leases lapse within a lease (60 s) of the kill; the rerun's API sweeps them
+    # within SWEEP_SECONDS and its keeper takes them within a tick: 10 s more for this box's slack
+    first_chat = min(start for prompt, start, _ in server.log if start > killed and prompt.startswith("Q"))
+    assert first_chat - killed <= 60 + SWEEP_SECONDS + 10, (
+        f"the rerun's first chat came {first_chat - killed:.0f} s after the kill"
+    )
     rows_after = accepted(out)
     assert rows_after["sample_id"].n_unique() == len(rows_after) == 200
     assert not done_before & set(server.prompts()), "a persisted sample was requested again"

@@ -2,7 +2,8 @@
 never exceed the endpoint's limit, they split it evenly while both have work, and the slots of a
 run killed with SIGKILL come back when its leases lapse.
 
-`prefect server start` (not the test API: an ephemeral server runs no lease sweep), with its
+`prefect server start` (not the test API: Prefect's ephemeral server runs no lease sweep; the
+command's own sweeps its, test_cli's kill test), with its
 sweep every 2 s instead of 15 so the test waits for the lease (60 s, Prefect's minimum), not
 for the sweep.
 """
