@@ -158,7 +158,14 @@ def test_the_report_puts_online_offline_and_simulated_figures_side_by_side(repor
         )
     )
     assert online["with_drafter"]["drafts"] > 0 and online["with_drafter"]["failed_requests"] == 0
-    assert online["without_drafter"]["output_tokens_per_s"] > 0 and online["speedup"] > 0
+    assert online["without_drafter"]["output_tokens_per_s"] > 0
+    # a speed-up, or, when the 2-core machine's noise makes it exceed the acceptance length that
+    # bounds it, none printed and the reason said (seen in CI: 3.82x measured against 3.23)
+    if online["speedup"] is None:
+        assert "a measurement error, not a result" in online["speedup_error"]
+        assert online["speedup_spread"][1] > online["with_drafter"]["acceptance_length"]
+    else:
+        assert 0 < online["speedup"] <= online["with_drafter"]["acceptance_length"]
     assert online["identical_outputs_share"] >= 0.75  # greedy with and without the drafter agree
     assert abs(report["agreement"]["difference"]) < 0.5
     assert report["simulated"]["acceptance_length"] > 1.0

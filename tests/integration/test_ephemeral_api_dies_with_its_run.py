@@ -17,7 +17,8 @@ from tests.processes import alive
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 EAGLE3 = str(Path(sys.executable).with_name("eagle3"))
-API_APP = b"prefect.server.api.server:create_app"
+# Prefect's own factory, or the command's (tasks/ephemeral_api.py: Prefect's app with the lease sweep)
+API_APPS = (b"prefect.server.api.server:create_app", b"tasks.ephemeral_api:create_app")
 
 
 def ephemeral_apis() -> set[int]:
@@ -25,7 +26,8 @@ def ephemeral_apis() -> set[int]:
     found = set()
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if API_APP in Path(f"/proc/{entry}/cmdline").read_bytes() and alive(int(entry)):
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            if any(app in cmdline for app in API_APPS) and alive(int(entry)):
                 found.add(int(entry))
         except OSError:
             continue
