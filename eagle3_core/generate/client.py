@@ -465,11 +465,9 @@ def check_overdue(endpoint: Endpoint, cfg: GenerateConfig, now: float) -> str | 
         f"{len(late)} requests in flight for over {bound:.0f} s ({OVERDUE_FACTOR:g}x its slowest recent answer) "
         "and no answer meanwhile"
     )
-    opened = False
-    for _ in new:
-        at_once = len(late) >= min(endpoint.breaker.failures, endpoint.bound)
-        opened = endpoint.breaker.failed("overdue", detail, at_once=at_once) or opened
-    if opened:
+    # each newly overdue request is one failure; holding as many as the endpoint may hold opens it now
+    at_once = len(late) >= min(endpoint.breaker.failures, endpoint.bound)
+    if any([endpoint.breaker.failed("overdue", detail, at_once=at_once) for _ in new]):
         move_in_flight(endpoint)
         return f"{endpoint.url} stopped answering: {detail}"
     return None
