@@ -129,7 +129,7 @@ def main() -> None:
     prompts = PromptSource(input=str(toy / "prompts_train.jsonl"), max_samples=args.prompts)
     with open(VLLM_LOCK, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        with VLLMServer(toy, serve, reasoning_parser=target.reasoning_parser) as server:
+        with VLLMServer.for_target(target, serve) as server:
             print(f"vLLM up in {server.startup_seconds:.0f} s at {server.base_url}")
             urls = {"vllm": server.base_url}
             proxies = [start_proxy(server.base_url.removesuffix("/v1"), legacy) for legacy in (False, True)]

@@ -45,7 +45,7 @@ def main() -> None:
     serve = recipe.serve.model_copy(update={"port": None, "log_dir": str(work / "vllm")})
     with open(VLLM_LOCK, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        with VLLMServer(toy, serve, reasoning_parser=target.reasoning_parser) as server:
+        with VLLMServer.for_target(target, serve) as server:
             print(f"vLLM up in {server.startup_seconds:.0f} s at {server.base_url}")
             gens = {}
             for t in args.temperatures:

@@ -73,12 +73,14 @@ def chat(base_url: str, content: str) -> dict:
 
 def serve(path: Path, recipe: dict, prompts: int, concurrency: int) -> dict:
     from eagle3_core.serve import ServeConfig, VLLMServer
+    from eagle3_core.target import TargetConfig
     from eagle3_core.toy.corpus import parse_answer
 
     heldout = [json.loads(line)["messages"][0]["content"] for line in (path / "prompts_heldout.jsonl").open()][:prompts]
     cfg = ServeConfig.model_validate(recipe["serve"])
     logs = ROOT / "runs" / "bench-toy"  # the benchmark's own folder, not $TMPDIR
-    with VLLMServer(path, cfg, log_dir=logs, reasoning_parser=recipe["target"]["reasoning_parser"]) as server:
+    target = TargetConfig.model_validate({**recipe["target"], "path": str(path)})
+    with VLLMServer.for_target(target, cfg, log_dir=logs) as server:
         t0 = time.monotonic()
         chat(server.base_url, heldout[0])
         first = time.monotonic() - t0

@@ -105,6 +105,20 @@ class ChatSettings(StrictModel):
         return fields
 
 
+class ToolParsers(StrictModel):
+    """The servers' tool-call parsers for this family: what turns the target's tool-call tokens into
+    `message.tool_calls`. vLLM refuses every request that carries `tools` unless it was started with
+    `--enable-auto-tool-choice --tool-call-parser NAME` (a request with tools and no `tool_choice`
+    is `auto` there), so eagle3 starts vLLM with `vllm`; SGLang's names differ (`--tool-call-parser`)."""
+
+    vllm: str | None = Field(
+        None, description="vLLM `--tool-call-parser` (kimi_k2, hermes, deepseek_v31, openai, glm45, minimax_m2 ...)."
+    )
+    sglang: str | None = Field(
+        None, description="SGLang `--tool-call-parser` (kimi_k2, qwen25, deepseekv31, gpt-oss, glm45, minimax-m2 ...)."
+    )
+
+
 class TargetConfig(StrictModel):
     """A target model and the layout of its chat turns."""
 
@@ -171,6 +185,14 @@ class TargetConfig(StrictModel):
     reasoning_parser: str | None = Field(
         "kimi_k2",
         description="vLLM `--reasoning-parser` that fits the template (kimi_k2, qwen3, deepseek_r1); None for none.",
+    )
+    tool_parser: ToolParsers | None = Field(
+        None,
+        description="The family's tool-call parsers; eagle3 starts vLLM with `--enable-auto-tool-choice --tool-call-parser` from it. Null: vLLM refuses rows with `tools`.",
+    )
+    tokenizer_mode: str | None = Field(
+        None,
+        description="vLLM `--tokenizer-mode` for a family whose prompt vLLM encodes in Python, not with a Jinja template (DeepSeek-V3.2 `deepseek_v32`, DeepSeek-V4 `deepseek_v4`); null: vLLM's default (the model's template).",
     )
     aux_layer_ids: list[int] | None = Field(
         None, description="Auxiliary layers for EAGLE-3 in vLLM's counting; None = (2, N//2, N-3)."

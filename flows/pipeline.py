@@ -278,12 +278,7 @@ def served_for(spec: StageSpec, config: PipelineConfig, outcomes: dict[str, Outc
 
     logger, started = get_run_logger(), time.time()
     logger.info("starting vLLM for %s (about 30 s on CPU)", config.target.path)
-    with VLLMServer(
-        config.target.require_path(),
-        config.serve,
-        log_dir=config.layout.root / "logs",
-        reasoning_parser=config.target.reasoning_parser,
-    ) as server:
+    with VLLMServer.for_target(config.target, config.serve, log_dir=config.layout.root / "logs") as server:
         outcomes["serve"] = Outcome("serve", "ran", server.base_url, time.time() - started, started)
         logger.info("vLLM serves %s at %s (pid %s)", server.model, server.base_url, server.pid)
         generate = config.generate.model_copy(update={"base_urls": [server.base_url]})

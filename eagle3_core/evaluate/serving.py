@@ -50,9 +50,7 @@ def serve_target(target: TargetConfig, serve: ServeConfig, speculative: dict | N
     """A running ``VLLMServer`` for the target, with ``speculative`` as --speculative-config."""
     from eagle3_core.serve import VLLMServer
 
-    with VLLMServer(
-        target.require_path(), serve, reasoning_parser=target.reasoning_parser, speculative_config=speculative
-    ) as server:
+    with VLLMServer.for_target(target, serve, speculative_config=speculative) as server:
         yield server
 
 

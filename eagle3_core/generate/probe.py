@@ -118,6 +118,44 @@ def probe_endpoints(cfg: GenerateConfig) -> ProbeReport:
     return ProbeReport(model=model, layouts=layouts, id_layouts=id_layouts, down=down, names=names)
 
 
+TOOLS_FIX = (
+    "start vLLM with --enable-auto-tool-choice --tool-call-parser NAME, NAME the family's parser "
+    "(target.tool_parser.vllm in its recipe: kimi_k2, hermes, deepseek_v31, openai, glm45, minimax_m2 ...); "
+    "`eagle3 serve` and a pipeline's serve: section pass both from the recipe. SGLang: --tool-call-parser "
+    "(target.tool_parser.sglang)"
+)
+
+
+def probe_tools(cfg: GenerateConfig, report: ProbeReport, tools: list[dict]) -> str:
+    """One request carrying an input row's ``tools`` per endpoint that is up, before any prompt: vLLM
+    reads `tools` without `tool_choice` as `auto` and refuses it with HTTP 400 unless it was started
+    with a tool-call parser (entrypoints/openai/chat_completion/protocol.py), so every row with tools
+    would be refused the same way. Raises ``EndpointError`` naming the flags; returns the probe line."""
+    import os
+
+    import httpx
+
+    key = os.environ.get(cfg.api_key_env)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    payload = request_body(cfg, report.model, PROBE_MESSAGES, cfg.probe_max_tokens, tools=tools)
+    urls = [url for url in report.layouts if url not in report.down]
+    with httpx.Client(timeout=min(cfg.request_timeout, 120.0), headers=headers) as http:
+        for url in urls:
+            try:
+                _chat(http, url, payload, cfg.api_key_env)
+            except Unreachable:
+                continue  # down since the probe: its breaker judges it, not this check
+            except EndpointError as exc:
+                raise _redacted(
+                    EndpointError(
+                        f"{url} refuses requests that carry `tools`, as the input's rows with tools do: {exc.message}",
+                        fix=TOOLS_FIX,
+                    ),
+                    cfg,
+                ) from None
+    return f"probe: requests with `tools` answered on {len(urls)} endpoint(s)"
+
+
 def _id_layout(url: str, body: dict) -> str:
     """Where the endpoint put its token ids; EndpointError for a layout no known server uses."""
     layout = parse_completion(body).id_layout

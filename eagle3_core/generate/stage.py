@@ -44,7 +44,7 @@ from eagle3_core.generate.engine import Engine, WorkItem, rejected_record, run_c
 from eagle3_core.generate.health import Breaker, states
 from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.generate.keys import KeySet, key64
-from eagle3_core.generate.probe import ProbeReport, probe_endpoints
+from eagle3_core.generate.probe import ProbeReport, probe_endpoints, probe_tools
 from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id
 from eagle3_core.generate.shape import check_shape
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
@@ -155,6 +155,16 @@ def is_complete(cfg: GenerateConfig, out_dir: str | Path) -> bool:
     return cfg.prompts is not None and StageRun(GenerateStage(cfg, out_dir)).life.would_skip()
 
 
+def first_tools(cfg: GenerateConfig) -> list[dict] | None:
+    """The ``tools`` of the input's first row that carries some, None when no row does (one pass
+    over the input: the rows are parsed again by the run)."""
+    for row in iter_rows(cfg.prompts):
+        found = normalize_prompt(row)
+        if not isinstance(found, RowRejection) and found[1]:
+            return found[1]
+    return None
+
+
 class ServedRun:
     """One pass over the input through the endpoints; its phases are ``GenerateStage``'s."""
 
@@ -179,6 +189,8 @@ class ServedRun:
         self.reporter.log(self.probe.line())
         for url, why in self.probe.down.items():
             self.reporter.log(f"generate: warning: {url} is left out for now ({why}); it joins when it answers")
+        if (tools := first_tools(self.cfg)) is not None:
+            self.reporter.log(probe_tools(self.cfg, self.probe, tools))
         self.timings["probe"] = round(time.monotonic() - t0, 3)
         self.model = self.probe.model
         self._preflight()

@@ -25,12 +25,11 @@ def serve_model(
     extra_args: list[str] | None = None,
     log_dir: str | None = None,
 ) -> Iterator[str]:
-    """Serve ``target.path`` with the target's reasoning parser; yield the base URL (``.../v1``)
-    and stop the server on exit, whatever happens inside the block."""
-    server = VLLMServer(
-        target.require_path(),
+    """Serve ``target.path`` with the family's parsers and tokenizer mode; yield the base URL
+    (``.../v1``) and stop the server on exit, whatever happens inside the block."""
+    server = VLLMServer.for_target(
+        target,
         cfg,
-        reasoning_parser=target.reasoning_parser,
         speculative_config=speculative_config,
         extra_args=extra_args,
         log_dir=log_dir,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -31,8 +32,13 @@ from eagle3_core.errors import EndpointError
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.serve.locate import check_vllm, vllm_python
 from eagle3_core.serve.process import start_engine, stop_engine
+from eagle3_core.target import TargetConfig
 
 QUIET_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+# vLLM's own refusal (entrypoints/launchers/launcher.py, validate_api_server_args)
+UNKNOWN_PARSER = re.compile(r"invalid (?P<kind>tool call|reasoning) parser: (?P<name>\S+) \(chose from \{(?P<known>[^}]*)\}\)")
 
 
 class ServeError(EndpointError):
@@ -73,6 +79,8 @@ class VLLMServer:
         *,
         log_dir: str | os.PathLike[str] | None = None,
         reasoning_parser: str | None = None,
+        tool_call_parser: str | None = None,
+        tokenizer_mode: str | None = None,
         speculative_config: dict | None = None,
         extra_args: list[str] | None = None,
         env: dict[str, str] | None = None,
@@ -80,6 +88,7 @@ class VLLMServer:
         self.model_path = str(model)
         self.cfg = cfg or ServeConfig()
         self.reasoning_parser, self.speculative_config = reasoning_parser, speculative_config
+        self.tool_call_parser, self.tokenizer_mode = tool_call_parser, tokenizer_mode
         self.extra_args, self.extra_env = list(extra_args or []), dict(env or {})
         self.port = self.cfg.port
         self.proc: subprocess.Popen | None = None
@@ -87,6 +96,20 @@ class VLLMServer:
         self.log_path: Path | None = None
         self.startup_seconds: float | None = None
         self.argv: list[str] | None = None  # the command started, once it is
+
+    @classmethod
+    def for_target(cls, target: TargetConfig, cfg: ServeConfig | None = None, **kwargs) -> "VLLMServer":
+        """A server for ``target.path`` with the family's own parsers and tokenizer mode (its recipe's
+        ``reasoning_parser``, ``tool_parser.vllm`` and ``tokenizer_mode``): the one place they become flags."""
+        tools = target.tool_parser.vllm if target.tool_parser else None
+        return cls(
+            target.require_path(),
+            cfg,
+            reasoning_parser=target.reasoning_parser,
+            tool_call_parser=tools,
+            tokenizer_mode=target.tokenizer_mode,
+            **kwargs,
+        )
 
     @property
     def model(self) -> str:
@@ -124,6 +147,10 @@ class VLLMServer:
             cmd += ["--kv-cache-memory-bytes", str(self.cfg.kv_cache_bytes)]
         if self.reasoning_parser:
             cmd += ["--reasoning-parser", self.reasoning_parser]
+        if self.tool_call_parser:  # vLLM refuses a request with `tools` without both flags
+            cmd += ["--enable-auto-tool-choice", "--tool-call-parser", self.tool_call_parser]
+        if self.tokenizer_mode:
+            cmd += ["--tokenizer-mode", self.tokenizer_mode]
         if self.speculative_config:
             cmd += ["--speculative-config", json.dumps(self.speculative_config)]
         return cmd + self.cfg.extra_args + self.extra_args
@@ -164,6 +191,7 @@ class VLLMServer:
         url = f"http://{self.cfg.host}:{self.port}/health"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self._raise_unknown_parser()
                 raise ServeError(
                     f"vLLM exited with code {self.proc.returncode} while starting:\n{self.log_tail()}",
                     path=str(self.log_path),
@@ -180,6 +208,20 @@ class VLLMServer:
             f"vLLM did not answer /health within {self.cfg.startup_timeout:.0f} s:\n{self.log_tail()}",
             path=str(self.log_path),
             fix="raise serve.startup_timeout, or read the log",
+        )
+
+    def _raise_unknown_parser(self) -> None:
+        """vLLM refuses a parser it does not know before it loads anything (in about 5 s): one line
+        naming the recipe field and vLLM's own list, not a traceback."""
+        found = UNKNOWN_PARSER.search(self.log_tail(80))
+        if found is None:
+            return
+        kind, name, known = found["kind"], found["name"], " ".join(found["known"].replace(",", " ").split())
+        field = "target.tool_parser.vllm" if kind == "tool call" else "target.reasoning_parser"
+        raise ServeError(
+            f"vLLM does not know the {kind} parser {name!r} ({field}); this vLLM knows: {known}",
+            path=str(self.log_path),
+            fix=f"set {field} to one of vLLM's names (SGLang's differ), or serve a vLLM that has it",
         )
 
     def version(self) -> str | None:

@@ -5,10 +5,15 @@ Not a stage, so no Prefect flow: it calls ``eagle3_core.serve`` directly.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 DEFAULT_PORT = 8000  # a server a person starts gets a port they can type (a config's None = a free one)
-SERVE_LOGS = "runs/serve"  # `eagle3 serve` has no run folder: its logs go here, under the working directory
+SERVE_LOGS = "runs/serve"
+TOY_RECIPE = (
+    Path(__file__).resolve().parents[2] / "configs" / "toy.yaml"
+)  # the toy's flags without --config  # `eagle3 serve` has no run folder: its logs go here, under the working directory
 
 
 @click.command("serve")
@@ -24,7 +29,14 @@ SERVE_LOGS = "runs/serve"  # `eagle3 serve` has no run folder: its logs go here,
 @click.option(
     "--reasoning-parser",
     default=None,
-    help="vLLM reasoning parser (kimi_k2, qwen3, deepseek_r1); default: kimi_k2 for the toy, none otherwise.",
+    help="vLLM reasoning parser (kimi_k2, qwen3, deepseek_r1); default: the recipe's target.reasoning_parser "
+    "(--config, else configs/toy.yaml's for the toy), none otherwise.",
+)
+@click.option(
+    "--tool-call-parser",
+    default=None,
+    help="vLLM tool-call parser, passed with --enable-auto-tool-choice (vLLM refuses rows with `tools` without "
+    "it); default: the recipe's target.tool_parser.vllm (--config, else configs/toy.yaml's for the toy).",
 )
 @click.option(
     "--served-model-name",
@@ -50,6 +62,7 @@ def command(
     port: int | None,
     host: str | None,
     reasoning_parser: str | None,
+    tool_call_parser: str | None,
     served_model_name: str | None,
     max_model_len: int | None,
     config_path: str | None,
@@ -62,17 +75,18 @@ def command(
     """
     from eagle3_core.serve.vllm_server import VLLMServer
 
-    serve_cfg, toy_cfg, toy_parser = _configs(config_path)
+    serve_cfg, toy_cfg, target = _configs(config_path)
     if model == "toy":
         from eagle3_core.toy.build import build_toy_target
 
         model = str(build_toy_target(toy_cfg, _EchoReporter()))
-        reasoning_parser = reasoning_parser or toy_parser
         served_model_name = served_model_name or "toy"
+    elif config_path is None:  # a model folder without a recipe: no family's flags but those given
+        target = target.model_copy(update={"reasoning_parser": None, "tool_parser": None})
+    target = _with_flags(target, model, reasoning_parser, tool_call_parser)
     serve_cfg = serve_cfg.model_copy(update=_given(serve_cfg, host, port, max_model_len, served_model_name, python))
-    server = VLLMServer(
-        model, serve_cfg, log_dir=SERVE_LOGS, reasoning_parser=reasoning_parser, extra_args=list(vllm_args)
-    )
+    server = VLLMServer.for_target(target, serve_cfg, log_dir=SERVE_LOGS, extra_args=list(vllm_args))
+    reasoning_parser = target.reasoning_parser
     click.echo(f"starting vLLM for {model} (log: written under {server.log_dir}) ...")
     _serve_until_stopped(server, reasoning_parser)
 
@@ -98,7 +112,7 @@ def _serve_until_stopped(server, reasoning_parser: str | None) -> None:
         with server:  # __exit__ stops vLLM (SIGTERM, then SIGKILL) whatever ends the block
             click.echo(
                 f"vLLM ready in {server.startup_seconds:.0f} s: {server.base_url}  model={server.model}"
-                f"  reasoning_parser={reasoning_parser}  pid={server.pid}  log={server.log_path}"
+                f"  reasoning_parser={reasoning_parser}  tool_call_parser={server.tool_call_parser}  pid={server.pid}  log={server.log_path}"
             )
             click.echo("press Ctrl-C to stop")
             while server.proc.poll() is None:
@@ -114,16 +128,26 @@ def _raise_interrupt(signum, frame) -> None:
 
 
 def _configs(config_path: str | None):
-    """The serve and toy sections (and the toy's reasoning parser) of the recipe, or defaults."""
+    """The serve, toy and target sections of the recipe (configs/toy.yaml without one)."""
+    from eagle3_core.config import PipelineConfig
     from eagle3_core.serve.config import ServeConfig
     from eagle3_core.toy.config import ToyTargetConfig
 
-    if config_path is None:
-        return ServeConfig(), ToyTargetConfig(), "kimi_k2"  # the toy's K2.5 template
-    from eagle3_core.config import PipelineConfig
+    cfg = PipelineConfig.from_yaml(config_path or TOY_RECIPE)
+    return cfg.serve or ServeConfig(), cfg.toy or ToyTargetConfig(), cfg.target
 
-    cfg = PipelineConfig.from_yaml(config_path)
-    return cfg.serve or ServeConfig(), cfg.toy or ToyTargetConfig(), cfg.target.reasoning_parser
+
+def _with_flags(target, model: str, reasoning_parser: str | None, tool_call_parser: str | None):
+    """The target served from ``model``, the parsers given on the command line over the recipe's."""
+    from eagle3_core.target import ToolParsers
+
+    update: dict = {"path": model}
+    if reasoning_parser:
+        update["reasoning_parser"] = None if reasoning_parser == "none" else reasoning_parser
+    if tool_call_parser:
+        tools = None if tool_call_parser == "none" else tool_call_parser
+        update["tool_parser"] = (target.tool_parser or ToolParsers()).model_copy(update={"vllm": tools})
+    return target.model_copy(update=update)
 
 
 class _EchoReporter:
