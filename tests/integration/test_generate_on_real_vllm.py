@@ -5,6 +5,8 @@ accepted sample carries its reasoning from `message.reasoning` (the field vLLM 0
 the server's token ids, and those ids decode back to exactly what was stored.
 """
 
+import json
+
 import polars as pl
 import pytest
 
@@ -80,3 +82,41 @@ def test_the_pre_flight_check_passes_for_the_toy_recipe_and_catches_a_wrong_temp
     template.write_text("<|im_system|>system<|im_middle|>Be brief.<|im_end|>" + template.read_text())
     with pytest.raises(EndpointError, match=r"\(in the prompt\)"):
         preflight(target.model_copy(update={"path": str(other)}), gen, toy_vllm.base_url)
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "calculator",
+            "description": "Evaluate an arithmetic expression.",
+            "parameters": {
+                "type": "object",
+                "properties": {"expression": {"type": "string"}},
+                "required": ["expression"],
+            },
+        },
+    }
+]
+
+
+def test_rows_with_tools_are_answered_by_the_vllm_eagle3_starts(toy_vllm, tmp_path):
+    """The session's server is started as eagle3 starts one (VLLMServer.for_target: the recipe's
+    tool parser with --enable-auto-tool-choice); without it vLLM answered 0 of 20 such rows (HTTP
+    400). A realistic mix: 20 rows with tools among plain ones, a too-long prompt among them."""
+    from tests.generate.helpers import Recorder, write_jsonl
+
+    questions = [json.loads(line) for line in (toy_vllm.path / TRAIN_PROMPTS).open()][:30]
+    rows = [{**q, "tools": TOOLS} if i % 3 else q for i, q in enumerate(questions)]
+    rows.append({"messages": [{"role": "user", "content": "What is 1 + 1? " * 400}], "tools": TOOLS})
+    source = write_jsonl(tmp_path / "in.jsonl", rows)
+    reporter = Recorder()
+    manifest = run_generate(toy_vllm_config(toy_vllm, source, concurrency=8), tmp_path / "out", reporter)
+
+    with_tools = sum(1 for r in rows[:-1] if "tools" in r)
+    assert with_tools == 20
+    assert manifest.counts["accepted"] == 30 and manifest.counts["rejected"] == 1, manifest.counts
+    assert manifest.details["reject_reasons"] == {"http_400": 1}, manifest.details["reject_reasons"]
+    assert any("requests with `tools` answered on 1 endpoint(s)" in line for line in reporter.lines), reporter.lines
+    accepted = pl.concat([pl.read_parquet(f) for f in sorted((tmp_path / "out" / "accepted").glob("part-*.parquet"))])
+    assert accepted.filter(pl.col("tools").is_not_null()).height == with_tools

@@ -1,0 +1,156 @@
+"""A family's server flags: the recipe's parsers and tokenizer mode become vLLM's flags, and vLLM knows them.
+
+vLLM refuses every request that carries `tools` unless it was started with
+``--enable-auto-tool-choice --tool-call-parser`` (a request with tools and no `tool_choice` is
+`auto`), so each recipe names its tool parser and every server eagle3 starts passes it. The
+names are checked against the vLLM that eagle3 ships (its own registries), not a list of ours.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eagle3_core.config import PipelineConfig
+from eagle3_core.serve import ServeConfig, ServeError, VLLMServer
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPES = sorted(glob.glob(str(ROOT / "configs" / "*.yaml")))
+
+# vLLM's own registries, listed by the vLLM environment (about 5 s: it imports vllm)
+REGISTRIES = """
+import json
+from vllm.reasoning import ReasoningParserManager
+from vllm.tokenizers.registry import _VLLM_TOKENIZERS
+from vllm.tool_parsers import ToolParserManager
+print(json.dumps({"tool": sorted(ToolParserManager.list_registered()),
+                  "reasoning": sorted(ReasoningParserManager.list_registered()),
+                  "tokenizer_mode": sorted(_VLLM_TOKENIZERS)}))
+"""
+
+
+def test_the_server_for_a_target_passes_its_parsers_and_tokenizer_mode(tmp_path):
+    target = PipelineConfig.from_yaml(ROOT / "configs" / "qwen3.yaml").target
+    target = target.model_copy(update={"path": str(tmp_path), "tokenizer_mode": "deepseek_v4"})
+    cmd = VLLMServer.for_target(target, ServeConfig(device="cpu", port=8000)).command("python")
+
+    assert cmd[cmd.index("--reasoning-parser") + 1] == "qwen3"
+    assert "--enable-auto-tool-choice" in cmd and cmd[cmd.index("--tool-call-parser") + 1] == "hermes"
+    assert cmd[cmd.index("--tokenizer-mode") + 1] == "deepseek_v4"
+
+
+def test_a_target_without_a_tool_parser_gets_no_tool_flags(tmp_path):
+    target = PipelineConfig.from_yaml(ROOT / "configs" / "qwen3.yaml").target
+    target = target.model_copy(update={"path": str(tmp_path), "tool_parser": None, "tokenizer_mode": None})
+    cmd = VLLMServer.for_target(target, ServeConfig(device="cpu", port=8000)).command("python")
+
+    assert "--enable-auto-tool-choice" not in cmd and "--tool-call-parser" not in cmd
+    assert "--tokenizer-mode" not in cmd
+
+
+def test_every_bundled_recipe_declares_a_tool_parser_for_vllm_and_sglang():
+    missing = []
+    for path in RECIPES:
+        parsers = PipelineConfig.from_yaml(path).target.tool_parser
+        if parsers is None or not parsers.vllm:
+            missing.append(Path(path).name)
+    assert missing == [], f"recipes without target.tool_parser.vllm (vLLM refuses their rows with tools): {missing}"
+
+
+@pytest.mark.vllm
+def test_every_recipes_parsers_and_tokenizer_mode_are_names_this_vllm_knows():
+    from tests.fixtures.requirements import require_vllm
+
+    python = require_vllm()
+    listed = subprocess.run([str(python), "-c", REGISTRIES], capture_output=True, text=True, timeout=300)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    known = json.loads(listed.stdout.strip().splitlines()[-1])
+    unknown = []
+    for path in RECIPES:
+        target = PipelineConfig.from_yaml(path).target
+        named = {
+            "tool": target.tool_parser.vllm if target.tool_parser else None,
+            "reasoning": target.reasoning_parser,
+            "tokenizer_mode": target.tokenizer_mode,
+        }
+        unknown += [
+            f"{Path(path).name}: {kind} {name}" for kind, name in named.items() if name and name not in known[kind]
+        ]
+    assert unknown == [], unknown
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_a_tool_parser_vllm_does_not_know_is_one_error_naming_the_field_and_vllms_list(toy_target, tmp_path):
+    """Real vLLM refuses it before loading anything (about 6 s here)."""
+    from tests.fixtures.requirements import require_vllm
+    from tests.fixtures.toy import TOY_RECIPE
+    from tests.fixtures.vllm import machine_vllm_lock
+
+    require_vllm()
+    recipe = PipelineConfig.from_yaml(TOY_RECIPE)
+    target = recipe.target.model_copy(
+        update={
+            "path": str(toy_target),
+            "tool_parser": recipe.target.tool_parser.model_copy(update={"vllm": "kimi_k9"}),
+        }
+    )
+    serve = recipe.serve.model_copy(update={"port": None, "log_dir": str(tmp_path / "vllm")})
+    with machine_vllm_lock(), pytest.raises(ServeError) as raised:
+        VLLMServer.for_target(target, serve).start()
+
+    message = raised.value.message
+    assert message.startswith("vLLM does not know the tool call parser 'kimi_k9' (target.tool_parser.vllm)"), message
+    assert " kimi_k2 " in message and " hermes " in message and "Traceback" not in message
+    assert "\n" not in message
+
+
+def test_eagle3_serve_passes_the_recipes_tool_parser(tmp_path, monkeypatch):
+    """`eagle3 serve --config RECIPE` starts vLLM with the recipe's tool parser (a stand-in vLLM
+    that prints its arguments: tests/serve/test_vllm_server.py's)."""
+    from eagle3_core.serve.vllm_server import free_port
+    from tests.serve.test_vllm_server import API_SERVER
+
+    pkg = tmp_path / "site" / "vllm" / "entrypoints" / "openai"
+    pkg.mkdir(parents=True)
+    for d in (pkg, pkg.parent, pkg.parent.parent):
+        (d / "__init__.py").write_text("")
+    (pkg / "api_server.py").write_text(API_SERVER)
+    model = tmp_path / "model"
+    model.mkdir()
+    recipe = PipelineConfig.from_yaml(ROOT / "configs" / "qwen3.yaml").model_dump(mode="json")
+    recipe["serve"] = {"python": sys.executable, "device": "cpu", "startup_timeout": 30}
+    import yaml
+
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    env = {
+        "PYTHONPATH": f"{tmp_path / 'site'}:{ROOT}",
+        "FAKE_VLLM_CHILD": str(tmp_path / "child.pid"),
+        "PATH": "/usr/bin:/bin",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from flows.cli import main; main()", "serve", "--model", str(model)]
+        + ["--config", str(tmp_path / "recipe.yaml"), "--port", str(free_port("127.0.0.1"))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "press Ctrl-C" in line or "Error" in line:
+            break
+    proc.terminate()
+    proc.communicate(timeout=30)
+
+    ready = [line for line in lines if "vLLM ready" in line]
+    assert ready and "tool_call_parser=hermes" in ready[0] and "reasoning_parser=qwen3" in ready[0], lines
+    logged = "".join(p.read_text() for p in (tmp_path / "runs" / "serve").glob("vllm-*.log"))
+    assert "--enable-auto-tool-choice --tool-call-parser hermes" in logged, logged
