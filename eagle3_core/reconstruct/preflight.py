@@ -85,9 +85,13 @@ class PreflightReport:
         return "\n".join([head] + [f"  {c.name}: {c.note}" for c in self.cases])
 
 
-def preflight(target: TargetConfig, gen: GenerateConfig, url: str, max_tokens: int | None = None) -> PreflightReport:
-    """Run ``SUITE`` against ``url``; the report when every case agrees, else ``EndpointError``.
-    ``max_tokens`` defaults to the run's own ``generate.max_tokens``: the room the run gives."""
+def preflight(
+    target: TargetConfig, gen: GenerateConfig, url: str, max_tokens: int | None = None, strict: bool = False
+) -> PreflightReport:
+    """Run ``SUITE`` and the history cases against ``url``; the report when every case agrees, else
+    ``EndpointError``. ``max_tokens`` defaults to the run's own ``generate.max_tokens``: the room the
+    run gives. ``strict`` (``eagle3 probe``): a server that refuses tools is an error naming the
+    recipe's tool parser, not a skipped case (generate's own probe stops on it when rows carry tools)."""
     from eagle3_core.reconstruct.tokenizer import load_tokenizer, token_facts
 
     tokenizer = load_tokenizer(target.require_path(), target.trust_remote_code)
@@ -97,12 +101,44 @@ def preflight(target: TargetConfig, gen: GenerateConfig, url: str, max_tokens: i
     for name, (messages, tools) in SUITE.items():
         answered = _ask(gen, url, max_tokens, messages, tools, optional=tools is not None)
         if answered is None:
-            cases.append(CaseResult(name, 0, "skipped: the server refused the request with tools (HTTP 4xx)"))
+            cases.append(_tools_refused(target, url, name, strict))
             continue
         model, body = answered
         record, layout = _record(url, name, messages, tools, body)
         cases.append(_check(tokenizer, facts, target, record, url, name))
+    cases.append(_history(tokenizer, target, gen, url, strict))
     return PreflightReport(url, model, layout, cases)
+
+
+def _tools_refused(target: TargetConfig, url: str, name: str, strict: bool) -> CaseResult:
+    """A server that refuses `tools`: vLLM started without a tool-call parser."""
+    if not strict:
+        return CaseResult(name, 0, "skipped: the server refused the request with tools (HTTP 4xx)")
+    parser = target.tool_parser.vllm if target.tool_parser and target.tool_parser.vllm else "NAME"
+    raise EndpointError(
+        f"{url} [{name}]: the server refuses requests with `tools` (HTTP 4xx): every input row with tools would be "
+        "refused the same way",
+        fix=f"start vLLM with --enable-auto-tool-choice --tool-call-parser {parser} (target.tool_parser.vllm; "
+        "`eagle3 serve --config` passes it), SGLang with --tool-call-parser (target.tool_parser.sglang)",
+    )
+
+
+def _history(tokenizer: Any, target: TargetConfig, gen: GenerateConfig, url: str, strict: bool) -> CaseResult:
+    """What the served template does with earlier reasoning, against ``target.history_reasoning``
+    (``preflight_history.py``): two requests of one completion token, only their prompt ids read."""
+    from eagle3_core.generate.parse import parse_completion
+    from eagle3_core.reconstruct.preflight_history import HISTORY_CASES, check_rule, rendered
+
+    seen: dict[str, bool | None] = {}
+    for name, (messages, tools, text) in HISTORY_CASES.items():
+        answered = _ask(gen, url, 1, messages, tools, optional=tools is not None)
+        if answered is None:
+            _tools_refused(target, url, name, strict)
+            seen[name] = None
+            continue
+        seen[name] = rendered(tokenizer, parse_completion(answered[1]).prompt_token_ids, text, url, name)
+    note = check_rule(target.history_reasoning, bool(seen["past_reasoning"]), seen["tool_loop_reasoning"], url)
+    return CaseResult("history", 0, note)
 
 
 def generate_preflight(target: TargetConfig | None):

@@ -61,4 +61,4 @@ def command(
         target = target.model_copy(update={"path": tokenizer})
     gen = config.generate.model_copy(update={"model": model or config.generate.model})
     for url in urls:
-        click.echo(preflight(target, gen, url, max_tokens).line())
+        click.echo(preflight(target, gen, url, max_tokens, strict=True).line())

@@ -75,7 +75,10 @@ def test_the_pre_flight_check_passes_for_the_toy_recipe_and_catches_a_wrong_temp
     recipe = PipelineConfig.model_validate(toy_recipe())
     gen = recipe.generate.model_copy(update={"model": toy_vllm.model})
     target = recipe.target.model_copy(update={"path": str(toy_vllm.path)})
-    assert "token ids equal the reconstruction of its own text" in preflight(target, gen, toy_vllm.base_url).line()
+    report = preflight(target, gen, toy_vllm.base_url, strict=True).line()
+    assert "token ids equal the reconstruction of its own text" in report
+    assert "tool_round_trip: a tool call" in report or "tool_round_trip: ids equal" in report, report  # tools answered
+    assert "history: earlier reasoning: keep, as target.history_reasoning declares" in report, report
     other = tmp_path / "tokenizer"
     shutil.copytree(toy_vllm.path, other, ignore=shutil.ignore_patterns("*.safetensors", "*.jsonl"))
     template = other / "chat_template.jinja"
@@ -120,3 +123,23 @@ def test_rows_with_tools_are_answered_by_the_vllm_eagle3_starts(toy_vllm, tmp_pa
     assert any("requests with `tools` answered on 1 endpoint(s)" in line for line in reporter.lines), reporter.lines
     accepted = pl.concat([pl.read_parquet(f) for f in sorted((tmp_path / "out" / "accepted").glob("part-*.parquet"))])
     assert accepted.filter(pl.col("tools").is_not_null()).height == with_tools
+
+
+@pytest.mark.parametrize("declared", ["drop", "interleave"])
+def test_the_probe_sees_the_served_templates_history_rule_and_names_the_field(toy_vllm, declared):
+    """The toy's template renders every earlier turn's reasoning (keep): a recipe that declares
+    otherwise is one error naming target.history_reasoning and the value the server's prompt ids show."""
+    from eagle3_core.config import PipelineConfig
+    from eagle3_core.errors import EndpointError
+    from eagle3_core.reconstruct.preflight import preflight
+    from tests.fixtures.toy import toy_recipe
+
+    recipe = PipelineConfig.model_validate(toy_recipe())
+    gen = recipe.generate.model_copy(update={"model": toy_vllm.model})
+    target = recipe.target.model_copy(update={"path": str(toy_vllm.path), "history_reasoning": declared})
+    with pytest.raises(EndpointError) as raised:
+        preflight(target, gen, toy_vllm.base_url, strict=True)
+    assert (
+        "[history]" in raised.value.message and f"declares target.history_reasoning: {declared}" in raised.value.message
+    )
+    assert raised.value.fix.startswith("set target.history_reasoning: keep")

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from eagle3_core.reconstruct.preflight import SUITE
+from eagle3_core.reconstruct.preflight_history import HISTORY_CASES
 from tests.cli_helpers import cli_error
 from tests.fixtures.fake_answers import FamilyTokens
 from tests.reconstruct.families import FAMILIES
@@ -108,8 +109,9 @@ def test_a_think_close_the_model_repeats_is_told_in_each_case_not_taken_for_a_re
     server = make_fake_server(modes=("repeated_think_close",), family=family)
     out = run_probe(["probe", "--recipe", recipe(tmp_path, "kimi_k2_5", family_dirs, server.url)], capsys)
     lines = [line.strip() for line in out.splitlines() if line.startswith("  ")]
-    assert "token ids equal the reconstruction of its own text" in out and len(lines) == len(SUITE)
-    assert all("ids equal but for 1 think-close token(s) the model wrote again" in line for line in lines)
+    assert "token ids equal the reconstruction of its own text" in out and len(lines) == len(SUITE) + 1
+    assert all("ids equal but for 1 think-close token(s) the model wrote again" in line for line in lines[:-1])
+    assert lines[-1].startswith("history: earlier reasoning: ")  # the served rule, from its prompt ids
 
 
 def test_a_repeated_think_close_does_not_hide_another_difference(
@@ -139,7 +141,7 @@ def test_the_suite_reports_every_case_with_where_its_turn_ended(
     server = make_fake_server(modes=("tool_calls",), family=family_tokens("qwen3", family_tokenizers))
     out = run_probe(["probe", "--recipe", recipe(tmp_path, "qwen3", family_dirs, server.url)], capsys)
     lines = [line.strip() for line in out.splitlines() if line.startswith("  ")]
-    assert [line.split(":")[0] for line in lines] == ["question", "system", "two_turns", "tool_round_trip"]
+    assert [line.split(":")[0] for line in lines] == ["question", "system", "two_turns", "tool_round_trip", "history"]
     assert all("ids equal, ended on end-of-turn id 151645" in line for line in lines[:3])
     assert "a tool call: its tokens only the ids hold" in lines[3]
     sent = [request for request in server.requests if request.get("messages")]
@@ -193,7 +195,7 @@ def test_generates_own_probe_runs_the_pre_flight_suite_before_the_first_prompt(
     manifest = generate_with_preflight(tmp_path, family_dirs, server, spaces_between_special_tokens=False)
     (line,) = manifest.details["preflight"]
     assert "token ids equal the reconstruction of its own text" in line
-    assert len(suite_requests(server)) == len(SUITE), "each case of the suite, one request each"
+    assert len(suite_requests(server)) == len(SUITE) + len(HISTORY_CASES), "each case, one request each"
     assert all(f"  {case}: " in line for case in ("question", "system", "two_turns", "tool_round_trip"))
     assert manifest.status == "complete" and manifest.counts["accepted"] == 3
 
