@@ -103,6 +103,8 @@ class PipelineConfig(StrictModel):
                     "settings once, in target.chat (generate.chat is its copy)"
                 )
             self.generate = self.generate.model_copy(update={"chat": self.target.chat})
+        if self.generate.refuse_tool_rows != (refuse := self.target.refuses_tool_rows()):
+            self.generate = self.generate.model_copy(update={"refuse_tool_rows": refuse})  # the target's rule
         return self
 
     @model_validator(mode="after")

@@ -190,6 +190,10 @@ class TargetConfig(StrictModel):
         None,
         description="The family's tool-call parsers; eagle3 starts vLLM with `--enable-auto-tool-choice --tool-call-parser` from it. Null: vLLM refuses rows with `tools`.",
     )
+    tools_while_thinking: bool = Field(
+        True,
+        description="The model calls tools while it thinks. False for DeepSeek-V3.1, which calls tools in non-thinking mode only (and whose template drops `tools`): a run that thinks then rejects rows with tools before sending them (`tools_need_thinking_off`), rather than train on answers the model would not give.",
+    )
     tokenizer_mode: str | None = Field(
         None,
         description="vLLM `--tokenizer-mode` for a family whose prompt vLLM encodes in Python, not with a Jinja template (DeepSeek-V3.2 `deepseek_v32`, DeepSeek-V4 `deepseek_v4`); null: vLLM's default (the model's template).",
@@ -229,6 +233,17 @@ class TargetConfig(StrictModel):
         if self.think_open is None:
             return None
         return self.think_open, self.think_close
+
+    def thinks(self) -> bool:
+        """Whether the run's requests think: the switch's value in ``chat``, else its default."""
+        if self.thinking is None:
+            return self.is_reasoning_model
+        value = self.chat.chat_template_kwargs.get(self.thinking.kwarg, self.thinking.default)
+        return bool(value) if value is not None else True
+
+    def refuses_tool_rows(self) -> bool:
+        """Rows with tools are off this run's distribution: the model calls tools only with thinking off."""
+        return not self.tools_while_thinking and self.thinks()
 
     def require_path(self, flag: str = "--target") -> str:
         """``path``, or one ConfigError naming the command's ``flag`` that sets it."""

@@ -78,6 +78,10 @@ class GenerateConfig(StrictModel):
         False, description="Accept an input that yields no rows (a complete, empty run); otherwise that is an error."
     )
     require_reasoning: bool = Field(True, description="Reject (after retries) answers with empty reasoning.")
+    refuse_tool_rows: bool = Field(
+        False,
+        description="Set from the target by the pipeline (or `--recipe`): reject rows with tools before sending them (`tools_need_thinking_off`), for a model that calls tools only with thinking off (DeepSeek-V3.1, `target.tools_while_thinking: false`) in a run that thinks.",
+    )
     return_token_ids: bool = Field(
         True, description="Ask vLLM for prompt and completion token ids (`return_token_ids`)."
     )

@@ -145,6 +145,7 @@ def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
             "sampling": cfg.sampling_key(),
             "prompts": cfg.prompts.model_dump(mode="json"),
             "require_reasoning": cfg.require_reasoning,
+            **({"refuse_tool_rows": True} if cfg.refuse_tool_rows else {}),  # unset: the keys stay as they were
         }
     )
     return config_hash, {"prompts": fingerprint(cfg.prompts)}
@@ -155,9 +156,18 @@ def is_complete(cfg: GenerateConfig, out_dir: str | Path) -> bool:
     return cfg.prompts is not None and StageRun(GenerateStage(cfg, out_dir)).life.would_skip()
 
 
+TOOLS_NEED_THINKING_OFF = "tools_need_thinking_off"
+TOOLS_REFUSED_WHY = (
+    "the target calls tools only with thinking off (target.tools_while_thinking: false, DeepSeek-V3.1) and this run "
+    "thinks: its answer would be off the model's distribution"
+)
+
+
 def first_tools(cfg: GenerateConfig) -> list[dict] | None:
-    """The ``tools`` of the input's first row that carries some, None when no row does (one pass
-    over the input: the rows are parsed again by the run)."""
+    """The ``tools`` of the input's first row that carries some, None when no row does or none is
+    sent (one pass over the input: the rows are parsed again by the run)."""
+    if cfg.refuse_tool_rows:
+        return None
     for row in iter_rows(cfg.prompts):
         found = normalize_prompt(row)
         if not isinstance(found, RowRejection) and found[1]:
@@ -326,6 +336,8 @@ class ServedRun:
         for index, row in rows:
             self.stats.input_rows += 1
             prompt = normalize_prompt(row)
+            if self.cfg.refuse_tool_rows and not isinstance(prompt, RowRejection) and prompt[1]:
+                prompt = RowRejection(TOOLS_NEED_THINKING_OFF, TOOLS_REFUSED_WHY)  # never sent: off distribution
             if isinstance(prompt, RowRejection):
                 if index in self.unkeyed:
                     self._bad_rows.add(index)

@@ -52,6 +52,7 @@ def command(input_, base_urls, out_dir, split, max_samples, family, recipe, no_p
         prompts=PromptSource(input=input_, split=split, max_samples=max_samples),
         base_urls=list(base_urls),
         chat=target.chat,
+        refuse_tool_rows=target.refuses_tool_rows(),
     )
     manifest = run_stage("generate", cfg=cfg, out_dir=out_dir, progress_bar=not no_progress, target=target)
     counts = manifest.counts

@@ -1,0 +1,63 @@
+"""Rows with tools: probed before the run, and refused where the target's rule says they are off its distribution."""
+
+from pathlib import Path
+
+from eagle3_core.config import PipelineConfig
+from eagle3_core.generate.client import PROBE_MESSAGES
+from eagle3_core.generate.stage import run_generate
+from tests.generate.helpers import Recorder, accepted, config, prompts, rejected, write_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
+
+
+def mixed_rows() -> list[dict]:
+    return prompts(3) + [{"messages": [{"role": "user", "content": f"T{i}"}], "tools": [TOOL]} for i in range(2)]
+
+
+def test_a_run_with_tool_rows_probes_each_endpoint_with_a_rows_tools_first(tmp_path, make_fake_server):
+    server = make_fake_server(modes=("tool_calls",))
+    reporter = Recorder()
+    manifest = run_generate(
+        config(write_jsonl(tmp_path / "in.jsonl", mixed_rows()), [server.url]), tmp_path / "o", reporter
+    )
+
+    with_tools = [r for r in server.requests if r.get("tools")]
+    assert with_tools[0]["messages"] == PROBE_MESSAGES and with_tools[0]["tools"] == [TOOL]
+    assert len(with_tools) == 1 + 2  # the probe's, then the two rows'
+    assert "probe: requests with `tools` answered on 1 endpoint(s)" in reporter.lines
+    assert manifest.counts["accepted"] == 5
+
+
+def test_a_run_without_tool_rows_sends_no_tools_probe(tmp_path, make_fake_server):
+    server = make_fake_server()
+    run_generate(config(write_jsonl(tmp_path / "in.jsonl", prompts(3)), [server.url]), tmp_path / "o")
+    assert not [r for r in server.requests if r.get("tools")]
+
+
+def test_tool_rows_a_thinking_run_of_deepseek_v3_1_would_answer_off_distribution_are_refused_unsent(
+    tmp_path, make_fake_server
+):
+    server = make_fake_server(modes=("tool_calls",))
+    src = write_jsonl(tmp_path / "in.jsonl", mixed_rows())
+    cfg = config(src, [server.url], refuse_tool_rows=True)
+    manifest = run_generate(cfg, tmp_path / "o")
+
+    assert manifest.counts["accepted"] == 3 and manifest.counts["rejected"] == 2
+    assert manifest.details["reject_reasons"] == {"tools_need_thinking_off": 2}
+    assert not [r for r in server.requests if r.get("tools")], "a refused row is never sent, nor probed for"
+    assert set(rejected(tmp_path / "o")["reason"]) == {"tools_need_thinking_off"}
+    sent = len(server.requests)
+    again = run_generate(cfg, tmp_path / "o")
+    assert len(server.requests) == sent and again.counts == manifest.counts  # a rerun sends nothing, adds nothing
+    assert rejected(tmp_path / "o").height == 2 and accepted(tmp_path / "o").height == 3
+
+
+def test_the_rule_flows_from_the_recipe_and_follows_the_thinking_switch():
+    recipe = PipelineConfig.from_yaml(ROOT / "configs" / "deepseek-v3.1.yaml").model_dump(mode="json")
+    assert PipelineConfig.model_validate(recipe).generate.refuse_tool_rows is True
+    recipe["target"]["chat"]["chat_template_kwargs"] = {"thinking": False}  # a non-thinking run takes tool rows
+    del recipe["generate"]["chat"]  # generate's is target.chat's copy
+    assert PipelineConfig.model_validate(recipe).generate.refuse_tool_rows is False
+    qwen3 = PipelineConfig.from_yaml(ROOT / "configs" / "qwen3.yaml")
+    assert qwen3.generate.refuse_tool_rows is False
