@@ -38,7 +38,9 @@ QUIET_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": 
 
 
 # vLLM's own refusal (entrypoints/launchers/launcher.py, validate_api_server_args)
-UNKNOWN_PARSER = re.compile(r"invalid (?P<kind>tool call|reasoning) parser: (?P<name>\S+) \(chose from \{(?P<known>[^}]*)\}\)")
+UNKNOWN_PARSER = re.compile(
+    r"invalid (?P<kind>tool call|reasoning) parser: (?P<name>\S+) \(chose from \{(?P<known>[^}]*)\}\)"
+)
 
 
 class ServeError(EndpointError):
