@@ -19,7 +19,8 @@ CORE = Path(__file__).resolve().parents[1] / "eagle3_core"
 # Lowest first. Each entry: units that may import any unit of the entries before it, and nothing else.
 LAYERS: list[tuple[str, ...]] = [
     ("__init__", "errors", "base"),
-    ("checksums", "target", "progress", "rejects", "layout", "recipe_file"),  # recipe_file: every YAML recipe read
+    # recipe_file: every YAML recipe read; tokenizer: the one tokenizer loader, below every stage that reads one
+    ("checksums", "target", "progress", "rejects", "layout", "recipe_file", "tokenizer"),
     ("fsio",),
     ("manifest", "lock", "fingerprint", "tracking"),  # tracking: the experiment trackers, below train and evaluate
     ("contracts", "drafter", "lifecycle", "serve"),  # metadata of the on-disk contracts; the stage driver

@@ -144,9 +144,11 @@ def context_report(cfg, target, export_dir, prompts: list, answers: list, online
     the evaluated k's total beside vLLM's own acceptance length on the same answers."""
     from eagle3_core.evaluate.offline import ChainDecoder, prompt_token_ids
 
-    decoder = ChainDecoder.load(target.path, export_dir, threads=cfg.threads)
+    decoder = ChainDecoder.load(
+        target.path, export_dir, threads=cfg.threads, trust_remote_code=target.trust_remote_code
+    )
     kept = [(p, a) for p, a in zip(prompts, answers) if isinstance(a, list) and a]
-    ids = prompt_token_ids(target.path, [p for p, _ in kept], target.chat)
+    ids = prompt_token_ids(target.path, [p for p, _ in kept], target.chat, target.trust_remote_code)
     ks = sorted(set(cfg.k_sweep) | {cfg.num_speculative_tokens})
     by_k = measure_by_context(decoder, ids, [a for _, a in kept], cfg.context_buckets, ks)
     block = {**context_block(by_k, cfg.num_speculative_tokens, source), "answers": len(kept)}

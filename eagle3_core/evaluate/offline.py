@@ -177,13 +177,16 @@ def eos_token_ids(target_path: str | Path, config) -> set[int]:
 
 
 def prompt_token_ids(
-    target_path: str | Path, prompts: list[list[dict]], chat: ChatSettings | None = None
+    target_path: str | Path,
+    prompts: list[list[dict]],
+    chat: ChatSettings | None = None,
+    trust_remote_code: bool = False,
 ) -> list[list[int]]:
     """Each prompt through the target's chat template with the generation prompt and ``chat``'s
     template variables, as vLLM renders it for the online measurement (and for training)."""
-    from transformers import AutoTokenizer
+    from eagle3_core.tokenizer import load_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(target_path))
+    tokenizer = load_tokenizer(target_path, trust_remote_code)
     kwargs = chat.chat_template_kwargs if chat is not None else {}
     return [
         list(

@@ -282,7 +282,7 @@ def _offline(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, prompt
     decoder = ChainDecoder.load(
         target.path, export_dir, threads=cfg.threads, trust_remote_code=target.trust_remote_code
     )
-    ids = prompt_token_ids(target.path, prompts[: cfg.offline_max_prompts], target.chat)
+    ids = prompt_token_ids(target.path, prompts[: cfg.offline_max_prompts], target.chat, target.trust_remote_code)
     k = cfg.num_speculative_tokens
     results = {}
     for kk in sorted(set(cfg.k_sweep) | {k}):

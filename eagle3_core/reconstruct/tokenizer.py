@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle3_core.errors import ConfigError, InputError
+from eagle3_core.errors import ConfigError
 from eagle3_core.target import TargetConfig
+from eagle3_core.tokenizer import load_tokenizer as load_tokenizer  # the shared loader, re-exported for reconstruct
 
 # Files whose bytes decide how text becomes ids (and how a chat renders).
 TOKENIZER_FILES = (
@@ -64,35 +65,6 @@ class TokenFacts:
             "vocab_size": self.vocab_size,
             "tokenizer": self.fingerprint,
         }
-
-
-def load_tokenizer(path: str | Path, trust_remote_code: bool = False) -> Any:
-    """A transformers tokenizer from a local directory, or an InputError that says why not."""
-    from transformers import AutoTokenizer
-
-    path = Path(path)
-    if not path.is_dir():
-        raise InputError(
-            f"tokenizer directory not found: {path}",
-            fix="pass --tokenizer a local directory holding the target's tokenizer files",
-        )
-    try:
-        return AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
-    except ValueError as exc:
-        if "trust_remote_code" in str(exc) and not trust_remote_code:
-            raise ConfigError(
-                f"the tokenizer in {path} ships its own code",
-                fix="pass --trust-remote-code (target.trust_remote_code: true) if you trust it",
-            ) from None
-        raise InputError(
-            f"cannot load a tokenizer from {path}: {exc}",
-            fix="check that the directory holds tokenizer.json or the tokenizer's own files",
-        ) from None
-    except OSError as exc:
-        raise InputError(
-            f"cannot load a tokenizer from {path}: {exc}",
-            fix="check that the directory holds tokenizer.json or the tokenizer's own files",
-        ) from None
 
 
 def tokenizer_fingerprint(path: str | Path) -> str:
