@@ -6,10 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.families.tiny_targets import deepseek_v4_tokenizer
 from tests.reconstruct.families import FAMILIES, build_family_tokenizer
 from tests.reconstruct.families_more import MORE_FAMILIES
 
 ALL_FAMILIES = FAMILIES | MORE_FAMILIES
+# families whose REAL tokenizer a pip package ships: their folder is the package's files, not a built one
+REAL_FAMILIES = {"deepseek_v4": deepseek_v4_tokenizer}
 
 
 class _Built(dict):
@@ -20,7 +23,7 @@ class _Built(dict):
         self._make = make
 
     def __missing__(self, name: str):
-        if name not in ALL_FAMILIES:
+        if name not in ALL_FAMILIES and name not in REAL_FAMILIES:
             raise KeyError(name)
         self[name] = self._make(name)
         return self[name]
@@ -28,9 +31,16 @@ class _Built(dict):
 
 @pytest.fixture(scope="session")
 def family_dirs(tmp_path_factory) -> dict[str, Path]:
-    """family name -> a local tokenizer directory with the family's real special ids."""
+    """family name -> a local tokenizer directory with the family's real special ids (the real tokenizer
+    where a package ships it)."""
     root = tmp_path_factory.mktemp("family-tokenizers")
-    return _Built(lambda name: build_family_tokenizer(ALL_FAMILIES[name], root / name))
+
+    def build(name: str) -> Path:
+        if name in REAL_FAMILIES:
+            return REAL_FAMILIES[name](root / name)
+        return build_family_tokenizer(ALL_FAMILIES[name], root / name)
+
+    return _Built(build)
 
 
 @pytest.fixture(scope="session")

