@@ -15,6 +15,9 @@ Not covered, and why:
   V4 tokenizer has no id for; V4.1's tokenizer.json is a file no installed package ships.
 - The local render: there is no Jinja template, so reconstruct's text path fails on every record
   (``unchecked_template_error``) and the server's ids are the training rows (``prefer: server``).
+- The pre-flight suite (``eagle3 probe --recipe``): it rebuilds each case from its text, so against this
+  server it stops at its first case with ``template_error`` (tokenizer.chat_template is not set); its
+  history rule (``preflight_history.check_rule``) is checked here on the rows' own prompts.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import pytest
 from eagle3_core.config import PipelineConfig
 from eagle3_core.generate.config import GenerateConfig, PromptSource
 from eagle3_core.generate.stage import run_generate
+from eagle3_core.reconstruct.preflight_history import check_rule
 from eagle3_core.reconstruct.stage import run_reconstruct
 from eagle3_core.reconstruct.tokenizer import load_tokenizer, token_facts
 from eagle3_core.target import ChatSettings, TargetConfig
@@ -224,6 +228,9 @@ def test_history_reasoning_is_dropped_before_the_last_user_turn_and_kept_in_the_
     loop = decode(served, served.thinking.rows["Weather in Rome, then?"])
     assert f"{LOOP_REASONING}</think>" in loop
     assert f'<{DSML}invoke name="get_weather">' in loop and "<tool_result>sunny</tool_result>" in loop
+    # the rule eagle3 probe infers from such prompts (preflight_history.py) is the recipe's
+    seen = check_rule(served.target.history_reasoning, HISTORY_REASONING in history, LOOP_REASONING in loop, "vllm")
+    assert seen == "earlier reasoning: interleave, as target.history_reasoning declares"
 
 
 def test_the_vocab_stage_takes_the_sequences_on_the_real_tokenizer(served):
