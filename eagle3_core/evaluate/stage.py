@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from eagle3_core.base import stable_hash
 from eagle3_core.drafter.card import CARD_FILE
 from eagle3_core.errors import ConfigError
 from eagle3_core.evaluate.compat import DrafterInfo, check_drafter
@@ -33,6 +32,7 @@ from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import Reporter
 from eagle3_core.serve.config import ServeConfig
+from eagle3_core.stage_key import config_hash as stage_config_hash
 from eagle3_core.target import TargetConfig
 
 TOY_HELDOUT = "prompts_heldout.jsonl"  # written by the toy builder beside the model
@@ -63,12 +63,10 @@ class EvaluateStage(Stage):
                 fix="point it at the local model directory the drafter was trained for",
             )
         self.cfg = self.cfg.model_copy(update={"prompts": resolve_prompts(self.cfg, self.target.path)})
-        config_hash = stable_hash(
-            {
-                "evaluate": self.cfg.model_dump(mode="json"),
-                "target": self.target.model_dump(mode="json"),
-                "serve": (self.serve or ServeConfig()).model_dump(mode="json", exclude={"port", "log_dir"}),
-            }
+        config_hash = stage_config_hash(  # the target, drafter and prompts by their bytes (inputs), never a path
+            evaluate=self.cfg.model_dump(mode="json"),
+            target=self.target.model_dump(mode="json"),
+            serve=(self.serve or ServeConfig()).model_dump(mode="json", exclude={"port"}),
         )
         return config_hash, evaluation_inputs(self.cfg.prompts, self.target.path, self.export_dir, self.generations_dir)
 

@@ -58,20 +58,13 @@ class ExtractConfig(StrictModel):
             raise ValueError(f"extract.layers: {problem}")
         return self
 
-    def output_hash(self, target_path: str, layers: list[int]) -> str:
-        """What decides the bytes in hidden/: engine, layers, sharding and the target.
+    def output_hash(self, layers: list[int]) -> str:
+        """What decides the bytes in hidden/ beside the target's bytes (an input, never its path):
+        engine, layers, sharding.
 
         The device, batch budget and vLLM sizing only change speed, so a run may resume on
         another machine with another budget.
         """
-        from eagle3_core.base import stable_hash
+        from eagle3_core.stage_key import config_hash
 
-        return stable_hash(
-            {
-                "engine": self.engine,
-                "layers": layers,
-                "shard_tokens": self.shard_tokens,
-                "mode": self.mode,
-                "target": target_path,
-            }
-        )
+        return config_hash(engine=self.engine, layers=layers, shard_tokens=self.shard_tokens, mode=self.mode)

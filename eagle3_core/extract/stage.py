@@ -67,7 +67,7 @@ def plan_extract(
     path = target.require_path()
     facts = read_target_facts(path)
     layers = resolve_layers(cfg.layers, target, facts.num_hidden_layers)
-    config_hash = cfg.output_hash(str(Path(path).resolve()), layers)
+    config_hash = cfg.output_hash(layers)  # the target is keyed by its bytes (keys), not its path
     return ExtractPlan(
         sequences_dir=str(sequences_dir),
         out_dir=str(out_dir),

@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eagle3_core.base import stable_hash
 from eagle3_core.errors import InputError
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.dataset_answer import LOOKED_FOR, DatasetAnswer, dataset_answer, has_answer
@@ -42,6 +41,7 @@ from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_st
 from eagle3_core.generate.stats import RunStats
 from eagle3_core.manifest import StageManifest
 from eagle3_core.progress import Reporter
+from eagle3_core.stage_key import config_hash as stage_config_hash
 
 SOURCE = "dataset"
 MODEL = "dataset"  # the record's `model` and `endpoint` when the recipe names no model
@@ -52,8 +52,8 @@ def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
     """The config hash and input fingerprints of a dataset run. What changes its rows: the
     prompts and whether reasoning is required; the source keeps it apart from any served run.
     Sampling settings are left out on purpose: nothing is sampled."""
-    config_hash = stable_hash(
-        {"source": SOURCE, "prompts": cfg.prompts.model_dump(mode="json"), "require_reasoning": cfg.require_reasoning}
+    config_hash = stage_config_hash(
+        source=SOURCE, prompts=cfg.prompts.model_dump(mode="json"), require_reasoning=cfg.require_reasoning
     )
     return config_hash, {"prompts": fingerprint(cfg.prompts)}
 

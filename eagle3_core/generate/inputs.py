@@ -62,7 +62,10 @@ def count_rows(source: PromptSource) -> int | None:
 
 
 def fingerprint(source: PromptSource) -> str:
-    """What identifies the input: files with their sizes and mtimes, or the dataset name and split."""
+    """What identifies the input: its files' bytes (``stage_key.files_key``: the same prompts at
+    another path are the same input), or the dataset name and split."""
+    from eagle3_core.stage_key import files_key
+
     path = Path(source.input).expanduser()
     if not path.exists():
         return f"hf:{source.input}:{source.split}:{source.max_samples}"
@@ -71,8 +74,7 @@ def fingerprint(source: PromptSource) -> str:
         split = f":{source.split}"
     else:
         files, split = _local_files(path), ""
-    parts = [f"{f.resolve()}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
-    return f"files:{';'.join(parts)}{split}:{source.max_samples}"
+    return f"{files_key(files, path)}{split}:{source.max_samples}"
 
 
 def _all_rows(source: PromptSource) -> Iterator[dict[str, Any]]:

@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eagle3_core.base import stable_hash
 from eagle3_core.errors import ConfigError, InputError, StageError
 from eagle3_core.generate.client import Requester
 from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool, controller_for
@@ -55,6 +54,7 @@ from eagle3_core.generate.turns import TurnBook
 from eagle3_core.lifecycle import Stage, StageRun, drive
 from eagle3_core.manifest import StageManifest
 from eagle3_core.progress import Reporter
+from eagle3_core.stage_key import config_hash as config_hash_of
 from eagle3_core.target import TargetConfig
 
 STAGE = "generate"
@@ -140,13 +140,11 @@ def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
         from eagle3_core.generate import dataset_source
 
         return dataset_source.stage_keys(cfg)
-    config_hash = stable_hash(
-        {
-            "sampling": cfg.sampling_key(),
-            "prompts": cfg.prompts.model_dump(mode="json"),
-            "require_reasoning": cfg.require_reasoning,
-            **({"refuse_tool_rows": True} if cfg.refuse_tool_rows else {}),  # unset: the keys stay as they were
-        }
+    config_hash = config_hash_of(
+        sampling=cfg.sampling_key(),
+        prompts=cfg.prompts.model_dump(mode="json"),  # its input's bytes are the fingerprint, not its path
+        require_reasoning=cfg.require_reasoning,
+        **({"refuse_tool_rows": True} if cfg.refuse_tool_rows else {}),  # unset: the keys stay as they were
     )
     return config_hash, {"prompts": fingerprint(cfg.prompts)}
 

@@ -282,9 +282,11 @@ class TrainConfig(StrictModel):
         where and how fast online-vllm's engine runs (only its engine kind changes the states), and
         where the run is reported (report_to, tracking).
 
-        A rerun that changes only those resumes from the existing checkpoints.
+        A rerun that changes only those resumes from the existing checkpoints. A DeepSpeed config
+        or hostfile is keyed by its bytes (an input), never its path.
         """
         from eagle3_core.base import stable_hash
+        from eagle3_core.stage_key import without_locations
 
         decided = self.model_dump(
             mode="json",
@@ -301,4 +303,4 @@ class TrainConfig(StrictModel):
         )
         if self.mode == "online-vllm":
             decided["online_vllm_engine"] = self.online_vllm.engine
-        return stable_hash(decided)
+        return stable_hash(without_locations(decided))

@@ -24,7 +24,10 @@ def test_a_saved_dataset_folder_is_read_through_load_from_disk_and_its_metadata_
 
     source = PromptSource(input=str(folder))
     assert list(iter_rows(source)) == prompts(5) and count_rows(source) == 5
-    assert "state.json" in fingerprint(source)  # its files identify it
+    before = fingerprint(source)  # its files' bytes identify it, its metadata among them
+    state = folder / "state.json"
+    state.write_text(state.read_text().replace("{", '{"_edited": 1, ', 1))
+    assert fingerprint(source) != before
 
 
 def test_a_saved_dataset_dict_is_read_by_split_and_a_missing_split_is_named(tmp_path):
