@@ -75,7 +75,11 @@ class ChatSettings(StrictModel):
 
     chat_template_kwargs: dict[str, Any] = Field(
         default_factory=dict,
-        description="Variables for the chat template, sent as `chat_template_kwargs` and used by reconstruct (Qwen3 {enable_thinking: true}, Kimi-K2.5 {thinking: true}, Llama-3.1 {date_string: ...} to pin the date).",
+        description="Variables for the chat template, sent as `chat_template_kwargs` and used by reconstruct (Qwen3 {enable_thinking: true}, Kimi-K2.5 {thinking: true}, Llama-3.1 {date_string: ...} to pin the date). Not `reasoning_effort`: that is its own field below.",
+    )
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = Field(
+        None,
+        description="Sent as the chat request's top-level `reasoning_effort`, where both servers read it: vLLM 0.32 builds a gpt_oss prompt with openai-harmony, never the template, and takes the effort from this field alone (harmony: low, medium, high; null means medium; chat_template_kwargs are ignored), and for other families passes it to the template as `reasoning_effort` (plus `enable_thinking: effort != none` unless chat_template_kwargs set it); SGLang's ChatCompletionRequest has the same top-level field, which it passes to the template as `reasoning_effort` (its `chat_template_kwargs.reasoning_effort` is moved there). In the sampling key: answers at another effort are other samples. Null: not sent.",
     )
     skip_special_tokens: bool = Field(
         True,
@@ -86,13 +90,23 @@ class ChatSettings(StrictModel):
         description="Server puts a space around each special token when it detokenizes with a slow (tiktoken) tokenizer (vLLM issue 33457). Set false for Kimi-K2.5: `<think>ok</think>1` otherwise comes back as `ok ` and ` 1`.",
     )
 
+    @model_validator(mode="after")
+    def _effort_is_its_own_field(self) -> "ChatSettings":
+        if "reasoning_effort" in self.chat_template_kwargs:
+            raise ValueError(
+                "chat_template_kwargs.reasoning_effort: vLLM never reads it for gpt-oss (its harmony prompt takes "
+                "the request's top-level reasoning_effort only, medium when unset), so answers would be recorded "
+                "at an effort they were not made with; set target.chat.reasoning_effort instead"
+            )
+        return self
+
     def request_fields(self) -> dict[str, Any]:
         """The JSON fields of a chat request that carry these settings.
 
-        vLLM reads the detokenizer flags at the top level; SGLang reads
-        `spaces_between_special_tokens` from inside `chat_template_kwargs` (its
-        ChatCompletionRequest.to_sampling_params). Sent both ways; a template ignores an unknown
-        variable."""
+        vLLM reads the detokenizer flags and `reasoning_effort` at the top level; SGLang reads
+        `reasoning_effort` there too, and `spaces_between_special_tokens` from inside
+        `chat_template_kwargs` (its ChatCompletionRequest.to_sampling_params). Sent both ways; a
+        template ignores an unknown variable."""
         kwargs = dict(self.chat_template_kwargs)
         if not self.spaces_between_special_tokens:
             kwargs["spaces_between_special_tokens"] = False
@@ -100,9 +114,30 @@ class ChatSettings(StrictModel):
             "skip_special_tokens": self.skip_special_tokens,
             "spaces_between_special_tokens": self.spaces_between_special_tokens,
         }
+        if self.reasoning_effort is not None:
+            fields["reasoning_effort"] = self.reasoning_effort
         if kwargs:
             fields["chat_template_kwargs"] = kwargs
         return fields
+
+    def template_kwargs(self) -> dict[str, Any]:
+        """The variables a server's chat template sees (reconstruct renders with them): the
+        `chat_template_kwargs`, with vLLM's additions for a set `reasoning_effort` (vLLM 0.32
+        ChatCompletionRequest.build_chat_params: `reasoning_effort`, and `enable_thinking:
+        effort != "none"` unless the kwargs set it)."""
+        kwargs = dict(self.chat_template_kwargs)
+        if self.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = self.reasoning_effort
+            kwargs.setdefault("enable_thinking", self.reasoning_effort != "none")
+        return kwargs
+
+    def key(self) -> dict[str, Any]:
+        """These settings in the keys (sampling key, reconstruct's config hash): an unset
+        `reasoning_effort` is left out, so the keys of every recipe without one stay as they were."""
+        key = self.model_dump(mode="json")
+        if key["reasoning_effort"] is None:
+            del key["reasoning_effort"]
+        return key
 
 
 class ToolParsers(StrictModel):

@@ -144,7 +144,9 @@ def request_body(
     tools: list[dict] | None = None,
 ) -> dict:
     """The JSON payload of one chat request: sampling settings from the config, the target's
-    chat settings (``target.chat``), the row's tools, then extra_body."""
+    chat settings (``target.chat``: the detokenizer flags and ``reasoning_effort`` at the top level,
+    where vLLM and SGLang read them, template variables in ``chat_template_kwargs``), the row's
+    tools, then extra_body."""
     payload = {
         "model": model,
         "messages": messages,

@@ -12,6 +12,7 @@ from eagle3_core.target import ChatSettings
 # Request fields that belong to `target.chat` (one source of truth) or to generate itself.
 RESERVED_EXTRA = (
     "chat_template_kwargs",
+    "reasoning_effort",
     "skip_special_tokens",
     "spaces_between_special_tokens",
     "return_token_ids",
@@ -164,7 +165,9 @@ class GenerateConfig(StrictModel):
     def sampling_key(self) -> dict:
         """The settings that make two answers to one prompt different samples: sampling, and
         whether an answer without reasoning is one (such an answer must not count as done for a
-        run that requires reasoning; the default adds nothing, so its keys stay as they were)."""
+        run that requires reasoning; the default adds nothing, so its keys stay as they were), and
+        the chat settings sent (`chat.reasoning_effort` among them: a gpt-oss answer at high effort
+        is another sample than one at medium; unset, it adds nothing, ``ChatSettings.key``)."""
         key = {
             "model": self.model,
             "max_tokens": self.max_tokens,
@@ -172,7 +175,7 @@ class GenerateConfig(StrictModel):
             "top_p": self.top_p,
             "seed": self.seed,
             "extra_body": self.extra_body,
-            "chat": self.chat.model_dump(mode="json"),
+            "chat": self.chat.key(),
         }
         if not self.require_reasoning:
             key["require_reasoning"] = False

@@ -31,7 +31,7 @@ from eagle3_core.reconstruct.layout import (
     think_marks,
 )
 from eagle3_core.reconstruct.render import server_messages
-from eagle3_core.reconstruct.text_rules import thinking_state, undecidable
+from eagle3_core.reconstruct.text_rules import harmony_without_ids, server_renders_prompt, thinking_state, undecidable
 from eagle3_core.reconstruct.tokenizer import TokenFacts, encode_batch
 from eagle3_core.target import ChatSettings, TargetConfig
 
@@ -99,6 +99,7 @@ class Reconstructor:
         self.tokenizer, self.facts, self.cfg = tokenizer, facts, cfg
         self.chat = chat or ChatSettings()
         self.target = target or TargetConfig()
+        self.server_prompt = server_renders_prompt(self.target)  # harmony: the prompt is the server's ids only
         self._blank: dict[tuple[int, ...], bool] = {}
 
     def run(self, records: list[dict[str, Any]]) -> BatchResult:
@@ -122,7 +123,12 @@ class Reconstructor:
         if not reasoning and not content and not record.get("tool_calls"):
             result.reject(sid, "empty_completion", "neither reasoning nor content nor tool calls")
             return None
-        prompt, problem = self._render(record)
+        without_ids = harmony_without_ids(self.target, record)
+        if without_ids is not None:  # never rebuilt from the local template or the flattened texts
+            result.reject(sid, *without_ids)
+            return None
+        # a harmony prompt is the server's ids (``_assemble``): the local template never rendered it
+        prompt, problem = ("", None) if self.server_prompt else self._render(record)
         if problem is None and reasoning and not self.facts.reasons:
             problem = Problem(
                 "reasoning_on_non_reasoning_target",
@@ -144,7 +150,7 @@ class Reconstructor:
                 tools=tools,
                 tokenize=False,
                 add_generation_prompt=True,
-                **self.chat.chat_template_kwargs,
+                **self.chat.template_kwargs(),
             )
         except Exception as exc:  # a template raises anything from TypeError to its own exceptions
             return "", Problem("template_error", f"the chat template failed: {type(exc).__name__}: {exc}")
@@ -158,8 +164,11 @@ class Reconstructor:
         content_ids: list[int],
         result: BatchResult,
     ) -> None:
-        """The server's ids decide where it sent them; the text rebuild is then only their check."""
+        """The server's ids decide where it sent them; the text rebuild is then only their check
+        (for a harmony family, of the completion alone: the prompt is the server's)."""
         sid = item.record["sample_id"]
+        if self.server_prompt:
+            prompt_ids = list(item.record["prompt_token_ids"])
         server = self._server_sequence(item.record, prompt_ids)
         rebuilt = item.problem or self._rebuild(item, prompt_ids, reasoning_ids, content_ids)
         if item.record.get("tool_calls") and server is not None:
@@ -190,7 +199,7 @@ class Reconstructor:
             return seq
         tools = json.loads(item.record["tools"]) if item.record.get("tools") else None
         prompt = seq.input_ids[: seq.prompt_len]
-        kwargs, ends = self.chat.chat_template_kwargs, self.facts.turn_end_ids
+        kwargs, ends = self.chat.template_kwargs(), self.facts.turn_end_ids
         spans, unplaced = history_spans(self.tokenizer, messages, tools, kwargs, prompt, ends)
         result.counts["history_turns_supervised"] += len(spans)
         result.counts["history_turns_unplaced"] += unplaced

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from eagle3_core.errors import ConfigError
 from eagle3_core.manifest import read_manifest
 from eagle3_core.target import ChatSettings, TargetConfig
@@ -22,7 +24,14 @@ def recorded_chat(generations_dir: str | Path, target: TargetConfig) -> ChatSett
     recorded = (manifest.details or {}).get("chat") if manifest is not None else None
     if recorded is None:
         return target.chat
-    recorded = ChatSettings.model_validate(recorded)
+    try:
+        recorded = ChatSettings.model_validate(recorded)
+    except ValidationError as exc:  # an older run's settings (chat_template_kwargs.reasoning_effort)
+        raise ConfigError(
+            f"the generations' recorded chat settings are refused now: {exc.errors()[0]['msg']}",
+            fix="generate again with the recipe's target.chat (the server never applied what was recorded)",
+            path=str(Path(generations_dir) / "manifest.json"),
+        ) from None
     differing = [name for name in ChatSettings.model_fields if getattr(recorded, name) != getattr(target.chat, name)]
     if differing:
         name = differing[0]

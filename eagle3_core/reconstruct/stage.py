@@ -73,7 +73,7 @@ class ReconstructStage(Stage):
         self.inputs = plan_inputs(self.generations_dir)
         self.chat = recorded_chat(self.generations_dir, target)
         fingerprints = {"generations": input_fingerprint(self.generations_dir), "tokenizer": self.facts.fingerprint}
-        chat = self.chat.model_dump(mode="json")
+        chat = self.chat.key()  # an unset reasoning_effort adds nothing: the hashes stay as they were
         config_hash = stable_hash(
             {"reconstruct": self.cfg.output_hash(), "target": target_tokens(target), "chat": chat}
         )

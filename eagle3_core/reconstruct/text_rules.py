@@ -15,6 +15,22 @@ recipe says where they cannot, and each such record is a counted reject under it
   output), and a parser files the reasoning the same either way.
 
 With ids none of this matters: the ids decide, and the text is only their check.
+
+A harmony family (``target.harmony``: gpt-oss) is stricter, because the server renders the
+prompt itself (``server_renders_prompt``): vLLM builds a ``gpt_oss`` prompt with openai-harmony
+(``vllm/renderers/online_renderer.py`` ``_make_request_with_harmony``), never with the Hugging Face
+template, and its prompt holds what no local render has (the day's date, the valid channels,
+``<|constrain|>json`` and the tool results as harmony writes them). And its answer is several
+harmony messages that the text flattens (``vllm/parser/harmony.py`` ``HarmonyParser.parse``:
+every analysis message joined by "\n" into ``reasoning``, every final and commentary preamble
+into ``content``, headers dropped), so ``open + reasoning + close + content`` is the answer only
+when the target wrote one message of each, which the text cannot show. Hence
+(``harmony_without_ids``):
+
+- ``no_server_prompt_ids``: the record has no prompt ids from the server: its prompt is never
+  rebuilt from the local template;
+- ``harmony_messages_without_ids``: the prompt ids came but the completion ids did not: the
+  completion is never rebuilt from the texts.
 """
 
 from __future__ import annotations
@@ -28,7 +44,7 @@ def thinking_state(target: TargetConfig, chat: ChatSettings) -> bool | None:
     switch = target.thinking
     if switch is None:
         return target.is_reasoning_model
-    value = chat.chat_template_kwargs.get(switch.kwarg, switch.default)
+    value = chat.template_kwargs().get(switch.kwarg, switch.default)
     return None if value is None else bool(value)
 
 
@@ -56,5 +72,33 @@ def undecidable(target: TargetConfig, chat: ChatSettings, reasoning: str, forced
             "think_open_not_shown",
             "the target may skip its own think-open (target.think_open_always_written: false) and the "
             "reasoning text reads the same either way; generate with return_token_ids",
+        )
+    return None
+
+
+def server_renders_prompt(target: TargetConfig) -> bool:
+    """True where the server's prompt is its own render, not the local template's: a harmony family
+    (vLLM renders gpt_oss with openai-harmony; see the module docstring)."""
+    return target.harmony is not None
+
+
+def harmony_without_ids(target: TargetConfig, record: dict) -> tuple[str, str] | None:
+    """(reason, detail) when a harmony family's record lacks the server's ids the row must be
+    made of, else None (see the module docstring)."""
+    if not server_renders_prompt(target):
+        return None
+    if record.get("prompt_token_ids") is None:
+        return (
+            "no_server_prompt_ids",
+            "the server renders this family's prompt itself (vLLM builds gpt-oss prompts with openai-harmony: "
+            "its date, channels and tool layout are not the local chat template's), and the record has no "
+            "prompt ids from it; generate with return_token_ids on a server that returns prompt ids",
+        )
+    if record.get("completion_token_ids") is None:
+        return (
+            "harmony_messages_without_ids",
+            "the server joins the target's harmony messages into the texts (every analysis message into "
+            'reasoning, every final one into content, with "\n", headers dropped), so the texts do not show '
+            "which messages the target wrote; generate with return_token_ids",
         )
     return None

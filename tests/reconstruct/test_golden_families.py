@@ -20,6 +20,7 @@ import pytest
 from eagle3_core.generate.rows import stored_messages
 from eagle3_core.reconstruct.build import Reconstructor
 from eagle3_core.reconstruct.config import ReconstructConfig
+from eagle3_core.reconstruct.render import server_messages
 from eagle3_core.reconstruct.tokenizer import token_facts
 from eagle3_core.target import ChatSettings, TargetConfig
 from tests.reconstruct.families_more import MORE_FAMILIES
@@ -57,6 +58,7 @@ class Case:
     content: str = ""
     completion: str | None = None  # the server's completion, as text (its ids are in the record)
     prompt: str | None = None  # the server's prompt, as text, where no template exists here (V3.2)
+    rendered_prompt: bool = False  # the server sent its prompt ids: here the family template's render (gpt-oss)
     chat: dict = field(default_factory=dict)
     tools: list | None = None
     tool_calls: list | None = None
@@ -90,11 +92,20 @@ def ids_case(messages, completion: str, forced: str = "", reasoning: str = R, co
 USER = [{"role": "user", "content": Q}]
 ON = {"thinking": True}
 CASES: dict[str, dict[str, Case]] = {
+    # gpt-oss: vLLM renders the prompt with openai-harmony, so every record carries the server's ids
+    # (one without is a reject, test_harmony.py); here the family template's render stands for its prompt
     "gpt_oss": {
-        "single": Case(USER, R, A, supervised=harmony(R, A) + "<|return|>"),
-        "multi": Case(SYSTEM_MULTI, R, A, supervised=harmony(R, A) + "<|return|>"),
-        "agent": Case(AGENT, "Got 5.", "It is 5.", tools=ADD, supervised=harmony("Got 5.", "It is 5.") + "<|return|>"),
-        "tools": ids_case(USER, HARMONY_CALL, tools=ADD, tool_calls=CALL),
+        "single": ids_case(USER, harmony(R, A) + "<|return|>", rendered_prompt=True),
+        "multi": ids_case(SYSTEM_MULTI, harmony(R, A) + "<|return|>", rendered_prompt=True),
+        "agent": ids_case(
+            AGENT,
+            harmony("Got 5.", "It is 5.") + "<|return|>",
+            reasoning="Got 5.",
+            content="It is 5.",
+            tools=ADD,
+            rendered_prompt=True,
+        ),
+        "tools": ids_case(USER, HARMONY_CALL, tools=ADD, tool_calls=CALL, rendered_prompt=True),
     },
     "glm45": {
         "single": ids_case(USER, f"\n<think>{R}</think>\n{A}<|user|>"),
@@ -166,13 +177,19 @@ def encode(tokenizer, text: str) -> list[int]:
 
 def case_record(family: str, name: str, tokenizer) -> dict:
     case = CASES[family][name]
+    messages = stored_messages([m | {"content": m["content"] or ""} for m in case.messages])
+    prompt = case.prompt
+    if case.rendered_prompt:
+        prompt = tokenizer.apply_chat_template(
+            server_messages(messages), tools=case.tools, tokenize=False, add_generation_prompt=True
+        )
     return record(
         f"{family}-{name}",
-        stored_messages([m | {"content": m["content"] or ""} for m in case.messages]),
+        messages,
         case.reasoning,
         case.content,
         finish_reason="tool_calls" if case.tool_calls else "stop",
-        prompt_token_ids=encode(tokenizer, case.prompt) if case.prompt else None,
+        prompt_token_ids=encode(tokenizer, prompt) if prompt else None,
         completion_token_ids=encode(tokenizer, case.completion) if case.completion is not None else None,
         tools=json.dumps(case.tools) if case.tools else None,
         tool_calls=json.dumps(case.tool_calls) if case.tool_calls else None,
