@@ -173,7 +173,11 @@ UNVERIFIED = {
     "deepseek_r1": "deepseek-ai/DeepSeek-R1 tokenizer.json (DeepSeek-V3's vocabulary)",
     "deepseek_v3_1": "deepseek-ai/DeepSeek-V3.1 tokenizer.json",
     "deepseek_v3_2": "deepseek-ai/DeepSeek-V3.2 tokenizer.json",
+    "deepseek_v4_1": "DeepSeek-V4.1 tokenizer.json (its recipe declares texts only, no ids)",
 }
+# recipes that declare their tokens' texts but no ids (no file confirms them): the stages check each
+# text is one id of target.path's tokenizer; every other recipe declares every id
+TEXTS_ONLY = frozenset({"deepseek_v4_1"})
 
 
 @cache

@@ -12,7 +12,8 @@ from tests.reconstruct.families_more import MORE_FAMILIES
 
 ALL_FAMILIES = FAMILIES | MORE_FAMILIES
 # families whose REAL tokenizer a pip package ships: their folder is the package's files, not a built one
-REAL_FAMILIES = {"deepseek_v4": deepseek_v4_tokenizer}
+# (V4.1's own tokenizer.json is shipped by none: V4's real one holds every text its recipe declares, which has no ids)
+REAL_FAMILIES = {"deepseek_v4": deepseek_v4_tokenizer, "deepseek_v4_1": deepseek_v4_tokenizer}
 
 
 class _Built(dict):
