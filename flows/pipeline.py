@@ -277,8 +277,9 @@ def served_for(spec: StageSpec, config: PipelineConfig, outcomes: dict[str, Outc
     from eagle3_core.serve.vllm_server import VLLMServer
 
     logger, started = get_run_logger(), time.time()
-    logger.info("starting vLLM for %s (about 30 s on CPU)", config.target.path)
-    with VLLMServer.for_target(config.target, config.serve, log_dir=config.layout.root / "logs") as server:
+    server = VLLMServer.for_target(config.target, config.serve, log_dir=config.layout.root / "logs")
+    logger.info("starting vLLM for %s (%s)", config.target.path, server.start_estimate())
+    with server:
         outcomes["serve"] = Outcome("serve", "ran", server.base_url, time.time() - started, started)
         logger.info("vLLM serves %s at %s (pid %s)", server.model, server.base_url, server.pid)
         generate = config.generate.model_copy(update={"base_urls": [server.base_url]})

@@ -29,6 +29,7 @@ import urllib.request
 from pathlib import Path
 
 from eagle3_core.errors import EndpointError
+from eagle3_core.serve import starts
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.serve.locate import check_vllm, vllm_python
 from eagle3_core.serve.process import start_engine, stop_engine
@@ -113,6 +114,10 @@ class VLLMServer:
             **kwargs,
         )
 
+    def start_estimate(self) -> str:
+        """What the last start on this machine took (``starts.py``), for the line said before one."""
+        return starts.estimate(resolve_device(self.cfg))
+
     @property
     def model(self) -> str:
         """The name clients send as ``model``."""
@@ -186,6 +191,7 @@ class VLLMServer:
             self.stop()
             raise
         self.startup_seconds = round(time.monotonic() - started, 1)
+        starts.record(resolve_device(self.cfg), self.startup_seconds)
         return self
 
     def _wait_healthy(self) -> None:

@@ -87,7 +87,7 @@ def command(
     serve_cfg = serve_cfg.model_copy(update=_given(serve_cfg, host, port, max_model_len, served_model_name, python))
     server = VLLMServer.for_target(target, serve_cfg, log_dir=SERVE_LOGS, extra_args=list(vllm_args))
     reasoning_parser = target.reasoning_parser
-    click.echo(f"starting vLLM for {model} (log: written under {server.log_dir}) ...")
+    click.echo(f"starting vLLM for {model} ({server.start_estimate()}; log: written under {server.log_dir}) ...")
     _serve_until_stopped(server, reasoning_parser)
 
 

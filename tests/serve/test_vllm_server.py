@@ -226,3 +226,14 @@ def test_an_engine_killed_alone_takes_its_workers_with_it(fake_vllm):
         assert wait_gone([int(child_file.read_text())]) == []
     finally:
         server.stop()
+
+
+def test_the_start_estimate_is_this_machines_last_measured_start(fake_vllm, tmp_path, monkeypatch):
+    """Times said are times measured: "about 30 s on CPU" was followed by 52 s and 111 s starts."""
+    monkeypatch.setenv("EAGLE3_CACHE", str(tmp_path / "cache"))
+    model, cfg, _ = fake_vllm
+    server = VLLMServer(model, cfg)
+    assert server.start_estimate() == "no vLLM start measured on this machine's cpu yet"
+    with server:
+        took = server.startup_seconds
+    assert VLLMServer(model, cfg).start_estimate() == f"the last start on this machine's cpu took {took:.0f} s"
