@@ -31,7 +31,7 @@ from eagle3_core.reconstruct.layout import (
     think_marks,
 )
 from eagle3_core.reconstruct.render import server_messages
-from eagle3_core.reconstruct.text_rules import harmony_without_ids, server_renders_prompt, thinking_state, undecidable
+from eagle3_core.reconstruct.text_rules import server_ids_missing, server_renders_prompt, thinking_state, undecidable
 from eagle3_core.reconstruct.tokenizer import TokenFacts, encode_batch
 from eagle3_core.target import ChatSettings, TargetConfig
 
@@ -99,7 +99,7 @@ class Reconstructor:
         self.tokenizer, self.facts, self.cfg = tokenizer, facts, cfg
         self.chat = chat or ChatSettings()
         self.target = target or TargetConfig()
-        self.server_prompt = server_renders_prompt(self.target)  # harmony: the prompt is the server's ids only
+        self.server_prompt = server_renders_prompt(self.target)  # the prompt is the server's ids only
         self._blank: dict[tuple[int, ...], bool] = {}
 
     def run(self, records: list[dict[str, Any]]) -> BatchResult:
@@ -123,7 +123,7 @@ class Reconstructor:
         if not reasoning and not content and not record.get("tool_calls"):
             result.reject(sid, "empty_completion", "neither reasoning nor content nor tool calls")
             return None
-        without_ids = harmony_without_ids(self.target, record)
+        without_ids = server_ids_missing(self.target, record)
         if without_ids is not None:  # never rebuilt from the local template or the flattened texts
             result.reject(sid, *without_ids)
             return None

@@ -16,8 +16,10 @@ recipe says where they cannot, and each such record is a counted reject under it
 
 With ids none of this matters: the ids decide, and the text is only their check.
 
-A harmony family (``target.harmony``: gpt-oss) is stricter, because the server renders the
-prompt itself (``server_renders_prompt``): vLLM builds a ``gpt_oss`` prompt with openai-harmony
+A family whose server renders the prompt itself (``server_renders_prompt``) is stricter: its
+prompt is the server's ids, never a local render. DeepSeek-V3.2, V4 and V4.1 have no Jinja
+template (``target.tokenizer_mode``: vLLM encodes their prompts in Python). A harmony family
+(``target.harmony``: gpt-oss) is the same: vLLM builds a ``gpt_oss`` prompt with openai-harmony
 (``vllm/renderers/online_renderer.py`` ``_make_request_with_harmony``), never with the Hugging Face
 template, and its prompt holds what no local render has (the day's date, the valid channels,
 ``<|constrain|>json`` and the tool results as harmony writes them). And its answer is several
@@ -25,11 +27,11 @@ harmony messages that the text flattens (``vllm/parser/harmony.py`` ``HarmonyPar
 every analysis message joined by "\n" into ``reasoning``, every final and commentary preamble
 into ``content``, headers dropped), so ``open + reasoning + close + content`` is the answer only
 when the target wrote one message of each, which the text cannot show. Hence
-(``harmony_without_ids``):
+(``server_ids_missing``):
 
 - ``no_server_prompt_ids``: the record has no prompt ids from the server: its prompt is never
-  rebuilt from the local template;
-- ``harmony_messages_without_ids``: the prompt ids came but the completion ids did not: the
+  rebuilt from the local template (any such family);
+- ``harmony_messages_without_ids`` (harmony only): the prompt ids came but the completion ids did not: the
   completion is never rebuilt from the texts.
 """
 
@@ -78,23 +80,29 @@ def undecidable(target: TargetConfig, chat: ChatSettings, reasoning: str, forced
 
 def server_renders_prompt(target: TargetConfig) -> bool:
     """True where the server's prompt is its own render, not the local template's: a harmony family
-    (vLLM renders gpt_oss with openai-harmony; see the module docstring)."""
-    return target.harmony is not None
+    (vLLM renders gpt_oss with openai-harmony; see the module docstring), or one whose prompt vLLM
+    encodes in Python (``target.tokenizer_mode``: DeepSeek-V3.2, V4, V4.1 have no Jinja template)."""
+    return target.harmony is not None or target.tokenizer_mode is not None
 
 
-def harmony_without_ids(target: TargetConfig, record: dict) -> tuple[str, str] | None:
-    """(reason, detail) when a harmony family's record lacks the server's ids the row must be
-    made of, else None (see the module docstring)."""
+def server_ids_missing(target: TargetConfig, record: dict) -> tuple[str, str] | None:
+    """(reason, detail) when the record lacks the server's ids the row must be made of (a family whose
+    server renders the prompt; a harmony answer), else None (see the module docstring)."""
     if not server_renders_prompt(target):
         return None
     if record.get("prompt_token_ids") is None:
+        how = (
+            "vLLM builds gpt-oss prompts with openai-harmony: its date, channels and tool layout are not the "
+            "local chat template's"
+            if target.harmony is not None
+            else f"vLLM encodes it in Python (--tokenizer-mode {target.tokenizer_mode}): there is no local template"
+        )
         return (
             "no_server_prompt_ids",
-            "the server renders this family's prompt itself (vLLM builds gpt-oss prompts with openai-harmony: "
-            "its date, channels and tool layout are not the local chat template's), and the record has no "
-            "prompt ids from it; generate with return_token_ids on a server that returns prompt ids",
+            f"the server renders this family's prompt itself ({how}), and the record has no prompt ids from it; "
+            "generate with return_token_ids on a server that returns prompt ids",
         )
-    if record.get("completion_token_ids") is None:
+    if target.harmony is not None and record.get("completion_token_ids") is None:
         return (
             "harmony_messages_without_ids",
             "the server joins the target's harmony messages into the texts (every analysis message into "

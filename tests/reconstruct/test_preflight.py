@@ -216,3 +216,18 @@ def test_generate_runs_no_pre_flight_without_a_local_tokenizer():
     from eagle3_core.target import TargetConfig
 
     assert generate_preflight(None) is None and generate_preflight(TargetConfig(path=None)) is None
+
+
+def test_ids_that_spell_the_same_text_in_another_split_are_a_note_not_a_recipe_error(family_tokenizers):
+    """A model (random, or sampling) may write ' Nou' 'present' where the tokenizer splits ' N' 'oup'
+    'resent': no setting causes it, so the pre-flight says so instead of blaming skip_special_tokens."""
+    from eagle3_core.reconstruct.preflight import _same_text
+
+    tok = family_tokenizers["deepseek_v4"]  # DeepSeek-V4's real BPE
+    text = " unbelievable"
+    canonical = tok.encode(text, add_special_tokens=False)
+    other = [i for piece in (" un", "believ", "able") for i in tok.encode(piece, add_special_tokens=False)]
+    assert tok.decode(other) == text and other != canonical
+    record = {"prompt_token_ids": [1, 2], "completion_token_ids": other}
+    assert _same_text(tok, record, [1, 2, *canonical], first_diff=2)
+    assert not _same_text(tok, record, [1, 2, *tok.encode(" unbearable", add_special_tokens=False)], first_diff=2)

@@ -115,3 +115,25 @@ def test_every_bundled_recipe_agrees_with_its_family_tokenizer_and_declares_its_
         facts = token_facts(family_tokenizers[family], target, "/none")
         expected = facts.turn_end_ids[0] if family in TEXTS_ONLY else target.end_of_turn_id  # texts only: no id
         assert facts.turn_end_ids[0] == expected and target.template_version, family
+
+
+def test_a_family_vllm_encodes_in_python_trains_on_the_servers_prompt_and_checks_its_completion(family_tokenizers):
+    """DeepSeek-V4's recipe (tokenizer_mode deepseek_v4: no Jinja template): the prompt is the server's
+    ids, the completion is rebuilt from the text as their check, and a record without prompt ids is
+    rejected for what it lacks (no_server_prompt_ids), never sent through a template that is not there."""
+    from eagle3_core.config import PipelineConfig
+
+    tok = family_tokenizers["deepseek_v4"]
+    target = PipelineConfig.from_yaml(bundled_families()["deepseek_v4"]).target
+    prompt = tok.encode(
+        "<｜begin▁of▁sentence｜><｜User｜>What is 2 + 2?<｜Assistant｜><think>", add_special_tokens=False
+    )
+    completion = tok.encode("Two and two.</think>4.<｜end▁of▁sentence｜>", add_special_tokens=False)
+    with_ids = record("ids", USER, "Two and two.", "4.", prompt_token_ids=prompt, completion_token_ids=completion)
+    without = record("text", USER, "Two and two.", "4.")
+    facts = token_facts(tok, target, "/none")
+    result = Reconstructor(tok, facts, ReconstructConfig(), target.chat, target).run([with_ids, without])
+
+    assert reasons(result) == ["no_server_prompt_ids"] and "--tokenizer-mode deepseek_v4" in result.rejects[0]["detail"]
+    assert result.rows["input_ids"] == [prompt + completion]
+    assert result.counts["server_checked"] == result.counts["server_matched"] == 1  # the completion's text check
