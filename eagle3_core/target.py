@@ -225,6 +225,10 @@ class TargetConfig(StrictModel):
         None,
         description="The family's tool-call parsers; eagle3 starts vLLM with `--enable-auto-tool-choice --tool-call-parser` from it. Null: vLLM refuses rows with `tools`.",
     )
+    reasoning_efforts: list[str] | None = Field(
+        None,
+        description="The `reasoning_effort` values the family's server accepts (gpt-oss's harmony: low, medium, high; DeepSeek-V4.1: low, high, xhigh, max): `target.chat.reasoning_effort` outside them is a config error before any request (vLLM answers each with HTTP 400). Null: not checked.",
+    )
     tools_while_thinking: bool = Field(
         True,
         description="The model calls tools while it thinks. False for DeepSeek-V3.1, which calls tools in non-thinking mode only (and whose template drops `tools`): a run that thinks then rejects rows with tools before sending them (`tools_need_thinking_off`), rather than train on answers the model would not give.",
@@ -250,6 +254,12 @@ class TargetConfig(StrictModel):
                 "target.history_supervised trains on earlier turns as the template renders them, but "
                 "target.history_reasoning: drop says it removes their reasoning: those turns are not what the "
                 "target wrote; set history_supervised: false, or history_reasoning to what the template does"
+            )
+        effort, accepted = self.chat.reasoning_effort, self.reasoning_efforts
+        if effort is not None and accepted is not None and effort not in accepted:
+            raise ValueError(
+                f"target.chat.reasoning_effort: {effort!r} is not one the family's server accepts "
+                f"(target.reasoning_efforts: {', '.join(accepted)}); every request would be refused"
             )
         problem = aux_layer_problem(self.aux_layer_ids) if self.aux_layer_ids is not None else None
         if problem:

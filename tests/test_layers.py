@@ -23,7 +23,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("checksums", "target", "progress", "rejects", "layout", "recipe_file", "tokenizer"),
     ("fsio",),
     ("manifest", "lock", "fingerprint", "tracking"),  # tracking: the experiment trackers, below train and evaluate
-    ("contracts", "drafter", "lifecycle", "serve", "stage_key"),  # stage_key: every stage's skip key  # metadata of the on-disk contracts; the stage driver
+    # metadata of the on-disk contracts; the stage driver; stage_key: every stage's skip key
+    ("contracts", "drafter", "lifecycle", "serve", "stage_key"),
     ("states", "toy"),  # tensors: the shard writer, the target model
     ("spool",),  # below both the engines (extract) and the reader (train)
     ("generate",),

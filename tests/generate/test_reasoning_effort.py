@@ -82,3 +82,18 @@ def test_reconstruct_renders_with_the_variables_vllm_gives_the_template():
     assert ChatSettings(reasoning_effort="none").template_kwargs()["enable_thinking"] is False
     kept = ChatSettings(chat_template_kwargs={"enable_thinking": False}, reasoning_effort="high").template_kwargs()
     assert kept == {"enable_thinking": False, "reasoning_effort": "high"}
+
+
+def test_an_effort_the_familys_server_refuses_is_one_config_error_before_any_request():
+    """vLLM's harmony answers reasoning_effort max with HTTP 400 (low, medium, high only)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from eagle3_core.config import PipelineConfig, format_validation_error
+
+    recipe = yaml.safe_load(GPT_OSS.read_text(encoding="utf-8"))
+    recipe["target"]["chat"]["reasoning_effort"] = "max"
+    with pytest.raises(ValidationError) as raised:
+        PipelineConfig.model_validate(recipe)
+    message = format_validation_error(raised.value)
+    assert "target.chat.reasoning_effort: 'max'" in message and "low, medium, high" in message and "\n" not in message
