@@ -41,9 +41,19 @@ pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 RECIPE = Path(__file__).resolve().parents[2] / "configs" / "gpt-oss.yaml"
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 ROWS = [
     {"prompt": "What is 2 + 2?"},
     {"messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Hi"}]},
+    # answered only because eagle3 starts vLLM with the recipe's tool parser (openai)
+    {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [WEATHER]},
 ]
 
 
@@ -167,3 +177,27 @@ def test_reconstruct_trains_on_the_servers_ids_with_no_local_template(served):
     rejected = run_reconstruct(recipe.reconstruct, target, root / "stripped", root / "stripped-seq")
     assert rejected.details["reject_reasons"] == {"no_server_prompt_ids": 1}
     assert rejected.counts["sequences"] == len(ROWS) - 1
+
+
+def test_a_row_with_tools_is_answered_and_harmony_declares_the_tool_in_its_prompt(served):
+    _, _, runs, _, tokenizer = served
+    _, rows = runs["high"]
+    (row,) = [r for r in rows if r["tools"]]
+    prompt = tokenizer.decode(row["prompt_token_ids"])
+    assert "namespace functions" in prompt and "type get_weather" in prompt, prompt  # harmony's own tool layout
+    assert "Calls to these tools must go to the commentary channel" in prompt, prompt  # harmony's rule, with tools
+    plain = [tokenizer.decode(r["prompt_token_ids"]) for r in rows if not r["tools"]]
+    assert not any("namespace functions" in p for p in plain)
+
+
+def test_vocab_is_built_over_the_rows_on_the_real_o200k_harmony_tokenizer(served):
+    from eagle3_core.vocab.stage import run_vocab
+
+    recipe, target, runs, root, tokenizer = served
+    target = target.model_copy(update={"chat": target.chat.model_copy(update={"reasoning_effort": "low"})})
+    run_reconstruct(recipe.reconstruct, target, root / "low" / "generations", root / "low-seq")
+    manifest = run_vocab(
+        recipe.vocab.model_copy(update={"draft_vocab_size": 32}), target, root / "low-seq", root / "vocab"
+    )
+    assert manifest.status == "complete" and manifest.details["target_vocab_size"] == 201088
+    assert manifest.details["draft_vocab_size"] == 32
