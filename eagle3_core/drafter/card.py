@@ -5,9 +5,11 @@ hub's metadata: ``base_model`` (the target's name), ``library_name``, ``tags``, 
 hub datasets the prompts came from), and an ``eagle3`` section holding every fact the body shows,
 so evaluate re-renders the card from the card itself. The body holds:
 
-- the vLLM and SGLang launch lines with this export's real path and k; once evaluated, the vLLM
-  line is the one the evaluate stage ran (its ``--model`` and ``--speculative-config``, read back
-  from the command it started), beside that exact command;
+- the vLLM and SGLang launch lines, which travel with the card: the target by its hub name
+  (``train.tracking.base_model``, else the served model's name) and the drafter by its hub
+  repository (``train.tracking.hub_repo``, else a placeholder the card says to replace), never a
+  path of this machine; once evaluated, with the speculative config evaluate ran (its k), beside
+  the command it ran, marked as this machine's, its paths replaced by those names;
 - the acceptance figures with k, temperature, prompt source and the engine's version, and by
   context length when the report has its buckets (``by_context``);
 - the training data (samples, tokens, reasoning share, families, source, dates), the drafter's
@@ -40,6 +42,10 @@ SHAPE_KEYS = (
 )
 
 
+DRAFTER_PLACEHOLDER = "YOUR-ORG/eagle3-drafter"  # where train.tracking.hub_repo is unset
+LOCAL_ONLY = ("target_path",)  # facts of this machine: the runs record them, the card does not
+
+
 def write_card(export_dir: str | Path, facts: dict[str, Any], training: dict[str, Any]) -> Path:
     """The export's card, before any evaluation."""
     export_dir = Path(export_dir)
@@ -51,7 +57,7 @@ def update_card(export_dir: str | Path, report: dict[str, Any]) -> Path:
     """The card with the evaluate report's figures (a card is started when the export has none)."""
     export_dir = Path(export_dir)
     meta = read_meta(export_dir / CARD_FILE) or {"facts": {}, "training": {}, "drafter": drafter_shape(export_dir)}
-    meta["evaluation"] = evaluation_facts(report)
+    meta["evaluation"] = evaluation_facts(report, hub_names(meta))
     return _write(export_dir, meta)
 
 
@@ -72,19 +78,48 @@ def variant_name(config: dict[str, Any]) -> str:
     return f"{name}{' + ' + ', '.join(extras) if extras else ''} ({layers} decoder layer{'s' if layers > 1 else ''})"
 
 
-def evaluation_facts(report: dict[str, Any]) -> dict[str, Any]:
+def hub_names(meta: dict[str, Any]) -> tuple[str, str]:
+    """(target, drafter): the names the card's lines load them by, wherever the card is read."""
+    facts = meta.get("facts") or {}
+    return facts.get("target") or "TARGET", facts.get("hub_repo") or DRAFTER_PLACEHOLDER
+
+
+def portable_command(argv: list[str] | None, names: tuple[str, str]) -> list[str] | None:
+    """The command evaluate ran with this machine's paths replaced: the target's by its hub name, the
+    drafter's (inside --speculative-config) by its repository, the Python by `python`, any other
+    absolute path by its file name."""
+    if not argv:
+        return argv
+    target, drafter = names
+    out = ["python", *argv[1:]]
+    for i, word in enumerate(out[:-1]):
+        if word == "--model":
+            out[i + 1] = target
+        elif word == "--speculative-config":
+            out[i + 1] = json.dumps({**json.loads(out[i + 1]), "model": drafter})
+    return [Path(w).name if w.startswith("/") else w for w in out]
+
+
+def portable_source(source: str) -> str:
+    """A prompts file named by its file name: its folder is this machine's."""
+    return Path(source).name if str(source).startswith("/") else source
+
+
+def evaluation_facts(
+    report: dict[str, Any], names: tuple[str, str] = ("TARGET", DRAFTER_PLACEHOLDER)
+) -> dict[str, Any]:
     """The report's figures the card shows, each with what it was measured at."""
     settings, online, offline = report["settings"], report.get("online") or {}, report.get("offline") or {}
     with_drafter, engine = online.get("with_drafter") or {}, online.get("engine") or {}
     return {
         "k": settings["num_speculative_tokens"],
         "temperature": settings["temperature"],
-        "prompt_source": report["heldout"]["source"],
+        "prompt_source": portable_source(report["heldout"]["source"]),
         "prompts": report["heldout"]["prompts"],
         "vllm_acceptance_length": with_drafter.get("acceptance_length"),
         "vllm_acceptance_per_position": with_drafter.get("acceptance_per_position"),
         "vllm_version": engine.get("version"),
-        "vllm_command": engine.get("argv"),
+        "vllm_command": portable_command(engine.get("argv"), names),
         "offline_acceptance_length": offline.get("acceptance_length"),
         "offline_acceptance_per_position": offline.get("acceptance_per_position"),
         "simulated_acceptance_length": (report.get("simulated") or {}).get("acceptance_length"),
@@ -107,6 +142,7 @@ def _write(export_dir: Path, meta: dict[str, Any]) -> Path:
     from eagle3_core.fsio import atomic_path
 
     path = export_dir / CARD_FILE
+    meta = {**meta, "facts": {k: v for k, v in (meta.get("facts") or {}).items() if k not in LOCAL_ONLY}}
     with atomic_path(path) as tmp:
         tmp.write_text(render(export_dir, meta), encoding="utf-8")
     return path
@@ -162,15 +198,16 @@ def speculative_config(export_dir: str | Path, k: int) -> dict:
 
 
 def launch_lines(export_dir: Path, meta: dict[str, Any]) -> tuple[str, str]:
-    """(vLLM, SGLang): the evaluated command's model and speculative config when there is one."""
+    """(vLLM, SGLang) by hub names (``hub_names``): the evaluated command's speculative config when
+    there is one, else the default k."""
     evaluation = meta.get("evaluation") or {}
     command = evaluation.get("vllm_command")
+    model, drafter = hub_names(meta)
     if command:
-        model, spec_json = _arg(command, "--model"), _arg(command, "--speculative-config")
+        spec = {**json.loads(_arg(command, "--speculative-config")), "model": drafter}
     else:
-        model = meta["facts"].get("target_path") or meta["facts"].get("target") or "TARGET"
-        spec_json = json.dumps(speculative_config(export_dir, evaluation.get("k") or DEFAULT_K))
-    spec = json.loads(spec_json)
+        spec = {**speculative_config(export_dir, evaluation.get("k") or DEFAULT_K), "model": drafter}
+    spec_json = json.dumps(spec)
     vllm = f"vllm serve {shlex.quote(model)} --speculative-config {shlex.quote(spec_json)}"
     k = spec["num_speculative_tokens"]
     sglang = (
@@ -188,9 +225,21 @@ def _arg(command: list[str], flag: str) -> str:
 def launch_section(export_dir: Path, meta: dict[str, Any]) -> list[str]:
     vllm, sglang = launch_lines(export_dir, meta)
     lines = ["", "## Launch", "", "vLLM:", "", "```bash", vllm, "```", "", "SGLang:", "", "```bash", sglang, "```"]
+    if hub_names(meta)[1] == DRAFTER_PLACEHOLDER:
+        lines += [
+            "",
+            f"Replace `{DRAFTER_PLACEHOLDER}` with the repository this folder is uploaded to "
+            "(`train.tracking.hub_repo` writes it here).",
+        ]
     command = (meta.get("evaluation") or {}).get("vllm_command")
     if command:
-        lines += ["", "The command `eagle3 evaluate` ran (vLLM's OpenAI server):", "", "```bash"]
+        lines += [
+            "",
+            "The command `eagle3 evaluate` ran on the machine that evaluated this drafter (vLLM's "
+            "OpenAI server; its paths replaced by the names above):",
+            "",
+            "```bash",
+        ]
         lines += [shlex.join(command), "```"]
     return lines
 

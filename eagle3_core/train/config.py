@@ -102,7 +102,11 @@ class TrackingConfig(StrictModel):
     )
     base_model: str | None = Field(
         None,
-        description="The target's hub name for the model card's `base_model` and the runs; None = the model name generate recorded, else the target folder's name.",
+        description="The target's hub name for the model card's `base_model`, its launch lines and the runs; None = the model name generate recorded, else the target folder's name.",
+    )
+    hub_repo: str | None = Field(
+        None,
+        description="The hub repository the export is uploaded to (org/name): the model card's vLLM and SGLang lines load the drafter from it; None = a placeholder the card says to replace. Never a local path: the card travels.",
     )
     recipe_hash: str | None = Field(
         None,

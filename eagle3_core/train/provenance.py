@@ -32,7 +32,8 @@ def run_facts(cfg: TrainConfig, inputs: TrainInputs, out_dir: str | Path, config
         "mode": inputs.mode,
         "hidden_state_engine": hidden_state_engine(cfg, inputs),
         "target": target_name(cfg, inputs, generations),
-        "target_path": inputs.target_path,
+        "target_path": inputs.target_path,  # the runs' record; the card leaves it out (it travels)
+        "hub_repo": cfg.tracking.hub_repo,
         "data": data_facts(inputs, generations, sequences),
     }
 

@@ -2,6 +2,7 @@
 ModelCard, offline): its metadata, launch lines with the export's real path and k, figures."""
 
 import json
+import re
 import shlex
 
 import pytest
@@ -71,16 +72,40 @@ def test_the_export_card_has_the_metadata_a_hub_reads(export):
     assert "| num_key_value_heads | 2 |" in card.text and "| variant | eagle3 (1 decoder layer) |" in card.text
 
 
-def test_before_evaluation_the_launch_lines_name_the_real_export_path_and_the_default_k(export):
-    write_card(export, FACTS, TRAINING)
+def test_before_evaluation_the_launch_lines_name_the_hub_repository_the_target_and_the_default_k(export):
+    write_card(export, FACTS | {"hub_repo": "acme/kimi-k2.5-eagle3"}, TRAINING)
     vllm, sglang = launch_lines(export, read_meta(export / CARD_FILE))
     words = shlex.split(vllm)
-    assert words[:3] == ["vllm", "serve", "/models/kimi k2.5"]
+    assert words[:3] == ["vllm", "serve", "moonshotai/Kimi-K2.5"]
     spec = json.loads(words[words.index("--speculative-config") + 1])
-    assert spec == {"method": "eagle3", "model": str(export.resolve()), "num_speculative_tokens": 3}
-    assert f"--speculative-draft-model-path {export.resolve()}" in sglang
+    assert spec == {"method": "eagle3", "model": "acme/kimi-k2.5-eagle3", "num_speculative_tokens": 3}
+    assert "--speculative-draft-model-path acme/kimi-k2.5-eagle3" in sglang
     assert "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4" in sglang
     assert vllm in (export / CARD_FILE).read_text() and sglang in (export / CARD_FILE).read_text()
+
+
+def test_without_a_hub_repository_the_card_names_a_placeholder_and_says_to_replace_it(export):
+    write_card(export, FACTS, TRAINING)
+    text = (export / CARD_FILE).read_text()
+    assert "--speculative-draft-model-path YOUR-ORG/eagle3-drafter" in text
+    assert "Replace `YOUR-ORG/eagle3-drafter` with the repository this folder is uploaded to" in text
+
+
+# an absolute POSIX path: a slash after a space, a quote, `=` or the line's start, then a name (no URL's //)
+ABSOLUTE_PATH = re.compile(r"(?:^|[\s\"'=(])/(?!/)[\w.-]+", re.M)
+
+
+def test_the_card_travels_no_absolute_path_of_this_machine_is_in_it(export):
+    """Uploaded to a hub, a card with /models/... or the run's export folder is wrong for every reader."""
+    from huggingface_hub import ModelCard
+
+    write_card(export, FACTS, TRAINING)
+    update_card(export, report(export))
+    text = (export / CARD_FILE).read_text()
+    assert ABSOLUTE_PATH.findall(text) == [], ABSOLUTE_PATH.findall(text)
+    for local in ("/models/kimi k2.5", str(export.resolve()), "/venv/bin/python", "/data/heldout.jsonl"):
+        assert local not in text, local
+    assert ModelCard.load(export / CARD_FILE).data.base_model == "moonshotai/Kimi-K2.5"  # huggingface_hub parses it
 
 
 def test_evaluate_puts_its_figures_and_the_command_it_ran_into_the_card(export):
@@ -92,12 +117,15 @@ def test_evaluate_puts_its_figures_and_the_command_it_ran_into_the_card(export):
     card = ModelCard.load(export / CARD_FILE)
     assert card.data.base_model == "moonshotai/Kimi-K2.5"  # the export's facts survive the update
     vllm, sglang = launch_lines(export, card.data.eagle3)
-    argv = ran["online"]["engine"]["argv"]
     words = shlex.split(vllm)
-    assert words[2] == argv[argv.index("--model") + 1]
-    assert words[words.index("--speculative-config") + 1] == argv[argv.index("--speculative-config") + 1]
-    assert "--speculative-num-steps 4" in sglang and shlex.join(argv) in card.text
-    for shown in ("k = 4", "temperature = 0.0", "/data/heldout.jsonl", "vLLM 0.32.0", "3.44", "0.9, 0.8, 0.7, 0.5"):
+    assert words[2] == "moonshotai/Kimi-K2.5"
+    spec = json.loads(words[words.index("--speculative-config") + 1])
+    assert spec == {"method": "eagle3", "model": "YOUR-ORG/eagle3-drafter", "num_speculative_tokens": 4}
+    assert "--speculative-num-steps 4" in sglang
+    # the command it ran, marked as that machine's, its paths replaced by the names the card uses
+    ran_here = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "moonshotai/Kimi-K2.5"]
+    assert shlex.join(ran_here) in card.text and "on the machine that evaluated this drafter" in card.text
+    for shown in ("k = 4", "temperature = 0.0", "heldout.jsonl", "vLLM 0.32.0", "3.44", "0.9, 0.8, 0.7, 0.5"):
         assert shown in card.text, shown
 
 

@@ -190,6 +190,7 @@ def test_the_card_launches_the_drafter_as_evaluate_ran_it_and_the_run_gets_the_f
     from huggingface_hub import ModelCard
 
     from eagle3_core.drafter.card import CARD_FILE, launch_lines
+    from tests.drafter.test_card import ABSOLUTE_PATH
     from tests.tracking.records import tensorboard_scalars
 
     engine = report["online"]["engine"]
@@ -197,9 +198,12 @@ def test_the_card_launches_the_drafter_as_evaluate_ran_it_and_the_run_gets_the_f
     card = ModelCard.load(trained.export / CARD_FILE)
     vllm, _ = launch_lines(trained.export, card.data.eagle3)
     words, argv = shlex.split(vllm), engine["argv"]
-    assert words[2] == argv[argv.index("--model") + 1] == trained.target.path
-    assert words[words.index("--speculative-config") + 1] == argv[argv.index("--speculative-config") + 1]
-    assert json.loads(words[words.index("--speculative-config") + 1]) == speculative_config(trained.export, K)
+    assert argv[argv.index("--model") + 1] == trained.target.path  # what ran here; the card names it by hub name
+    assert words[2] == card.data.base_model and not words[2].startswith("/")
+    ran = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert ran == speculative_config(trained.export, K)
+    assert json.loads(words[words.index("--speculative-config") + 1]) == {**ran, "model": "YOUR-ORG/eagle3-drafter"}
+    assert ABSOLUTE_PATH.findall(card.text) == [], "the card travels: no path of this machine"
     measured = report["online"]["with_drafter"]["acceptance_length"]
     assert f"vLLM {engine['version']} | {measured:.4g}" in card.text and f"k = {K}" in card.text
     scalars = tensorboard_scalars(trained.drafter / "tensorboard")  # train.report_to's default
