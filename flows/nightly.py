@@ -10,6 +10,9 @@
 4. Optionally continue into reconstruct -> vocab -> extract -> train, the drafter starting from
    the last drafter's weights (``train.init_from``), recorded as trained on the new version.
 5. Keep the newest ``keep_versions`` versions and every version a drafter was trained on.
+6. Leave a ``nightly-summary`` artifact on the run's page (``eagle3_core/nightly_summary.py``):
+   the version written, the served model, prompts new / reused / rejected / open, versions kept
+   and pruned, the drafter's folder and held-out acceptance when one was trained.
 
 Two nightly runs never run at once: the deployment has a concurrency limit of 1
 (deployments/prefect.yaml).
@@ -29,6 +32,7 @@ from eagle3_core.base import StrictModel
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
 from eagle3_core.generate.config import GenerateConfig
+from eagle3_core.nightly_summary import nightly_facts, nightly_markdown
 from eagle3_core.run_summary import Outcome
 from eagle3_core.stages import BY_NAME, STAGES, upstream_of
 from flows.pipeline import run_stage, served_for, settled, with_target
@@ -64,10 +68,21 @@ def nightly(config: NightlyConfig) -> dict:
         version_dir, reuse = start_version(config.root, generate)
         generate_into(generate, version_dir)
     finish_version(version_dir, generate, reuse)
-    if config.train:
-        train_on(config, version_dir)
+    drafter = train_on(config, version_dir) if config.train else None
     deleted = prune_versions(config.root, config.keep_versions)
-    return {"version": version_dir.name, "reuse": vars(reuse), "deleted": deleted}
+    facts = nightly_facts(config.root, version_dir.name, generate.model, deleted, drafter)
+    publish_nightly(facts)
+    return {"version": version_dir.name, "reuse": vars(reuse), "deleted": deleted, "summary": facts}
+
+
+def publish_nightly(facts: dict) -> None:
+    """The run's `nightly-summary` artifact: the version written, the served model, prompts new /
+    reused / rejected / open, versions kept and pruned, the drafter when one was trained."""
+    from prefect.artifacts import create_markdown_artifact
+
+    create_markdown_artifact(
+        nightly_markdown(facts), key="nightly-summary", description=f"eagle3 nightly version {facts['version']}"
+    )
 
 
 def require_endpoints(recipe: PipelineConfig) -> None:
@@ -102,9 +117,9 @@ def finish_version(version_dir: Path, cfg: GenerateConfig, reuse: dv.Reuse) -> N
     )
 
 
-def train_on(config: NightlyConfig, version_dir: Path) -> None:
+def train_on(config: NightlyConfig, version_dir: Path) -> Path:
     """The stages train reads (less generate) and train, on the new version; the drafter goes to
-    drafters/<version>."""
+    drafters/<version>, its folder returned."""
     root, logger = Path(config.root), get_run_logger()
     recipe = with_target(config.recipe.model_copy(update={"out": str(version_dir)}), {})
     previous = dv.latest_drafter(root)
@@ -126,3 +141,4 @@ def train_on(config: NightlyConfig, version_dir: Path) -> None:
         shutil.rmtree(drafter)
     (version_dir / "drafter").rename(drafter)
     dv.mark_trained_on(drafter, version_dir.name)
+    return drafter

@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("train", "evaluate"),
     ("stages",),
     ("config",),
-    ("run_summary",),
+    ("run_summary", "nightly_summary"),
 ]
 LAYER_OF = {unit: n for n, units in enumerate(LAYERS) for unit in units}
 

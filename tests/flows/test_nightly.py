@@ -80,6 +80,36 @@ def test_a_prompt_with_tools_is_carried_over_to_the_next_version_not_sent_again(
     assert second["reuse"]["rows"] == 2
 
 
+def test_the_nightlys_run_page_has_its_own_summary(prefect_api, tmp_path, make_fake_server, nightly_config):
+    """The version written, the served model, prompts new / reused / rejected / open, versions kept
+    and pruned, and whether a drafter was trained: on the run's own page (it had no artifact)."""
+    from tests.prefect_reads import artifacts
+
+    server = make_fake_server(model="toy-v1")
+    write_prompts(tmp_path / "prompts.jsonl", ["Q1", "Q2", "Q3"])
+    first = nightly(nightly_config(server.url, keep=1))
+    write_prompts(tmp_path / "prompts.jsonl", ["Q1", "Q2", "Q3", "Q4"])
+
+    state = nightly(nightly_config(server.url, keep=1), return_state=True)
+
+    result = state.result()
+    (artifact,) = artifacts("nightly-summary", flow_run_id=state.state_details.flow_run_id)
+    text = artifact.data
+    assert f"# eagle3 nightly: version `{result['version']}`" in text
+    for row in (
+        "| served model | toy-v1 |",
+        "| prompts in the input | 4 |",
+        "| new tonight (asked) | 1 |",
+        "| reused from the previous version | 3 |",
+        "| accepted / rejected / open | 4 / 0 / 0 |",
+        f"| versions kept | {result['version']} |",
+        f"| versions pruned | {first['version']} |",
+        "| drafter | not trained (nightly train: false) |",
+    ):
+        assert row in text, (row, text)
+    assert result["summary"]["prompts"]["new"] == 1
+
+
 def test_a_nightly_without_endpoints_fails_at_once_saying_what_to_set(prefect_api, tmp_path):
     from eagle3_core.errors import ConfigError
 
@@ -129,3 +159,6 @@ def test_a_nightly_with_train_mode_auto_extracts_when_hidden_states_fit_as_the_p
     hidden = read_manifest(dv.versions_dir(root) / result["version"] / "hidden")
     assert hidden is not None and hidden.status == "complete"
     assert read_manifest(dv.drafters_dir(root) / result["version"]).details["mode"] == "offline"
+    drafter = result["summary"]["drafter"]  # and the run's summary says where it went and how it does
+    assert drafter["folder"] == str(dv.drafters_dir(root) / result["version"]) and drafter["steps"] == 2
+    assert drafter["heldout_sim_acceptance_length"] is not None
