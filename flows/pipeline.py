@@ -185,7 +185,12 @@ def run_stage(
     outcomes[name] = outcome
     if name not in config.stages or not_to_run(spec, config, outcome, outcomes):
         return outcome
-    require_endpoint(spec, config, outcome)
+    if spec.is_done is not None and spec.is_done(config):
+        # complete for these inputs and config: its subflow still runs, and skips at once (the stage's own
+        # skip, before any endpoint is asked), so the run graph has it whatever was reused
+        get_run_logger().info("%s: complete for these inputs and config in %s", name, outcome.out_dir)
+    else:
+        require_endpoint(spec, config, outcome)
     before = read_manifest(spec.out(config))
     run_subflow(spec, config, outcome, results)
     after = read_manifest(spec.out(config))
@@ -197,19 +202,13 @@ def run_stage(
 
 
 def not_to_run(spec: StageSpec, config: PipelineConfig, outcome: Outcome, outcomes: dict[str, Outcome]) -> bool:
-    """True, with the outcome set, for a stage that is blocked or whose own skip rule says done."""
-    logger = get_run_logger()
+    """True, with the outcome set, for a stage that is blocked."""
     if missing := missing_inputs(spec, config):
         outcome.status = "blocked"
         outcome.reason = "needs " + ", ".join(
             f"{m} ({outcomes[m].status if m in outcomes else 'not run'})" for m in missing
         )
-        logger.warning("%s: blocked, %s", spec.name, outcome.reason)
-        return True
-    if spec.is_done is not None and spec.is_done(config):
-        outcome.status = "reused"
-        outcome.counts = dict(read_manifest(spec.out(config)).counts)
-        logger.info("%s: complete for these inputs and config in %s, reused", spec.name, outcome.out_dir)
+        get_run_logger().warning("%s: blocked, %s", spec.name, outcome.reason)
         return True
     return False
 

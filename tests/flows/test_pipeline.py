@@ -185,6 +185,35 @@ def test_a_second_run_reuses_a_complete_generation_without_any_endpoint(
     assert again["generate"]["counts"]["accepted"] == 1
 
 
+def test_a_reused_generate_is_a_completed_subflow_that_reconstruct_waits_for_as_any_reused_stage(
+    prefect_api, config, tmp_path, make_fake_server
+):
+    """The graph is the same shape whatever was reused: a reused generate started no subflow, so the
+    run graph showed reconstruct with no input."""
+    from eagle3_core.manifest import read_manifest
+    from tests.reconstruct.families import FAMILIES, build_family_tokenizer
+
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "What is 2 + 2?"}\n')
+    family = FAMILIES["qwen3"]
+    config.target = config.target.model_validate(
+        {"path": str(build_family_tokenizer(family, tmp_path / "tok")), **family.target}
+    )
+    config.stages = ["generate", "reconstruct"]
+    config.generate = GenerateConfig(
+        prompts={"input": str(tmp_path / "prompts.jsonl")}, base_urls=[make_fake_server().url], return_token_ids=False
+    )
+    assert pipeline(config)["generate"]["status"] == "ran"
+    written = read_manifest(config.layout.generations).updated_at
+    config.generate = config.generate.model_copy(update={"base_urls": []})  # no endpoint: nothing is asked
+
+    state = pipeline(config, return_state=True)
+
+    assert state.is_completed(), state.message
+    assert state.result()["generate"]["status"] == "reused"
+    assert read_manifest(config.layout.generations).updated_at == written
+    assert stage_graph(state.state_details.flow_run_id) == {"generate": set(), "reconstruct": {"generate"}}
+
+
 def stage_graph(flow_run_id) -> dict[str, set[str]]:
     """Stage subflow -> the stage subflows Prefect records it waited for (the run graph's edges)."""
     from prefect.client.orchestration import get_client
