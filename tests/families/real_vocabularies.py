@@ -199,6 +199,29 @@ def _pattern(name: str) -> tuple[str, bool]:
     return {"qwen3": (core.QWEN_PAT, True), "llama3": (core.LLAMA3_PAT, False)}.get(name, (core.O200K_PAT, False))
 
 
+# family -> the added tokens its real tokenizer_config.json marks "special": false (skip_special_tokens
+# keeps them in the text, where the reasoning and tool parsers read them). Qwen3: the recipe's
+# think_open/think_close (checked against configs/qwen3.yaml in ``not_special``) and the tool markers
+# its comment names (<tool_call> 151657 ... </tool_response> 151666). Qwen3's file marks its FIM and
+# repo tokens (151659-151664) non-special too; no recipe reads them, so they stay special here.
+NOT_SPECIAL = {
+    "qwen3": frozenset({"<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"}),
+}
+
+
+def not_special(family: str) -> frozenset[str]:
+    """``NOT_SPECIAL[family]``, checked against the recipe: its think markers are among them."""
+    from eagle3_core.recipe_file import read_yaml
+    from eagle3_core.reconstruct.recipes import bundled_families
+
+    plain = NOT_SPECIAL.get(family, frozenset())
+    if plain:
+        target = read_yaml(bundled_families()[family])["target"]
+        markers = {target.get("think_open"), target.get("think_close")} - {None}
+        assert markers <= plain, f"{family}'s recipe declares think markers {markers} not listed as non-special"
+    return plain
+
+
 def build_tokenizer_folder(family: str, dest: Path) -> Path:
     """Write a Hugging Face tokenizer folder (tokenizer.json, tokenizer_config.json) for ``family``
     from the package files alone: the BPE's merges are derived from its ranks (transformers'
@@ -211,9 +234,11 @@ def build_tokenizer_folder(family: str, dest: Path) -> Path:
       ``chat_template`` of ``tokenizer_config.json``; gpt-oss: ``chat_template.jinja``, and vLLM
       renders gpt-oss with ``openai_harmony``, which loads its own o200k_harmony file from the
       network or ``TIKTOKEN_ENCODINGS_BASE``); no package ships one;
-    - which added tokens are special (``added_tokens_decoder``'s ``special`` flag: Qwen3's
-      ``<think>``/``</think>`` and ``<tool_call>`` are not, so ``skip_special_tokens`` keeps them):
-      the package data has no flag, so every added token here is marked special;
+    - which added tokens are special (``added_tokens_decoder``'s ``special`` flag): the package data
+      has no flag, so every added token is marked special except the family's ``NOT_SPECIAL`` ones
+      (Qwen3: its recipe's ``think_open``/``think_close`` and the tool markers its recipe comment
+      names, as in Qwen3's tokenizer_config.json, so ``skip_special_tokens`` keeps them and vLLM's
+      parsers read them from the text);
     - bos/eos (here: the recipe's ``end_of_turn`` as eos, no bos) and the model's ``config.json``
       (its padded ``vocab_size``, e.g. Qwen3's 151936 against 151669 tokenizer ids).
     """
@@ -252,7 +277,10 @@ def build_tokenizer_folder(family: str, dest: Path) -> Path:
     by_id = sorted(
         {i: t for t, i in sorted(vocab.specials.items(), key=lambda kv: kv[0].startswith("<|reserved"))}.items()
     )
-    tok.add_special_tokens([AddedToken(text, special=True, normalized=False) for _, text in by_id])
+    plain = not_special(family)
+    for _, text in by_id:  # one at a time, in id order: each lands on the next id, special or not
+        token = AddedToken(text, special=text not in plain, normalized=False)
+        tok.add_tokens([token]) if text in plain else tok.add_special_tokens([token])
     assert all(tok.token_to_id(text) == i for i, text in by_id), "an added token landed off its real id"
     end_of_turn = read_yaml(bundled_families()[family])["target"]["end_of_turn"]  # the ids only: no validation
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=end_of_turn)

@@ -14,7 +14,9 @@ Jinja template written from the family's documented layout. Sources of the ids a
 - Qwen3: Qwen/Qwen3-8B tokenizer_config.json (`<|endoftext|>` 151643, `<|im_start|>` 151644,
   `<|im_end|>` 151645, `<think>` 151667, `</think>` 151668; 151669 ids, config vocab_size 151936)
   and its chat template: `<|im_start|>role\n…<|im_end|>\n`, generation prompt
-  `<|im_start|>assistant\n`, earlier assistant turns only the text after `</think>`.
+  `<|im_start|>assistant\n`, earlier assistant turns only the text after `</think>`, except those
+  after the last user query (the tool loop of the turn in progress), which keep their reasoning
+  (`loop.index0 > ns.last_query_index`: interleave, as configs/qwen3.yaml declares).
 - DeepSeek-R1: deepseek-ai/DeepSeek-R1 tokenizer_config.json (`<｜begin▁of▁sentence｜>` 0,
   `<｜end▁of▁sentence｜>` 1, `<think>` 128798, `</think>` 128799, `<｜User｜>` 128803,
   `<｜Assistant｜>` 128804; config vocab_size 129280) and its chat template: BOS + system,
@@ -85,11 +87,28 @@ QWEN3_TOOLS = (
     "\\n</tool_call><|im_end|>\\n' }}{%- endif -%}"
 )
 
+# Qwen3's rule for earlier reasoning (its template's ``ns.last_query_index``: the last user message that
+# is not a tool response): an assistant turn after it (the tool loop of the turn in progress) keeps its
+# ``reasoning_content`` as <think>\n...\n</think>\n\n; one before it is only the text after </think>.
+QWEN3_LAST_QUERY = (
+    "{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) -%}"
+    "{%- for m in messages[::-1] -%}{%- set index = (messages|length - 1) - loop.index0 -%}"
+    "{%- if ns.multi_step_tool and m.role == 'user' and m.content is string and not "
+    "(m.content.startswith('<tool_response>') and m.content.endswith('</tool_response>')) -%}"
+    "{%- set ns.multi_step_tool = false -%}{%- set ns.last_query_index = index -%}{%- endif -%}{%- endfor -%}"
+)
+
 QWEN3_TEMPLATE = (
-    QWEN3_TOOLS + "{%- for m in messages -%}"
+    QWEN3_TOOLS + QWEN3_LAST_QUERY + "{%- for m in messages -%}"
     "{%- if m.role == 'system' and tools and loop.first -%}"
     "{%- elif m.role == 'assistant' -%}"
-    "{{ '<|im_start|>assistant\\n' + m.content.split('</think>')[-1].lstrip('\\n') }}"
+    "{%- set reasoning = m.reasoning_content if m.reasoning_content is string else "
+    "(m.content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') if '</think>' in m.content "
+    "else '') -%}"
+    "{%- if loop.index0 > ns.last_query_index and (loop.last or reasoning) -%}"
+    "{{ '<|im_start|>assistant\\n<think>\\n' + reasoning.strip('\\n') + '\\n</think>\\n\\n' + "
+    "m.content.split('</think>')[-1].lstrip('\\n') }}"
+    "{%- else -%}{{ '<|im_start|>assistant\\n' + m.content.split('</think>')[-1].lstrip('\\n') }}{%- endif -%}"
     "{%- for call in m.tool_calls or [] -%}{%- if m.content or not loop.first -%}{{ '\\n' }}{%- endif -%}"
     '{{ \'<tool_call>\\n{"name": "\' + call.function.name + \'", "arguments": \' }}'
     "{%- if call.function.arguments is string -%}{{ call.function.arguments }}{%- else -%}{{ call.function.arguments | tojson }}{%- endif -%}"
@@ -254,6 +273,7 @@ FAMILIES: dict[str, Family] = {
             "think_close_id": 151668,
             "end_of_turn": "<|im_end|>",
             "end_of_turn_id": 151645,
+            "history_reasoning": "interleave",  # QWEN3_LAST_QUERY, as configs/qwen3.yaml declares
         },
         '<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>',
         "<|im_end|>",

