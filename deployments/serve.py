@@ -32,18 +32,25 @@ def defined_deployments() -> list[dict[str, Any]]:
     return [d for d in data["deployments"] if d["work_pool"]["name"] == PROCESS_POOL]
 
 
-def repoint(value: Any, toy: dict, recipe: dict, generate: dict, out: str) -> Any:
-    """``value`` with the toy recipe (or its generate section) replaced by ``recipe`` (or
-    ``generate``), and ``runs/...`` paths moved under ``out``."""
+def repoint(value: Any, toy: dict, config, out: str) -> Any:
+    """``value`` with the toy recipe (or its generate or target section) replaced by ``config``'s,
+    and ``runs/...`` paths moved under ``out``. Generate's copies of the target's settings
+    (``COPIES``) are left out of every parameter: a run whose form edits target.chat is not refused
+    over a stale copy, and the form never shows a value the run ignores."""
     if value == toy:
-        return recipe
-    if value == {**toy["generate"], "chat": toy["target"]["chat"]}:
-        return generate
+        return config.model_dump(mode="json", exclude={"generate": COPIES})
+    if value == toy["generate"]:
+        return config.generate.model_dump(mode="json", exclude=COPIES)
+    if value == toy["target"]:
+        return config.target.model_dump(mode="json")
     if isinstance(value, dict):
-        return {k: repoint(v, toy, recipe, generate, out) for k, v in value.items()}
+        return {k: repoint(v, toy, config, out) for k, v in value.items()}
     if isinstance(value, str) and value.startswith(RUNS):
         return str(Path(out) / value.removeprefix(RUNS))
     return value
+
+
+COPIES = {"chat", "refuse_tool_rows"}  # generate's copies of the target's settings (GenerateConfig.with_target)
 
 
 def build_deployments(recipe_path: Path, out: str) -> list:
@@ -57,11 +64,6 @@ def build_deployments(recipe_path: Path, out: str) -> list:
     data = yaml.safe_load(PREFECT_YAML.read_text(encoding="utf-8"))
     toy = data["definitions"]["recipes"]["toy_recipe"]
     config = PipelineConfig.from_yaml(recipe_path).model_copy(update={"out": out})
-    # generate.chat is a copy of target.chat (config.py): left out of a recipe parameter, so a run
-    # whose form edits target.chat is not refused over a stale copy; the generate flow, which has
-    # no target section, takes the chat with its config
-    recipe = config.model_dump(mode="json", exclude={"generate": {"chat"}})
-    generate = config.generate.model_dump(mode="json")
     built = []
     for d in defined_deployments():
         limit = d.get("concurrency_limit")
@@ -69,7 +71,7 @@ def build_deployments(recipe_path: Path, out: str) -> list:
         built.append(
             load(f"{path.removesuffix('.py').replace('/', '.')}:{name}").to_deployment(
                 d["name"],
-                parameters=repoint(d["parameters"], toy, recipe, generate, out),
+                parameters=repoint(d["parameters"], toy, config, out),
                 description=d.get("description"),  # none: the flow's own
                 tags=d.get("tags", []),
                 schedules=[

@@ -21,7 +21,7 @@ from eagle3_core.recipe_file import format_validation_error, read_yaml
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.stages import stage_names
-from eagle3_core.target import ChatSettings, TargetConfig
+from eagle3_core.target import TargetConfig
 from eagle3_core.toy.config import ToyTargetConfig
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.vocab.config import VocabConfig
@@ -95,16 +95,9 @@ class PipelineConfig(StrictModel):
         """``target.chat`` is the one source: generate gets a copy, never its own values. A
         ``generate.chat`` equal to its default counts as unset: the Prefect form fills every field
         from its default, and a run submitted with nothing edited was refused over that."""
-        if self.generate.chat != self.target.chat:
-            if self.generate.chat != ChatSettings():
-                raise ValueError(
-                    f"generate.chat {self.generate.chat.model_dump()} differs from target.chat "
-                    f"{self.target.chat.model_dump()}: set template variables and detokenizer "
-                    "settings once, in target.chat (generate.chat is its copy)"
-                )
-            self.generate = self.generate.model_copy(update={"chat": self.target.chat})
-        if self.generate.refuse_tool_rows != (refuse := self.target.refuses_tool_rows()):
-            self.generate = self.generate.model_copy(update={"refuse_tool_rows": refuse})  # the target's rule
+        copied = self.generate.with_target(self.target)  # its chat settings and tool-rows rule
+        if copied is not self.generate:  # assigning validates again (validate_assignment): only a change
+            self.generate = copied
         return self
 
     @model_validator(mode="after")

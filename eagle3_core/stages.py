@@ -17,7 +17,6 @@ No Prefect here: the declarations are plain data, read by the flows.
 from __future__ import annotations
 
 import importlib
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,7 +126,7 @@ STAGES: list[StageSpec] = [
         "generate",
         "generations",
         lambda c: {},
-        lambda c: {"progress_bar": sys.stderr.isatty(), "target": c.target},  # target: the pre-flight's tokenizer
+        lambda c: {"target": c.target},  # target: the pre-flight's tokenizer
         unit="stream",  # one unit, the whole input streamed: a task per request or batch would starve the server
         served=lambda c: c.generate.source == "server",  # `dataset` takes the rows' own answers
         is_done=_generate_is_done,

@@ -60,7 +60,12 @@ class NightlyConfig(StrictModel):
 
 @flow(name="nightly", log_prints=True)
 def nightly(config: NightlyConfig) -> dict:
-    """Regenerate what is new into a dated dataset version; optionally train; prune old versions."""
+    """Regenerate what is new into a dated dataset version; optionally train; prune old versions.
+
+    Args:
+        config: The dataset root, the recipe to generate (and train) with, how many versions to keep, and
+            whether to train a drafter on the new version.
+    """
     recipe = with_target(config.recipe.model_copy(update={"out": config.root}), {})
     require_endpoints(recipe)
     with served_for(BY_NAME["generate"], recipe, {}) as served:

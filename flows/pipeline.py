@@ -57,7 +57,12 @@ from flows.stages import stage_flow
     description=f"The whole DAG on one recipe: {' -> '.join(STAGE_NAMES)}.",
 )
 def pipeline(config: PipelineConfig) -> dict[str, dict]:
-    """Run every selected stage of the DAG into ``config.out``."""
+    """Run every selected stage of the DAG into ``config.out``.
+
+    Args:
+        config: The pipeline recipe (configs/*.yaml as a form): the run folder, the stages to run, and each
+            stage's section; target.chat is set once there (generate's copy follows it).
+    """
     config = validated(config)
     outcomes: dict[str, Outcome] = {}
     results: dict[str, Any] = {}  # stage -> its StageDone token, passed on as the DAG's edges

@@ -49,6 +49,32 @@ def stage_parameters(spec: StageSpec) -> inspect.Signature:
     return inspect.Signature(parameters, return_annotation=StageManifest)
 
 
+# What each stage-flow parameter is, for the deployment forms (Prefect reads a Google-style "Args:"
+# section of the flow's docstring); one meaning a name, whichever stage takes it
+PARAMETER_HELP = {
+    "cfg": "The stage's settings: the recipe's section of the stage's name.",
+    "out_dir": "The stage's output folder (its manifest and shards): a rerun into it resumes, or skips when complete.",
+    "target": "The target model (the recipe's target: section): its local folder and chat family.",
+    "generations_dir": "The folder generate wrote (generations/), read by this stage.",
+    "sequences_dir": "The folder reconstruct wrote (sequences/), read by this stage.",
+    "hidden_dir": "The folder extract wrote (hidden/); null when training online (no stored states).",
+    "vocab_dir": "The folder vocab wrote (vocab/): the draft vocabulary.",
+    "export_dir": "The trained drafter's export folder (drafter/export/) to evaluate.",
+    "serve": "How evaluate starts vLLM for the target (the recipe's serve: section); null = the defaults.",
+}
+STAGE_HELP = {  # where a stage uses a parameter for less than its name says
+    ("generate", "target"): "The target model (the recipe's target: section): with a local target.path, the "
+    "pre-flight checks each endpoint's token ids against it before the first prompt; null = no pre-flight.",
+}
+
+
+def flow_docstring(spec: StageSpec, signature: inspect.Signature) -> str:
+    """The stage class's first line, and every parameter's meaning (``PARAMETER_HELP``)."""
+    first = (load(spec.stage).__doc__ or spec.name).strip().splitlines()[0]
+    args = [f"    {name}: {STAGE_HELP.get((spec.name, name)) or PARAMETER_HELP[name]}" for name in signature.parameters]
+    return "\n".join([first, "", "Args:", *args])
+
+
 def build_flow(spec: StageSpec) -> Flow:
     signature = stage_parameters(spec)
 
@@ -61,7 +87,7 @@ def build_flow(spec: StageSpec) -> Flow:
     run_stage_flow.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()} | {
         "return": signature.return_annotation
     }  # typing.get_type_hints reads these, not the signature
-    run_stage_flow.__doc__ = (load(spec.stage).__doc__ or "").strip().splitlines()[0] or None
+    run_stage_flow.__doc__ = flow_docstring(spec, signature)
     run_stage_flow.__module__ = __name__
     run_stage_flow.__qualname__ = f"{spec.name}_flow"
     return flow(name=spec.name, log_prints=True)(run_stage_flow)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from eagle3_core.base import StrictModel
-from eagle3_core.target import ChatSettings
+from eagle3_core.target import ChatSettings, TargetConfig
 
 # Request fields that belong to `target.chat` (one source of truth) or to generate itself.
 RESERVED_EXTRA = (
@@ -79,7 +80,7 @@ class GenerateConfig(StrictModel):
         False, description="Accept an input that yields no rows (a complete, empty run); otherwise that is an error."
     )
     require_reasoning: bool = Field(True, description="Reject (after retries) answers with empty reasoning.")
-    refuse_tool_rows: bool = Field(
+    refuse_tool_rows: SkipJsonSchema[bool] = Field(
         False,
         description="Set from the target by the pipeline (or `--recipe`): reject rows with tools before sending them (`tools_need_thinking_off`), for a model that calls tools only with thinking off (DeepSeek-V3.1, `target.tools_while_thinking: false`) in a run that thinks.",
     )
@@ -90,9 +91,10 @@ class GenerateConfig(StrictModel):
         default_factory=dict,
         description="Extra JSON merged into each request body (e.g. a server's own sampling option). Template variables and detokenizer settings go in `target.chat`.",
     )
-    chat: ChatSettings = Field(
+    # copies of the target's (``with_target``): never on a form, where they showed values the run ignores
+    chat: SkipJsonSchema[ChatSettings] = Field(
         default_factory=ChatSettings,
-        description="Copied from `target.chat` by the pipeline (or `--recipe` on the CLI): sent with every request and recorded in the manifest. Set it in `target.chat`, not here.",
+        description="Copied from `target.chat` by the pipeline, the generate flow and `--recipe` on the CLI: sent with every request and recorded in the manifest. Set it in `target.chat`, not here.",
     )
     shard_rows: int = Field(
         1000, ge=1, description="Flush accepted/rejected rows to a new Parquet shard every this many rows ..."
@@ -161,6 +163,18 @@ class GenerateConfig(StrictModel):
                 "own answers: set one of them"
             )
         return self
+
+    def with_target(self, target: TargetConfig) -> "GenerateConfig":
+        """This config with the target's copies: its chat settings (``target.chat`` is the one source; a
+        ``chat`` equal to the default counts as unset, as a form fills every field from its default) and
+        its tool-rows rule. A ``chat`` set to other values is a ValueError naming both."""
+        if self.chat != target.chat and self.chat != ChatSettings():
+            raise ValueError(
+                f"generate.chat {self.chat.model_dump()} differs from target.chat {target.chat.model_dump()}: set "
+                "template variables and detokenizer settings once, in target.chat (generate.chat is its copy)"
+            )
+        copies = {"chat": target.chat, "refuse_tool_rows": target.refuses_tool_rows()}
+        return self if all(getattr(self, k) == v for k, v in copies.items()) else self.model_copy(update=copies)
 
     def sampling_key(self) -> dict:
         """The settings that make two answers to one prompt different samples: sampling, and

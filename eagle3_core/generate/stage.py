@@ -49,7 +49,7 @@ from eagle3_core.generate.shape import check_shape
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
 from eagle3_core.generate.slots import SharedLimits, SlotKeeper
 from eagle3_core.generate.stats import RunStats
-from eagle3_core.generate.terminal import Fanout, TerminalProgress
+from eagle3_core.generate.terminal import Fanout, TerminalProgress, wants_bar
 from eagle3_core.generate.turns import TurnBook
 from eagle3_core.lifecycle import Stage, StageRun, drive
 from eagle3_core.manifest import StageManifest
@@ -74,11 +74,18 @@ class GenerateStage(Stage):
     reporter: Reporter | None = None
     # the pre-flight's tokenizer (a local target.path): the flow turns it into `preflight`
     target: TargetConfig | None = None
-    progress_bar: bool = False  # a terminal progress bar beside the reporter (the CLI's, on a terminal)
     shared: SharedLimits | None = field(default=None, init=False)  # the endpoints' limits, shared with other runs
     # run on each endpoint the probe finds up, before the first prompt: the pre-flight suite of
     # `eagle3 probe --recipe` (reconstruct.preflight.generate_preflight, a layer above), a line of its report back
     preflight: Callable[[GenerateConfig, str], str] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.target is not None:  # the flow's target: its chat settings are what every request sends
+            try:
+                self.cfg = self.cfg.with_target(self.target)
+            except ValueError as exc:
+                raise ConfigError(str(exc), fix="set them in target.chat only") from None
 
     @property
     def versions(self) -> tuple[str, ...]:
@@ -92,7 +99,7 @@ class GenerateStage(Stage):
     def plan(self) -> list[None]:
         """The probe and the resume scan (the served path), or the answers' check (the dataset's)."""
         # log lines reach the terminal through the reporter, so the bar does not echo them
-        bar = [TerminalProgress(echo_logs=False)] if self.progress_bar else []
+        bar = [TerminalProgress(echo_logs=False)] if wants_bar() else []
         shown = Fanout(lambda: self.reporter, *bar)
         if self.cfg.source == "dataset":  # the rows' own answers, no server (dataset_source.py)
             from eagle3_core.generate.dataset_source import DatasetRun

@@ -12,6 +12,16 @@ from typing import Any
 
 from eagle3_core.progress import Reporter
 
+PROGRESS_ENV = "EAGLE3_PROGRESS"  # 0: no bar (the CLI's --no-progress); unset: a bar when stderr is a terminal
+
+
+def wants_bar() -> bool:
+    """A terminal setting, not a run's: a bar when stderr is a terminal, unless ``$EAGLE3_PROGRESS`` is 0
+    (so no deployment form carries it)."""
+    import os
+
+    return os.environ.get(PROGRESS_ENV, "") != "0" and sys.stderr.isatty()
+
 
 class TerminalProgress:
     def __init__(self, stream=None, echo_logs: bool = True) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from eagle3_core.generate.config import GenerateConfig, PromptSource
+from eagle3_core.generate.terminal import PROGRESS_ENV
 from flows.cli.options import field_option, field_options, folder_option, recipe_options, run_stage
 
 # GenerateConfig fields set as they are, each its own --option (default, help, bounds: the field's)
@@ -54,7 +57,9 @@ def command(input_, base_urls, out_dir, split, max_samples, family, recipe, no_p
         chat=target.chat,
         refuse_tool_rows=target.refuses_tool_rows(),
     )
-    manifest = run_stage("generate", cfg=cfg, out_dir=out_dir, progress_bar=not no_progress, target=target)
+    if no_progress:
+        os.environ[PROGRESS_ENV] = "0"  # a terminal setting: the stage reads it, no flow parameter carries it
+    manifest = run_stage("generate", cfg=cfg, out_dir=out_dir, target=target)
     counts = manifest.counts
     reasons = manifest.details.get("reject_reasons") or {}
     why = f" ({', '.join(f'{r}: {n}' for r, n in sorted(reasons.items()))})" if reasons else ""

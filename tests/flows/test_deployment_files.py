@@ -63,8 +63,9 @@ def test_the_parameters_are_the_toy_recipe(deployments):
     assert pipeline == expected, message
     assert nightly == expected, message
     toy = yaml.safe_load(TOY.read_text())
-    # the generate flow has no target section: its deployment carries target.chat itself, as the pipeline copies it
-    assert deployments["eagle3-generate"]["parameters"]["cfg"] == toy["generate"] | {"chat": toy["target"]["chat"]}
+    # the generate flow takes the target too: its chat settings are what every request sends
+    assert deployments["eagle3-generate"]["parameters"]["cfg"] == toy["generate"]
+    assert deployments["eagle3-generate"]["parameters"]["target"] == toy["target"]
 
 
 def load(entrypoint: str):
@@ -115,8 +116,12 @@ def test_a_served_run_that_edits_target_chat_in_its_form_is_accepted_and_generat
 
     assert ran.generate.chat.chat_template_kwargs == {"enable_thinking": False}
     assert ran_nightly.generate.chat.chat_template_kwargs == {"enable_thinking": False}
-    # the generate flow has no target section: its deployment carries the recipe's chat itself
-    assert built["eagle3-generate"].parameters["cfg"]["chat"]["chat_template_kwargs"] == {"enable_thinking": True}
+    # the generate flow takes the target: its chat is the recipe's, and generate's copy is no parameter
+    generate = built["eagle3-generate"].parameters
+    assert (
+        generate["target"]["chat"]["chat_template_kwargs"] == {"enable_thinking": True}
+        and "chat" not in generate["cfg"]
+    )
 
 
 def test_serve_py_reads_a_relative_recipe_from_where_it_was_typed(tmp_path):

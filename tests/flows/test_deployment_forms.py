@@ -42,9 +42,25 @@ def flow_of(deployment):
 @pytest.mark.parametrize("name", ["eagle3-pipeline", "eagle3-generate", "eagle3-nightly"])
 def test_the_form_submitted_with_nothing_edited_is_accepted(deployments, name):
     schema, form = form_of(deployments[name])
-    assert form != deployments[name].parameters  # the form does fill fields in (generate.chat among them)
 
     flow_of(deployments[name]).validate_parameters(form)
+
+
+def _generate_fields(schema: dict) -> set[str]:
+    return set(schema.get("definitions", {}).get("GenerateConfig", {}).get("properties", {}))
+
+
+@pytest.mark.parametrize("name", ["eagle3-pipeline", "eagle3-generate", "eagle3-nightly"])
+def test_a_form_shows_only_what_the_run_uses_and_says_what_each_parameter_is(deployments, name):
+    """Generate's copies of the target's settings (chat, the tool-rows rule) showed values the run
+    ignores ("Set it in target.chat, not here", both toggles on where target.chat's were off), and the
+    generate form's out_dir, target and progress_bar had no description: progress_bar, a terminal
+    setting, is no parameter at all now."""
+    schema, _ = form_of(deployments[name])
+    assert _generate_fields(schema) and not _generate_fields(schema) & {"chat", "refuse_tool_rows"}
+    assert "progress_bar" not in schema["properties"]
+    undescribed = [p for p, v in schema["properties"].items() if not v.get("description")]
+    assert undescribed == [], f"{name}: parameters without a description: {undescribed}"
 
 
 @pytest.mark.parametrize("name", ["eagle3-pipeline", "eagle3-generate", "eagle3-nightly"])
@@ -78,9 +94,8 @@ def test_a_copy_set_to_another_value_than_its_source_is_one_line_naming_both_fie
 
     from eagle3_core.config import PipelineConfig, format_validation_error
 
-    _, form = form_of(deployments["eagle3-pipeline"])
-    form["config"]["generate"]["chat"]["skip_special_tokens"] = False  # target.chat's is False, spaces differ
-    form["config"]["generate"]["chat"]["spaces_between_special_tokens"] = True
+    _, form = form_of(deployments["eagle3-pipeline"])  # an API caller's parameters: the form has no such field
+    form["config"]["generate"]["chat"] = {"skip_special_tokens": False, "spaces_between_special_tokens": True}
 
     with pytest.raises(ValidationError) as error:
         PipelineConfig.model_validate(form["config"])

@@ -106,3 +106,21 @@ def test_a_server_whose_id_layout_matches_none_is_one_error_naming_its_fields(tm
     server = make_fake_server(modes=("unknown_ids",))
     with pytest.raises(EndpointError, match=r"no known server uses \(fields: choices\[0\]\.output_token_ids"):
         run_generate(config(write_jsonl(tmp_path / "in.jsonl", prompts(2)), [server.url]), tmp_path / "out")
+
+
+def test_the_generate_flows_target_is_where_its_chat_settings_come_from(tmp_path):
+    """The generate deployment's form has no generate.chat (a copy): the flow's target gives it, as
+    the pipeline's does; a copy set to other values is one error naming both."""
+    from eagle3_core.errors import ConfigError
+    from eagle3_core.generate.config import GenerateConfig
+    from eagle3_core.generate.stage import GenerateStage
+    from eagle3_core.target import ChatSettings, TargetConfig
+
+    target = TargetConfig(chat=ChatSettings(skip_special_tokens=False, chat_template_kwargs={"thinking": True}))
+    stage = GenerateStage(GenerateConfig(), str(tmp_path / "out"), target=target)
+    assert stage.cfg.chat == target.chat
+
+    with pytest.raises(ConfigError, match="differs from target.chat"):
+        GenerateStage(
+            GenerateConfig(chat=ChatSettings(spaces_between_special_tokens=False)), str(tmp_path), target=target
+        )
