@@ -127,20 +127,10 @@ def run_shard(job: ShardJob, plan: InputPlan, out_dir: str | Path, reconstructor
 
 
 def write_sequences(path: Path, rows: dict[str, list]) -> None:
-    """The sequences/ shard with the contract's types (an empty shard keeps the schema)."""
-    import pyarrow as pa
+    """The sequences/ shard with the contract's columns (``contracts.sequences``; an empty shard keeps them)."""
     import pyarrow.parquet as pq
 
-    schema = pa.schema(
-        [
-            ("sample_id", pa.string()),
-            ("input_ids", pa.list_(pa.int32())),
-            ("loss_mask", pa.list_(pa.uint8())),
-            ("num_tokens", pa.int32()),
-            ("num_supervised", pa.int32()),
-            ("source", pa.string()),
-        ]
-    )
-    table = pa.Table.from_pydict(rows, schema=schema)
+    from eagle3_core.contracts import sequences
+
     with atomic_path(path, record=True) as tmp:
-        pq.write_table(table, tmp)
+        pq.write_table(sequences.table(rows), tmp)

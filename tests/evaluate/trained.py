@@ -55,25 +55,16 @@ def greedy_answers(
 
 
 def write_sequences(out: Path, pairs: list[tuple[list[int], list[int]]]) -> Path:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from eagle3_core.contracts import sequences
+
     out.mkdir(parents=True, exist_ok=True)
-    ids = [p + c for p, c in pairs]
-    masks = [[0] * len(p) + [1] * len(c) for p, c in pairs]
-    pq.write_table(
-        pa.table(
-            {
-                "sample_id": [f"s{i:05d}" for i in range(len(pairs))],
-                "input_ids": pa.array(ids, pa.list_(pa.int32())),
-                "loss_mask": pa.array(masks, pa.list_(pa.uint8())),
-                "num_tokens": [len(x) for x in ids],
-                "num_supervised": [len(c) for _, c in pairs],
-                "source": ["text"] * len(pairs),
-            }
-        ),
-        out / "part-00000.parquet",
-    )
+    records = [
+        {"sample_id": f"s{i:05d}", "input_ids": p + c, "loss_mask": [0] * len(p) + [1] * len(c), "source": "text"}
+        for i, (p, c) in enumerate(pairs)
+    ]
+    pq.write_table(sequences.rows_table(records), out / "part-00000.parquet")  # the contract's columns
     write_manifest(
         out,
         StageManifest(stage="reconstruct", status="complete", config_hash="eval-test", counts={"accepted": len(pairs)}),

@@ -30,9 +30,10 @@ def build_tiny_llama(path: Path, layers: int = 6, hidden: int = 64, vocab: int =
 
 
 def write_sequences(path: Path, lengths_per_part: list[list[int]], vocab: int = 256, seed: int = 0) -> list[dict]:
-    """sequences/part-*.parquet with sample_id, input_ids, loss_mask, num_tokens, ...; returns the rows."""
-    import pyarrow as pa
+    """sequences/part-*.parquet with the contract's columns (``contracts.sequences``); returns the rows."""
     import pyarrow.parquet as pq
+
+    from eagle3_core.contracts import sequences
 
     rng = random.Random(seed)
     path.mkdir(parents=True, exist_ok=True)
@@ -52,17 +53,7 @@ def write_sequences(path: Path, lengths_per_part: list[list[int]], vocab: int = 
                     "source": "server",
                 }
             )
-        table = pa.table(
-            {
-                "sample_id": pa.array([r["sample_id"] for r in rows], pa.string()),
-                "input_ids": pa.array([r["input_ids"] for r in rows], pa.list_(pa.int32())),
-                "loss_mask": pa.array([r["loss_mask"] for r in rows], pa.list_(pa.uint8())),
-                "num_tokens": pa.array([r["num_tokens"] for r in rows], pa.int64()),
-                "num_supervised": pa.array([r["num_supervised"] for r in rows], pa.int64()),
-                "source": pa.array([r["source"] for r in rows], pa.string()),
-            }
-        )
-        pq.write_table(table, path / f"part-{p:05d}.parquet")
+        pq.write_table(sequences.rows_table(rows), path / f"part-{p:05d}.parquet")
         every += rows
     return every
 

@@ -51,7 +51,6 @@ def build_target(path: Path, seed: int = 0) -> Path:
 
 
 def build_sequences(target: Path, out: Path, samples: int = 48, seed: int = 0) -> Path:
-    import pyarrow as pa
     import pyarrow.parquet as pq
     from transformers import LlamaForCausalLM
 
@@ -73,17 +72,9 @@ def build_sequences(target: Path, out: Path, samples: int = 48, seed: int = 0) -
         rows["num_supervised"].append(sum(mask))
         rows["source"].append("text")
     out.mkdir(parents=True, exist_ok=True)
-    table = pa.table(
-        {
-            "sample_id": pa.array(rows["sample_id"]),
-            "input_ids": pa.array(rows["input_ids"], pa.list_(pa.int32())),
-            "loss_mask": pa.array(rows["loss_mask"], pa.list_(pa.uint8())),
-            "num_tokens": pa.array(rows["num_tokens"], pa.int64()),
-            "num_supervised": pa.array(rows["num_supervised"], pa.int64()),
-            "source": pa.array(rows["source"]),
-        }
-    )
-    pq.write_table(table, out / "part-00000.parquet")
+    from eagle3_core.contracts import sequences
+
+    pq.write_table(sequences.table(rows), out / "part-00000.parquet")  # the contract's columns
     write_manifest(
         out, StageManifest(stage="reconstruct", status="complete", config_hash="test", counts={"accepted": samples})
     )

@@ -45,9 +45,9 @@ def greedy_completions(target: Path, prompts: list[list[dict]], end_id: int) -> 
 
 
 def write_toy_sequences(target: Path, out: Path, samples: int, end_id: int) -> Path:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from eagle3_core.contracts import sequences
     from eagle3_core.manifest import StageManifest, write_manifest
 
     lines = (target / "prompts_train.jsonl").read_text().splitlines()[:samples]
@@ -56,19 +56,11 @@ def write_toy_sequences(target: Path, out: Path, samples: int, end_id: int) -> P
     ids = [p + c for p, c in pairs]
     masks = [[0] * len(p) + [1] * len(c) for p, c in pairs]
     out.mkdir(parents=True, exist_ok=True)
-    pq.write_table(
-        pa.table(
-            {
-                "sample_id": [f"toy-{i:05d}" for i in range(len(ids))],
-                "input_ids": pa.array(ids, pa.list_(pa.int32())),
-                "loss_mask": pa.array(masks, pa.list_(pa.uint8())),
-                "num_tokens": [len(x) for x in ids],
-                "num_supervised": [sum(m) for m in masks],
-                "source": ["text"] * len(ids),
-            }
-        ),
-        out / "part-00000.parquet",
-    )
+    records = [
+        {"sample_id": f"toy-{i:05d}", "input_ids": x, "loss_mask": m, "source": "text"}
+        for i, (x, m) in enumerate(zip(ids, masks))
+    ]
+    pq.write_table(sequences.rows_table(records), out / "part-00000.parquet")  # the contract's columns
     write_manifest(
         out,
         StageManifest(stage="reconstruct", status="complete", config_hash="toy-greedy", counts={"sequences": len(ids)}),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from safetensors.numpy import load_file
@@ -17,15 +16,11 @@ from tests.reconstruct.families import FAMILIES, build_family_tokenizer
 
 
 def write_sequences(path, rows: list[tuple[list[int], list[int]]]) -> None:
+    from eagle3_core.contracts import sequences
+
     path.mkdir(parents=True, exist_ok=True)
-    table = pa.table(
-        {
-            "sample_id": [str(i) for i in range(len(rows))],
-            "input_ids": pa.array([r[0] for r in rows], pa.list_(pa.int32())),
-            "loss_mask": pa.array([r[1] for r in rows], pa.list_(pa.uint8())),
-        }
-    )
-    pq.write_table(table, path / "part-00000.parquet")
+    records = [{"sample_id": str(i), "input_ids": ids, "loss_mask": mask} for i, (ids, mask) in enumerate(rows)]
+    pq.write_table(sequences.rows_table(records), path / "part-00000.parquet")  # the contract's columns
 
 
 def test_the_most_frequent_ids_become_the_draft_vocab_and_d2t_maps_back_to_them():
