@@ -14,7 +14,8 @@ Guarantees:
   metrics.jsonl again up to the checkpoint and every backend takes only the steps past its own
   ``through``: a step it holds is never sent twice, one it lost is sent again.
 - ``drafter/tracking.json`` names the run (each backend's id and store), so the evaluate stage
-  logs its figures into the same run.
+  logs its figures into the same run (``log_figures``: a handful of scalars, curves as one chart
+  each, tables as one text each; ``figures.py``).
 
 The backends' packages are imported only when a backend starts (``backends.py``): importing this
 module costs nothing, and ``eagle3 --help`` stays fast.
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_core.errors import ConfigError
+from eagle3_core.tracking.figures import Figures
 from eagle3_core.tracking.spec import RunSpec
 
 RUN_FILE = "tracking.json"
@@ -90,12 +92,17 @@ class Tracker:
         if metrics:
             self.backends = [b for b in self.backends if self._guard(b, "write", lambda b=b: b.log(metrics, step))]
 
-    def log_summary(self, metrics: dict[str, float], step: int) -> None:
-        """Figures of the whole run (evaluation): W&B's summary, a step's scalars elsewhere."""
-        if metrics:
+    def log_figures(self, figures: Figures, step: int) -> None:
+        """A finished stage's figures (evaluation's), its scalars at ``step`` (the run's last):
+        each backend renders them as it says (``backends.py``)."""
+        if figures:
             self.backends = [
-                b for b in self.backends if self._guard(b, "write", lambda b=b: b.log_summary(metrics, step))
+                b for b in self.backends if self._guard(b, "write", lambda b=b: b.log_figures(figures, step))
             ]
+
+    def log_summary(self, metrics: dict[str, float], step: int) -> None:
+        """Scalars of the whole run: W&B's summary, a step's scalars elsewhere."""
+        self.log_figures(Figures(scalars=metrics), step)
 
     def ids(self) -> dict[str, dict]:
         """Each started backend's ids: kept in the checkpoint and in tracking.json."""

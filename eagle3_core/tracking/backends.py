@@ -1,4 +1,4 @@
-"""The three tracking backends, each behind ``start``, ``log``, ``log_summary``, ``ids``, ``close``.
+"""The three tracking backends, each behind ``start``, ``log``, ``log_figures``, ``ids``, ``close``.
 
 Each imports its package in ``start`` (never at module import). Where each writes:
 
@@ -16,18 +16,23 @@ Each imports its package in ``start`` (never at module import). Where each write
   retry a refused connection 7 times with backoff, about 4 minutes before the first step. Its
   retries are capped at 2 (``$MLFLOW_HTTP_REQUEST_MAX_RETRIES`` unless set), so a server lost
   mid-run costs one write of about 10 s, then the warning.
+
+``log_figures`` (a finished stage's ``Figures``: evaluation's) renders each shape as one thing
+in every backend; what the user sees is said at each backend's method.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
 import time
 from urllib.parse import urlparse
 
+from eagle3_core.tracking.figures import Figures
 from eagle3_core.tracking.spec import RunSpec
 
 WANDB_HOST = "https://api.wandb.ai"
@@ -67,8 +72,26 @@ class TensorBoardBackend:
             self.writer.add_scalar(key, value, global_step=step)
         self.writer.flush()  # a watcher sees each step as it lands
 
-    def log_summary(self, metrics: dict[str, float], step: int) -> None:
-        self.log(metrics, step)
+    def log_figures(self, figures: Figures, step: int) -> None:
+        """Time Series tab: a card per scalar, one point at the run's last step (a single point,
+        which smoothing cannot move); a card per curve line, ``<curve>/<line>``, whose x axis is the
+        curve's x (the context bucket's index, not a training step; TensorBoard smooths it like any
+        series: its Smoothing setting at 0 shows the values, the table says them); the same lines
+        on one chart in the Custom Scalars tab. Text tab: each table, rendered as markdown."""
+        for key, value in figures.scalars.items():
+            self.writer.add_scalar(key, value, global_step=step)
+        layout = {}
+        for name, curve in figures.curves.items():
+            for line, points in curve.lines.items():
+                for x, y in points:
+                    self.writer.add_scalar(f"{name}/{line}", y, global_step=x)
+            title = f"{name} (x: {curve.x_label}, {', '.join(f'{i} = {t}' for i, t in enumerate(curve.ticks))})"
+            layout[title] = ["Multiline", [f"^{re.escape(f'{name}/{line}')}$" for line in curve.lines]]  # regexes
+        if layout:
+            self.writer.add_custom_scalars({next(iter(figures.curves)).split("/")[0]: layout})
+        for name, table in figures.tables.items():
+            self.writer.add_text(name, table.markdown(), global_step=step)
+        self.writer.flush()
 
     def ids(self) -> dict:
         return {"log_dir": str(self.log_dir)}
@@ -134,8 +157,24 @@ class WandbBackend:
         if step > self.through:  # W&B's steps only go forward: one it holds stays as it is
             self.run.log(metrics, step=step)
 
-    def log_summary(self, metrics: dict[str, float], step: int) -> None:
-        self.run.summary.update(metrics)
+    def log_figures(self, figures: Figures, step: int) -> None:
+        """Scalars: the run's summary (the Overview page and a column each in the runs table; no
+        chart, since they have no history). A curve: one line chart (``wandb.plot.line``, a line per
+        ``line``, x the curve's x) over its ``wandb.Table`` (``<curve>_table``: x, tick, line, y).
+        A table: a ``wandb.Table`` panel. Both in one history row at the run's last step (or W&B's
+        next, online, where the resumed run is past it: its steps only go forward)."""
+        import wandb
+
+        self.run.summary.update(figures.scalars)
+        payload = {}
+        for name, curve in figures.curves.items():
+            rows = [[x, curve.ticks[x], line, y] for line, points in curve.lines.items() for x, y in points]
+            table = wandb.Table(columns=[curve.x_label, "tick", "line", curve.y_label], data=rows)
+            payload[name] = wandb.plot.line(table, curve.x_label, curve.y_label, stroke="line", title=name)
+        for name, table in figures.tables.items():
+            payload[name] = wandb.Table(columns=table.columns, data=table.rows)
+        if payload:
+            self.run.log(payload, step=max(step, self.run.step))
 
     def ids(self) -> dict:
         return {"id": self.run.id, "mode": self.mode, "dir": str(self.spec.out_dir / "wandb")}
@@ -196,8 +235,26 @@ class MlflowBackend:
         # the step tag goes in the same write: after a kill it says exactly what MLflow holds
         self.client.log_batch(self.run_id, metrics=metrics_at, tags=[RunTag(STEP_TAG, str(step))])
 
-    def log_summary(self, metrics: dict[str, float], step: int) -> None:
-        self.log(metrics, step)
+    def log_figures(self, figures: Figures, step: int) -> None:
+        """Scalars: a metric each at the run's last step (the run page's Metrics table, a chart of
+        one point each). A curve: a metric per line, ``<curve>/<line>``, whose step is the curve's x
+        (the context bucket's index): a chart per line in Model metrics, x = that index. A table:
+        a markdown artifact ``<name>.md`` (the run's Artifacts tab renders it)."""
+        from mlflow.entities import Metric
+
+        if figures.scalars:
+            self.log(figures.scalars, step)
+        now = int(time.time() * 1000)
+        points = [
+            Metric(f"{name}/{line}", y, now, x)
+            for name, curve in figures.curves.items()
+            for line, values in curve.lines.items()
+            for x, y in values
+        ]
+        for first in range(0, len(points), 1000):  # log_batch's limit; no step tag: x is no training step
+            self.client.log_batch(self.run_id, metrics=points[first : first + 1000])
+        for name, table in figures.tables.items():
+            self.client.log_text(self.run_id, table.markdown(), f"{name}.md")
 
     def ids(self) -> dict:
         return {"run_id": self.run_id, "tracking_uri": self.uri}

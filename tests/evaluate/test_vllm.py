@@ -191,7 +191,7 @@ def test_the_card_launches_the_drafter_as_evaluate_ran_it_and_the_run_gets_the_f
 
     from eagle3_core.drafter.card import CARD_FILE, launch_lines
     from tests.drafter.test_card import ABSOLUTE_PATH
-    from tests.tracking.records import tensorboard_scalars
+    from tests.tracking.records import tensorboard_scalars, tensorboard_texts
 
     engine = report["online"]["engine"]
     assert engine["name"] == "vllm" and engine["version"].startswith("0.")
@@ -207,10 +207,11 @@ def test_the_card_launches_the_drafter_as_evaluate_ran_it_and_the_run_gets_the_f
     measured = report["online"]["with_drafter"]["acceptance_length"]
     assert f"vLLM {engine['version']} | {measured:.4g}" in card.text and f"k = {K}" in card.text
     scalars = tensorboard_scalars(trained.drafter / "tensorboard")  # train.report_to's default
-    assert scalars["eval/online/with_drafter/acceptance_length"][-1][1] == pytest.approx(measured)
-    assert all(f"eval/online/with_drafter/acceptance_per_position/{i}" in scalars for i in range(K))
-    first = report["by_context"]["buckets"][0]  # by context: in the run by range, and in the card
-    assert scalars[f"eval/by_context/buckets/{first['label']}/acceptance_length"][-1][1] == pytest.approx(
-        first["acceptance_length"]
-    )
+    assert scalars["vllm_eval/acceptance_length"][-1][1] == pytest.approx(measured)
+    assert all(f"vllm_eval/acceptance_per_position/{i}" in scalars for i in range(K))
+    assert len([t for t in scalars if t.startswith("vllm_eval/")]) <= 12  # a handful, not one card per number
+    first = report["by_context"]["buckets"][0]  # by context: one chart per k, x = bucket index; the card by range
+    assert dict(scalars[f"vllm_eval/by_context/k{K}"])[0] == pytest.approx(first["acceptance_length"])
+    table = tensorboard_texts(trained.drafter / "tensorboard")["vllm_eval/report/text_summary"]
+    assert f"| by_context/buckets/{first['label']}/acceptance_length |" in table
     assert f"| {first['label']} | {first['drafts']} | {first['acceptance_length']:.4g} |" in card.text

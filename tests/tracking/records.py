@@ -26,12 +26,33 @@ def tensorboard_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
+def _tensor_tags(acc, plugin: str) -> list[str]:
+    return [t for t in acc.Tags()["tensors"] if acc.SummaryMetadata(t).plugin_data.plugin_name == plugin]
+
+
 def tensorboard_texts(log_dir: Path) -> dict[str, str]:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(str(log_dir), size_guidance={"tensors": 0})
     acc.Reload()
-    return {tag: acc.Tensors(tag)[-1].tensor_proto.string_val[0].decode() for tag in acc.Tags()["tensors"]}
+    return {tag: acc.Tensors(tag)[-1].tensor_proto.string_val[0].decode() for tag in _tensor_tags(acc, "text")}
+
+
+def tensorboard_layout(log_dir: Path) -> dict[str, dict[str, list[str]]]:
+    """The Custom Scalars tab's layout: category -> chart title -> the tags on that one chart."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.custom_scalar import layout_pb2
+
+    acc = EventAccumulator(str(log_dir), size_guidance={"tensors": 0})
+    acc.Reload()
+    charts: dict[str, dict[str, list[str]]] = {}
+    for tag in _tensor_tags(acc, "custom_scalars"):
+        layout = layout_pb2.Layout()
+        layout.ParseFromString(acc.Tensors(tag)[-1].tensor_proto.string_val[0])
+        for category in layout.category:
+            found = charts.setdefault(category.title, {})
+            found.update({c.title: list(c.multiline.tag) for c in category.chart})
+    return charts
 
 
 def _chunks(data: bytes):

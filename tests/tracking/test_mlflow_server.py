@@ -64,7 +64,8 @@ def test_a_killed_run_resumes_into_the_same_run_on_the_server_and_evaluate_adds_
     assert run.data.params["run.recipe_hash"] == "abc123" and run.data.params["train.lr"] == "0.003"
     history = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "train/loss"))
     assert history == [(1, 1.0), (2, 2.0), (3, 3.0), (4, 4.0), (5, 5.0), (6, 106.0), (7, 107.0)]
-    assert run.data.metrics["eval/online/with_drafter/acceptance_length"] == 2.5
+    assert run.data.metrics["vllm_eval/acceptance_length"] == 2.5
+    assert [a.path for a in client.list_artifacts(run.info.run_id, "vllm_eval")] == ["vllm_eval/report.md"]
     assert len(client.search_runs([run.info.experiment_id])) == 1  # one run, not one per segment
 
 

@@ -128,13 +128,13 @@ def test_evaluation_figures_reopen_the_run_tracking_json_names(tmp_path):
     ids = tracker.ids()
     tracker.close()
     again = reopen(tmp_path)
-    again.log_summary({"eval/online/acceptance_length": 2.5}, 2)
+    again.log_summary({"vllm_eval/acceptance_length": 2.5}, 2)
     again.close()
     assert tensorboard_scalars(tmp_path / "tensorboard")["train/loss"] == [(1, 1.0), (2, 2.0)]  # nothing purged
-    assert tensorboard_scalars(tmp_path / "tensorboard")["eval/online/acceptance_length"] == [(2, 2.5)]
+    assert tensorboard_scalars(tmp_path / "tensorboard")["vllm_eval/acceptance_length"] == [(2, 2.5)]
     client = MlflowClient(tracking_uri=ids["mlflow"]["tracking_uri"])
-    assert client.get_run(ids["mlflow"]["run_id"]).data.metrics["eval/online/acceptance_length"] == 2.5
-    assert wandb_runs(tmp_path)[-1]["summary"]["eval/online/acceptance_length"] == 2.5
+    assert client.get_run(ids["mlflow"]["run_id"]).data.metrics["vllm_eval/acceptance_length"] == 2.5
+    assert wandb_runs(tmp_path)[-1]["summary"]["vllm_eval/acceptance_length"] == 2.5
 
 
 def test_no_run_named_means_nothing_to_reopen(tmp_path):
@@ -182,16 +182,3 @@ def test_eagle3_help_imports_no_tracking_package():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
-
-
-def test_evaluation_figures_name_each_context_bucket_by_its_range():
-    from eagle3_core.evaluate.tracking import evaluation_metrics
-
-    buckets = [{"label": "0-512", "acceptance_length": 3.5}, {"label": "512-2K", "acceptance_length": 2.5}]
-    report = {"by_context": {"k": 3, "buckets": buckets}, "offline": {"acceptance_per_position": [0.9]}}
-    assert evaluation_metrics(report) == {
-        "eval/by_context/k": 3.0,
-        "eval/by_context/buckets/0-512/acceptance_length": 3.5,
-        "eval/by_context/buckets/512-2K/acceptance_length": 2.5,
-        "eval/offline/acceptance_per_position/0": 0.9,
-    }

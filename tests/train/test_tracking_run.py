@@ -50,6 +50,8 @@ def test_a_killed_run_resumes_into_the_same_tracking_run_with_every_step_once(ti
         board
     )
     assert [step for step, _ in board["heldout/sim_acceptance_length"]] == [0, 6]
+    # the final figure once more as one point, which TensorBoard's smoothing draws as it is
+    assert board["heldout/final_sim_acceptance_length"] == board["heldout/sim_acceptance_length"][-1:]
 
     segments = wandb_runs(out)
     folders = sorted(p.name for p in (out / "wandb").glob("offline-run-*"))
