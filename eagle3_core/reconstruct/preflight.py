@@ -28,18 +28,10 @@ from typing import Any
 
 from eagle3_core.errors import Eagle3Error, EndpointError
 from eagle3_core.generate.config import GenerateConfig
+from eagle3_core.reconstruct.preflight_history import ADD_TOOL, CALL
 from eagle3_core.target import TargetConfig
 
 QUESTION = {"role": "user", "content": "What is 17 + 25? Think it through, then answer."}
-ADD_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "add",
-        "description": "Add two integers.",
-        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
-    },
-}
-CALL = {"id": "call_0", "type": "function", "function": {"name": "add", "arguments": '{"a":17,"b":25}'}}
 SUITE: dict[str, tuple[list[dict], list[dict] | None]] = {
     "question": ([QUESTION], None),
     "system": ([{"role": "system", "content": "You are a careful assistant."}, QUESTION], None),

@@ -23,7 +23,7 @@ from eagle3_core.errors import EndpointError
 
 PAST = "Two plus two makes four, said the abacus."
 LOOP = "The adder tool will sum seventeen and twenty-five."
-ADD_TOOL = {
+ADD_TOOL = {  # the pre-flight's one tool, and a call of it (preflight.SUITE's tool round trip too)
     "type": "function",
     "function": {
         "name": "add",

@@ -21,121 +21,33 @@ Not covered, and why:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from eagle3_core.config import PipelineConfig
-from eagle3_core.generate.config import GenerateConfig, PromptSource
-from eagle3_core.generate.stage import run_generate
 from eagle3_core.reconstruct.preflight_history import check_rule
-from eagle3_core.reconstruct.stage import run_reconstruct
 from eagle3_core.reconstruct.tokenizer import load_tokenizer, token_facts
-from eagle3_core.target import ChatSettings, TargetConfig
+from eagle3_core.target import ChatSettings
 from eagle3_core.vocab.stage import run_vocab
+from tests.families.served import (
+    CHAT_ROWS,
+    HISTORY_REASONING,
+    LOOP_REASONING,
+    THINKING_ROWS,
+    WEATHER,
+    Served,
+    first_question,
+    generate_and_rebuild,
+    probe_report,
+    question,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 RECIPE = Path(__file__).resolve().parents[2] / "configs" / "deepseek-v4.yaml"
 BUDGET, MAX_TOKENS = 12, 40  # reasoning tokens before vLLM forces </think>; the answer's limit
 DSML = "｜DSML｜"  # the encoder's tool-markup token (one id: read from the tokenizer, never written here)
-HISTORY_REASONING = "The user greets me; greet back."
-LOOP_REASONING = "Rome's weather needs the tool."
-WEATHER = {
-    "name": "get_weather",
-    "description": "Current weather of a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-TOOLS = [{"type": "function", "function": WEATHER}]
-CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}
-
-PLAIN = {"prompt": "What is 2 + 2?"}
-SYSTEM = {"messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name a prime."}]}
-HISTORY = {
-    "messages": [
-        {"role": "user", "content": "Hi"},
-        {"role": "assistant", "content": "Hello.", "reasoning": HISTORY_REASONING},
-        {"role": "user", "content": "What is 3 + 4?"},
-    ]
-}
-WITH_TOOLS = {"messages": [{"role": "user", "content": "What is the weather in Paris?"}], "tools": TOOLS}
-TOOL_LOOP = {
-    "messages": [
-        {"role": "user", "content": "Weather in Rome, then?"},
-        {"role": "assistant", "content": None, "reasoning": LOOP_REASONING, "tool_calls": [CALL]},
-        {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "sunny"},
-    ],
-    "tools": TOOLS,
-}
-THINKING_ROWS = [PLAIN, SYSTEM, HISTORY, WITH_TOOLS, TOOL_LOOP]
-CHAT_ROWS = [PLAIN, WITH_TOOLS]
-
-
-@dataclass(frozen=True)
-class Run:
-    """One generate run and what reconstruct made of it."""
-
-    target: TargetConfig
-    generated: object  # the generations manifest
-    rows: dict[str, dict]  # first user question -> accepted generation row
-    rebuilt: object  # the sequences manifest
-    sequences: dict[str, dict]  # sample_id -> sequences row
-    out: Path
-
-
-@dataclass(frozen=True)
-class Served:
-    tokenizer: object
-    target: TargetConfig
-    thinking: Run
-    chat: Run
-    vocab: object  # the vocab manifest (over the thinking run's sequences)
-    probe: str | Exception  # `eagle3 probe --recipe`'s report on this server, or what it raised
-
-
-def first_question(row: dict) -> str:
-    return next(m["content"] for m in row["messages"] if m["role"] == "user")
-
-
-def question(row: dict) -> str:
-    return row["prompt"] if "prompt" in row else first_question(row)
-
-
-def write_rows(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
-def generate_and_rebuild(server, recipe, target: TargetConfig, rows: list[dict], out: Path, **settings) -> Run:
-    """generate ``rows`` on ``server`` with ``target.chat``, then reconstruct them with ``target``."""
-    out.mkdir(parents=True, exist_ok=True)
-    source = write_rows(out / "in.jsonl", rows)
-    cfg = GenerateConfig(
-        prompts=PromptSource(input=str(source)),
-        base_urls=[server.base_url],
-        model=server.model,
-        max_tokens=MAX_TOKENS,
-        temperature=0.0,
-        request_timeout=120,
-        max_retries=1,
-        concurrency=4,
-        chat=target.chat,
-        **settings,
-    )
-    generated = run_generate(cfg, out / "generations")
-    accepted = pl.concat([pl.read_parquet(f) for f in sorted((out / "generations" / "accepted").glob("*.parquet"))])
-    rebuilt = run_reconstruct(recipe.reconstruct, target, out / "generations", out / "sequences")
-    seqs = pl.concat([pl.read_parquet(f) for f in sorted((out / "sequences").glob("part-*.parquet"))])
-    return Run(
-        target,
-        generated,
-        {first_question(r): r for r in accepted.to_dicts()},
-        rebuilt,
-        {s["sample_id"]: s for s in seqs.to_dicts()},
-        out,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -155,27 +67,15 @@ def served(tmp_path_factory) -> Served:
     serve = ServeConfig(log_dir=str(root / "vllm"), max_model_len=2048, kv_cache_bytes=64 << 20, startup_timeout=300)
     with machine_vllm_lock(), VLLMServer.for_target(target, serve) as server:
         budget = {"extra_body": {"thinking_token_budget": BUDGET}}
-        thinking = generate_and_rebuild(server, recipe, target, THINKING_ROWS, root / "on", **budget)
-        chat = generate_and_rebuild(server, recipe, chat_target, CHAT_ROWS, root / "off", require_reasoning=False)
-        probe = probe_report(server, target, budget)
+        thinking = generate_and_rebuild(server, recipe, target, THINKING_ROWS, root / "on", MAX_TOKENS, **budget)
+        chat = generate_and_rebuild(
+            server, recipe, chat_target, CHAT_ROWS, root / "off", MAX_TOKENS, require_reasoning=False
+        )
+        probe = probe_report(server, target, MAX_TOKENS, **budget)
     vocab = run_vocab(
         recipe.vocab.model_copy(update={"draft_vocab_size": 64}), target, root / "on" / "sequences", root / "vocab"
     )
     return Served(load_tokenizer(model), target, thinking, chat, vocab, probe)
-
-
-def probe_report(server, target: TargetConfig, settings: dict) -> str | Exception:
-    """`eagle3 probe --recipe`'s suite (strict) against the server, as a report line or the error."""
-    from eagle3_core.errors import Eagle3Error
-    from eagle3_core.reconstruct.preflight import preflight
-
-    gen = GenerateConfig(
-        model=server.model, max_tokens=MAX_TOKENS, temperature=0.0, request_timeout=120, chat=target.chat, **settings
-    )
-    try:
-        return preflight(target, gen, server.base_url, strict=True).line()
-    except Eagle3Error as exc:
-        return exc
 
 
 def test_eagle3_probe_checks_the_family_end_to_end_against_the_server(served):

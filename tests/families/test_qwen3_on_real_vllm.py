@@ -28,20 +28,27 @@ and the template's business), and the real template's text itself (see above).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from eagle3_core.config import PipelineConfig
-from eagle3_core.generate.config import GenerateConfig, PromptSource
-from eagle3_core.generate.stage import run_generate
 from eagle3_core.reconstruct.preflight_history import check_rule
-from eagle3_core.reconstruct.stage import run_reconstruct
 from eagle3_core.reconstruct.tokenizer import load_tokenizer, token_facts
 from eagle3_core.target import ChatSettings, TargetConfig
 from eagle3_core.vocab.stage import run_vocab
+from tests.families.served import (
+    CHAT_ROWS,
+    HISTORY_REASONING,
+    LOOP_REASONING,
+    THINKING_ROWS,
+    TOOLS,
+    Served,
+    first_question,
+    generate_and_rebuild,
+    probe_report,
+    question,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
@@ -53,72 +60,7 @@ BUDGET, MAX_TOKENS = 12, 40  # reasoning tokens before vLLM forces </think>; the
 # the text-rebuild test), a fault of no recipe. Each word is one token and its own pre-token: any sequence of
 # them is the tokenizer's own split. The history cases read the prompts only.
 PROBE_WORDS = (" yes", " no", " cat", " dog", " sun", " four")
-HISTORY_REASONING = "The user greets me; greet back."
-LOOP_REASONING = "Rome's weather needs the tool."
-WEATHER = {
-    "name": "get_weather",
-    "description": "Current weather of a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-TOOLS = [{"type": "function", "function": WEATHER}]
-CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}
-
-PLAIN = {"prompt": "What is 2 + 2?"}
-SYSTEM = {"messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name a prime."}]}
-HISTORY = {
-    "messages": [
-        {"role": "user", "content": "Hi"},
-        {"role": "assistant", "content": "Hello.", "reasoning": HISTORY_REASONING},
-        {"role": "user", "content": "What is 3 + 4?"},
-    ]
-}
-WITH_TOOLS = {"messages": [{"role": "user", "content": "What is the weather in Paris?"}], "tools": TOOLS}
-TOOL_LOOP = {
-    "messages": [
-        {"role": "user", "content": "Weather in Rome, then?"},
-        {"role": "assistant", "content": None, "reasoning": LOOP_REASONING, "tool_calls": [CALL]},
-        {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "sunny"},
-    ],
-    "tools": TOOLS,
-}
-THINKING_ROWS = [PLAIN, SYSTEM, HISTORY, WITH_TOOLS, TOOL_LOOP]
-CHAT_ROWS = [PLAIN, WITH_TOOLS]
 TOOLS_HEAD = "# Tools\n\nYou may call one or more functions to assist with the user query."
-
-
-@dataclass(frozen=True)
-class Run:
-    """One generate run and what reconstruct made of it."""
-
-    target: TargetConfig
-    generated: object  # the generations manifest
-    rows: dict[str, dict]  # first user question -> accepted generation row
-    rebuilt: object  # the sequences manifest
-    sequences: dict[str, dict]  # sample_id -> sequences row
-    out: Path
-
-
-@dataclass(frozen=True)
-class Served:
-    tokenizer: object
-    target: TargetConfig
-    thinking: Run
-    chat: Run
-    vocab: object  # the vocab manifest (over the thinking run's sequences)
-    probe: str | Exception  # `eagle3 probe --recipe`'s report on this server, or what it raised
-
-
-def first_question(row: dict) -> str:
-    return next(m["content"] for m in row["messages"] if m["role"] == "user")
-
-
-def question(row: dict) -> str:
-    return row["prompt"] if "prompt" in row else first_question(row)
-
-
-def write_rows(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def qwen3_folder(dest: Path) -> Path:
@@ -131,36 +73,6 @@ def qwen3_folder(dest: Path) -> Path:
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config_path.write_text(json.dumps({**config, "chat_template": QWEN3_TEMPLATE}, indent=2), encoding="utf-8")
     return folder
-
-
-def generate_and_rebuild(server, recipe, target: TargetConfig, rows: list[dict], out: Path, **settings) -> Run:
-    """generate ``rows`` on ``server`` with ``target.chat``, then reconstruct them with ``target``."""
-    out.mkdir(parents=True, exist_ok=True)
-    source = write_rows(out / "in.jsonl", rows)
-    cfg = GenerateConfig(
-        prompts=PromptSource(input=str(source)),
-        base_urls=[server.base_url],
-        model=server.model,
-        max_tokens=MAX_TOKENS,
-        temperature=0.0,
-        request_timeout=120,
-        max_retries=1,
-        concurrency=4,
-        chat=target.chat,
-        **settings,
-    )
-    generated = run_generate(cfg, out / "generations")
-    accepted = pl.concat([pl.read_parquet(f) for f in sorted((out / "generations" / "accepted").glob("*.parquet"))])
-    rebuilt = run_reconstruct(recipe.reconstruct, target, out / "generations", out / "sequences")
-    seqs = pl.concat([pl.read_parquet(f) for f in sorted((out / "sequences").glob("part-*.parquet"))])
-    return Run(
-        target,
-        generated,
-        {first_question(r): r for r in accepted.to_dicts()},
-        rebuilt,
-        {s["sample_id"]: s for s in seqs.to_dicts()},
-        out,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -179,32 +91,23 @@ def served(tmp_path_factory) -> Served:
     serve = ServeConfig(log_dir=str(root / "vllm"), max_model_len=2048, kv_cache_bytes=64 << 20, startup_timeout=300)
     with machine_vllm_lock(), VLLMServer.for_target(target, serve) as server:
         budget = {"extra_body": {"thinking_token_budget": BUDGET}}
-        thinking = generate_and_rebuild(server, recipe, target, THINKING_ROWS, root / "on", **budget)
-        chat = generate_and_rebuild(server, recipe, chat_target, CHAT_ROWS, root / "off", require_reasoning=False)
-        probe = probe_report(server, target, budget)
+        thinking = generate_and_rebuild(server, recipe, target, THINKING_ROWS, root / "on", MAX_TOKENS, **budget)
+        chat = generate_and_rebuild(
+            server, recipe, chat_target, CHAT_ROWS, root / "off", MAX_TOKENS, require_reasoning=False
+        )
+        probe = probe_report(server, target, MAX_TOKENS, extra_body={**budget["extra_body"], **probe_words(target)})
     vocab = run_vocab(
         recipe.vocab.model_copy(update={"draft_vocab_size": 64}), target, root / "on" / "sequences", root / "vocab"
     )
     return Served(load_tokenizer(model), target, thinking, chat, vocab, probe)
 
 
-def probe_report(server, target: TargetConfig, settings: dict) -> str | Exception:
-    """`eagle3 probe --recipe`'s suite (strict) against the server, as a report line or the error."""
-    from eagle3_core.errors import Eagle3Error
-    from eagle3_core.reconstruct.preflight import preflight
-
+def probe_words(target: TargetConfig) -> dict:
+    """The probe's extra_body: its answers drawn from ``PROBE_WORDS`` (one id each)."""
     tokenizer = load_tokenizer(target.path)
     words = [tokenizer.encode(w, add_special_tokens=False) for w in PROBE_WORDS]
     assert all(len(ids) == 1 for ids in words), words
-    allowed = {"allowed_token_ids": [ids[0] for ids in words]}
-    extra = {"extra_body": {**settings.get("extra_body", {}), **allowed}}
-    gen = GenerateConfig(
-        model=server.model, max_tokens=MAX_TOKENS, temperature=0.0, request_timeout=120, chat=target.chat, **extra
-    )
-    try:
-        return preflight(target, gen, server.base_url, strict=True).line()
-    except Eagle3Error as exc:
-        return exc
+    return {"allowed_token_ids": [ids[0] for ids in words]}
 
 
 def decode(served: Served, ids) -> str:
