@@ -126,3 +126,38 @@ def probe_report(server, target: TargetConfig, max_tokens: int, **settings) -> s
         return preflight(target, gen, server.base_url, strict=True).line()
     except Eagle3Error as exc:
         return exc
+
+
+def serve_family(
+    recipe_path: Path, model: Path, root: Path, thinking_off: dict, budget: int, max_tokens: int, probe_extra=None
+) -> Served:
+    """The family's recipe on ``model`` served by real vLLM as eagle3 starts it (``VLLMServer.for_target``:
+    its tokenizer mode, reasoning and tool parsers), one server for both generate runs and the probe;
+    then vocab on the thinking run's sequences. ``thinking_off``: the chat_template_kwargs that switch
+    thinking off; ``budget``: the reasoning tokens before vLLM forces the close (a random model never
+    writes it); ``probe_extra``: more of the probe's extra_body (a random model's answer restricted)."""
+    from eagle3_core.config import PipelineConfig
+    from eagle3_core.reconstruct.tokenizer import load_tokenizer
+    from eagle3_core.serve import ServeConfig, VLLMServer
+    from eagle3_core.target import ChatSettings
+    from eagle3_core.vocab.stage import run_vocab
+    from tests.fixtures.requirements import require_vllm
+    from tests.fixtures.vllm import machine_vllm_lock
+
+    require_vllm()
+    recipe = PipelineConfig.from_yaml(recipe_path)
+    target = recipe.target.model_copy(update={"path": str(model)})
+    chat_target = target.model_copy(update={"chat": ChatSettings(chat_template_kwargs=thinking_off)})
+    # a tools section is some 350 prompt tokens; 64 MiB of KV cache keeps the server near 2 GB
+    serve = ServeConfig(log_dir=str(root / "vllm"), max_model_len=2048, kv_cache_bytes=64 << 20, startup_timeout=300)
+    forced = {"thinking_token_budget": budget}
+    with machine_vllm_lock(), VLLMServer.for_target(target, serve) as server:
+        on = generate_and_rebuild(server, recipe, target, THINKING_ROWS, root / "on", max_tokens, extra_body=forced)
+        off = generate_and_rebuild(
+            server, recipe, chat_target, CHAT_ROWS, root / "off", max_tokens, require_reasoning=False
+        )
+        probe = probe_report(server, target, max_tokens, extra_body={**forced, **(probe_extra or {})})
+    vocab = run_vocab(
+        recipe.vocab.model_copy(update={"draft_vocab_size": 64}), target, root / "on" / "sequences", root / "vocab"
+    )
+    return Served(load_tokenizer(model), target, on, off, vocab, probe)

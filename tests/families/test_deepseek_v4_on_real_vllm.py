@@ -25,11 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_core.config import PipelineConfig
 from eagle3_core.reconstruct.preflight_history import check_rule
-from eagle3_core.reconstruct.tokenizer import load_tokenizer, token_facts
-from eagle3_core.target import ChatSettings
-from eagle3_core.vocab.stage import run_vocab
+from eagle3_core.reconstruct.tokenizer import token_facts
 from tests.families.served import (
     CHAT_ROWS,
     HISTORY_REASONING,
@@ -38,9 +35,8 @@ from tests.families.served import (
     WEATHER,
     Served,
     first_question,
-    generate_and_rebuild,
-    probe_report,
     question,
+    serve_family,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
@@ -52,30 +48,11 @@ DSML = "｜DSML｜"  # the encoder's tool-markup token (one id: read from the to
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Served:
-    from eagle3_core.serve import ServeConfig, VLLMServer
     from tests.families.tiny_targets import deepseek_v4_tokenizer, tiny_llama
-    from tests.fixtures.requirements import require_vllm
-    from tests.fixtures.vllm import machine_vllm_lock
 
-    require_vllm()
     root = tmp_path_factory.mktemp("deepseek-v4")
     model = tiny_llama(deepseek_v4_tokenizer(root / "model"))
-    recipe = PipelineConfig.from_yaml(RECIPE)
-    target = recipe.target.model_copy(update={"path": str(model)})
-    chat_target = target.model_copy(update={"chat": ChatSettings(chat_template_kwargs={"thinking": False})})
-    # the tools section alone is about 350 prompt tokens; 64 MiB of KV cache keeps the server near 2 GB
-    serve = ServeConfig(log_dir=str(root / "vllm"), max_model_len=2048, kv_cache_bytes=64 << 20, startup_timeout=300)
-    with machine_vllm_lock(), VLLMServer.for_target(target, serve) as server:
-        budget = {"extra_body": {"thinking_token_budget": BUDGET}}
-        thinking = generate_and_rebuild(server, recipe, target, THINKING_ROWS, root / "on", MAX_TOKENS, **budget)
-        chat = generate_and_rebuild(
-            server, recipe, chat_target, CHAT_ROWS, root / "off", MAX_TOKENS, require_reasoning=False
-        )
-        probe = probe_report(server, target, MAX_TOKENS, **budget)
-    vocab = run_vocab(
-        recipe.vocab.model_copy(update={"draft_vocab_size": 64}), target, root / "on" / "sequences", root / "vocab"
-    )
-    return Served(load_tokenizer(model), target, thinking, chat, vocab, probe)
+    return serve_family(RECIPE, model, root, {"thinking": False}, BUDGET, MAX_TOKENS)
 
 
 def test_eagle3_probe_checks_the_family_end_to_end_against_the_server(served):

@@ -32,11 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_core.config import PipelineConfig
 from eagle3_core.reconstruct.preflight_history import check_rule
 from eagle3_core.reconstruct.tokenizer import load_tokenizer, token_facts
-from eagle3_core.target import ChatSettings, TargetConfig
-from eagle3_core.vocab.stage import run_vocab
 from tests.families.served import (
     CHAT_ROWS,
     HISTORY_REASONING,
@@ -45,9 +42,8 @@ from tests.families.served import (
     TOOLS,
     Served,
     first_question,
-    generate_and_rebuild,
-    probe_report,
     question,
+    serve_family,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
@@ -77,34 +73,18 @@ def qwen3_folder(dest: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Served:
-    from eagle3_core.serve import ServeConfig, VLLMServer
     from tests.families.tiny_targets import tiny_llama
-    from tests.fixtures.requirements import require_vllm
-    from tests.fixtures.vllm import machine_vllm_lock
 
-    require_vllm()
     root = tmp_path_factory.mktemp("qwen3")
     model = tiny_llama(qwen3_folder(root / "model"))
-    recipe = PipelineConfig.from_yaml(RECIPE)
-    target = recipe.target.model_copy(update={"path": str(model)})
-    chat_target = target.model_copy(update={"chat": ChatSettings(chat_template_kwargs={"enable_thinking": False})})
-    serve = ServeConfig(log_dir=str(root / "vllm"), max_model_len=2048, kv_cache_bytes=64 << 20, startup_timeout=300)
-    with machine_vllm_lock(), VLLMServer.for_target(target, serve) as server:
-        budget = {"extra_body": {"thinking_token_budget": BUDGET}}
-        thinking = generate_and_rebuild(server, recipe, target, THINKING_ROWS, root / "on", MAX_TOKENS, **budget)
-        chat = generate_and_rebuild(
-            server, recipe, chat_target, CHAT_ROWS, root / "off", MAX_TOKENS, require_reasoning=False
-        )
-        probe = probe_report(server, target, MAX_TOKENS, extra_body={**budget["extra_body"], **probe_words(target)})
-    vocab = run_vocab(
-        recipe.vocab.model_copy(update={"draft_vocab_size": 64}), target, root / "on" / "sequences", root / "vocab"
+    return serve_family(
+        RECIPE, model, root, {"enable_thinking": False}, BUDGET, MAX_TOKENS, probe_extra=probe_words(model)
     )
-    return Served(load_tokenizer(model), target, thinking, chat, vocab, probe)
 
 
-def probe_words(target: TargetConfig) -> dict:
+def probe_words(model: Path) -> dict:
     """The probe's extra_body: its answers drawn from ``PROBE_WORDS`` (one id each)."""
-    tokenizer = load_tokenizer(target.path)
+    tokenizer = load_tokenizer(model)
     words = [tokenizer.encode(w, add_special_tokens=False) for w in PROBE_WORDS]
     assert all(len(ids) == 1 for ids in words), words
     return {"allowed_token_ids": [ids[0] for ids in words]}
