@@ -161,3 +161,27 @@ def serve_family(
         recipe.vocab.model_copy(update={"draft_vocab_size": 64}), target, root / "on" / "sequences", root / "vocab"
     )
     return Served(load_tokenizer(model), target, on, off, vocab, probe)
+
+
+def check_recorded_ids(served: Served) -> None:
+    """What reconstruct verified against the tokenizer and recorded before any work: the recipe's ids."""
+    target = served.target
+    for run in (served.thinking, served.chat):
+        recorded = run.rebuilt.details["token_ids"]
+        assert (recorded["think_open_ids"], recorded["think_close_ids"]) == (
+            [target.think_open_id],
+            [target.think_close_id],
+        )
+        assert recorded["end_of_turn_id"] == target.end_of_turn_id
+
+
+def check_rows_train_on_the_servers_ids(served: Served) -> None:
+    """Every row of both runs answered, and each sequence exactly the server's prompt + completion ids."""
+    for run, rows in ((served.thinking, THINKING_ROWS), (served.chat, CHAT_ROWS)):
+        assert run.generated.counts["accepted"] == len(rows), run.generated.counts
+        assert set(run.rows) == {question(r) for r in rows}
+        assert run.rebuilt.status == "complete" and len(run.sequences) == len(rows), run.rebuilt.counts
+        for row in run.rows.values():
+            seq = run.sequences[row["sample_id"]]
+            assert seq["input_ids"] == list(row["prompt_token_ids"]) + list(row["completion_token_ids"])
+            assert seq["source"] == "server" and sum(seq["loss_mask"]) > 0

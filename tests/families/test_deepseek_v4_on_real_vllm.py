@@ -34,8 +34,9 @@ from tests.families.served import (
     THINKING_ROWS,
     WEATHER,
     Served,
+    check_recorded_ids,
+    check_rows_train_on_the_servers_ids,
     first_question,
-    question,
     serve_family,
 )
 
@@ -73,24 +74,12 @@ def test_the_recipes_ids_are_the_real_v4_tokenizers(served):
     assert (facts.think_open_ids, facts.think_close_ids) == ((target.think_open_id,), (target.think_close_id,))
     assert facts.turn_end_ids == (target.end_of_turn_id,)
     assert len(served.tokenizer.encode(DSML, add_special_tokens=False)) == 1  # the tool markup is one token
-    for run in (served.thinking, served.chat):  # what reconstruct verified and recorded before any work
-        recorded = run.rebuilt.details["token_ids"]
-        assert (recorded["think_open_ids"], recorded["think_close_ids"]) == (
-            [target.think_open_id],
-            [target.think_close_id],
-        )
-        assert recorded["end_of_turn_id"] == target.end_of_turn_id
+    check_recorded_ids(served)  # what reconstruct verified and recorded before any work
 
 
 def test_every_row_is_answered_and_trains_on_exactly_the_servers_ids(served):
+    check_rows_train_on_the_servers_ids(served)
     for run, rows in ((served.thinking, THINKING_ROWS), (served.chat, CHAT_ROWS)):
-        assert run.generated.counts["accepted"] == len(rows), run.generated.counts
-        assert set(run.rows) == {question(r) for r in rows}
-        assert run.rebuilt.status == "complete" and len(run.sequences) == len(rows), run.rebuilt.counts
-        for row in run.rows.values():
-            seq = run.sequences[row["sample_id"]]
-            assert seq["input_ids"] == list(row["prompt_token_ids"]) + list(row["completion_token_ids"])
-            assert seq["source"] == "server" and sum(seq["loss_mask"]) > 0
         # no Jinja template: the prompt is the server's ids, the completion rebuilt from the text matches them
         assert run.rebuilt.counts["server_checked"] == run.rebuilt.counts["server_matched"] == len(rows)
 

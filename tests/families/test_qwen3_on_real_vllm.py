@@ -35,14 +35,13 @@ import pytest
 from eagle3_core.reconstruct.preflight_history import check_rule
 from eagle3_core.reconstruct.tokenizer import load_tokenizer, token_facts
 from tests.families.served import (
-    CHAT_ROWS,
     HISTORY_REASONING,
     LOOP_REASONING,
-    THINKING_ROWS,
     TOOLS,
     Served,
+    check_recorded_ids,
+    check_rows_train_on_the_servers_ids,
     first_question,
-    question,
     serve_family,
 )
 
@@ -105,24 +104,11 @@ def test_the_recipes_ids_are_the_real_qwen3_tokenizers(served):
     kept = "<think>\nx\n</think>\n\n<tool_call>\n{}\n</tool_call>"
     ids = served.tokenizer.encode(kept + "<|im_end|>", add_special_tokens=False)
     assert served.tokenizer.decode(ids, skip_special_tokens=True) == kept
-    for run in (served.thinking, served.chat):  # what reconstruct verified and recorded before any work
-        recorded = run.rebuilt.details["token_ids"]
-        assert (recorded["think_open_ids"], recorded["think_close_ids"]) == (
-            [target.think_open_id],
-            [target.think_close_id],
-        )
-        assert recorded["end_of_turn_id"] == target.end_of_turn_id
+    check_recorded_ids(served)  # what reconstruct verified and recorded before any work
 
 
 def test_every_row_is_answered_and_trains_on_exactly_the_servers_ids(served):
-    for run, rows in ((served.thinking, THINKING_ROWS), (served.chat, CHAT_ROWS)):
-        assert run.generated.counts["accepted"] == len(rows), run.generated.counts
-        assert set(run.rows) == {question(r) for r in rows}
-        assert run.rebuilt.status == "complete" and len(run.sequences) == len(rows), run.rebuilt.counts
-        for row in run.rows.values():
-            seq = run.sequences[row["sample_id"]]
-            assert seq["input_ids"] == list(row["prompt_token_ids"]) + list(row["completion_token_ids"])
-            assert seq["source"] == "server" and sum(seq["loss_mask"]) > 0
+    check_rows_train_on_the_servers_ids(served)
 
 
 def test_the_text_rebuild_matches_the_servers_ids_where_the_models_tokens_are_canonical(served):
