@@ -114,12 +114,27 @@ def test_each_deployments_form_with_nothing_edited_starts_a_run_that_stops_for_i
 def test_a_real_conflict_in_the_form_fails_the_run_in_one_line_naming_both_fields_and_leaves_the_summary(served):
     base, _ = served
 
-    def conflict(form):
-        form["config"]["generate"]["chat"] = {"skip_special_tokens": False, "spaces_between_special_tokens": True}
+    def conflict(form):  # training on earlier turns the template says it strips of their reasoning
+        form["config"]["target"]["history_reasoning"] = "drop"
+        form["config"]["target"]["history_supervised"] = True
 
     run = submit(base, "pipeline/eagle3-pipeline", conflict)
 
     assert run["state_type"] == "FAILED"
-    line = next(line for line in run["state"]["message"].splitlines() if "generate.chat" in line)
-    assert "differs from target.chat" in line
-    assert "refused: invalid config: generate.chat" in summary(base, run)
+    line = next(line for line in run["state"]["message"].splitlines() if "history_supervised" in line)
+    assert "target.history_reasoning: drop" in line
+    assert "refused: invalid config: target" in summary(base, run)
+
+
+def test_generates_copy_of_target_chat_is_no_parameter_the_server_takes(served):
+    """The form has no generate.chat (a copy of target.chat the run ignores): one sent through the API
+    anyway is refused by the server's own schema check, before any run."""
+    base, _ = served
+    deployment = api(base, "GET", "/deployments/name/pipeline/eagle3-pipeline")
+    form = filled_form(deployment["parameter_openapi_schema"], deployment["parameters"])
+    form["config"]["generate"]["chat"] = {"skip_special_tokens": False, "spaces_between_special_tokens": True}
+
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        api(base, "POST", f"/deployments/{deployment['id']}/create_flow_run", parameters=form)
+
+    assert refused.value.response.status_code == 409 and "chat" in refused.value.response.text
