@@ -105,5 +105,6 @@ def checked_in_full(key: str, files: list[Path]) -> str:
 
 
 def fingerprint_cache() -> Path:
-    root = os.environ.get("EAGLE3_CACHE") or Path.home() / ".cache" / "eagle3"
-    return Path(root) / "fingerprints"
+    from eagle3_core.fsio import cache_root
+
+    return cache_root() / "fingerprints"

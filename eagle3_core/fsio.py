@@ -162,3 +162,9 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
 
 def read_json(path: str | os.PathLike[str]) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def cache_root() -> Path:
+    """eagle3's machine-wide cache: ``$EAGLE3_CACHE``, else ``~/.cache/eagle3`` (the toy targets, the
+    fingerprints, the vLLM start times)."""
+    return Path(os.environ.get("EAGLE3_CACHE") or Path.home() / ".cache" / "eagle3").expanduser()

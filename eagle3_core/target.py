@@ -279,16 +279,19 @@ class TargetConfig(StrictModel):
             return None
         return self.think_open, self.think_close
 
-    def thinks(self) -> bool:
-        """Whether the run's requests think: the switch's value in ``chat``, else its default."""
+    def thinking_state(self, chat: ChatSettings | None = None) -> bool | None:
+        """Whether a request with ``chat`` (default: the recipe's own) has the target think: its switch as
+        sent, else the template's default; True for a reasoning target without a switch; None when the
+        model decides (a hybrid)."""
         if self.thinking is None:
             return self.is_reasoning_model
-        value = self.chat.chat_template_kwargs.get(self.thinking.kwarg, self.thinking.default)
-        return bool(value) if value is not None else True
+        value = (chat or self.chat).template_kwargs().get(self.thinking.kwarg, self.thinking.default)
+        return None if value is None else bool(value)
 
     def refuses_tool_rows(self) -> bool:
-        """Rows with tools are off this run's distribution: the model calls tools only with thinking off."""
-        return not self.tools_while_thinking and self.thinks()
+        """Rows with tools are off this run's distribution: the model calls tools only with thinking off
+        (and a run that may think, a hybrid's, may not send them)."""
+        return not self.tools_while_thinking and self.thinking_state() is not False
 
     def require_path(self, flag: str = "--target") -> str:
         """``path``, or one ConfigError naming the command's ``flag`` that sets it."""

@@ -86,18 +86,25 @@ class ProbeReport:
         return f"probe: model {self.model} on {len(self.layouts)} endpoint(s): reasoning in {where}; {ids}"
 
 
-def probe_endpoints(cfg: GenerateConfig) -> ProbeReport:
-    """Probe every endpoint at once (8 endpoints of a reasoning model, one after another, cost 8
-    probe answers: 16 s at 2 s each in benchmarks/bench_endpoints.py); raise ``EndpointError``
-    when one is unusable, or none answers."""
+def probe_client(cfg: GenerateConfig, timeout: float = 120.0):
+    """The HTTP client of the checks before a run (this probe, the tools probe, the pre-flight): the
+    endpoint's key from ``cfg.api_key_env`` when set, a bounded timeout."""
     import os
-    from concurrent.futures import ThreadPoolExecutor
 
     import httpx
 
     key = os.environ.get(cfg.api_key_env)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    with httpx.Client(timeout=min(cfg.request_timeout, 120.0), headers=headers) as http:
+    return httpx.Client(timeout=min(cfg.request_timeout, timeout), headers=headers)
+
+
+def probe_endpoints(cfg: GenerateConfig) -> ProbeReport:
+    """Probe every endpoint at once (8 endpoints of a reasoning model, one after another, cost 8
+    probe answers: 16 s at 2 s each in benchmarks/bench_endpoints.py); raise ``EndpointError``
+    when one is unusable, or none answers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with probe_client(cfg) as http:
         model = cfg.model or _first_model(http, cfg)
         with ThreadPoolExecutor(max_workers=len(cfg.base_urls)) as pool:
             outcomes = list(pool.map(lambda url: _outcome(http, cfg, url, model), cfg.base_urls))
@@ -131,15 +138,9 @@ def probe_tools(cfg: GenerateConfig, report: ProbeReport, tools: list[dict]) -> 
     reads `tools` without `tool_choice` as `auto` and refuses it with HTTP 400 unless it was started
     with a tool-call parser (entrypoints/openai/chat_completion/protocol.py), so every row with tools
     would be refused the same way. Raises ``EndpointError`` naming the flags; returns the probe line."""
-    import os
-
-    import httpx
-
-    key = os.environ.get(cfg.api_key_env)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
     payload = request_body(cfg, report.model, PROBE_MESSAGES, cfg.probe_max_tokens, tools=tools)
     urls = [url for url in report.layouts if url not in report.down]
-    with httpx.Client(timeout=min(cfg.request_timeout, 120.0), headers=headers) as http:
+    with probe_client(cfg) as http:
         for url in urls:
             try:
                 _chat(http, url, payload, cfg.api_key_env)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 from eagle3_core.errors import ConfigError, InputError, StageError
@@ -168,12 +169,16 @@ TOOLS_REFUSED_WHY = (
 )
 
 
+TOOLS_SCAN_ROWS = 10_000  # rows read for the tools probe: a read of the whole input before every run costs too much
+
+
 def first_tools(cfg: GenerateConfig) -> list[dict] | None:
-    """The ``tools`` of the input's first row that carries some, None when no row does or none is
-    sent (one pass over the input: the rows are parsed again by the run)."""
+    """The ``tools`` of the first row among the input's first ``TOOLS_SCAN_ROWS`` that carries some, None
+    when none does or none is sent. A tools row past them on a server that refuses tools is a final
+    ``http_400`` reject with the server's words, not a stop before the run."""
     if cfg.refuse_tool_rows:
         return None
-    for row in iter_rows(cfg.prompts):
+    for row in islice(iter_rows(cfg.prompts), TOOLS_SCAN_ROWS):
         found = normalize_prompt(row)
         if not isinstance(found, RowRejection) and found[1]:
             return found[1]

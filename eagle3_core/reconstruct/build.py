@@ -31,7 +31,7 @@ from eagle3_core.reconstruct.layout import (
     think_marks,
 )
 from eagle3_core.reconstruct.render import server_messages
-from eagle3_core.reconstruct.text_rules import server_ids_missing, server_renders_prompt, thinking_state, undecidable
+from eagle3_core.reconstruct.text_rules import server_ids_missing, server_renders_prompt, undecidable
 from eagle3_core.reconstruct.tokenizer import TokenFacts, encode_batch
 from eagle3_core.target import ChatSettings, TargetConfig
 
@@ -246,7 +246,7 @@ class Reconstructor:
             problem = undecidable(self.target, self.chat, item.reasoning, forced)
             if problem is not None:
                 return Problem(*problem)
-            if thinking_state(self.target, self.chat) is False and not forced:
+            if self.target.thinking_state(self.chat) is False and not forced:
                 return ThinkMarks(opens=False, closes=False)
         marks = think_marks(self.facts, item.reasoning, item.content, think_in_prompt=forced, server_out=server_out)
         if marks is None:

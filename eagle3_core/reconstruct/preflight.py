@@ -181,19 +181,14 @@ def _record(url: str, name: str, messages: list[dict], tools: list[dict] | None,
 def _ask(
     gen: GenerateConfig, url: str, max_tokens: int, messages: list[dict], tools: list[dict] | None, optional: bool
 ) -> tuple[str, dict] | None:
-    import os
-
-    import httpx
-
     from eagle3_core.generate.client import request_body
-    from eagle3_core.generate.probe import _chat, _list_models
+    from eagle3_core.generate.probe import _chat, _list_models, probe_client
 
-    key = os.environ.get(gen.api_key_env)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    with httpx.Client(timeout=min(gen.request_timeout, 300.0), headers=headers) as http:
-        model = gen.model or (_list_models(http, url) or [None])[0]
+    with probe_client(gen, timeout=300.0) as http:
+        model = gen.model or (_list_models(http, url, gen.api_key_env) or [None])[0]
         try:
-            return model, _chat(http, url, request_body(gen, model, messages, max_tokens, tools=tools))
+            body = request_body(gen, model, messages, max_tokens, tools=tools)
+            return model, _chat(http, url, body, gen.api_key_env)
         except EndpointError as exc:
             if optional and "answered HTTP 4" in str(exc):
                 return None
@@ -234,8 +229,10 @@ def _same_text(tokenizer: Any, record: dict, rebuilt: list[int], first_diff: int
     """Whether the rebuilt and the server's ids spell the same text from their first difference on:
     a re-tokenization, not a recipe error (a random or sampling model writes non-canonical splits)."""
     server = list(record["prompt_token_ids"] or []) + list(record["completion_token_ids"])
-    if len(server) - len(rebuilt) == 0 or first_diff < len(record["prompt_token_ids"] or []):
-        return False  # as many tokens (another token, not another split), or a prompt that renders otherwise
+    if first_diff < len(record["prompt_token_ids"] or []):
+        return False  # a prompt that renders otherwise is a recipe's business, whatever it spells
+    # a split with as many tokens is still a split: text the detokenizer lost (a skipped special
+    # token, stripped whitespace) spells otherwise, so the decoded texts tell the two apart
     decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
     return decode(rebuilt[first_diff:]) == decode(server[first_diff:])
 

@@ -40,16 +40,6 @@ from __future__ import annotations
 from eagle3_core.target import ChatSettings, TargetConfig
 
 
-def thinking_state(target: TargetConfig, chat: ChatSettings) -> bool | None:
-    """Whether the request had the target think: its switch as sent, else the template's default;
-    True for a reasoning target without a switch; None when the model decides."""
-    switch = target.thinking
-    if switch is None:
-        return target.is_reasoning_model
-    value = chat.template_kwargs().get(switch.kwarg, switch.default)
-    return None if value is None else bool(value)
-
-
 def undecidable(target: TargetConfig, chat: ChatSettings, reasoning: str, forced: bool) -> tuple[str, str] | None:
     """(reason, detail) when the text of a record without ids cannot decide its tokens, else None.
     ``forced``: the rendered prompt ends with the think-open marker."""
@@ -62,7 +52,7 @@ def undecidable(target: TargetConfig, chat: ChatSettings, reasoning: str, forced
         )
     if forced:
         return None
-    if thinking_state(target, chat) is None:
+    if target.thinking_state(chat) is None:
         return (
             "thinking_state_unknown",
             f"the prompt does not show whether the target thinks and target.chat.chat_template_kwargs does "

@@ -9,15 +9,15 @@ read or written costs the estimate, never the start.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 FILE = "vllm_starts.json"
 
 
 def starts_file() -> Path:
-    root = os.environ.get("EAGLE3_CACHE") or Path.home() / ".cache" / "eagle3"
-    return Path(root) / FILE
+    from eagle3_core.fsio import cache_root
+
+    return cache_root() / FILE
 
 
 def record(device: str, seconds: float) -> None:

@@ -46,8 +46,9 @@ TRAIN_PROMPTS, HELDOUT_PROMPTS = "prompts_train.jsonl", "prompts_heldout.jsonl"
 
 def cache_root(cfg: ToyTargetConfig) -> Path:
     """``cfg.cache_dir``, else ``$EAGLE3_CACHE``, else ``~/.cache/eagle3``."""
-    root = cfg.cache_dir or os.environ.get("EAGLE3_CACHE") or Path.home() / ".cache" / "eagle3"
-    return Path(root).expanduser()
+    from eagle3_core.fsio import cache_root as machine_cache
+
+    return Path(cfg.cache_dir).expanduser() if cfg.cache_dir else machine_cache()
 
 
 # The long world's own version, hashed only into its recipes (the toy's hash stays as it was).

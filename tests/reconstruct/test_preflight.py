@@ -231,3 +231,16 @@ def test_ids_that_spell_the_same_text_in_another_split_are_a_note_not_a_recipe_e
     record = {"prompt_token_ids": [1, 2], "completion_token_ids": other}
     assert _same_text(tok, record, [1, 2, *canonical], first_diff=2)
     assert not _same_text(tok, record, [1, 2, *tok.encode(" unbearable", add_special_tokens=False)], first_diff=2)
+
+
+def test_a_split_of_as_many_tokens_is_a_split_and_a_lost_special_token_is_not(family_tokenizers):
+    from eagle3_core.reconstruct.preflight import _same_text
+
+    tok = family_tokenizers["deepseek_v4"]
+    one = [i for piece in (" un", "believable") for i in tok.encode(piece, add_special_tokens=False)]
+    two = [i for piece in (" unbe", "lievable") for i in tok.encode(piece, add_special_tokens=False)]
+    assert len(one) == len(two) and one != two and tok.decode(one) == tok.decode(two)
+    assert _same_text(tok, {"prompt_token_ids": [1], "completion_token_ids": one}, [1, *two], first_diff=1)
+    end = tok.convert_tokens_to_ids("</think>")  # as if the server's text lost it (a skipped special token)
+    lost = {"prompt_token_ids": [1], "completion_token_ids": [*one, end]}
+    assert not _same_text(tok, lost, [1, *one], first_diff=3)
