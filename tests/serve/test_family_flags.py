@@ -11,7 +11,6 @@ from __future__ import annotations
 import glob
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -108,49 +107,3 @@ def test_a_tool_parser_vllm_does_not_know_is_one_error_naming_the_field_and_vllm
     assert message.startswith("vLLM does not know the tool call parser 'kimi_k9' (target.tool_parser.vllm)"), message
     assert " kimi_k2 " in message and " hermes " in message and "Traceback" not in message
     assert "\n" not in message
-
-
-def test_eagle3_serve_passes_the_recipes_tool_parser(tmp_path, monkeypatch):
-    """`eagle3 serve --config RECIPE` starts vLLM with the recipe's tool parser (a stand-in vLLM
-    that prints its arguments: tests/serve/test_vllm_server.py's)."""
-    from eagle3_core.serve.vllm_server import free_port
-    from tests.serve.test_vllm_server import API_SERVER
-
-    pkg = tmp_path / "site" / "vllm" / "entrypoints" / "openai"
-    pkg.mkdir(parents=True)
-    for d in (pkg, pkg.parent, pkg.parent.parent):
-        (d / "__init__.py").write_text("")
-    (pkg / "api_server.py").write_text(API_SERVER)
-    model = tmp_path / "model"
-    model.mkdir()
-    recipe = PipelineConfig.from_yaml(ROOT / "configs" / "qwen3.yaml").model_dump(mode="json")
-    recipe["serve"] = {"python": sys.executable, "device": "cpu", "startup_timeout": 30}
-    import yaml
-
-    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
-    env = {
-        "PYTHONPATH": f"{tmp_path / 'site'}:{ROOT}",
-        "FAKE_VLLM_CHILD": str(tmp_path / "child.pid"),
-        "PATH": "/usr/bin:/bin",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from flows.cli import main; main()", "serve", "--model", str(model)]
-        + ["--config", str(tmp_path / "recipe.yaml"), "--port", str(free_port("127.0.0.1"))],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if "press Ctrl-C" in line or "Error" in line:
-            break
-    proc.terminate()
-    proc.communicate(timeout=30)
-
-    ready = [line for line in lines if "vLLM ready" in line]
-    assert ready and "tool_call_parser=hermes" in ready[0] and "reasoning_parser=qwen3" in ready[0], lines
-    logged = "".join(p.read_text() for p in (tmp_path / "runs" / "serve").glob("vllm-*.log"))
-    assert "--enable-auto-tool-choice --tool-call-parser hermes" in logged, logged

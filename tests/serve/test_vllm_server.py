@@ -153,6 +153,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def eagle3_serve_lines(args: list[str], cwd: Path) -> list[str]:
+    """`eagle3 serve --model ARGS...` on the stand-in vLLM (``fake_vllm``'s PYTHONPATH) until it is ready
+    (or fails), then SIGTERM: what it printed."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ["PYTHONPATH"], root])}
+    command = [sys.executable, "-c", "from flows.cli import main; main()", "serve", "--model", *args]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "press Ctrl-C" in line or "Error" in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    return lines
+
+
 def test_eagle3_serve_binds_where_the_recipes_serve_section_says(fake_vllm, tmp_path):
     """`--config` names the recipe whose serve: section to use: its host and port too, unless given."""
     import yaml
@@ -161,24 +178,8 @@ def test_eagle3_serve_binds_where_the_recipes_serve_section_says(fake_vllm, tmp_
     port = _free_port()
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump({"serve": {"host": "127.0.0.1", "port": port, "python": sys.executable}}))
-    root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ["PYTHONPATH"], root])}
-    command = [sys.executable, "-c", "from flows.cli import main; main()", "serve", "--model", str(model)]
-    proc = subprocess.Popen(
-        [*command, "--config", str(recipe)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if "press Ctrl-C" in line:
-            break
-    proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=30)
+
+    lines = eagle3_serve_lines([str(model), "--config", str(recipe)], tmp_path)
 
     assert any("vLLM ready" in line and f"http://127.0.0.1:{port}/v1" in line for line in lines), lines
 
@@ -237,3 +238,27 @@ def test_the_start_estimate_is_this_machines_last_measured_start(fake_vllm, tmp_
     with server:
         took = server.startup_seconds
     assert VLLMServer(model, cfg).start_estimate() == f"the last start on this machine's cpu took {took:.0f} s"
+
+
+def test_eagle3_serve_passes_the_recipes_tool_parser(fake_vllm, tmp_path):
+    """`eagle3 serve --config RECIPE` starts vLLM with the recipe's tool parser (the stand-in vLLM,
+    which prints its arguments)."""
+    import yaml
+
+    from eagle3_core.config import PipelineConfig
+    from eagle3_core.serve.vllm_server import free_port
+
+    model, _, _ = fake_vllm
+    recipe = PipelineConfig.from_yaml(Path(__file__).resolve().parents[2] / "configs" / "qwen3.yaml").model_dump(
+        mode="json"
+    )
+    recipe["serve"] = {"python": sys.executable, "device": "cpu", "startup_timeout": 30}
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+
+    args = [str(model), "--config", str(tmp_path / "recipe.yaml"), "--port", str(free_port("127.0.0.1"))]
+    lines = eagle3_serve_lines(args, tmp_path)
+
+    ready = [line for line in lines if "vLLM ready" in line]
+    assert ready and "tool_call_parser=hermes" in ready[0] and "reasoning_parser=qwen3" in ready[0], lines
+    logged = "".join(p.read_text() for p in (tmp_path / "runs" / "serve").glob("vllm-*.log"))
+    assert "--enable-auto-tool-choice --tool-call-parser hermes" in logged, logged
