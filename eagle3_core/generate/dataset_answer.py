@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from eagle3_core.generate.parse import THINK_CLOSE, THINK_OPEN, split_reasoning
-from eagle3_core.generate.rows import SHAREGPT_ROLES, RowRejection
+from eagle3_core.chat.parse import THINK_CLOSE, THINK_OPEN, split_reasoning
+from eagle3_core.chat.rows import SHAREGPT_ROLES, RowRejection
 
 NO_ANSWER = "no_assistant_turn"
 TWO_BLOCKS = "two_reasoning_blocks"

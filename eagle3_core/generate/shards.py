@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_core.contracts.folder import damaged
+from eagle3_core.endpoint.health import is_open
 from eagle3_core.errors import StageError
 from eagle3_core.fsio import atomic_path, stray_temps
-from eagle3_core.generate.health import is_open
 from eagle3_core.generate.keys import PersistedKeys, key64, key_array
 
 ACCEPTED, REJECTED, TURNS = "accepted", "rejected", "turns"  # turns/: generate.turns: all (turns.py)

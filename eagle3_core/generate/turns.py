@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_core.base import stable_hash
+from eagle3_core.chat.rows import Messages, sent_messages
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.keys import key64
-from eagle3_core.generate.rows import Messages, sent_messages
 from eagle3_core.generate.shards import TURNS, ShardWriter, shard_files
 
 TURN_COLUMNS = ("conversation_id", "turn", "messages", "content", "reasoning", "tool_calls")
