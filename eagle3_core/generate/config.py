@@ -4,16 +4,26 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from eagle3_core.endpoint.config import RequestConfig
 from eagle3_core.prompts.source import PromptSource
 from eagle3_core.target import ChatSettings, TargetConfig
 
+FORM_FIRST = ("prompts", "source", "turns", "base_urls")  # what a run is about, above how its requests go
+
+
+def _run_fields_first(schema: dict) -> None:
+    """The form lists the run's own fields first: pydantic puts the inherited request settings first."""
+    properties = schema["properties"]
+    schema["properties"] = {k: properties[k] for k in FORM_FIRST} | properties
+
 
 class GenerateConfig(RequestConfig):
     """Send prompts to OpenAI-compatible endpoints and keep every answer with its reasoning."""
+
+    model_config = ConfigDict(json_schema_extra=_run_fields_first)
 
     prompts: PromptSource | None = Field(None, description="The prompts. Required for a generate run.")
     source: Literal["server", "dataset"] = Field(

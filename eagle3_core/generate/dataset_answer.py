@@ -6,7 +6,7 @@ is read where such datasets put it, in this order:
 
 1. a ``reasoning_content`` (or ``reasoning``) field on that turn, as DeepSeek- and Moonshot-style
    exports write it, else the same field on the row itself;
-2. else inline ``<think>...</think>`` in the turn's text (``parse.split_reasoning``, the rule the
+2. else inline ``<think>...</think>`` in the turn's text (``chat.parse.split_reasoning``, the rule the
    served path applies to a server without a reasoning parser).
 
 Texts are kept byte-exact, as the served path keeps them. A row whose last turn is not an

@@ -2,7 +2,7 @@
 
 The baseline eagle3 is measured against (a drafter trained on a dataset's original answers, as
 SpecForge does by default) and a first drafter before any server time is spent. Each row's
-prompt is what the served path would send (``rows.normalize_prompt``: trailing assistant turns
+prompt is what the served path would send (``chat.rows.normalize_prompt``: trailing assistant turns
 dropped); its answer is the row's own final assistant turn (``dataset_answer.py``).
 
 The folder keeps the served run's contract (CONTRIBUTING.md, generations/), so no downstream

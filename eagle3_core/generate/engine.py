@@ -6,9 +6,9 @@ capacity are sending or waiting for a slot, so memory holds a window of prompts,
 dataset. A prompt waiting to retry leaves the window (and holds no slot) while it sleeps, so a
 new prompt takes its place; it comes back without waiting for room. Rows go into shards as they
 finish (``ShardWriter``), written off the loop. A row's failure (a 400, retries run out) becomes
-a rejected record, final or open by its reason (``health.is_open``); a failure to write (a full
+a rejected record, final or open by its reason (``endpoint.health.is_open``); a failure to write (a full
 disk), an outage (every endpoint down for ``outage_seconds``), endpoints that all refuse, or a
-failure every request shares (``health.SharedFailure``: distinct prompts' first answers, never
+failure every request shares (``endpoint.health.SharedFailure``: distinct prompts' first answers, never
 their retries) stops the run, after cancelling what is in flight: a prompt cut off so has no row
 and stays open. Final rejects that match the current shared-failure streak are held
 back until the streak breaks, so a streak that turns out to be a setting leaves none of them

@@ -167,7 +167,7 @@ def drop_stale(files: list[Path], current: Callable[[int], bool], bad_rows: set[
 def read_persisted(out_dir: Path) -> tuple[PersistedKeys, set[int], int]:
     """The key and outcome of every durable row (``keys.py``: 9 bytes a row), the row indices of
     rejected rows that have no sample_id (malformed input), and how many rejects were server
-    failures (``health.is_open``): those are left out, so this run sends them again."""
+    failures (``endpoint.health.is_open``): those are left out, so this run sends them again."""
     import numpy as np
     import polars as pl
 

@@ -3,7 +3,7 @@
 Guarantees (DESIGN.md, CONTRIBUTING.md):
 - every input row ends accepted, rejected (with a reason code) or skipped (a repeated prompt):
   accepted + rejected + skipped == input, in the manifest;
-- a sample is keyed by its prompt messages and sampling settings (``rows.sample_id``); a run
+- a sample is keyed by its prompt messages and sampling settings (``chat.rows.sample_id``); a run
   started again after a kill reads the keys of every durable shard first and requests none of
   them again, so no sample is written twice; rows an earlier run left for other prompts or
   settings (another temperature, a smaller ``max_samples``) leave the folder at finish;
@@ -133,12 +133,11 @@ class GenerateStage(Stage):
 
 
 def run_generate(
-    cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None, preflight: Callable | None = None
+    cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None, target: TargetConfig | None = None
 ) -> StageManifest:
-    """Generate every prompt of ``cfg.prompts`` into ``out_dir``; resume or skip when possible."""
-    stage = GenerateStage(cfg, out_dir, reporter)
-    stage.preflight = preflight
-    return drive(stage)
+    """Generate every prompt of ``cfg.prompts`` into ``out_dir``; resume or skip when possible. Given a
+    ``target`` (as the pipeline gives it), its chat settings are sent and its pre-flight runs."""
+    return drive(GenerateStage(cfg, out_dir, reporter, target))
 
 
 def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:

@@ -54,7 +54,7 @@ class RunStats:
         self._add_latency(record["latency_s"])
 
     def reject(self, reason: str) -> None:
-        """A reject row written: final, or open when the server failed (``health.is_open``)."""
+        """A reject row written: final, or open when the server failed (``endpoint.health.is_open``)."""
         if is_open(reason):
             self.outcomes["open"] += 1
             self.open_reasons.add(reason)

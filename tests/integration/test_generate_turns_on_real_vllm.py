@@ -16,7 +16,6 @@ import polars as pl
 import pytest
 
 from eagle3_core.generate.stage import run_generate
-from eagle3_core.preflight.suite import generate_preflight
 from eagle3_core.toy.build import TRAIN_PROMPTS
 from eagle3_core.toy.conversations import FOREIGN_ANSWER, toy_conversations
 from tests.generate.helpers import toy_vllm_config
@@ -45,7 +44,7 @@ def generated(toy_vllm, tmp_path_factory):
     # the chat settings as the pipeline sends them
     cfg = toy_vllm_config(toy_vllm, src, turns="all", chat=toy_recipe().target.chat, concurrency=4)
     target = toy_recipe().target.model_copy(update={"path": str(toy_vllm.path)})
-    manifest = run_generate(cfg, work / "gen", preflight=generate_preflight(target))  # as the pipeline runs it
+    manifest = run_generate(cfg, work / "gen", target=target)  # as the pipeline runs it, pre-flight included
     read = lambda kind: pl.concat([pl.read_parquet(f) for f in sorted((work / "gen" / kind).glob("*.parquet"))])  # noqa: E731
     return manifest, read("accepted"), read("turns"), work
 

@@ -168,19 +168,16 @@ def test_a_two_turn_history_the_server_renders_otherwise_is_caught_in_its_own_ca
 
 
 def generate_with_preflight(tmp_path, family_dirs, server, **chat):
-    """A generate run whose probe runs the pre-flight suite (as the pipeline and `--recipe` give it)."""
+    """A generate run given its target, as the pipeline and `--recipe` give it: the stage builds its pre-flight
+    from the target's local tokenizer, and its probe runs it."""
     from eagle3_core.generate.stage import run_generate
-    from eagle3_core.preflight.suite import generate_preflight
     from eagle3_core.target import ChatSettings, TargetConfig
     from tests.generate.helpers import config, prompts, write_jsonl
 
     settings = ChatSettings(**chat)
     target = TargetConfig(**FAMILIES["kimi_k2_5"].target | {"path": str(family_dirs["kimi_k2_5"]), "chat": settings})
     src = write_jsonl(tmp_path / "in.jsonl", prompts(3))
-    manifest = run_generate(
-        config(src, [server.url], chat=settings), tmp_path / "out", preflight=generate_preflight(target)
-    )
-    return manifest
+    return run_generate(config(src, [server.url], chat=settings), tmp_path / "out", target=target)
 
 
 def suite_requests(server) -> list[dict]:
