@@ -153,8 +153,9 @@ def main() -> None:
 
 def one_run(args, urls: list[str], ports: list[int], servers: list) -> dict:
     from eagle3_core.errors import StageError
-    from eagle3_core.generate.config import GenerateConfig, PromptSource
+    from eagle3_core.generate.config import GenerateConfig
     from eagle3_core.generate.stage import run_generate
+    from eagle3_core.prompts.source import PromptSource
 
     expected = args.prompts / (args.endpoints * args.concurrency / args.delay)
     with tempfile.TemporaryDirectory() as tmp:

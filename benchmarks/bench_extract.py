@@ -111,9 +111,9 @@ def _sync() -> None:
 def bench_transformers(args, work: Path, shape: dict) -> dict:
     import torch
 
-    from eagle3_core.extract.batching import padding_share
+    from eagle3_core.engines.batching import padding_share
+    from eagle3_core.engines.hf_engine import TransformersEngine
     from eagle3_core.extract.config import ExtractConfig
-    from eagle3_core.extract.hf_engine import TransformersEngine
     from eagle3_core.extract.plan import load_shard_rows
     from eagle3_core.extract.stage import plan_extract
     from eagle3_core.states.target_model import resolve_device
@@ -164,9 +164,9 @@ def bench_vllm(args, work: Path, shape: dict, figures: dict) -> dict:
     """The vLLM engine over the same plan (same shards, same tokens); start-up reported apart."""
     import torch
 
+    from eagle3_core.engines.vllm_engine import VllmEngine
     from eagle3_core.extract.config import ExtractConfig
     from eagle3_core.extract.stage import plan_extract
-    from eagle3_core.extract.vllm_engine import VllmEngine
     from eagle3_core.target import TargetConfig
 
     target = work / "target"
@@ -176,7 +176,7 @@ def bench_vllm(args, work: Path, shape: dict, figures: dict) -> dict:
     plan = plan_extract(cfg, TargetConfig(path=str(target)), work / "seq", work / "hidden-vllm")
     started = time.perf_counter()
     engine = VllmEngine(
-        cfg,
+        cfg.vllm_options(),
         TargetConfig(path=str(target)),
         plan.layers,
         plan.num_hidden_layers,

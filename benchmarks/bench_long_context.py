@@ -95,8 +95,8 @@ def extract_rows(args) -> list[dict]:
     import bench_extract as ex
     import torch
 
+    from eagle3_core.engines.hf_engine import TransformersEngine
     from eagle3_core.extract.config import ExtractConfig
-    from eagle3_core.extract.hf_engine import TransformersEngine
     from eagle3_core.extract.stage import plan_extract
     from eagle3_core.target import TargetConfig
     from tests.extract.helpers import write_sequences

@@ -93,7 +93,8 @@ def one_run(args, outage_seconds: float) -> dict:
 
 
 def outage_config(args, src: Path, port: int, outage_seconds: float):
-    from eagle3_core.generate.config import GenerateConfig, PromptSource
+    from eagle3_core.generate.config import GenerateConfig
+    from eagle3_core.prompts.source import PromptSource
 
     return GenerateConfig(
         prompts=PromptSource(input=str(src)),

@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
 
-    from eagle3_core.reconstruct.tokenizer import load_tokenizer
+    from eagle3_core.tokenizer import load_tokenizer
 
     root = Path(tempfile.mkdtemp(prefix="bench-reconstruct-"))
     try:

@@ -153,8 +153,8 @@ def write_without_reasoning(generations: Path, path: Path) -> Path:
     """The target's accepted answers as dataset rows whose final turn keeps the answer only."""
     import polars as pl
 
+    from eagle3_core.chat.rows import sent_messages
     from eagle3_core.contracts.generations import accepted_parts
-    from eagle3_core.generate.rows import sent_messages
 
     records = [r for part in accepted_parts(generations) for r in pl.read_parquet(part).iter_rows(named=True)]
     with open(path, "w", encoding="utf-8") as fh:

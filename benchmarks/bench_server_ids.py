@@ -85,8 +85,8 @@ def turns_runs(recipe, toy: Path, url: str, work: Path, count: int, turns: int) 
     per conversation printed for each; returns their folders."""
     import time
 
-    from eagle3_core.generate.config import PromptSource
     from eagle3_core.generate.stage import run_generate
+    from eagle3_core.prompts.source import PromptSource
     from eagle3_core.toy.conversations import toy_conversations
 
     src = work / "conversations.jsonl"
@@ -117,7 +117,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from eagle3_core.config import PipelineConfig
-    from eagle3_core.generate.config import PromptSource
+    from eagle3_core.prompts.source import PromptSource
     from eagle3_core.serve import VLLMServer
     from eagle3_core.toy.build import build_toy_target
 

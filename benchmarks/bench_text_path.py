@@ -34,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from eagle3_core.config import PipelineConfig
-    from eagle3_core.generate.config import PromptSource
+    from eagle3_core.prompts.source import PromptSource
     from eagle3_core.serve import VLLMServer
     from eagle3_core.toy.build import build_toy_target
 
@@ -77,7 +77,7 @@ def generate(gen, out: Path) -> Path:
 
 def preflight_line(target, gen, url: str) -> None:
     from eagle3_core.errors import EndpointError
-    from eagle3_core.reconstruct.preflight import preflight
+    from eagle3_core.preflight.suite import preflight
 
     try:
         print(preflight(target, gen, url).line())
@@ -113,7 +113,7 @@ def report(t: float, target, recipe, gen_dir: Path, seq_dir: Path) -> None:
         f"rejects {manifest.details['reject_reasons'] or 'none'}; sequences on the server's ids: "
         f"{trained_on_ids} of {len(seqs)} (records with ids: {len(server)})"
     )
-    from eagle3_core.reconstruct.tokenizer import load_tokenizer
+    from eagle3_core.tokenizer import load_tokenizer
 
     tok = load_tokenizer(target.path)
     for m in manifest.details["mismatches"][:3]:

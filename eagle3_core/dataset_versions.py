@@ -153,8 +153,8 @@ def prune(root: str | Path, keep: int) -> list[str]:
 def current_sample_ids(cfg: GenerateConfig) -> set[str]:
     """The sample id of every prompt under ``cfg``'s model and sampling config (as generate keys
     them: tools included, so a row with tools is carried over like any other)."""
-    from eagle3_core.generate.inputs import iter_rows
-    from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id
+    from eagle3_core.chat.rows import RowRejection, normalize_prompt, sample_id
+    from eagle3_core.prompts.inputs import iter_rows
 
     key, ids = cfg.sampling_key(), set()
     for row in iter_rows(cfg.prompts):

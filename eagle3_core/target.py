@@ -5,7 +5,7 @@ think pair, or harmony's channels), the tokens that end an assistant turn, the t
 what the template does with earlier turns' reasoning, whether the server's parser strips
 whitespace, and the template version the recipe was checked against. Token ids such as
 Kimi-K2.5's ``<think>`` = 163606 live in the recipe, never in code paths; stages check them
-against the tokenizer (``reconstruct.tokenizer.token_facts``) before they trust them.
+against the tokenizer (``tokenizer.token_facts``) before they trust them.
 """
 
 from __future__ import annotations
@@ -200,7 +200,7 @@ class TargetConfig(StrictModel):
     )
     history_supervised: bool = Field(
         False,
-        description="With `generate.turns: all`, train on the earlier turns too: each answer of the history, as the template renders it inside the last turn's prompt, is supervised (1) like the last answer; otherwise the history is prompt (0). Needs `history_reasoning: keep` or `interleave` (the history then holds what the target wrote, reasoning included); a turn the template renders differently once later turns follow stays masked and is counted (`reconstruct/history.py`).",
+        description="With `generate.turns: all`, train on the earlier turns too: each answer of the history, as the template renders it inside the last turn's prompt, is supervised (1) like the last answer; otherwise the history is prompt (0). Needs `history_reasoning: keep` or `interleave` (the history then holds what the target wrote, reasoning included); a turn the template renders differently once later turns follow stays masked and is counted (`reconstruction/history.py`).",
     )
     think_open_always_written: bool = Field(
         True,

@@ -139,7 +139,7 @@ TOY_DIR = "{toy}"  # in a prompts `input`, stands for the built toy target's dir
 def with_toy_paths(config: PipelineConfig, path: str) -> PipelineConfig:
     """target.path = the toy target; prompts left unset = the toy's own train / held-out prompts,
     and ``{toy}`` in a prompts input = the toy's directory (its path holds the recipe hash)."""
-    from eagle3_core.generate.config import PromptSource
+    from eagle3_core.prompts.source import PromptSource
     from eagle3_core.toy.build import HELDOUT_PROMPTS, TRAIN_PROMPTS
 
     def prompts(given: PromptSource | None, default: str) -> PromptSource:

@@ -1,4 +1,4 @@
-"""The Prefect parts of the generate stage: its endpoint limits, the pre-flight, its table.
+"""The Prefect parts of the generate stage: its endpoint limits and its table.
 
 Its flow is built from its declaration like every stage's (``tasks/stage.py``): ``generate-plan``
 (the probe, the pre-flight, the resume scan), one ``generate-stream`` task for the whole input,
@@ -125,15 +125,11 @@ class PrefectLimits:
 
 
 def prepare(stage: GenerateStage) -> None:
-    """Before the driver opens the folder: the pre-flight suite from the stage's target, and for the
-    served source its share of each endpoint's limit (created where missing; ``source: dataset``
-    sends nothing, so it needs no limit and no endpoint)."""
-    from eagle3_core.reconstruct.preflight import generate_preflight
-
-    stage.preflight = generate_preflight(stage.target)
+    """Before the driver opens the folder: for the served source its share of each endpoint's limit
+    (created where missing; ``source: dataset`` sends nothing, so it needs no limit and no endpoint)."""
     cfg = stage.cfg
     if cfg.source == "server":
-        from eagle3_core.generate.concurrency import controller_for
+        from eagle3_core.endpoint.concurrency import controller_for
 
         slots = controller_for(cfg).max  # the most this run keeps in flight on an endpoint
         ensure_limits(sorted({endpoint_limit_name(url) for url in cfg.base_urls}), slots)

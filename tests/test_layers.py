@@ -5,6 +5,8 @@ only ``if TYPE_CHECKING:`` blocks are left out (they never run). A unit is a top
 package of eagle3_core (``extract``, ``fsio``); a unit may import itself and any unit of a lower
 layer, never one of its own layer or above. So extract never imports train, the spool imports
 neither, and the contracts import no stage. A new unit fails here until it is given a layer.
+The six stage packages share one layer: what two stages share sits in a unit below both, never in
+one of them (``test_no_stage_package_imports_another``).
 """
 
 from __future__ import annotations
@@ -16,21 +18,24 @@ import pytest
 
 CORE = Path(__file__).resolve().parents[1] / "eagle3_core"
 
+STAGE_PACKAGES = ("generate", "reconstruct", "vocab", "extract", "train", "evaluate")
+
 # Lowest first. Each entry: units that may import any unit of the entries before it, and nothing else.
 LAYERS: list[tuple[str, ...]] = [
     ("__init__", "errors", "base"),
-    # recipe_file: every YAML recipe read; tokenizer: the one tokenizer loader, below every stage that reads one
-    ("checksums", "target", "progress", "rejects", "layout", "recipe_file", "tokenizer"),
+    ("checksums", "target", "progress", "rejects", "layout", "recipe_file"),  # recipe_file: every YAML recipe read
     ("fsio",),
     ("manifest", "lock", "fingerprint", "tracking"),  # tracking: the experiment trackers, below train and evaluate
     # metadata of the on-disk contracts; the stage driver; stage_key: every stage's skip key
     ("contracts", "drafter", "lifecycle", "serve", "stage_key"),
-    ("states", "toy"),  # tensors: the shard writer, the target model
-    ("spool",),  # below both the engines (extract) and the reader (train)
-    ("generate",),
-    ("reconstruct", "dataset_versions"),
-    ("vocab", "extract"),
-    ("train", "evaluate"),
+    # tensors (the shard writer, the target model); what several stages share, below all of them: the one
+    # tokenizer loader and its facts, the disk figures, the prompt inputs
+    ("states", "toy", "tokenizer", "storage", "prompts"),
+    ("spool", "chat"),  # spool: below both the engines' producer and the reader (train); chat: messages, parse, render
+    ("engines", "endpoint", "reconstruction"),  # the hidden-state engines, the endpoint client, the token rebuild
+    ("preflight",),  # a recipe against a live server: endpoint + reconstruction, below generate
+    STAGE_PACKAGES,  # one layer: no stage package imports another
+    ("dataset_versions",),
     ("stages",),
     ("config",),
     ("run_summary", "nightly_summary"),
@@ -107,6 +112,37 @@ def upward_imports(edges: dict[str, set[str]]) -> list[str]:
 def test_no_import_runs_against_the_layers():
     bad = upward_imports(graph())
     assert not bad, "imports against the layers:\n  " + "\n  ".join(bad)
+
+
+def stage_imports(edges: dict[str, set[str]]) -> list[str]:
+    """Every import of one stage package by another, lazy ones included."""
+    return [
+        f"{module} imports {target}"
+        for module, targets in sorted(edges.items())
+        for target in sorted(targets)
+        if unit_of(module) in STAGE_PACKAGES and unit_of(target) in set(STAGE_PACKAGES) - {unit_of(module)}
+    ]
+
+
+def test_no_stage_package_imports_another():
+    bad = stage_imports(graph())
+    assert not bad, "stage packages importing another (move what they share into a unit below both):\n  " + (
+        "\n  ".join(bad)
+    )
+
+
+def test_a_stage_importing_another_is_caught():
+    """The rule is not vacuous: vocab reading reconstruct's code, or evaluate generate's, is named (and a
+    shared unit below both is not)."""
+    edges = {
+        "eagle3_core.vocab.stage": {"eagle3_core.reconstruct.stage", "eagle3_core.tokenizer"},
+        "eagle3_core.evaluate.online": {"eagle3_core.generate.engine", "eagle3_core.evaluate.metrics"},
+    }
+    assert stage_imports(edges) == [
+        "eagle3_core.evaluate.online imports eagle3_core.generate.engine",
+        "eagle3_core.vocab.stage imports eagle3_core.reconstruct.stage",
+    ]
+    assert len(upward_imports(edges)) == 2
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.extract.stage import run_extract
-from eagle3_core.generate.config import PromptSource
+from eagle3_core.prompts.source import PromptSource
 from eagle3_core.target import TargetConfig
 from tests.extract.helpers import build_tiny_llama, write_sequences
 

@@ -3,7 +3,9 @@
 Kimi-K2.5's tokenizer is tiktoken code in the model folder (its recipe has ``trust_remote_code``).
 evaluate once loaded the tokenizer with a bare ``AutoTokenizer.from_pretrained(path)`` and failed
 its offline and by-context evaluation; the stand-in here is the toy's tokenizer behind an
-``auto_map`` to a class in the folder, as Kimi's is.
+``auto_map`` to a class in the folder, as Kimi's is. Each place that loads one is checked: reconstruct,
+vocab, the pre-flight (each stopped just after its load, which is all that is under test here) and
+evaluate.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from eagle3_core.errors import ConfigError
+from eagle3_core.target import TargetConfig
 from eagle3_core.tokenizer import load_tokenizer
+from tests.fixtures.toy import toy_recipe
 
 CORE = Path(__file__).resolve().parents[1] / "eagle3_core"
 CUSTOM = '''from transformers import PreTrainedTokenizerFast
@@ -60,6 +64,61 @@ def test_evaluate_renders_its_prompts_with_the_recipes_trust_remote_code(remote_
     assert prompt_token_ids(remote_code_tokenizer, prompts, trust_remote_code=True) == prompt_token_ids(
         toy_target, prompts
     )
+
+
+class Loaded(Exception):
+    """Raised by the step after a stage's load, carrying the tokenizer's class name."""
+
+
+def _stop_after_load(monkeypatch, where: str) -> None:
+    """Replace the function a stage calls with its freshly loaded tokenizer (``where``, dotted) by a stop."""
+
+    def stop(*args, **kwargs):
+        tokenizer = next(a for a in args if hasattr(a, "convert_tokens_to_ids"))
+        raise Loaded(type(tokenizer).__name__)
+
+    monkeypatch.setattr(where, stop)
+
+
+def _reconstruct(target: TargetConfig, tmp_path: Path) -> None:
+    from eagle3_core.reconstruct.config import ReconstructConfig
+    from eagle3_core.reconstruct.stage import ReconstructStage
+
+    ReconstructStage(ReconstructConfig(), target, str(tmp_path / "generations"), str(tmp_path / "out")).keys()
+
+
+def _vocab(target: TargetConfig, tmp_path: Path) -> None:
+    from eagle3_core.vocab.config import VocabConfig
+    from eagle3_core.vocab.stage import build_vocab
+
+    build_vocab(VocabConfig(), target, [], tmp_path / "vocab", None)
+
+
+def _preflight(target: TargetConfig, tmp_path: Path) -> None:
+    from eagle3_core.endpoint.config import RequestConfig
+    from eagle3_core.preflight.suite import preflight
+
+    preflight(target, RequestConfig(), "http://127.0.0.1:9/v1")
+
+
+LOADERS = {  # each stage that loads a tokenizer, and the call that first uses what it loaded
+    "reconstruct": (_reconstruct, "eagle3_core.reconstruct.stage.token_facts"),
+    "vocab": (_vocab, "eagle3_core.vocab.stage.target_vocab_size"),
+    "preflight": (_preflight, "eagle3_core.tokenizer.token_facts"),
+}
+
+
+@pytest.mark.parametrize("stage", sorted(LOADERS))
+def test_each_stage_loads_its_tokenizer_with_the_recipes_trust_remote_code(
+    stage, remote_code_tokenizer, tmp_path, monkeypatch
+):
+    run, first_use = LOADERS[stage]
+    target = {**toy_recipe()["target"], "path": str(remote_code_tokenizer)}
+    _stop_after_load(monkeypatch, first_use)
+    with pytest.raises(ConfigError, match="ships its own code"):
+        run(TargetConfig.model_validate(target), tmp_path)
+    with pytest.raises(Loaded, match="^CustomTokenizer$"):
+        run(TargetConfig.model_validate({**target, "trust_remote_code": True}), tmp_path)
 
 
 def _calls_from_pretrained_on_a_tokenizer(path: Path) -> list[int]:

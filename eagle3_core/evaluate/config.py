@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from eagle3_core.base import StrictModel
-from eagle3_core.generate.config import PromptSource
+from eagle3_core.prompts.source import PromptSource
 
 
 class EvaluateConfig(StrictModel):

@@ -1,6 +1,6 @@
 """Held-out prompts for evaluation, and the proof that none of them was trained on.
 
-Prompts are read and normalised by the generate stage's own code (``iter_rows``, ``normalize``),
+Prompts are read and normalised by the code generate reads them with (``iter_rows``, ``normalize``),
 so a row means the same thing here as it did when the training set was generated. The overlap
 check compares *prompt keys*: a stable hash of the normalised prompt messages alone. A
 generation's ``sample_id`` also hashes the sampling settings, so two runs of one prompt at two
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from eagle3_core.base import stable_hash
 from eagle3_core.errors import InputError
-from eagle3_core.generate.config import PromptSource
+from eagle3_core.prompts.source import PromptSource
 
 Messages = list[dict[str, str]]
 
@@ -25,8 +25,8 @@ def prompt_key(messages: Messages) -> str:
 
 def load_heldout(source: PromptSource) -> tuple[list[Messages], int]:
     """The usable prompts of ``source`` (input order) and how many rows were not usable."""
-    from eagle3_core.generate.inputs import iter_rows
-    from eagle3_core.generate.rows import RowRejection, normalize
+    from eagle3_core.chat.rows import RowRejection, normalize
+    from eagle3_core.prompts.inputs import iter_rows
 
     prompts, skipped = [], 0
     for row in iter_rows(source):

@@ -2,7 +2,7 @@
 
 Two servers, one after the other (one vLLM at a time on a machine): the target with the
 drafter as an EAGLE-3 ``--speculative-config``, then the target alone for the baseline
-tokens/s. Each gets the held-out prompts through the generate stage's own client (same request
+tokens/s. Each gets the held-out prompts through the endpoint client generate uses (same request
 body, retries and parsing): one untimed warm-up pass of the whole batch unless
 ``evaluate.warmup`` is off (first-request and first-batch costs stay out of the clock), then
 ``repeats`` timed passes of the same prompts at the same concurrency. Counters are read around the first timed pass, so earlier traffic never
@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
+from eagle3_core.endpoint.config import RequestConfig
 from eagle3_core.errors import EndpointError
 from eagle3_core.evaluate.metrics import SpecCounters
-from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.target import ChatSettings
 
@@ -52,10 +52,10 @@ class Measurement:
 
 def client_config(
     temperature: float, max_tokens: int, concurrency: int, timeout: float, chat: ChatSettings | None = None
-) -> GenerateConfig:
-    """The generate stage's config for evaluation requests: greedy by default, token ids, no top_k,
+) -> RequestConfig:
+    """The request settings for evaluation requests: greedy by default, token ids, no top_k,
     and the target's chat settings, so held-out prompts render as the training prompts did."""
-    return GenerateConfig(
+    return RequestConfig(
         chat=chat or ChatSettings(),
         temperature=temperature,
         max_tokens=max_tokens,
@@ -92,11 +92,11 @@ def served_model(base_url: str) -> str:
 
 
 def timed_pass(
-    base_url: str, model: str, prompts: list[list[dict]], gen: GenerateConfig, reporter: Reporter, name: str
+    base_url: str, model: str, prompts: list[list[dict]], gen: RequestConfig, reporter: Reporter, name: str
 ) -> tuple[list, float]:
     """The prompts once at ``gen.concurrency``; each settled prompt is a progress tick (a pass of
     8K-token answers on CPU runs for minutes)."""
-    from eagle3_core.generate.engine import run_coroutine
+    from eagle3_core.endpoint.client import run_coroutine
 
     settled = 0
 
@@ -121,7 +121,7 @@ def completion_tokens(answers: list) -> int:
 def measure(
     base_url: str,
     prompts: list[list[dict]],
-    gen: GenerateConfig,
+    gen: RequestConfig,
     repeats: int = 1,
     warmup: bool = True,
     reporter: Reporter | None = None,
@@ -159,10 +159,10 @@ def measure(
 
 
 async def _send_all(
-    base_url: str, model: str, prompts: list[list[dict]], gen: GenerateConfig, on_answer: Callable[[], None]
+    base_url: str, model: str, prompts: list[list[dict]], gen: RequestConfig, on_answer: Callable[[], None]
 ) -> list:
-    """Every prompt through the generate stage's own client (same body, retries and parsing)."""
-    from eagle3_core.generate.client import answer_all
+    """Every prompt through the endpoint client generate uses (same body, retries and parsing)."""
+    from eagle3_core.endpoint.client import answer_all
 
     return await answer_all(gen, model, base_url, prompts, on_answer)
 

@@ -27,10 +27,10 @@ from eagle3_core.evaluate.compat import DrafterInfo, check_drafter
 from eagle3_core.evaluate.config import EvaluateConfig
 from eagle3_core.evaluate.heldout import check_no_overlap, load_heldout
 from eagle3_core.evaluate.report import write_report
-from eagle3_core.generate.config import PromptSource
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import Reporter
+from eagle3_core.prompts.source import PromptSource
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.stage_key import config_hash as stage_config_hash
 from eagle3_core.target import TargetConfig
@@ -126,7 +126,7 @@ def evaluation_inputs(
 ) -> dict[str, str]:
     """Fingerprints of what the figures depend on, in a fixed order."""
     from eagle3_core.fingerprint import model_fingerprint
-    from eagle3_core.generate.inputs import fingerprint
+    from eagle3_core.prompts.inputs import fingerprint
 
     inputs = {
         "target": model_fingerprint(target_path),

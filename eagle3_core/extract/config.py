@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from eagle3_core.base import StrictModel
+from eagle3_core.engines.vllm_engine import VllmOptions
 
 
 class ExtractConfig(StrictModel):
@@ -68,3 +69,12 @@ class ExtractConfig(StrictModel):
         from eagle3_core.stage_key import config_hash
 
         return config_hash(engine=self.engine, layers=layers, shard_tokens=self.shard_tokens, mode=self.mode)
+
+    def vllm_options(self) -> VllmOptions:
+        """The vLLM engine's start options from the ``vllm_*`` fields."""
+        return VllmOptions(
+            python=self.vllm_python,
+            kv_cache_bytes=self.vllm_kv_cache_bytes,
+            tensor_parallel_size=self.vllm_tensor_parallel_size,
+            max_model_len=self.vllm_max_model_len,
+        )

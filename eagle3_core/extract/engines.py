@@ -28,10 +28,12 @@ def get_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest: 
 
 def _build(cfg, target, layers: list[int], num_hidden_layers: int, longest: int, workdir: Path):
     if cfg.engine == "vllm":
-        from eagle3_core.extract.vllm_engine import VllmEngine
+        from eagle3_core.engines.vllm_engine import VllmEngine
 
-        return VllmEngine(cfg, target, layers, num_hidden_layers, max_model_len=longest + 1, workdir=workdir)
-    from eagle3_core.extract.hf_engine import TransformersEngine
+        return VllmEngine(
+            cfg.vllm_options(), target, layers, num_hidden_layers, max_model_len=longest + 1, workdir=workdir
+        )
+    from eagle3_core.engines.hf_engine import TransformersEngine
     from eagle3_core.states.target_model import load_target_model, resolve_device
 
     device = resolve_device(cfg.device)

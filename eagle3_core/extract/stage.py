@@ -27,12 +27,12 @@ from eagle3_core.contracts.target import read_target_facts
 from eagle3_core.errors import ConfigError
 from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.extract.plan import ShardSpec, plan_shards
-from eagle3_core.extract.storage import check_fits, online_command, storage_line
 from eagle3_core.extract.target_facts import resolve_layers
 from eagle3_core.fingerprint import model_fingerprint
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.storage import check_fits, online_command, storage_line
 from eagle3_core.target import TargetConfig
 
 ENGINE_DIR = ".vllm"  # in hidden/: the vLLM engine's log and its transient state files, not $TMPDIR

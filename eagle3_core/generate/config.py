@@ -1,43 +1,29 @@
-"""Configuration of the generate stage."""
+"""Configuration of the generate stage: its prompts and run, over the shared request settings."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from eagle3_core.base import StrictModel
+from eagle3_core.endpoint.config import RequestConfig
+from eagle3_core.prompts.source import PromptSource
 from eagle3_core.target import ChatSettings, TargetConfig
 
-# Request fields that belong to `target.chat` (one source of truth) or to generate itself.
-RESERVED_EXTRA = (
-    "chat_template_kwargs",
-    "reasoning_effort",
-    "skip_special_tokens",
-    "spaces_between_special_tokens",
-    "return_token_ids",
-    "tools",
-    "messages",
-    "model",
-)
+FORM_FIRST = ("prompts", "source", "turns", "base_urls")  # what a run is about, above how its requests go
 
 
-class PromptSource(StrictModel):
-    """Where prompts come from: a local jsonl/parquet file or a Hugging Face dataset."""
-
-    input: str = Field(
-        description="Local .jsonl/.json/.parquet path, a directory of them, or a Hugging Face dataset name (e.g. mlabonne/open-perfectblend)."
-    )
-    split: str = Field(
-        "train",
-        description="Dataset split, for Hugging Face datasets: a hub dataset, or a `save_to_disk` folder holding a DatasetDict.",
-    )
-    max_samples: int | None = Field(None, ge=1, description="Take at most this many input rows (in input order).")
+def _run_fields_first(schema: dict) -> None:
+    """The form lists the run's own fields first: pydantic puts the inherited request settings first."""
+    properties = schema["properties"]
+    schema["properties"] = {k: properties[k] for k in FORM_FIRST} | properties
 
 
-class GenerateConfig(StrictModel):
+class GenerateConfig(RequestConfig):
     """Send prompts to OpenAI-compatible endpoints and keep every answer with its reasoning."""
+
+    model_config = ConfigDict(json_schema_extra=_run_fields_first)
 
     prompts: PromptSource | None = Field(None, description="The prompts. Required for a generate run.")
     source: Literal["server", "dataset"] = Field(
@@ -53,110 +39,30 @@ class GenerateConfig(StrictModel):
         description="OpenAI-compatible endpoints (`http://host:port/v1`); several are balanced by load (on the command "
         "line, repeat the option for several). Not used with `source: dataset`. Filled in by `eagle3 demo`.",
     )
-    model: str | None = Field(None, description="Served model name; None = the one the first endpoint lists.")
-    api_key_env: str = Field(
-        "OPENAI_API_KEY",
-        description="Environment variable holding the API key (of the process that sends the requests: a worker's environment under a deployment); never logged.",
-    )
-    concurrency: int | Literal["auto"] = Field(
-        128, description="In-flight requests per endpoint, or `auto` (AIMD between 1 and max_concurrency)."
-    )
-    max_concurrency: int = Field(128, ge=1, description="Upper bound for `auto` concurrency.")
-    request_timeout: float = Field(
-        600.0,
-        gt=0,
-        description="Deadline in seconds for one request, whole answer included; past it the request is abandoned and retried as a `timeout` (never kept cut short). 600 fits a 10K-token reasoning answer at 30 tokens/s (333 s) with room for queueing.",
-    )
-    max_retries: int = Field(
-        5,
-        ge=0,
-        description="Retries of a transient failure (timeout, connection, 408/409/425/429, 5xx, malformed body, empty reasoning).",
-    )
-    max_tokens: int = Field(4096, ge=1, description="Completion token limit per request.")
-    temperature: float = Field(0.6, ge=0, description="Sampling temperature.")
-    top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling; None = server default.")
-    seed: int | None = Field(None, description="Sampling seed sent with each request, when set.")
     allow_empty: bool = Field(
         False, description="Accept an input that yields no rows (a complete, empty run); otherwise that is an error."
     )
-    require_reasoning: bool = Field(True, description="Reject (after retries) answers with empty reasoning.")
     refuse_tool_rows: SkipJsonSchema[bool] = Field(
         False,
         description="Set from the target by the pipeline (or `--recipe`): reject rows with tools before sending them (`tools_need_thinking_off`), for a model that calls tools only with thinking off (DeepSeek-V3.1, `target.tools_while_thinking: false`) in a run that thinks.",
-    )
-    return_token_ids: bool = Field(
-        True, description="Ask vLLM for prompt and completion token ids (`return_token_ids`)."
-    )
-    extra_body: dict = Field(
-        default_factory=dict,
-        description="Extra JSON merged into each request body (e.g. a server's own sampling option). Template variables and detokenizer settings go in `target.chat`.",
-    )
-    # copies of the target's (``with_target``): never on a form, where they showed values the run ignores
-    chat: SkipJsonSchema[ChatSettings] = Field(
-        default_factory=ChatSettings,
-        description="Copied from `target.chat` by the pipeline, the generate flow and `--recipe` on the CLI: sent with every request and recorded in the manifest. Set it in `target.chat`, not here.",
     )
     shard_rows: int = Field(
         1000, ge=1, description="Flush accepted/rejected rows to a new Parquet shard every this many rows ..."
     )
     flush_seconds: float = Field(30.0, gt=0, description="... or every this many seconds, whichever comes first.")
-    retry_initial_wait: float = Field(
-        1.0, ge=0, description="First retry backoff in seconds; doubles per attempt, with full jitter."
-    )
-    retry_max_wait: float = Field(60.0, ge=0, description="Upper bound of one retry backoff, in seconds.")
     outage_seconds: float = Field(
         300.0,
         gt=0,
         description="Stop the run when every endpoint's circuit breaker has been open (the endpoint down) for this long together: what finished is kept, and a rerun sends every prompt left open. Prompts wait meanwhile; none is rejected for an outage.",
     )
-    breaker_failures: int = Field(
-        5,
-        ge=1,
-        description="Open an endpoint's circuit breaker after this many server-side failures in a row there (connection, timeout, 5xx, 401/403/407/429, non-JSON or choice-less bodies): no request goes to it until its backoff has passed; its in-flight prompts move to the other endpoints without spending a retry.",
-    )
-    breaker_backoff: float = Field(
-        1.0,
-        gt=0,
-        description="Seconds an opened breaker waits before one half-open probe request; doubles after each failed probe, up to breaker_max_backoff.",
-    )
-    breaker_max_backoff: float = Field(30.0, gt=0, description="Upper bound of a breaker's backoff, in seconds.")
-    overdue_min_seconds: float = Field(
-        10.0,
-        gt=0,
-        description="A request in flight is overdue past 3x the slowest of its endpoint's last 64 answers, but never sooner than this (a short answer's latency says little about a long one); overdue requests at an endpoint that answers nothing meanwhile count toward its breaker, so a hung endpoint costs about this, not request_timeout.",
-    )
-    breaker_probe_timeout: float = Field(
-        30.0,
-        gt=0,
-        description="Deadline in seconds of the half-open probe an open breaker gets: one short request (probe_max_tokens) of the run's own, never a user's prompt, so a hung endpoint costs this, not request_timeout, each time it is tried again.",
-    )
-    shared_failure_attempts: int = Field(
-        32,
-        ge=2,
-        description="Stop the run (exit 2, the server's words quoted) when this many distinct prompts in a row fail their first answer with the same reason and text: a setting every request fails on (max_tokens past the context, a revoked key, an unknown model), not the prompts. A prompt's retries never count, nor does an answer without reasoning (the probe checked the endpoints reason). The streak's rows stay open.",
-    )
-    probe_max_tokens: int = Field(64, ge=1, description="Completion token limit of the one probe request per endpoint.")
     limit_lease_seconds: float = Field(
         60.0,
         ge=60,
         description="Lease of the slots a run holds of an endpoint's shared limit (Prefect flow; Prefect's minimum is 60; renewed every half lease): a killed run's slots return to the other runs and its rerun at most this long after it dies, plus the API's sweep (5 s on the command's own ephemeral API, 15 s on `prefect server`).",
     )
-    aimd_latency_factor: float = Field(
-        2.0,
-        gt=1,
-        description="`auto` concurrency halves when a request's latency exceeds this multiple of the best recent latency.",
-    )
 
     @model_validator(mode="after")
-    def _concurrency_in_range(self) -> "GenerateConfig":
-        if isinstance(self.concurrency, int) and self.concurrency < 1:
-            raise ValueError("generate.concurrency must be >= 1 or 'auto'")
-        reserved = sorted(set(RESERVED_EXTRA) & set(self.extra_body))
-        if reserved:
-            raise ValueError(
-                f"generate.extra_body sets {', '.join(reserved)}: template variables and detokenizer "
-                "settings belong in target.chat (generate sends them from there); the rest are set by generate"
-            )
+    def _turns_need_a_server(self) -> "GenerateConfig":
         if self.turns == "all" and self.source == "dataset":
             raise ValueError(
                 "generate.turns: all regenerates each turn on a server; generate.source: dataset takes the rows' "

@@ -6,7 +6,7 @@ is read where such datasets put it, in this order:
 
 1. a ``reasoning_content`` (or ``reasoning``) field on that turn, as DeepSeek- and Moonshot-style
    exports write it, else the same field on the row itself;
-2. else inline ``<think>...</think>`` in the turn's text (``parse.split_reasoning``, the rule the
+2. else inline ``<think>...</think>`` in the turn's text (``chat.parse.split_reasoning``, the rule the
    served path applies to a server without a reasoning parser).
 
 Texts are kept byte-exact, as the served path keeps them. A row whose last turn is not an
@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from eagle3_core.generate.parse import THINK_CLOSE, THINK_OPEN, split_reasoning
-from eagle3_core.generate.rows import SHAREGPT_ROLES, RowRejection
+from eagle3_core.chat.parse import THINK_CLOSE, THINK_OPEN, split_reasoning
+from eagle3_core.chat.rows import SHAREGPT_ROLES, RowRejection
 
 NO_ANSWER = "no_assistant_turn"
 TWO_BLOCKS = "two_reasoning_blocks"

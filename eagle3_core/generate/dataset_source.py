@@ -2,7 +2,7 @@
 
 The baseline eagle3 is measured against (a drafter trained on a dataset's original answers, as
 SpecForge does by default) and a first drafter before any server time is spent. Each row's
-prompt is what the served path would send (``rows.normalize_prompt``: trailing assistant turns
+prompt is what the served path would send (``chat.rows.normalize_prompt``: trailing assistant turns
 dropped); its answer is the row's own final assistant turn (``dataset_answer.py``).
 
 The folder keeps the served run's contract (CONTRIBUTING.md, generations/), so no downstream
@@ -30,17 +30,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eagle3_core.chat.rows import RowRejection, normalize_prompt, sample_id, stored_messages
 from eagle3_core.errors import InputError
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.dataset_answer import LOOKED_FOR, DatasetAnswer, dataset_answer, has_answer
 from eagle3_core.generate.engine import rejected_record
-from eagle3_core.generate.inputs import fingerprint, iter_rows
 from eagle3_core.generate.keys import KeySet, key64
-from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id, stored_messages
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
 from eagle3_core.generate.stats import RunStats
 from eagle3_core.manifest import StageManifest
 from eagle3_core.progress import Reporter
+from eagle3_core.prompts.inputs import fingerprint, iter_rows
 from eagle3_core.stage_key import config_hash as stage_config_hash
 
 SOURCE = "dataset"

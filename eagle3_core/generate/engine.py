@@ -6,9 +6,9 @@ capacity are sending or waiting for a slot, so memory holds a window of prompts,
 dataset. A prompt waiting to retry leaves the window (and holds no slot) while it sleeps, so a
 new prompt takes its place; it comes back without waiting for room. Rows go into shards as they
 finish (``ShardWriter``), written off the loop. A row's failure (a 400, retries run out) becomes
-a rejected record, final or open by its reason (``health.is_open``); a failure to write (a full
+a rejected record, final or open by its reason (``endpoint.health.is_open``); a failure to write (a full
 disk), an outage (every endpoint down for ``outage_seconds``), endpoints that all refuse, or a
-failure every request shares (``health.SharedFailure``: distinct prompts' first answers, never
+failure every request shares (``endpoint.health.SharedFailure``: distinct prompts' first answers, never
 their retries) stops the run, after cancelling what is in flight: a prompt cut off so has no row
 and stays open. Final rejects that match the current shared-failure streak are held
 back until the streak breaks, so a streak that turns out to be a setting leaves none of them
@@ -19,19 +19,17 @@ the requests and the endpoints' bounds follow the slots it holds.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
-import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from eagle3_core.chat.rows import Messages, row_json, stored_messages
+from eagle3_core.endpoint.client import Answer, Requester, RequestFailed, check_overdue, close_clients, open_clients
+from eagle3_core.endpoint.concurrency import EndpointPool
+from eagle3_core.endpoint.health import Outage, is_open, refused_everywhere
 from eagle3_core.errors import StageError
-from eagle3_core.generate.client import Answer, Requester, RequestFailed, check_overdue, close_clients, open_clients
-from eagle3_core.generate.concurrency import EndpointPool
-from eagle3_core.generate.health import Outage, is_open, refused_everywhere
-from eagle3_core.generate.rows import Messages, row_json, stored_messages
 from eagle3_core.generate.shards import ShardWriter
 from eagle3_core.generate.slots import SlotKeeper
 from eagle3_core.generate.stats import RunStats
@@ -300,26 +298,3 @@ def _json_or_none(value: Any) -> str | None:
 
 def rejected_record(sample_id: str | None, row_index: int, row: Any, reason: str, detail: str) -> dict[str, Any]:
     return {"sample_id": sample_id, "row_index": row_index, "input": row_json(row), "reason": reason, "detail": detail}
-
-
-def run_coroutine(coro: Coroutine) -> Any:
-    """``asyncio.run``, also from a thread that already runs a loop (some Prefect task runners)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    result: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            result["value"] = asyncio.run(coro)
-        except BaseException as exc:  # re-raised in the caller's thread
-            result["error"] = exc
-
-    context = contextvars.copy_context()  # settings such as Prefect's API URL live in context variables
-    thread = threading.Thread(target=context.run, args=(target,), name="eagle3-generate")
-    thread.start()
-    thread.join()
-    if "error" in result:
-        raise result["error"]
-    return result.get("value")

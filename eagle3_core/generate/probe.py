@@ -11,22 +11,20 @@ endpoint's ``max_model_len`` (vLLM lists it in ``/v1/models``; every request wou
 400), and a refused key (a 401/403 names ``generate.api_key_env``). An endpoint that cannot be
 reached (connection refused, 5xx, timeouts) is left out, in ``ProbeReport.down``, as long as
 another answers: the run starts its breaker open, and it joins when a half-open probe finds it
-up. Server text is redacted (``redact.py``) before it is raised.
+up. Server text is redacted (``endpoint/redact.py``) before it is raised.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
+from eagle3_core.chat.parse import parse_completion, reasoning_layout, unknown_id_fields
+from eagle3_core.endpoint.checks import Unreachable, chat, list_models, listed_models, probe_client
+from eagle3_core.endpoint.client import PROBE_MESSAGES, request_body, wrong_model_words
+from eagle3_core.endpoint.redact import redact, secret_of
 from eagle3_core.errors import EndpointError
-from eagle3_core.generate.client import PROBE_MESSAGES, request_body, wrong_model_words
 from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.generate.parse import parse_completion, reasoning_layout, unknown_id_fields
-from eagle3_core.generate.redact import redact, secret_of
 
-UNREACHABLE_FIX = "start the server (eagle3 serve) or fix --base-url (http://host:port/v1)"
-PROBE_TRIES = 3  # a 503 while the server warms up should not stop the run
 LAYOUT_WORDS = {
     "reasoning": "`reasoning`",
     "reasoning_content": "`reasoning_content`",
@@ -46,10 +44,6 @@ NO_IDS_WORDS = {
     "prompt_only": "prompt ids but NO completion ids from {urls} (`token_ids: null`, vLLM issue 28246): "
     "keep generate.return_token_ids: true and serve a version that fills choices[].token_ids",
 }
-
-
-class Unreachable(EndpointError):
-    """The endpoint did not answer (connection, 5xx, timeouts): left out while another answers."""
 
 
 class WrongModel(Unreachable):
@@ -84,18 +78,6 @@ class ProbeReport:
                 "token ids returned (" + ", ".join(sorted({ID_LAYOUT_WORDS[v] for v in self.id_layouts.values()})) + ")"
             )
         return f"probe: model {self.model} on {len(self.layouts)} endpoint(s): reasoning in {where}; {ids}"
-
-
-def probe_client(cfg: GenerateConfig, timeout: float = 120.0):
-    """The HTTP client of the checks before a run (this probe, the tools probe, the pre-flight): the
-    endpoint's key from ``cfg.api_key_env`` when set, a bounded timeout."""
-    import os
-
-    import httpx
-
-    key = os.environ.get(cfg.api_key_env)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    return httpx.Client(timeout=min(cfg.request_timeout, timeout), headers=headers)
 
 
 def probe_endpoints(cfg: GenerateConfig) -> ProbeReport:
@@ -143,7 +125,7 @@ def probe_tools(cfg: GenerateConfig, report: ProbeReport, tools: list[dict]) -> 
     with probe_client(cfg) as http:
         for url in urls:
             try:
-                _chat(http, url, payload, cfg.api_key_env)
+                chat(http, url, payload, cfg.api_key_env)
             except Unreachable:
                 continue  # down since the probe: its breaker judges it, not this check
             except EndpointError as exc:
@@ -165,7 +147,7 @@ def _id_layout(url: str, body: dict) -> str:
         raise EndpointError(
             f"{url} sent token ids in a layout no known server uses (fields: {', '.join(fields)}; the choice "
             f"has {', '.join(sorted(body['choices'][0]))})",
-            fix="serve with vLLM or SGLang, or teach eagle3_core.generate.parse.token_ids this server's layout",
+            fix="serve with vLLM or SGLang, or teach eagle3_core.chat.parse.token_ids this server's layout",
         )
     return layout
 
@@ -174,7 +156,7 @@ def _first_model(http, cfg: GenerateConfig) -> str | None:
     """The model the first endpoint that answers lists first (when --model is not given)."""
     for url in cfg.base_urls:
         try:
-            models = _list_models(http, url, cfg.api_key_env)
+            models = list_models(http, url, cfg.api_key_env)
         except Unreachable:
             continue
         except EndpointError as exc:
@@ -193,7 +175,7 @@ def _outcome(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[di
 
 
 def _probe_one(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[str, dict, frozenset[str]]:
-    listed = _listed_models(http, url, cfg.api_key_env)
+    listed = listed_models(http, url, cfg.api_key_env)
     models = [m.get("id") for m in listed]
     model = model or (models[0] if models else None)
     if model not in models:
@@ -201,7 +183,7 @@ def _probe_one(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[
             f"{url} does not serve model {model!r} (it serves: {', '.join(map(str, models)) or 'none'})",
             fix="pass --model with one of the served names",
         )
-    body = _chat(http, url, request_body(cfg, model, PROBE_MESSAGES, cfg.probe_max_tokens), cfg.api_key_env)
+    body = chat(http, url, request_body(cfg, model, PROBE_MESSAGES, cfg.probe_max_tokens), cfg.api_key_env)
     _check_context(cfg, url, next(m for m in listed if m.get("id") == model), body)
     names = model_names(listed, model)
     if (said := body.get("model")) is not None and said not in names:
@@ -246,57 +228,3 @@ def _check_reasoning(cfg: GenerateConfig, url: str, layout: str) -> None:
 def _redacted(exc: EndpointError, cfg: GenerateConfig) -> EndpointError:
     secret = secret_of(cfg.api_key_env)
     return type(exc)(redact(exc.message, secret), fix=exc.fix)
-
-
-def _list_models(http, url: str, key_env: str = "OPENAI_API_KEY") -> list[str]:
-    return [m.get("id") for m in _listed_models(http, url, key_env)]
-
-
-def _listed_models(http, url: str, key_env: str) -> list[dict]:
-    """The entries of ``/models`` (vLLM's carry ``max_model_len``)."""
-    response = _send(http, "GET", f"{url.rstrip('/')}/models", key_env)
-    return [m for m in response.get("data", []) if isinstance(m, dict)]
-
-
-def _chat(http, url: str, payload: dict, key_env: str = "OPENAI_API_KEY") -> dict:
-    body = _send(http, "POST", f"{url.rstrip('/')}/chat/completions", key_env, json=payload)
-    if not body.get("choices") or not isinstance(body["choices"][0].get("message"), dict):
-        raise EndpointError(
-            f"{url} answered the probe without choices[0].message", fix="is this an OpenAI-compatible chat endpoint?"
-        )
-    return body
-
-
-def _send(http, method: str, url: str, key_env: str, **kwargs) -> dict:
-    import httpx
-
-    last = ""
-    for attempt in range(PROBE_TRIES):
-        try:
-            response = http.request(method, url, **kwargs)
-        except httpx.HTTPError as exc:
-            last = f"cannot reach {url}: {type(exc).__name__}: {exc}"
-        else:
-            if response.status_code < 400:
-                try:
-                    return response.json()
-                except ValueError:
-                    last = f"{url} answered with a body that is not JSON"
-            else:
-                _refused(response, url, key_env)
-                last = f"{url} answered HTTP {response.status_code}"
-        time.sleep(0.5 * (attempt + 1))
-    raise Unreachable(last, fix=UNREACHABLE_FIX)
-
-
-def _refused(response, url: str, key_env: str) -> None:
-    """Raise for a status no retry changes: a refused key names the setting that holds it."""
-    code, text = response.status_code, " ".join(response.text[:300].split())
-    if code in (401, 403, 407):
-        raise EndpointError(
-            f"{url} refused the key (HTTP {code}: {text})",
-            fix=f"set the endpoint's API key in the environment variable {key_env} "
-            "(generate.api_key_env names the variable)",
-        )
-    if code < 500 and code not in (408, 409, 425, 429):
-        raise EndpointError(f"{url} answered HTTP {code}: {text}", fix="check --base-url (it ends in /v1) and --model")

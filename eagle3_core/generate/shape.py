@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from itertools import islice
 
+from eagle3_core.chat.rows import RowRejection, normalize_prompt
 from eagle3_core.errors import InputError
-from eagle3_core.generate.config import PromptSource
-from eagle3_core.generate.inputs import BAD_LINE, iter_rows
-from eagle3_core.generate.rows import RowRejection, normalize_prompt
+from eagle3_core.prompts.inputs import BAD_LINE, iter_rows
+from eagle3_core.prompts.source import PromptSource
 
 SHAPE_ROWS = 64  # enough to see past a few odd rows at the top; a cost of microseconds
 WANTED = "`messages` (role/content turns), `conversations` (ShareGPT from/value) or `prompt` (a string)"

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_core.contracts.folder import damaged
+from eagle3_core.endpoint.health import is_open
 from eagle3_core.errors import StageError
 from eagle3_core.fsio import atomic_path, stray_temps
-from eagle3_core.generate.health import is_open
 from eagle3_core.generate.keys import PersistedKeys, key64, key_array
 
 ACCEPTED, REJECTED, TURNS = "accepted", "rejected", "turns"  # turns/: generate.turns: all (turns.py)
@@ -167,7 +167,7 @@ def drop_stale(files: list[Path], current: Callable[[int], bool], bad_rows: set[
 def read_persisted(out_dir: Path) -> tuple[PersistedKeys, set[int], int]:
     """The key and outcome of every durable row (``keys.py``: 9 bytes a row), the row indices of
     rejected rows that have no sample_id (malformed input), and how many rejects were server
-    failures (``health.is_open``): those are left out, so this run sends them again."""
+    failures (``endpoint.health.is_open``): those are left out, so this run sends them again."""
     import numpy as np
     import polars as pl
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from eagle3_core.generate.concurrency import Endpoint, EndpointPool
+from eagle3_core.endpoint.concurrency import Endpoint, EndpointPool
 
 CHUNKS_PER_LIMIT = 16  # 16 leases per endpoint: a renewal every ~2 s at a 60 s lease, and a share within 1/16
 

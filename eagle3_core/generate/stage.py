@@ -3,11 +3,11 @@
 Guarantees (DESIGN.md, CONTRIBUTING.md):
 - every input row ends accepted, rejected (with a reason code) or skipped (a repeated prompt):
   accepted + rejected + skipped == input, in the manifest;
-- a sample is keyed by its prompt messages and sampling settings (``rows.sample_id``); a run
+- a sample is keyed by its prompt messages and sampling settings (``chat.rows.sample_id``); a run
   started again after a kill reads the keys of every durable shard first and requests none of
   them again, so no sample is written twice; rows an earlier run left for other prompts or
   settings (another temperature, a smaller ``max_samples``) leave the folder at finish;
-- a prompt is settled only by its own answer (``health.py``): a reject for a failure of the
+- a prompt is settled only by its own answer (``endpoint/health.py``): a reject for a failure of the
   server or the path to it is *open*, and a run that ends with open rows ends failed
   (``StageError``: how many and why, in one line); the next run in the folder sends them again
   and drops the old rows at finish. An outage (every endpoint down for ``outage_seconds``) or a
@@ -23,9 +23,10 @@ Its one unit streams the whole input through one engine (``engine.py``), so no b
 for stragglers; its Prefect flow is built from its declaration like every stage's (the driver's
 steps as the tasks ``generate-plan``, ``generate-stream``, ``generate-release``, ``generate-finish``).
 Given ``shared`` (``SharedLimits``), the run holds only its share of each endpoint's limit
-(``slots.py``); given ``preflight``, the probe runs the pre-flight suite. Both are set on the stage
-by whoever runs it (the flow's ``tasks/generate.py:prepare``), not passed as parameters: the
-parameters are the flow's form.
+(``slots.py``), set on the stage by whoever runs it (the flow's ``tasks/generate.py:prepare``), not
+passed as a parameter: the parameters are the flow's form. Given a ``target`` with a local tokenizer,
+the probe runs the pre-flight suite on each endpoint it finds up (``eagle3_core.preflight``, built
+here from the target).
 """
 
 from __future__ import annotations
@@ -36,16 +37,15 @@ from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
+from eagle3_core.chat.rows import RowRejection, normalize_prompt, sample_id
+from eagle3_core.endpoint.client import Requester, run_coroutine
+from eagle3_core.endpoint.concurrency import AimdController, Endpoint, EndpointPool, controller_for
+from eagle3_core.endpoint.health import Breaker, states
 from eagle3_core.errors import ConfigError, InputError, StageError
-from eagle3_core.generate.client import Requester
-from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool, controller_for
 from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.generate.engine import Engine, WorkItem, rejected_record, run_coroutine
-from eagle3_core.generate.health import Breaker, states
-from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
+from eagle3_core.generate.engine import Engine, WorkItem, rejected_record
 from eagle3_core.generate.keys import KeySet, key64
 from eagle3_core.generate.probe import ProbeReport, probe_endpoints, probe_tools
-from eagle3_core.generate.rows import RowRejection, normalize_prompt, sample_id
 from eagle3_core.generate.shape import check_shape
 from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
 from eagle3_core.generate.slots import SharedLimits, SlotKeeper
@@ -54,7 +54,9 @@ from eagle3_core.generate.terminal import Fanout, TerminalProgress, wants_bar
 from eagle3_core.generate.turns import TurnBook
 from eagle3_core.lifecycle import Stage, StageRun, drive
 from eagle3_core.manifest import StageManifest
+from eagle3_core.preflight.suite import generate_preflight
 from eagle3_core.progress import Reporter
+from eagle3_core.prompts.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.stage_key import config_hash as config_hash_of
 from eagle3_core.target import TargetConfig
 
@@ -73,11 +75,11 @@ class GenerateStage(Stage):
     cfg: GenerateConfig
     out_dir: str
     reporter: Reporter | None = None
-    # the pre-flight's tokenizer (a local target.path): the flow turns it into `preflight`
+    # the pre-flight's tokenizer (a local target.path), and the chat settings every request sends
     target: TargetConfig | None = None
     shared: SharedLimits | None = field(default=None, init=False)  # the endpoints' limits, shared with other runs
     # run on each endpoint the probe finds up, before the first prompt: the pre-flight suite of
-    # `eagle3 probe --recipe` (reconstruct.preflight.generate_preflight, a layer above), a line of its report back
+    # `eagle3 probe --recipe` (preflight.suite.generate_preflight), a line of its report back; built from `target`
     preflight: Callable[[GenerateConfig, str], str] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -87,6 +89,7 @@ class GenerateStage(Stage):
                 self.cfg = self.cfg.with_target(self.target)
             except ValueError as exc:
                 raise ConfigError(str(exc), fix="set them in target.chat only") from None
+        self.preflight = generate_preflight(self.target)
 
     @property
     def versions(self) -> tuple[str, ...]:
@@ -130,12 +133,11 @@ class GenerateStage(Stage):
 
 
 def run_generate(
-    cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None, preflight: Callable | None = None
+    cfg: GenerateConfig, out_dir: str | Path, reporter: Reporter | None = None, target: TargetConfig | None = None
 ) -> StageManifest:
-    """Generate every prompt of ``cfg.prompts`` into ``out_dir``; resume or skip when possible."""
-    stage = GenerateStage(cfg, out_dir, reporter)
-    stage.preflight = preflight
-    return drive(stage)
+    """Generate every prompt of ``cfg.prompts`` into ``out_dir``; resume or skip when possible. Given a
+    ``target`` (as the pipeline gives it), its chat settings are sent and its pre-flight runs."""
+    return drive(GenerateStage(cfg, out_dir, reporter, target))
 
 
 def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
@@ -239,7 +241,7 @@ class ServedRun:
         self._t_generate = time.monotonic()
 
     def _preflight(self) -> None:
-        """The pre-flight suite on each endpoint that is up (4 short requests each, ``preflight.py``)."""
+        """The pre-flight suite on each endpoint that is up (4 short requests each, ``preflight/suite.py``)."""
         if self.preflight is None:
             return
         t0 = time.monotonic()

@@ -2,7 +2,7 @@
 
 Every input row read lands in exactly one outcome: ``accepted``, ``rejected`` (final, the
 prompt's own answer settled it), ``skipped`` (a repeat of a prompt already seen in this input) or
-``open`` (not settled: a server failed it, or the run stopped before its answer; ``health.py``).
+``open`` (not settled: a server failed it, or the run stopped before its answer; ``endpoint/health.py``).
 ``open`` is what the others leave, so accepted + rejected + skipped + open == input always holds
 for the input as read this time, and a complete run has open == 0. Rows finished by an earlier,
 interrupted run count under their persisted outcome and again under ``resumed``.
@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from eagle3_core.generate.health import is_open
+from eagle3_core.endpoint.health import is_open
 from eagle3_core.rejects import Rejects
 
 RESERVOIR = 100_000
@@ -54,7 +54,7 @@ class RunStats:
         self._add_latency(record["latency_s"])
 
     def reject(self, reason: str) -> None:
-        """A reject row written: final, or open when the server failed (``health.is_open``)."""
+        """A reject row written: final, or open when the server failed (``endpoint.health.is_open``)."""
         if is_open(reason):
             self.outcomes["open"] += 1
             self.open_reasons.add(reason)

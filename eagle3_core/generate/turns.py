@@ -1,10 +1,10 @@
 """``generate.turns: all``: a conversation regenerated turn by turn, on the target's own answers.
 
 The turns: in a conversation's prompt (its messages through the last user or tool turn, as
-``rows.normalize`` gives them), every assistant turn without tool calls is written again by the
+``chat.rows.normalize`` gives them), every assistant turn without tool calls is written again by the
 target, in order, and the final answer is the last turn. Turn k is sent with the messages before
 it, where each earlier regenerated turn is the target's own answer: its content, its tool calls and
-its reasoning (under both names, as ``rows`` sends a dataset's), which the server's template keeps,
+its reasoning (under both names, as ``chat.rows`` sends a dataset's), which the server's template keeps,
 interleaves or drops as the family does (``target.history_reasoning`` declares which), so the
 prompt is what the target sees serving an agent that sends its answers back. An assistant turn
 that calls tools stays the dataset's: the tool results after it answer those calls, and no tool
@@ -12,7 +12,7 @@ can be run again here.
 
 On disk (CONTRIBUTING.md, generations/):
 - the final answer is the conversation's one accepted (or rejected) record, keyed by
-  ``rows.sample_id`` of the row's prompt with ``turns: all`` in the sampling key, so a ``last``
+  ``chat.rows.sample_id`` of the row's prompt with ``turns: all`` in the sampling key, so a ``last``
   run never takes it and it never takes a ``last`` run's; its ``messages`` hold the history the
   target wrote;
 - each earlier turn is a row of ``turns/part-*.parquet`` (the accepted columns plus
@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_core.base import stable_hash
+from eagle3_core.chat.rows import Messages, sent_messages
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.keys import key64
-from eagle3_core.generate.rows import Messages, sent_messages
 from eagle3_core.generate.shards import TURNS, ShardWriter, shard_files
 
 TURN_COLUMNS = ("conversation_id", "turn", "messages", "content", "reasoning", "tool_calls")

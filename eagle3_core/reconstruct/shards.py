@@ -21,7 +21,7 @@ from typing import Any
 from eagle3_core.contracts import generations
 from eagle3_core.errors import InputError
 from eagle3_core.fsio import atomic_path, read_json, write_json_atomic
-from eagle3_core.reconstruct.build import BatchResult, Reconstructor
+from eagle3_core.reconstruction.build import BatchResult, Reconstructor
 
 INPUT_COLUMNS = (
     "sample_id",

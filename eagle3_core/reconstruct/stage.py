@@ -29,7 +29,6 @@ from eagle3_core.errors import StageError
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import Reporter
-from eagle3_core.reconstruct.build import Reconstructor
 from eagle3_core.reconstruct.chat import recorded_chat
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.reconstruct.server_check import server_check
@@ -42,9 +41,10 @@ from eagle3_core.reconstruct.shards import (
     run_shard,
     shard_done,
 )
-from eagle3_core.reconstruct.tokenizer import TokenFacts, load_tokenizer, token_facts
+from eagle3_core.reconstruction.build import Reconstructor
 from eagle3_core.rejects import Rejects
 from eagle3_core.target import ChatSettings, TargetConfig
+from eagle3_core.tokenizer import TokenFacts, load_tokenizer, token_facts
 
 STAGE = "reconstruct"
 MANIFEST_MISMATCHES = 100  # the manifest shows the first ones; the shard stats keep them all
@@ -153,7 +153,7 @@ def _worker_context():
     if threading.active_count() == 1:
         return multiprocessing.get_context("fork")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["eagle3_core.reconstruct.build", "transformers"])
+    context.set_forkserver_preload(["eagle3_core.reconstruction.build", "transformers"])
     return context
 
 

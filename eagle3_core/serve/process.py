@@ -5,7 +5,7 @@ of its own): when this process dies, SIGKILL included, the watchdog stops the en
 process group; when the engine dies, it kills what the engine left. ``stop_engine`` is the
 orderly stop: SIGTERM to the group, SIGKILL after a grace period. The vLLM server
 (``vllm_server.VLLMServer``, for serve, the pipeline and evaluate) and the extraction engine
-(``extract.vllm_engine.VllmEngine``, for extract and online training) both start through here,
+(``engines.vllm_engine.VllmEngine``, for extract and online training) both start through here,
 and so does Prefect's ephemeral API under the CLI (``flows.cli.watch_ephemeral_api``).
 """
 

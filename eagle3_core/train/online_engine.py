@@ -1,7 +1,7 @@
 """A standing engine for train.mode online-vllm: the extraction engine behind a spool, until stopped.
 
 ``build_engine`` makes the engine of an ``OnlineVllmConfig`` (the vLLM or transformers engine of
-``eagle3_core.extract``); ``eagle3_core.spool.producer.serve`` runs it. A standing engine behind an
+``eagle3_core.engines``, extract's own); ``eagle3_core.spool.producer.serve`` runs it. A standing engine behind an
 endpoint folder::
 
     python -m eagle3_core.train.online_engine serve --spool DIR --target PATH --layers a,b,c --max-tokens N
@@ -24,20 +24,17 @@ from eagle3_core.spool.producer import serve
 def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest: int, workdir: Path):
     """The extraction engine of ``cfg`` (an ``OnlineVllmConfig``) for ``target`` (a ``TargetConfig``)
     and samples of at most ``longest`` tokens."""
-    from eagle3_core.extract.config import ExtractConfig
-
     target_path = target.require_path()
     if cfg.engine == "vllm":
-        from eagle3_core.extract.vllm_engine import VllmEngine
+        from eagle3_core.engines.vllm_engine import VllmEngine, VllmOptions
 
-        extract = ExtractConfig(
-            engine="vllm",
-            vllm_python=cfg.vllm_python,
-            vllm_kv_cache_bytes=cfg.vllm_kv_cache_bytes,
-            vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
+        options = VllmOptions(
+            python=cfg.vllm_python,
+            kv_cache_bytes=cfg.vllm_kv_cache_bytes,
+            tensor_parallel_size=cfg.vllm_tensor_parallel_size,
         )
         return VllmEngine(
-            extract,
+            options,
             target,
             layers,
             num_hidden_layers,
@@ -45,7 +42,7 @@ def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest
             workdir=workdir,
             devices=cfg.engine_devices,
         )
-    from eagle3_core.extract.hf_engine import TransformersEngine
+    from eagle3_core.engines.hf_engine import TransformersEngine
     from eagle3_core.states.target_model import load_target_model, resolve_device
 
     device = resolve_device(cfg.device)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from eagle3_core.contracts import sequences
 from eagle3_core.errors import ConfigError
-from eagle3_core.extract.storage import free_bytes, human
 from eagle3_core.progress import Reporter
 from eagle3_core.spool.folder import Spool, unit_bytes
 from eagle3_core.spool.http import is_url
+from eagle3_core.storage import free_bytes, human
 from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.inputs import TrainInputs

@@ -200,7 +200,7 @@ def offline_fits(target, sequences_dir: str | Path, hidden_dir: str | Path, head
     """(whether hidden/ fits, the storage line saying why) for every token of sequences/."""
     from eagle3_core.contracts import sequences
     from eagle3_core.contracts.target import read_target_facts
-    from eagle3_core.extract.storage import storage_line
+    from eagle3_core.storage import storage_line
 
     tokens = sequences.token_total(sequences_dir)
     line, need, free = storage_line(tokens, read_target_facts(target.require_path()).hidden_size, hidden_dir)

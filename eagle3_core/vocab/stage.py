@@ -16,8 +16,8 @@ from eagle3_core.errors import InputError
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import Reporter
-from eagle3_core.reconstruct.tokenizer import load_tokenizer, target_vocab_size, tokenizer_fingerprint
 from eagle3_core.target import TargetConfig
+from eagle3_core.tokenizer import load_tokenizer, target_vocab_size, tokenizer_fingerprint
 from eagle3_core.vocab.build import count_supervised, save, select
 from eagle3_core.vocab.config import VocabConfig
 

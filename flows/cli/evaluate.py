@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from eagle3_core.evaluate.config import EvaluateConfig
-from eagle3_core.generate.config import PromptSource
+from eagle3_core.prompts.source import PromptSource
 from eagle3_core.serve.config import ServeConfig
 from flows.cli.options import field_option, folder_option, run_stage
 

@@ -6,8 +6,9 @@ import os
 
 import click
 
-from eagle3_core.generate.config import GenerateConfig, PromptSource
+from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.terminal import PROGRESS_ENV
+from eagle3_core.prompts.source import PromptSource
 from flows.cli.options import field_option, field_options, folder_option, recipe_options, run_stage
 
 # GenerateConfig fields set as they are, each its own --option (default, help, bounds: the field's)

@@ -1,6 +1,6 @@
 """`eagle3 probe --recipe FILE --base-url URL`: the pre-flight suite of a recipe against a live server.
 
-Not a stage, so no Prefect flow: it calls ``eagle3_core.reconstruct.preflight`` directly.
+Not a stage, so no Prefect flow: it calls ``eagle3_core.preflight.suite`` directly.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def command(
     endpoint; check per case that the server's token ids equal the reconstruction of its own text."""
     from eagle3_core.config import PipelineConfig
     from eagle3_core.errors import ConfigError
-    from eagle3_core.reconstruct.preflight import preflight
+    from eagle3_core.preflight.suite import preflight
 
     config = PipelineConfig.from_yaml(recipe)
     urls = list(base_urls) or config.generate.base_urls

@@ -17,7 +17,7 @@ from eagle3_core.evaluate.heldout import load_heldout
 from eagle3_core.evaluate.online import client_config, measure
 from eagle3_core.evaluate.serving import serve_target
 from eagle3_core.evaluate.simulated import simulated_acceptance
-from eagle3_core.generate.config import PromptSource
+from eagle3_core.prompts.source import PromptSource
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.target import TargetConfig
 from tests.evaluate.trained import AUX_LAYERS, prepare_data, train_on

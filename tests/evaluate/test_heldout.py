@@ -8,7 +8,7 @@ import pytest
 
 from eagle3_core.errors import InputError
 from eagle3_core.evaluate.heldout import check_no_overlap, load_heldout
-from eagle3_core.generate.config import PromptSource
+from eagle3_core.prompts.source import PromptSource
 
 
 def write_generations(root, prompts):

@@ -20,7 +20,7 @@ from eagle3_core.evaluate.config import EvaluateConfig
 from eagle3_core.evaluate.online import client_config, measure
 from eagle3_core.evaluate.serving import aux_layers_logged, serve_target
 from eagle3_core.evaluate.stage import run_evaluate
-from eagle3_core.generate.config import PromptSource
+from eagle3_core.prompts.source import PromptSource
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.target import TargetConfig
 from tests.evaluate.models import make_export

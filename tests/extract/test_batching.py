@@ -2,7 +2,7 @@
 
 import random
 
-from eagle3_core.extract.batching import bucket_batches, padding_share
+from eagle3_core.engines.batching import bucket_batches, padding_share
 from eagle3_core.extract.plan import plan_shards
 from tests.extract.helpers import write_sequences
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from eagle3_core.engines.vllm_engine import apply_rms_norm, final_norm
 from eagle3_core.errors import ConfigError
 from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.extract.stage import run_extract
-from eagle3_core.extract.vllm_engine import apply_rms_norm, final_norm
 from eagle3_core.target import TargetConfig
 from tests.cli_helpers import RecordingReporter
 from tests.extract.helpers import read_hidden, write_sequences
@@ -158,7 +158,7 @@ def test_vllm_and_transformers_write_the_same_hidden_states(vllm_run, toy_target
 def test_code_run_inside_the_vllm_venv_imports_only_vllm_torch_safetensors_and_stdlib():
     import ast
 
-    from eagle3_core.extract.vllm_engine import SIDE
+    from eagle3_core.engines.vllm_engine import SIDE
 
     allowed = {"vllm", "torch", "safetensors", "__future__"} | set(sys.stdlib_module_names)
     for path in SIDE.glob("*.py"):

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import polars as pl
 
-from eagle3_core.generate.config import GenerateConfig, PromptSource
+from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.stage import run_generate
+from eagle3_core.prompts.source import PromptSource
 from eagle3_core.reconstruct.stage import run_reconstruct
 from eagle3_core.target import TargetConfig
 
@@ -117,7 +118,7 @@ def generate_and_rebuild(
 def probe_report(server, target: TargetConfig, max_tokens: int, **settings) -> str | Exception:
     """`eagle3 probe --recipe`'s suite (strict) against the server, as a report line or the error."""
     from eagle3_core.errors import Eagle3Error
-    from eagle3_core.reconstruct.preflight import preflight
+    from eagle3_core.preflight.suite import preflight
 
     gen = GenerateConfig(
         model=server.model, max_tokens=max_tokens, temperature=0.0, request_timeout=120, chat=target.chat, **settings
@@ -137,9 +138,9 @@ def serve_family(
     thinking off; ``budget``: the reasoning tokens before vLLM forces the close (a random model never
     writes it); ``probe_extra``: more of the probe's extra_body (a random model's answer restricted)."""
     from eagle3_core.config import PipelineConfig
-    from eagle3_core.reconstruct.tokenizer import load_tokenizer
     from eagle3_core.serve import ServeConfig, VLLMServer
     from eagle3_core.target import ChatSettings
+    from eagle3_core.tokenizer import load_tokenizer
     from eagle3_core.vocab.stage import run_vocab
     from tests.fixtures.requirements import require_vllm
     from tests.fixtures.vllm import machine_vllm_lock

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_core.reconstruct.preflight_history import check_rule
-from eagle3_core.reconstruct.tokenizer import token_facts
+from eagle3_core.preflight.history import check_rule
+from eagle3_core.tokenizer import token_facts
 from tests.families.served import (
     CHAT_ROWS,
     HISTORY_REASONING,

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_core.reconstruct.preflight_history import check_rule
-from eagle3_core.reconstruct.tokenizer import load_tokenizer, token_facts
+from eagle3_core.preflight.history import check_rule
+from eagle3_core.tokenizer import load_tokenizer, token_facts
 from tests.families.served import (
     HISTORY_REASONING,
     LOOP_REASONING,
@@ -114,11 +114,11 @@ def test_every_row_is_answered_and_trains_on_exactly_the_servers_ids(served):
 def test_the_text_rebuild_matches_the_servers_ids_where_the_models_tokens_are_canonical(served):
     """The local render of the stand-in template equals vLLM's prompt ids exactly; the completion rebuilt
     from the server's text equals its ids wherever those are the tokenizer's own reading of their text.
-    A random model also writes ids that are not: another split of the same text (``preflight._same_text``)
+    A random model also writes ids that are not: another split of the same text (``preflight.suite._same_text``)
     or a CJK compatibility ideograph (U+F90C, id 148668) that Qwen's NFC normaliser reads back as another
     character (U+5948, id 102641); there the rebuild is the tokenizer's reading of the server's text."""
-    from eagle3_core.reconstruct.build import Reconstructor
     from eagle3_core.reconstruct.config import ReconstructConfig
+    from eagle3_core.reconstruction.build import Reconstructor
 
     tok, facts = served.tokenizer, token_facts(served.tokenizer, served.target, served.target.path)
     for run in (served.thinking, served.chat):

@@ -10,7 +10,7 @@ import pytest
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
 from eagle3_core.reconstruct.recipes import bundled_families
-from eagle3_core.reconstruct.tokenizer import load_tokenizer, token_facts
+from eagle3_core.tokenizer import load_tokenizer, token_facts
 from tests.families.real_vocabularies import build_tokenizer_folder, vocabulary
 
 FOLDERS = ("qwen3", "gpt_oss", "llama3")

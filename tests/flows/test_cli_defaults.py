@@ -8,7 +8,8 @@ import pytest
 
 from eagle3_core.evaluate.config import EvaluateConfig
 from eagle3_core.extract.config import ExtractConfig
-from eagle3_core.generate.config import GenerateConfig, PromptSource
+from eagle3_core.generate.config import GenerateConfig
+from eagle3_core.prompts.source import PromptSource
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.target import TargetConfig

@@ -38,7 +38,7 @@ def test_a_stage_whose_inputs_were_never_made_is_blocked_not_run_and_fails_the_f
 
 def test_a_failed_stage_fails_the_run_with_the_stages_own_error(prefect_api, config, tmp_path):
     from eagle3_core.errors import InputError
-    from eagle3_core.generate.config import PromptSource
+    from eagle3_core.prompts.source import PromptSource
 
     config.stages = ["generate"]  # prompts that are not there: the generate stage refuses, in its own words
     config.generate = config.generate.model_copy(

@@ -8,7 +8,8 @@ from typing import Any
 
 import polars as pl
 
-from eagle3_core.generate.config import GenerateConfig, PromptSource
+from eagle3_core.generate.config import GenerateConfig
+from eagle3_core.prompts.source import PromptSource
 
 
 def write_jsonl(path: Path, rows: list[Any]) -> Path:

@@ -104,8 +104,8 @@ def test_a_truncated_part_of_its_own_folder_is_named_on_resume_and_no_part_chang
 def test_a_torn_parquet_prompts_file_is_one_error_naming_it(tmp_path):
     import polars as pl
 
-    from eagle3_core.generate.config import PromptSource
-    from eagle3_core.generate.inputs import count_rows, iter_rows
+    from eagle3_core.prompts.inputs import count_rows, iter_rows
+    from eagle3_core.prompts.source import PromptSource
 
     pl.DataFrame(prompts(5)).write_parquet(tmp_path / "a.parquet")
     pl.DataFrame(prompts(5, "R")).write_parquet(tmp_path / "b.parquet")

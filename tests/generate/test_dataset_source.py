@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from eagle3_core.errors import InputError
-from eagle3_core.generate.config import GenerateConfig, PromptSource
+from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.stage import run_generate, stage_keys
 from eagle3_core.manifest import read_manifest
+from eagle3_core.prompts.source import PromptSource
 from tests.generate.helpers import Recorder, accepted, config, prompts, rejected, write_jsonl
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from eagle3_core.endpoint.client import PROBE_MESSAGES
 from eagle3_core.errors import EndpointError
-from eagle3_core.generate.client import PROBE_MESSAGES
 from eagle3_core.generate.stage import run_generate
 from tests.generate.helpers import Recorder, accepted, config, prompts, rejected, write_jsonl
 

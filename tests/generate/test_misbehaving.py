@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from eagle3_core.endpoint.health import SharedFailure
 from eagle3_core.errors import EndpointError, StageError
-from eagle3_core.generate.health import SharedFailure
 from eagle3_core.generate.stage import run_generate
 from eagle3_core.manifest import read_manifest
 from tests.generate.helpers import accepted, config, prompts, rejected, write_jsonl

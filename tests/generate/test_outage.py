@@ -3,8 +3,8 @@ outage of every endpoint stops the run, and whatever a server failed stays open 
 
 import pytest
 
+from eagle3_core.endpoint.health import REASONS, Breaker, Outage, is_open, refused_everywhere
 from eagle3_core.errors import StageError
-from eagle3_core.generate.health import REASONS, Breaker, Outage, is_open, refused_everywhere
 from eagle3_core.generate.stage import run_generate
 from eagle3_core.manifest import read_manifest
 from tests.fixtures.prefect_server import free_port

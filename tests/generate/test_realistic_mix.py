@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3_core.generate.health import SharedFailure
+from eagle3_core.endpoint.health import SharedFailure
 from eagle3_core.generate.stage import run_generate
 from tests.fixtures.fake_server import Mix
 from tests.generate.helpers import accepted, config, rejected, write_jsonl

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from eagle3_core.chat.rows import sample_id
 from eagle3_core.config import PipelineConfig
-from eagle3_core.generate.client import request_body
+from eagle3_core.endpoint.client import request_body
 from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.generate.rows import sample_id
 from eagle3_core.generate.stage import run_generate
 from eagle3_core.target import ChatSettings
 from tests.generate.helpers import accepted, config, prompts, write_jsonl

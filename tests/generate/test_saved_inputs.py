@@ -5,9 +5,9 @@ import polars as pl
 import pytest
 
 from eagle3_core.errors import InputError
-from eagle3_core.generate.config import PromptSource
-from eagle3_core.generate.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.generate.stage import run_generate
+from eagle3_core.prompts.inputs import count_rows, fingerprint, iter_rows
+from eagle3_core.prompts.source import PromptSource
 from tests.generate.helpers import config, prompts, write_jsonl
 
 

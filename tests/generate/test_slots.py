@@ -121,7 +121,7 @@ def test_a_run_interrupted_mid_stream_gives_every_lease_back(tmp_path, fake_serv
 
 
 def test_a_retry_waiting_out_its_backoff_holds_no_slot(tmp_path, fake_server, monkeypatch):
-    from eagle3_core.generate.client import Requester
+    from eagle3_core.endpoint.client import Requester
 
     monkeypatch.setattr(Requester, "wait_before", lambda self, attempt: 3.0)
     fake_server.inject("503", times=1, match="Q0")
@@ -136,7 +136,7 @@ def test_a_retry_waiting_out_its_backoff_holds_no_slot(tmp_path, fake_server, mo
 def test_a_run_that_gets_no_slot_says_so_with_the_fix():
     import asyncio
 
-    from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool
+    from eagle3_core.endpoint.concurrency import AimdController, Endpoint, EndpointPool
     from eagle3_core.generate.slots import SlotKeeper
 
     shared = MemoryLimits(4)

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from eagle3_core.config import PipelineConfig
-from eagle3_core.generate.client import PROBE_MESSAGES
+from eagle3_core.endpoint.client import PROBE_MESSAGES
 from eagle3_core.generate.stage import run_generate
 from tests.generate.helpers import Recorder, accepted, config, prompts, rejected, write_jsonl
 

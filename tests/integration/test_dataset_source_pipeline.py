@@ -8,8 +8,8 @@ own answers, reconstruct rebuilds them on the text path and says so in its count
 from pathlib import Path
 
 from eagle3_core.config import PipelineConfig
-from eagle3_core.generate.config import PromptSource
 from eagle3_core.manifest import read_manifest
+from eagle3_core.prompts.source import PromptSource
 from flows.pipeline import pipeline
 
 TOY_RECIPE = Path(__file__).resolve().parents[2] / "configs" / "toy.yaml"

@@ -10,8 +10,8 @@ import json
 import polars as pl
 import pytest
 
-from eagle3_core.generate.config import PromptSource
 from eagle3_core.generate.stage import run_generate
+from eagle3_core.prompts.source import PromptSource
 from eagle3_core.toy.build import TRAIN_PROMPTS
 from eagle3_core.toy.corpus import parse_answer
 from tests.generate.helpers import toy_vllm_config
@@ -69,7 +69,7 @@ def test_the_pre_flight_check_passes_for_the_toy_recipe_and_catches_a_wrong_temp
 
     from eagle3_core.config import PipelineConfig
     from eagle3_core.errors import EndpointError
-    from eagle3_core.reconstruct.preflight import preflight
+    from eagle3_core.preflight.suite import preflight
     from tests.fixtures.toy import toy_recipe
 
     recipe = PipelineConfig.model_validate(toy_recipe())
@@ -131,7 +131,7 @@ def test_the_probe_sees_the_served_templates_history_rule_and_names_the_field(to
     otherwise is one error naming target.history_reasoning and the value the server's prompt ids show."""
     from eagle3_core.config import PipelineConfig
     from eagle3_core.errors import EndpointError
-    from eagle3_core.reconstruct.preflight import preflight
+    from eagle3_core.preflight.suite import preflight
     from tests.fixtures.toy import toy_recipe
 
     recipe = PipelineConfig.model_validate(toy_recipe())

@@ -16,7 +16,6 @@ import polars as pl
 import pytest
 
 from eagle3_core.generate.stage import run_generate
-from eagle3_core.reconstruct.preflight import generate_preflight
 from eagle3_core.toy.build import TRAIN_PROMPTS
 from eagle3_core.toy.conversations import FOREIGN_ANSWER, toy_conversations
 from tests.generate.helpers import toy_vllm_config
@@ -45,13 +44,13 @@ def generated(toy_vllm, tmp_path_factory):
     # the chat settings as the pipeline sends them
     cfg = toy_vllm_config(toy_vllm, src, turns="all", chat=toy_recipe().target.chat, concurrency=4)
     target = toy_recipe().target.model_copy(update={"path": str(toy_vllm.path)})
-    manifest = run_generate(cfg, work / "gen", preflight=generate_preflight(target))  # as the pipeline runs it
+    manifest = run_generate(cfg, work / "gen", target=target)  # as the pipeline runs it, pre-flight included
     read = lambda kind: pl.concat([pl.read_parquet(f) for f in sorted((work / "gen" / kind).glob("*.parquet"))])  # noqa: E731
     return manifest, read("accepted"), read("turns"), work
 
 
 def test_every_turn_is_regenerated_on_the_targets_own_earlier_answers(generated, toy_target):
-    from eagle3_core.reconstruct.tokenizer import load_tokenizer
+    from eagle3_core.tokenizer import load_tokenizer
 
     manifest, finals, turns, _ = generated
     think_close = load_tokenizer(str(toy_target)).convert_tokens_to_ids("</think>")
@@ -101,7 +100,7 @@ def test_the_sequence_trains_on_the_last_turns_ids_with_the_history_masked(gener
 
 def test_a_supervised_history_trains_on_exactly_the_earlier_turns_own_ids(generated, toy_target):
     from eagle3_core.reconstruct.stage import run_reconstruct
-    from eagle3_core.reconstruct.tokenizer import load_tokenizer
+    from eagle3_core.tokenizer import load_tokenizer
 
     _, finals, turns, work = generated
     recipe = toy_recipe()

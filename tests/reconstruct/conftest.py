@@ -47,7 +47,7 @@ def family_dirs(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def family_tokenizers(family_dirs):
     """family name -> the loaded transformers tokenizer."""
-    from eagle3_core.reconstruct.tokenizer import load_tokenizer
+    from eagle3_core.tokenizer import load_tokenizer
 
     built = _Built(lambda name: load_tokenizer(family_dirs[name]))
     for name in FAMILIES:  # loaded before any test runs the CLI: transformers' load-time warnings go to the

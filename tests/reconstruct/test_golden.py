@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_core.reconstruct.build import Reconstructor
 from eagle3_core.reconstruct.config import ReconstructConfig
-from eagle3_core.reconstruct.tokenizer import token_facts
+from eagle3_core.reconstruction.build import Reconstructor
 from eagle3_core.target import ChatSettings, TargetConfig
+from eagle3_core.tokenizer import token_facts
 from tests.reconstruct.families import FAMILIES
 from tests.reconstruct.records import record
 

@@ -15,11 +15,11 @@ import pytest
 
 from eagle3_core.errors import ConfigError
 from eagle3_core.manifest import StageManifest, write_manifest
-from eagle3_core.reconstruct.build import Reconstructor
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.reconstruct.stage import run_reconstruct
-from eagle3_core.reconstruct.tokenizer import token_facts
+from eagle3_core.reconstruction.build import Reconstructor
 from eagle3_core.target import TargetConfig
+from eagle3_core.tokenizer import token_facts
 from tests.reconstruct.conftest import ALL_FAMILIES
 from tests.reconstruct.records import record, write_generations
 

@@ -32,10 +32,11 @@ import polars as pl
 import pytest
 
 from eagle3_core.config import PipelineConfig
-from eagle3_core.generate.config import GenerateConfig, PromptSource
+from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.stage import run_generate
+from eagle3_core.prompts.source import PromptSource
 from eagle3_core.reconstruct.stage import run_reconstruct
-from eagle3_core.reconstruct.tokenizer import load_tokenizer
+from eagle3_core.tokenizer import load_tokenizer
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from eagle3_core.generate.rows import stored_messages
-from eagle3_core.reconstruct.build import Reconstructor
+from eagle3_core.chat.rows import stored_messages
 from eagle3_core.reconstruct.config import ReconstructConfig
-from eagle3_core.reconstruct.tokenizer import token_facts
+from eagle3_core.reconstruction.build import Reconstructor
 from eagle3_core.target import ChatSettings, TargetConfig
+from eagle3_core.tokenizer import token_facts
 from tests.reconstruct.families_more import MORE_FAMILIES
 from tests.reconstruct.records import record
 

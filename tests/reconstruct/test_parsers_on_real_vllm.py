@@ -13,8 +13,8 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from eagle3_core.generate.config import PromptSource
 from eagle3_core.generate.stage import run_generate
+from eagle3_core.prompts.source import PromptSource
 from eagle3_core.reconstruct.stage import run_reconstruct
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]

@@ -7,8 +7,8 @@ import json
 import pytest
 import yaml
 
-from eagle3_core.reconstruct.preflight import SUITE
-from eagle3_core.reconstruct.preflight_history import HISTORY_CASES
+from eagle3_core.preflight.history import HISTORY_CASES
+from eagle3_core.preflight.suite import SUITE
 from tests.cli_helpers import cli_error
 from tests.fixtures.fake_answers import FamilyTokens
 from tests.reconstruct.families import FAMILIES
@@ -168,19 +168,16 @@ def test_a_two_turn_history_the_server_renders_otherwise_is_caught_in_its_own_ca
 
 
 def generate_with_preflight(tmp_path, family_dirs, server, **chat):
-    """A generate run whose probe runs the pre-flight suite (as the pipeline and `--recipe` give it)."""
+    """A generate run given its target, as the pipeline and `--recipe` give it: the stage builds its pre-flight
+    from the target's local tokenizer, and its probe runs it."""
     from eagle3_core.generate.stage import run_generate
-    from eagle3_core.reconstruct.preflight import generate_preflight
     from eagle3_core.target import ChatSettings, TargetConfig
     from tests.generate.helpers import config, prompts, write_jsonl
 
     settings = ChatSettings(**chat)
     target = TargetConfig(**FAMILIES["kimi_k2_5"].target | {"path": str(family_dirs["kimi_k2_5"]), "chat": settings})
     src = write_jsonl(tmp_path / "in.jsonl", prompts(3))
-    manifest = run_generate(
-        config(src, [server.url], chat=settings), tmp_path / "out", preflight=generate_preflight(target)
-    )
-    return manifest
+    return run_generate(config(src, [server.url], chat=settings), tmp_path / "out", target=target)
 
 
 def suite_requests(server) -> list[dict]:
@@ -212,7 +209,7 @@ def test_a_difference_found_by_generates_pre_flight_is_a_warning_naming_the_sett
 
 
 def test_generate_runs_no_pre_flight_without_a_local_tokenizer():
-    from eagle3_core.reconstruct.preflight import generate_preflight
+    from eagle3_core.preflight.suite import generate_preflight
     from eagle3_core.target import TargetConfig
 
     assert generate_preflight(None) is None and generate_preflight(TargetConfig(path=None)) is None
@@ -221,7 +218,7 @@ def test_generate_runs_no_pre_flight_without_a_local_tokenizer():
 def test_ids_that_spell_the_same_text_in_another_split_are_a_note_not_a_recipe_error(family_tokenizers):
     """A model (random, or sampling) may write ' Nou' 'present' where the tokenizer splits ' N' 'oup'
     'resent': no setting causes it, so the pre-flight says so instead of blaming skip_special_tokens."""
-    from eagle3_core.reconstruct.preflight import _same_text
+    from eagle3_core.preflight.suite import _same_text
 
     tok = family_tokenizers["deepseek_v4"]  # DeepSeek-V4's real BPE
     text = " unbelievable"
@@ -234,7 +231,7 @@ def test_ids_that_spell_the_same_text_in_another_split_are_a_note_not_a_recipe_e
 
 
 def test_a_split_of_as_many_tokens_is_a_split_and_a_lost_special_token_is_not(family_tokenizers):
-    from eagle3_core.reconstruct.preflight import _same_text
+    from eagle3_core.preflight.suite import _same_text
 
     tok = family_tokenizers["deepseek_v4"]
     one = [i for piece in (" un", "believable") for i in tok.encode(piece, add_special_tokens=False)]

@@ -3,7 +3,7 @@
 import pytest
 
 from eagle3_core.errors import EndpointError
-from eagle3_core.reconstruct.preflight_history import check_rule, rule_seen
+from eagle3_core.preflight.history import check_rule, rule_seen
 
 
 @pytest.mark.parametrize(

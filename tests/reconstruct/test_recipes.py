@@ -7,7 +7,7 @@ import pytest
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
 from eagle3_core.reconstruct.recipes import bundled_families, target_from_recipe
-from eagle3_core.reconstruct.tokenizer import token_facts
+from eagle3_core.tokenizer import token_facts
 from tests.families.real_vocabularies import TEXTS_ONLY
 
 

@@ -15,9 +15,9 @@ import shutil
 import httpx
 import pytest
 
-from eagle3_core.generate.rows import sent_messages, stored_messages
-from eagle3_core.reconstruct.render import server_messages
-from eagle3_core.reconstruct.tokenizer import load_tokenizer
+from eagle3_core.chat.render import server_messages
+from eagle3_core.chat.rows import sent_messages, stored_messages
+from eagle3_core.tokenizer import load_tokenizer
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 

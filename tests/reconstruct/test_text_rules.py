@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from eagle3_core.errors import ConfigError
-from eagle3_core.reconstruct.build import Reconstructor
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.reconstruct.recipes import bundled_families
-from eagle3_core.reconstruct.tokenizer import token_facts
+from eagle3_core.reconstruction.build import Reconstructor
 from eagle3_core.target import ChatSettings, TargetConfig
+from eagle3_core.tokenizer import token_facts
 from tests.families.real_vocabularies import TEXTS_ONLY
 from tests.reconstruct.conftest import ALL_FAMILIES
 from tests.reconstruct.records import record

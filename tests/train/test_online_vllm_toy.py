@@ -24,7 +24,7 @@ SAMPLES, DRAFT_VOCAB, STEPS = 48, 64, 6
 @pytest.mark.deepspeed
 @pytest.mark.timeout(2400)  # may wait for another session's vLLM
 def test_online_vllm_and_offline_training_give_the_same_per_step_losses(toy_target, tmp_path, monkeypatch):
-    from eagle3_core.extract.vllm_engine import vllm_python
+    from eagle3_core.engines.vllm_engine import vllm_python
 
     try:
         vllm_python(None)

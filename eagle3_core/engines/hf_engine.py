@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from eagle3_core.extract.batching import Batch, bucket_batches
+from eagle3_core.engines.batching import Batch, bucket_batches
 
 if TYPE_CHECKING:
     import torch

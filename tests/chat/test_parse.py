@@ -2,7 +2,7 @@
 
 import pytest
 
-from eagle3_core.generate.parse import (
+from eagle3_core.chat.parse import (
     MalformedBody,
     parse_completion,
     reasoning_layout,

@@ -55,7 +55,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from eagle3_core.reconstruct.tokenizer import TokenFacts
+from eagle3_core.tokenizer import TokenFacts
 
 # The forced think-open sits at the very end of the generation prompt, followed at most by
 # a newline token or two (R1: `<think>`, `\n`); looking further back could pick up a

@@ -2,7 +2,7 @@
 
 A server may echo the key (a gateway's 401 page quoting the ``Authorization`` header). Every
 server text eagle3 keeps or prints passes through ``redact`` where it enters (``client.py``,
-``probe.py``), so reject details, error lines, logs, artifacts and the Prefect database never
+generate's ``probe.py``), so reject details, error lines, logs, artifacts and the Prefect database never
 hold it. Keys shorter than ``MIN_SECRET`` (``EMPTY``, a placeholder) are not secrets, and
 replacing them would garble ordinary words.
 """

@@ -25,11 +25,12 @@ import os
 import shutil
 import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eagle3_core.engines.batching import Batch
 from eagle3_core.errors import ConfigError, StageError
-from eagle3_core.extract.batching import Batch
 from eagle3_core.serve.locate import vllm_python
 from eagle3_core.serve.process import start_engine
 
@@ -75,6 +76,17 @@ def apply_rms_norm(x: "torch.Tensor", weight: "torch.Tensor", eps: float) -> "to
     return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
 
+@dataclass(frozen=True)
+class VllmOptions:
+    """How the worker's vLLM starts: extract's ``vllm_*`` fields (``ExtractConfig.vllm_options``), or
+    online training's (``train.online_engine``)."""
+
+    python: str | None = None  # the vLLM environment's Python; None = located (serve.locate)
+    kv_cache_bytes: int | None = None
+    tensor_parallel_size: int = 1
+    max_model_len: int | None = None  # None = the longest sample + 1
+
+
 class VllmEngine:
     """Same interface as TransformersEngine: ``plan``, ``forward``, ``close``."""
 
@@ -82,7 +94,7 @@ class VllmEngine:
 
     def __init__(
         self,
-        cfg,
+        options: VllmOptions,
         target,
         layers: list[int],
         num_hidden_layers: int,
@@ -91,17 +103,17 @@ class VllmEngine:
         devices: str | None = None,
     ) -> None:
         self.layers, self.num_hidden_layers = list(layers), num_hidden_layers
-        self.max_model_len = cfg.vllm_max_model_len or max(max_model_len, 16)
+        self.max_model_len = options.max_model_len or max(max_model_len, 16)
         self.norm_weight, self.eps = final_norm(target.require_path())
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / "worker.log"
         self.devices = devices  # CUDA_VISIBLE_DEVICES of the worker (online training keeps it off the trainer's)
-        self.proc = self._start(cfg, target)
+        self.proc = self._start(options, target)
         self.startup_s = self._await_ready()
 
-    def _start(self, cfg, target) -> subprocess.Popen:
-        python = vllm_python(cfg.vllm_python)
+    def _start(self, options: VllmOptions, target) -> subprocess.Popen:
+        python = vllm_python(options.python)
         max_len = self.max_model_len
         command = [
             str(python),
@@ -115,10 +127,10 @@ class VllmEngine:
             "--max-model-len",
             str(max_len),
             "--tensor-parallel-size",
-            str(cfg.vllm_tensor_parallel_size),
+            str(options.tensor_parallel_size),
         ]
-        if cfg.vllm_kv_cache_bytes:
-            command += ["--kv-cache-bytes", str(cfg.vllm_kv_cache_bytes)]
+        if options.kv_cache_bytes:
+            command += ["--kv-cache-bytes", str(options.kv_cache_bytes)]
         if target.trust_remote_code:
             command.append("--trust-remote-code")
         env = {

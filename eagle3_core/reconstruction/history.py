@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eagle3_core.reconstruct.tokenizer import encode_batch
+from eagle3_core.tokenizer import encode_batch
 
 
 def history_spans(

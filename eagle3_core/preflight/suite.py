@@ -26,9 +26,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from eagle3_core.endpoint.config import RequestConfig
 from eagle3_core.errors import Eagle3Error, EndpointError
-from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.reconstruct.preflight_history import ADD_TOOL, CALL
+from eagle3_core.preflight.history import ADD_TOOL, CALL
 from eagle3_core.target import TargetConfig
 
 QUESTION = {"role": "user", "content": "What is 17 + 25? Think it through, then answer."}
@@ -78,13 +78,13 @@ class PreflightReport:
 
 
 def preflight(
-    target: TargetConfig, gen: GenerateConfig, url: str, max_tokens: int | None = None, strict: bool = False
+    target: TargetConfig, gen: RequestConfig, url: str, max_tokens: int | None = None, strict: bool = False
 ) -> PreflightReport:
     """Run ``SUITE`` and the history cases against ``url``; the report when every case agrees, else
     ``EndpointError``. ``max_tokens`` defaults to the run's own ``generate.max_tokens``: the room the
     run gives. ``strict`` (``eagle3 probe``): a server that refuses tools is an error naming the
     recipe's tool parser, not a skipped case (generate's own probe stops on it when rows carry tools)."""
-    from eagle3_core.reconstruct.tokenizer import load_tokenizer, token_facts
+    from eagle3_core.tokenizer import load_tokenizer, token_facts
 
     tokenizer = load_tokenizer(target.require_path(), target.trust_remote_code)
     facts = token_facts(tokenizer, target, target.path)
@@ -115,11 +115,11 @@ def _tools_refused(target: TargetConfig, url: str, name: str, strict: bool) -> C
     )
 
 
-def _history(tokenizer: Any, target: TargetConfig, gen: GenerateConfig, url: str, strict: bool) -> CaseResult:
+def _history(tokenizer: Any, target: TargetConfig, gen: RequestConfig, url: str, strict: bool) -> CaseResult:
     """What the served template does with earlier reasoning, against ``target.history_reasoning``
-    (``preflight_history.py``): two requests of one completion token, only their prompt ids read."""
-    from eagle3_core.generate.parse import parse_completion
-    from eagle3_core.reconstruct.preflight_history import HISTORY_CASES, check_rule, rendered
+    (``history.py``): two requests of one completion token, only their prompt ids read."""
+    from eagle3_core.chat.parse import parse_completion
+    from eagle3_core.preflight.history import HISTORY_CASES, check_rule, rendered
 
     seen: dict[str, bool | None] = {}
     for name, (messages, tools, text) in HISTORY_CASES.items():
@@ -142,7 +142,7 @@ def generate_preflight(target: TargetConfig | None):
     if target is None or not target.path:
         return None
 
-    def check(gen: GenerateConfig, url: str) -> str:
+    def check(gen: RequestConfig, url: str) -> str:
         try:
             return preflight(target, gen, url).line()
         except Eagle3Error as exc:
@@ -154,8 +154,8 @@ def generate_preflight(target: TargetConfig | None):
 
 def _record(url: str, name: str, messages: list[dict], tools: list[dict] | None, body: dict) -> tuple[dict, str]:
     """The generation record generate would write for this answer, and its id layout."""
-    from eagle3_core.generate.parse import parse_completion
-    from eagle3_core.generate.rows import stored_messages
+    from eagle3_core.chat.parse import parse_completion
+    from eagle3_core.chat.rows import stored_messages
 
     completion = parse_completion(body)
     if completion.completion_token_ids is None:
@@ -179,16 +179,16 @@ def _record(url: str, name: str, messages: list[dict], tools: list[dict] | None,
 
 
 def _ask(
-    gen: GenerateConfig, url: str, max_tokens: int, messages: list[dict], tools: list[dict] | None, optional: bool
+    gen: RequestConfig, url: str, max_tokens: int, messages: list[dict], tools: list[dict] | None, optional: bool
 ) -> tuple[str, dict] | None:
-    from eagle3_core.generate.client import request_body
-    from eagle3_core.generate.probe import _chat, _list_models, probe_client
+    from eagle3_core.endpoint.checks import chat, list_models, probe_client
+    from eagle3_core.endpoint.client import request_body
 
     with probe_client(gen, timeout=300.0) as http:
-        model = gen.model or (_list_models(http, url, gen.api_key_env) or [None])[0]
+        model = gen.model or (list_models(http, url, gen.api_key_env) or [None])[0]
         try:
             body = request_body(gen, model, messages, max_tokens, tools=tools)
-            return model, _chat(http, url, body, gen.api_key_env)
+            return model, chat(http, url, body, gen.api_key_env)
         except EndpointError as exc:
             if optional and "answered HTTP 4" in str(exc):
                 return None
@@ -197,11 +197,9 @@ def _ask(
 
 def _check(tokenizer: Any, facts: Any, target: TargetConfig, record: dict, url: str, name: str) -> CaseResult:
     """Rebuild the record from its text and compare with the server's ids; EndpointError on a difference."""
-    from eagle3_core.reconstruct.build import Reconstructor
-    from eagle3_core.reconstruct.config import ReconstructConfig
+    from eagle3_core.reconstruction.build import Reconstructor, TextPath
 
-    cfg = ReconstructConfig(prefer="text", max_length=1 << 30)
-    result = Reconstructor(tokenizer, facts, cfg, target.chat, target).run([record])
+    result = Reconstructor(tokenizer, facts, TextPath(), target.chat, target).run([record])
     if result.rejects:
         reject = result.rejects[0]
         raise EndpointError(

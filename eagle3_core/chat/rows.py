@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eagle3_core.base import stable_hash
-from eagle3_core.generate.inputs import BAD_LINE
+from eagle3_core.prompts.inputs import BAD_LINE
 
 SHAREGPT_ROLES = {
     "human": "user",

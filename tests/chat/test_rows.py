@@ -2,7 +2,7 @@
 
 import pytest
 
-from eagle3_core.generate.rows import RowRejection, normalize, sample_id, sent_messages, stored_messages
+from eagle3_core.chat.rows import RowRejection, normalize, sample_id, sent_messages, stored_messages
 
 
 def test_prompt_string_becomes_one_user_turn():

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_core.errors import InputError
-from eagle3_core.generate.config import PromptSource
+from eagle3_core.prompts.source import PromptSource
 
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
 METADATA_FILES = {"state.json", "dataset_info.json", "dataset_dict.json"}  # what save_to_disk writes beside the data

@@ -2,7 +2,7 @@
 
 import asyncio
 
-from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool
+from eagle3_core.endpoint.concurrency import AimdController, Endpoint, EndpointPool
 
 
 def test_fixed_concurrency_never_moves():

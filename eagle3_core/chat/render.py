@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from eagle3_core.generate.rows import Messages, sent_messages
+from eagle3_core.chat.rows import Messages, sent_messages
 
 
 def server_messages(stored: list[dict[str, Any]]) -> Messages:

@@ -1,6 +1,6 @@
 """Runs vLLM offline over token-id prompts and reports where each request's states were written.
 
-Started by eagle3 (eagle3_core/extract/vllm_engine.py) with the vLLM venv's Python and this
+Started by eagle3 (eagle3_core/engines/vllm_engine.py) with the vLLM venv's Python and this
 folder on PYTHONPATH. Protocol, one JSON object a line on the original stdout (vLLM's own
 output goes to stderr):
 

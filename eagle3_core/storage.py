@@ -2,6 +2,8 @@
 
 A token's bytes are the hidden contract's (``contracts.hidden.token_bytes``: 4·H·2 of states,
 32 KiB at H = 4096, 56 KiB at Kimi-K2.5's H = 7168, plus 5 of ids and mask).
+Below both stages that read it: extract says it before its run and refuses what cannot fit; train's
+mode auto reads the same figure to choose offline or online, and online training its free space.
 """
 
 from __future__ import annotations

@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol
 
-from eagle3_core.reconstruct.config import ReconstructConfig
-from eagle3_core.reconstruct.history import history_spans, supervised
-from eagle3_core.reconstruct.layout import (
+from eagle3_core.chat.render import server_messages
+from eagle3_core.reconstruction.history import history_spans, supervised
+from eagle3_core.reconstruction.layout import (
     Sequence,
     ThinkMarks,
     first_difference,
@@ -30,10 +30,9 @@ from eagle3_core.reconstruct.layout import (
     think_closed_in_prompt,
     think_marks,
 )
-from eagle3_core.reconstruct.render import server_messages
-from eagle3_core.reconstruct.text_rules import server_ids_missing, server_renders_prompt, undecidable
-from eagle3_core.reconstruct.tokenizer import TokenFacts, encode_batch
+from eagle3_core.reconstruction.text_rules import server_ids_missing, server_renders_prompt, undecidable
 from eagle3_core.target import ChatSettings, TargetConfig
+from eagle3_core.tokenizer import TokenFacts, encode_batch
 
 # How many ids around a mismatch are kept to show what differs.
 MISMATCH_CONTEXT = 4
@@ -84,6 +83,24 @@ class _Prepared:
         return self.record.get("completion_token_ids") is not None and self.record.get("prompt_token_ids") is not None
 
 
+class Limits(Protocol):
+    """What the Reconstructor reads of its settings: reconstruct's ``ReconstructConfig`` is one, the
+    pre-flight's ``TextPath`` another."""
+
+    max_length: int
+    overlong: Literal["truncate", "drop"]
+    prefer: Literal["server", "text"]
+
+
+@dataclass(frozen=True)
+class TextPath:
+    """Settings that rebuild every record from its text, whatever its length: the pre-flight's check."""
+
+    max_length: int = 1 << 30
+    overlong: Literal["truncate", "drop"] = "truncate"
+    prefer: Literal["server", "text"] = "text"
+
+
 class Reconstructor:
     """Holds the tokenizer, the verified token facts, the chat settings the server used and the
     recipe's text rules; turns record batches into rows."""
@@ -92,7 +109,7 @@ class Reconstructor:
         self,
         tokenizer: Any,
         facts: TokenFacts,
-        cfg: ReconstructConfig,
+        cfg: Limits,
         chat: ChatSettings | None = None,
         target: TargetConfig | None = None,
     ) -> None:

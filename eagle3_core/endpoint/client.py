@@ -41,17 +41,21 @@ that took a third of the profiled time.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import math
 import os
 import random
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
-from eagle3_core.generate.concurrency import Endpoint, EndpointPool
-from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.generate.health import (
+from eagle3_core.chat.parse import Completion, MalformedBody, parse_completion
+from eagle3_core.endpoint.concurrency import Endpoint, EndpointPool
+from eagle3_core.endpoint.config import RequestConfig
+from eagle3_core.endpoint.health import (
     ACCESS_STATUS,
     OVERDUE_FACTOR,
     Breaker,
@@ -60,8 +64,7 @@ from eagle3_core.generate.health import (
     is_open,
     overdue_after,
 )
-from eagle3_core.generate.parse import Completion, MalformedBody, parse_completion
-from eagle3_core.generate.redact import redact, secret_of
+from eagle3_core.endpoint.redact import redact, secret_of
 
 CONNECTIONS_PER_CLIENT = 8
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -105,7 +108,7 @@ class Answer:
     latency_s: float  # of the successful attempt
 
 
-def build_clients(url: str, cfg: GenerateConfig, max_connections: int) -> list:
+def build_clients(url: str, cfg: RequestConfig, max_connections: int) -> list:
     """AsyncOpenAI clients for one endpoint, ``CONNECTIONS_PER_CLIENT`` connections each; our
     retries replace the client's own."""
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
@@ -137,7 +140,7 @@ def _http_module():
 
 
 def request_body(
-    cfg: GenerateConfig,
+    cfg: RequestConfig,
     model: str,
     messages: list[dict],
     max_tokens: int | None = None,
@@ -195,7 +198,7 @@ async def post_chat(endpoint: Endpoint, payload: bytes) -> dict:
         raise Transient("not_json", f"the response is not JSON: {_short(text)}") from None
 
 
-def open_clients(endpoint: Endpoint, cfg: GenerateConfig) -> None:
+def open_clients(endpoint: Endpoint, cfg: RequestConfig) -> None:
     """Give ``endpoint`` its clients for the running event loop (they cannot outlive it)."""
     endpoint.clients = build_clients(endpoint.url, cfg, endpoint.controller.max)
     endpoint.client_load = [0] * len(endpoint.clients)
@@ -207,7 +210,7 @@ async def close_clients(endpoint: Endpoint) -> None:
 
 
 async def answer_all(
-    cfg: GenerateConfig,
+    cfg: RequestConfig,
     model: str,
     base_url: str,
     prompts: list[list[dict]],
@@ -217,7 +220,7 @@ async def answer_all(
     ``cfg.concurrency`` in flight; a prompt that fails for good comes back as its exception.
     ``on_answer()`` is called as each prompt settles, answered or failed. For callers that want
     answers, not a dataset (evaluation)."""
-    from eagle3_core.generate.concurrency import controller_for
+    from eagle3_core.endpoint.concurrency import controller_for
 
     # a breaker that never opens: no outage watcher runs here, so each prompt's retries decide
     endpoint = Endpoint(
@@ -250,7 +253,7 @@ class Requester:
 
     def __init__(
         self,
-        cfg: GenerateConfig,
+        cfg: RequestConfig,
         model: str,
         pool: EndpointPool,
         on_retry=None,
@@ -452,7 +455,7 @@ def _answer_texts(completion: Completion) -> tuple[str, ...]:
     return completion.reasoning, completion.content, calls
 
 
-def check_overdue(endpoint: Endpoint, cfg: GenerateConfig, now: float) -> str | None:
+def check_overdue(endpoint: Endpoint, cfg: RequestConfig, now: float) -> str | None:
     """Count the endpoint's requests newly past its overdue bound toward its breaker, while it
     answers nothing (a long answer on a live endpoint is not a hang); the words of the failure
     when its breaker opened, and the requests in flight there moved."""
@@ -488,3 +491,26 @@ def move_in_flight(endpoint: Endpoint) -> None:
 def _short(text: str, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def run_coroutine(coro: Coroutine) -> Any:
+    """``asyncio.run``, also from a thread that already runs a loop (some Prefect task runners)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            result["error"] = exc
+
+    context = contextvars.copy_context()  # settings such as Prefect's API URL live in context variables
+    thread = threading.Thread(target=context.run, args=(target,), name="eagle3-requests")
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")

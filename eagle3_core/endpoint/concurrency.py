@@ -24,7 +24,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from eagle3_core.generate.health import Breaker
+from eagle3_core.endpoint.health import Breaker
 
 RECENT_ANSWERS = 64  # the latencies an endpoint's overdue bound is judged on
 TIMELINE_POINTS = 500  # enough to plot; a long run is decimated to stay this small
@@ -83,7 +83,7 @@ class AimdController:
 
 
 def controller_for(cfg) -> AimdController:
-    """The in-flight controller a ``GenerateConfig`` asks for: fixed, or AIMD under ``auto``."""
+    """The in-flight controller a ``RequestConfig`` asks for: fixed, or AIMD under ``auto``."""
     fixed = None if cfg.concurrency == "auto" else cfg.concurrency
     return AimdController(fixed, cfg.max_concurrency, cfg.aimd_latency_factor)
 
