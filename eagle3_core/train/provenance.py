@@ -16,6 +16,7 @@ from eagle3_core import __version__
 from eagle3_core.manifest import StageManifest, read_manifest
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.inputs import TrainInputs
+from eagle3_core.train.sources import source_for
 
 HF_PREFIX = "hf:"  # generate's fingerprint of a hub dataset: hf:<name>:<split>:<max_samples>
 
@@ -30,24 +31,12 @@ def run_facts(cfg: TrainConfig, inputs: TrainInputs, out_dir: str | Path, config
         "train_config_hash": config_hash,
         "eagle3_version": __version__,
         "mode": inputs.mode,
-        "hidden_state_engine": hidden_state_engine(cfg, inputs),
+        "hidden_state_engine": source_for(inputs.mode).hidden_state_engine(cfg, inputs),
         "target": target_name(cfg, inputs, generations),
         "target_path": inputs.target_path,  # the runs' record; the card leaves it out (it travels)
         "hub_repo": cfg.tracking.hub_repo,
         "data": data_facts(inputs, generations, sequences),
     }
-
-
-def hidden_state_engine(cfg: TrainConfig, inputs: TrainInputs) -> str:
-    """Where the target's hidden states came from: the extract stage's engine, or the online one."""
-    if inputs.mode == "offline":
-        manifest = read_manifest(inputs.hidden_dir)
-        engine = (manifest.details.get("engine") if manifest is not None else None) or "unknown"
-        return f"{engine} (extract stage, hidden/)"
-    if inputs.mode == "online":
-        return "transformers (inside the trainer)"
-    where = cfg.online_vllm.endpoint or "started by the train stage"
-    return f"{cfg.online_vllm.engine} (online-vllm engine, {where})"
 
 
 def target_name(cfg: TrainConfig, inputs: TrainInputs, generations: StageManifest | None) -> str:

@@ -37,8 +37,9 @@ from eagle3_core.train.ds_config import read_user_file
 from eagle3_core.train.inputs import TrainInputs
 from eagle3_core.train.launcher import launch
 from eagle3_core.train.main import ERROR_FILE, ERROR_PREFIX, SPEC_FILE, SUMMARY_FILE
+from eagle3_core.train.plan import decide
 from eagle3_core.train.provenance import run_facts
-from eagle3_core.train.sources import check_inputs, resolve_auto, source_for
+from eagle3_core.train.sources import check_inputs, source_for
 
 STAGE = "train"
 
@@ -120,15 +121,16 @@ class TrainStage(Stage):
     reporter: Reporter | None = None
 
     def keys(self) -> tuple[str, dict[str, str]]:
-        mode, line = resolve_auto(self.cfg.mode, self.hidden_dir)
-        if line:
-            self.cfg = self.cfg.model_copy(update={"mode": mode})
-            self.reporter.log(line)
-        self.source = source_for(self.cfg.mode)
+        plan = decide(self.cfg.mode, self.hidden_dir)
+        if plan.chosen:
+            self.reporter.log(f"train: train.mode auto: {plan.why}")
+        self.cfg, self.source = plan.config(self.cfg), plan.source
         check_backends(self.cfg.report_to)  # a tracker whose package is missing: one error before any work
         self.inputs = check_inputs(self.cfg.mode, self.target, self.hidden_dir, self.vocab_dir, self.sequences_dir)
         fingerprints = input_fingerprints(self.cfg, self.inputs, self.vocab_dir)
-        self.config_hash = stable_hash({"train": self.cfg.output_hash(), "layers": self.inputs.aux_layer_ids})
+        self.config_hash = stable_hash(
+            {"train": self.cfg.output_hash(self.source.decides(self.cfg)), "layers": self.inputs.aux_layer_ids}
+        )
         return self.config_hash, fingerprints
 
     def plan(self) -> list[None]:

@@ -75,13 +75,10 @@ def command(
 
 def input_folders(mode: str, input_dir: str) -> tuple[str | None, str | None]:
     """(hidden_dir, sequences_dir): --input is hidden/ offline, sequences/ online; in auto, hidden/
-    when extract wrote it (the stage trains offline on a complete one), else sequences/."""
-    if mode == "auto":
-        from eagle3_core.manifest import read_manifest
+    when it is extract's complete folder (the stage then trains offline on it), else sequences/."""
+    from eagle3_core.train.plan import decide
 
-        written_by = getattr(read_manifest(input_dir), "stage", None)
-        mode = "offline" if written_by == "extract" else "online-vllm"
-    return (input_dir, None) if mode == "offline" else (None, input_dir)
+    return decide(mode, hidden_dir=input_dir).input_folders(input_dir)
 
 
 def trackers(names: tuple[str, ...]) -> list[str]:
