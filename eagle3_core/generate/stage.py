@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
+from eagle3_core.contracts.details import GenerateDetails
 from eagle3_core.errors import ConfigError, InputError, StageError
 from eagle3_core.generate.client import Requester
 from eagle3_core.generate.concurrency import AimdController, Endpoint, EndpointPool, controller_for
@@ -419,7 +420,7 @@ class ServedRun:
         """The run's figures into the running manifest (the driver writes it)."""
         manifest.counts = self.stats.counts()
         manifest.timings = dict(self.timings)
-        manifest.details = self.stats.details() | {
+        details = self.stats.details() | {
             "model": self.model,
             "probe": self.probe.line(),
             "preflight": self.preflight_lines,
@@ -434,6 +435,7 @@ class ServedRun:
             "breaker_opened": {e.url: e.breaker.opened for e in self.pool.endpoints},
             "rows_per_s": round(self.stats.done / max(time.monotonic() - self.stats.started, 1e-9), 3),
         }
+        manifest.details = GenerateDetails(**details).dump()
 
 
 def open_error(stats: RunStats) -> StageError:

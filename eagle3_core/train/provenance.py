@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_core import __version__
+from eagle3_core.contracts.details import GenerateDetails, ReconstructDetails
 from eagle3_core.manifest import StageManifest, read_manifest
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.inputs import TrainInputs
@@ -41,7 +42,7 @@ def run_facts(cfg: TrainConfig, inputs: TrainInputs, out_dir: str | Path, config
 
 def target_name(cfg: TrainConfig, inputs: TrainInputs, generations: StageManifest | None) -> str:
     """The target's hub name: configured, else the model generate was served, else its folder's name."""
-    served = generations.details.get("model") if generations is not None else None
+    served = GenerateDetails.of(generations).model if generations is not None else None
     return cfg.tracking.base_model or served or Path(inputs.target_path).name
 
 
@@ -49,17 +50,17 @@ def data_facts(
     inputs: TrainInputs, generations: StageManifest | None, sequences: StageManifest | None
 ) -> dict[str, Any]:
     """Samples and tokens trained on, reasoning share, chat families, source, datasets, dates."""
-    gen = generations.details if generations is not None else {}
+    gen = GenerateDetails.of(generations) if generations is not None else GenerateDetails()
     accepted = generations.counts.get("accepted") if generations is not None else None
-    with_reasoning = sum(n for where, n in (gen.get("reasoning_sources") or {}).items() if where != "none")
-    families = {(sequences.details.get("family") if sequences is not None else None), *(gen.get("families") or {})}
+    with_reasoning = sum(n for where, n in (gen.reasoning_sources or {}).items() if where != "none")
+    family = ReconstructDetails.of(sequences).family if sequences is not None else None
     return {
         "samples": inputs.samples,
         "tokens": inputs.tokens,
         "reasoning_share": round(with_reasoning / accepted, 4) if accepted else None,
-        "families": sorted(f for f in families if f),
-        "source": gen.get("source") or ("served" if generations is not None else None),
-        "served_model": gen.get("model"),
+        "families": [family] if family else [],
+        "source": gen.source or ("served" if generations is not None else None),
+        "served_model": gen.model,
         "datasets": datasets(generations),
         "generated": date_span(generations),
     }

@@ -101,10 +101,11 @@ class HiddenShards(Source):
 
     @staticmethod
     def hidden_state_engine(cfg, inputs) -> str:
+        from eagle3_core.contracts.details import ExtractDetails
         from eagle3_core.manifest import read_manifest
 
         manifest = read_manifest(inputs.hidden_dir)
-        engine = (manifest.details.get("engine") if manifest is not None else None) or "unknown"
+        engine = ExtractDetails.of(manifest).engine if manifest is not None else "unknown"
         return f"{engine} (extract stage, hidden/)"
 
     @staticmethod
@@ -141,9 +142,10 @@ class Spooled(Source):
 
     @staticmethod
     def finish(cfg, out: Path, manifest, summary: dict, figures: dict) -> None:
+        from eagle3_core.contracts.details import TrainDetails
         from eagle3_core.train import online_run
 
-        manifest.details["online"] = online_run.details(summary, figures, cfg)
+        manifest.details |= TrainDetails(online=online_run.details(summary, figures, cfg)).dump()
         online_run.clean(cfg, out)
 
     @staticmethod

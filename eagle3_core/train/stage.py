@@ -25,6 +25,7 @@ from pathlib import Path
 
 from eagle3_core import errors
 from eagle3_core.base import stable_hash
+from eagle3_core.contracts.details import TrainDetails
 from eagle3_core.fingerprint import model_fingerprint
 from eagle3_core.fsio import read_json, write_json_atomic
 from eagle3_core.lifecycle import Stage, drive
@@ -84,21 +85,21 @@ def complete_manifest(manifest: StageManifest, summary: dict, inputs: TrainInput
         "heldout_samples": summary["heldout_samples"],
         "dataset_tokens": inputs.tokens,
     }
-    manifest.details = {
-        "heldout_initial": evals.get("initial"),
-        "heldout_final": evals.get("final"),
-        "sim_acceptance_length_initial": (evals.get("initial") or {}).get("sim_acceptance_length"),
-        "sim_acceptance_length_final": (evals.get("final") or {}).get("sim_acceptance_length"),
-        "aux_layer_ids": inputs.aux_layer_ids,
-        "draft_vocab_size": inputs.draft_vocab_size,
-        "mode": inputs.mode,
-        "resumed_from": summary.get("resumed_from"),
-        "device": summary.get("device"),
-        "world_size": summary.get("world_size"),
-        "deepspeed_config": summary.get("deepspeed_config"),
-        "padding_share": summary.get("padding_share_this_process"),
-        "export": "export/",
-    }
+    manifest.details = TrainDetails(
+        heldout_initial=evals.get("initial"),
+        heldout_final=evals.get("final"),
+        sim_acceptance_length_initial=(evals.get("initial") or {}).get("sim_acceptance_length"),
+        sim_acceptance_length_final=(evals.get("final") or {}).get("sim_acceptance_length"),
+        aux_layer_ids=inputs.aux_layer_ids,
+        draft_vocab_size=inputs.draft_vocab_size,
+        mode=inputs.mode,
+        resumed_from=summary.get("resumed_from"),
+        device=summary.get("device"),
+        world_size=summary.get("world_size"),
+        deepspeed_config=summary.get("deepspeed_config"),
+        padding_share=summary.get("padding_share_this_process"),
+        export="export/",
+    ).dump()
     return manifest
 
 

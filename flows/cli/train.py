@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from eagle3_core.contracts.details import TrainDetails
 from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
 from flows.cli.options import field_option, field_options, folder_option, layers_option, parse_layers, run_stage
@@ -65,10 +66,10 @@ def command(
         out_dir=out_dir,
         sequences_dir=sequences,
     )
-    d = manifest.details
+    d = TrainDetails.of(manifest)
     click.echo(
         f"{manifest.counts['steps']} steps; held-out simulated acceptance length "
-        f"{d.get('sim_acceptance_length_initial')} -> {d.get('sim_acceptance_length_final')}; "
+        f"{d.sim_acceptance_length_initial} -> {d.sim_acceptance_length_final}; "
         f"export: {Path(out_dir) / 'export'}"
     )
 
