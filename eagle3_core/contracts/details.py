@@ -71,7 +71,7 @@ class GenerateDetails(StageDetails):
     preflight: list[str] | None = None
     endpoints_down_at_start: dict[str, str] | None = None  # url -> why it was left out
     reasoning_layouts: dict[str, str] | None = None
-    concurrency: int | None = None
+    concurrency: int | str | None = None  # generate.concurrency: a number or "auto"
     concurrency_timeline: dict[str, list] = {}  # url -> [(seconds, in flight), ...]
     requests_per_endpoint: dict[str, int] | None = None
     endpoint_states: dict[str, str] | None = None
