@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_core import dataset_versions as dv
+from eagle3_core.contracts.details import GenerateDetails, TrainDetails
 from eagle3_core.manifest import read_manifest
 
 
@@ -36,18 +37,18 @@ def nightly_facts(
             "open": counts.get("open"),
             "requests": counts.get("requests"),
         },
-        "reject_reasons": (generations.details.get("reject_reasons") if generations is not None else None) or {},
+        "reject_reasons": (GenerateDetails.of(generations).reject_reasons if generations is not None else None) or {},
         "versions_kept": dv.complete_versions(root),
         "versions_pruned": list(deleted),
         "drafter": None,
     }
     if drafter is not None:
         trained = read_manifest(drafter)
-        details = trained.details if trained is not None else {}
+        details = TrainDetails.of(trained) if trained is not None else TrainDetails()
         facts["drafter"] = {
             "folder": str(drafter),
             "steps": trained.counts.get("steps") if trained is not None else None,
-            "heldout_sim_acceptance_length": details.get("sim_acceptance_length_final"),
+            "heldout_sim_acceptance_length": details.sim_acceptance_length_final,
         }
     return facts
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from eagle3_core.config import PipelineConfig
+from eagle3_core.contracts.details import GenerateDetails, ReconstructDetails, TrainDetails
 from eagle3_core.fsio import read_json
 from eagle3_core.layout import RunLayout
 from eagle3_core.manifest import StageManifest, read_manifest
@@ -33,10 +34,6 @@ class Outcome:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def _figures(manifest: StageManifest | None) -> dict[str, Any]:
-    return {**manifest.details, **manifest.counts} if manifest is not None else {}
-
-
 def _pick(figures: dict[str, Any], *keys: str) -> Any:
     """The first of ``keys`` found in ``figures`` (dotted keys go into nested dicts)."""
     for key in keys:
@@ -50,16 +47,15 @@ def _pick(figures: dict[str, Any], *keys: str) -> Any:
 
 def headline(layout: RunLayout) -> dict[str, Any]:
     """The figures a user looks at first, None where the stage has not produced them."""
-    gen, seq = _figures(read_manifest(layout.generations)), _figures(read_manifest(layout.sequences))
+    gen, seq = read_manifest(layout.generations), read_manifest(layout.sequences)
+    check = (ReconstructDetails.of(seq).server_check if seq is not None else None) or {}
     report_path = layout.eval / "report.json"
     report = read_json(report_path) if report_path.exists() else {}
     figures = {
-        "samples accepted": _pick(gen, "accepted"),
-        "samples rejected": _pick(gen, "rejected"),
+        "samples accepted": gen.counts.get("accepted") if gen is not None else None,
+        "samples rejected": gen.counts.get("rejected") if gen is not None else None,
         "reasoning present": _reasoning(gen),
-        "token-exact reconstruction": _percent(
-            _pick(seq, "server_check.match_rate"), _pick(seq, "server_check.warning")
-        ),
+        "token-exact reconstruction": _percent(check.get("match_rate"), check.get("warning")),
         "training loss": _training_loss(layout),
         "acceptance length (vLLM)": _pick(report, "online.with_drafter.acceptance_length"),
         "acceptance length (offline)": _pick(report, "offline.acceptance_length"),
@@ -67,15 +63,15 @@ def headline(layout: RunLayout) -> dict[str, Any]:
     by_context = _by_context(report.get("by_context"))
     if by_context is not None:  # reports written before buckets existed keep their headline
         figures["acceptance by context"] = by_context
-    engine = _engine(_figures(read_manifest(layout.drafter)))
+    engine = _engine(read_manifest(layout.drafter))
     if engine is not None:  # online training only; an offline run's headline stays as it was
         figures["hidden-state engine"] = engine
     return figures
 
 
-def _engine(drafter: dict[str, Any]) -> str | None:
+def _engine(drafter: StageManifest | None) -> str | None:
     """Where online-vllm training got its states: the standing engine's URL or folder, or the one it started."""
-    online = _pick(drafter, "online")
+    online = TrainDetails.of(drafter).online if drafter is not None else None
     if not isinstance(online, dict):
         return None
     return (
@@ -106,13 +102,13 @@ def _percent(rate: float | None, warning: str | None = None) -> str | None:
     return shown + (f" (under {MATCH_FLOOR:.0%}: check the recipe's tokenizer and chat template)" if warning else "")
 
 
-def _reasoning(gen: dict[str, Any]) -> str | None:
+def _reasoning(gen: StageManifest | None) -> str | None:
     """How many accepted samples carry reasoning, and which response field it came from."""
-    sources = _pick(gen, "reasoning_sources")
-    if not isinstance(sources, dict):
+    sources = GenerateDetails.of(gen).reasoning_sources if gen is not None else None
+    if sources is None:
         return None
     where = ", ".join(f"{n} in `{field}`" for field, n in sources.items())
-    return f"{sum(sources.values())} of {_pick(gen, 'accepted')} ({where or 'none'})"
+    return f"{sum(sources.values())} of {gen.counts.get('accepted')} ({where or 'none'})"
 
 
 def _training_loss(layout: RunLayout) -> float | None:

@@ -89,18 +89,21 @@ def _generate_is_done(c: PipelineConfig) -> bool:
     return is_complete(c.generate, c.layout.generations)
 
 
+def _train_plan(c: PipelineConfig):
+    """train.mode as the config holds it (auto until the extract stage's ``settle`` decides it)."""
+    from eagle3_core.train.plan import decide
+
+    return decide(c.train.mode)
+
+
 def _train_inputs(c: PipelineConfig) -> dict[str, str]:
     """Offline training reads hidden/ (extract); online training reads sequences/ itself."""
-    if c.train.mode == "offline":
-        return {"hidden_dir": "extract", "vocab_dir": "vocab"}
-    return {"vocab_dir": "vocab", "sequences_dir": "reconstruct"}
+    return _train_plan(c).stage_inputs()
 
 
 def _train_extra(c: PipelineConfig) -> dict[str, Any]:
-    """The folder it does not wait for: sequences/ offline (the online reader's), hidden/ in auto."""
-    if c.train.mode == "offline":
-        return {"target": c.target, "sequences_dir": str(c.layout.sequences)}
-    return {"target": c.target, "hidden_dir": str(c.layout.hidden) if c.train.mode == "auto" else None}
+    """The folder it does not wait for: sequences/ offline (provenance's), hidden/ in auto."""
+    return {"target": c.target, **_train_plan(c).other_folders(c.layout.sequences, c.layout.hidden)}
 
 
 def _evaluate_extra(c: PipelineConfig) -> dict[str, Any]:
@@ -108,17 +111,16 @@ def _evaluate_extra(c: PipelineConfig) -> dict[str, Any]:
 
 
 def _settle_train_mode(c: PipelineConfig) -> tuple[PipelineConfig, str | None]:
-    """train.mode auto, once sequences/ exist: offline when hidden/ is complete or fits on disk,
-    else online-vllm, and extract is then left out (nothing is stored)."""
-    from eagle3_core.manifest import read_manifest
-    from eagle3_core.train.sources import choose_mode
+    """train.mode auto, once sequences/ exist (``train.plan.decide``, with the sizes): offline when
+    hidden/ is complete or fits on disk, else online-vllm, and extract is then left out (nothing is stored)."""
+    from eagle3_core.train.plan import Sizes, decide
 
-    sequences = read_manifest(c.layout.sequences)
-    if c.train.mode != "auto" or sequences is None or sequences.status != "complete":
+    sizes = Sizes(c.target, c.layout.sequences, c.extract.disk_headroom)
+    plan = decide(c.train.mode, c.layout.hidden, sizes)
+    if not plan.chosen:
         return c, None
-    train, why = choose_mode(c.train, c.target, c.layout.sequences, c.layout.hidden, c.extract.disk_headroom)
-    stages = c.stages if train.mode == "offline" else [s for s in c.stages if s != "extract"]
-    return c.model_copy(update={"train": train, "stages": stages}), f"train.mode auto: {why}"
+    stages = c.stages if plan.reads_hidden else [s for s in c.stages if s != "extract"]
+    return c.model_copy(update={"train": plan.config(c.train), "stages": stages}), f"train.mode auto: {plan.why}"
 
 
 STAGES: list[StageSpec] = [

@@ -22,6 +22,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from eagle3_core.contracts.details import GenerateDetails
 from tasks.common import ensure_limit, publish_table
 
 if TYPE_CHECKING:
@@ -139,15 +140,17 @@ def prepare(stage: GenerateStage) -> None:
 def publish(stage: GenerateStage, manifest: StageManifest) -> None:
     """Beside the manifest's summary: one table of every figure."""
     rows = [{"group": "count", "name": k, "value": v} for k, v in manifest.counts.items()]
-    for group in (
-        "reject_reasons",
-        "open_reasons",
-        "reasoning_sources",
-        "finish_reasons",
-        "retries_by_reason",
-        "latency_s",
-    ):
-        rows += [{"group": group, "name": k, "value": v} for k, v in manifest.details.get(group, {}).items()]
-    for url, timeline in manifest.details.get("concurrency_timeline", {}).items():
+    details = GenerateDetails.of(manifest)
+    groups = {
+        "reject_reasons": details.reject_reasons,
+        "open_reasons": details.open_reasons,
+        "reasoning_sources": details.reasoning_sources,
+        "finish_reasons": details.finish_reasons,
+        "retries_by_reason": details.retries_by_reason,
+        "latency_s": details.latency_s,
+    }
+    for group, figures in groups.items():
+        rows += [{"group": group, "name": k, "value": v} for k, v in (figures or {}).items()]
+    for url, timeline in details.concurrency_timeline.items():
         rows += [{"group": f"concurrency {url}", "name": f"t={t}s", "value": n} for t, n in timeline[-50:]]
     publish_table(rows, key="generate-table", description="generate: counts, reasons, sources, latency, concurrency")

@@ -5,6 +5,7 @@ in the UI, not discovered after training.
 
 from __future__ import annotations
 
+from eagle3_core.contracts.details import ReconstructDetails
 from eagle3_core.manifest import StageManifest
 from tasks.common import publish_table
 
@@ -29,14 +30,15 @@ def publish_rejects(manifest: StageManifest) -> None:
     ]
     rows += [
         {"group": "reject_reasons", "name": k, "value": v}
-        for k, v in (manifest.details.get("reject_reasons") or {}).items()
+        for k, v in (ReconstructDetails.of(manifest).reject_reasons or {}).items()
     ]
     publish_table(rows, key="reconstruct-rejects", description="reconstruct: sequences per source, rejects per reason")
 
 
 def publish_server_check(manifest: StageManifest) -> None:
     """A table artifact: the match rate, then one row per mismatch (first 100)."""
-    check = manifest.details.get("server_check", {})
+    details = ReconstructDetails.of(manifest)
+    check = details.server_check or {}
     rows = [
         {
             "sample_id": "(all)",
@@ -55,7 +57,7 @@ def publish_server_check(manifest: StageManifest) -> None:
             "rebuilt_near": str(m["rebuilt_near"]),
             "server_near": str(m["server_near"]),
         }
-        for m in manifest.details.get("mismatches", [])
+        for m in details.mismatches
     ]
     publish_table(
         rows,

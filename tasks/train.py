@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from eagle3_core.contracts.details import TrainDetails
 from eagle3_core.manifest import StageManifest
 from tasks.common import publish_image, publish_table
 
@@ -20,7 +21,7 @@ def publish(stage, manifest: StageManifest) -> None:
 def publish_engine(manifest: StageManifest) -> None:
     """online-vllm: the engine that fed the trainer (started with the run, or the recipe's endpoint),
     its throughput and spool peak, the trainer's waits, and whether epochs reused or recomputed states."""
-    online = manifest.details.get("online")
+    online = TrainDetails.of(manifest).online
     if not online:
         return
     source = (
@@ -56,9 +57,8 @@ def publish_training_artifacts(manifest: StageManifest, out_dir: Path) -> None:
     if metrics.exists():
         png = plot_loss_curve(metrics, out_dir / "loss_curve.png")
         publish_image(png, key="train-loss-curve", description="train: loss and simulated acceptance length")
-    rows = []
-    for name in ("heldout_initial", "heldout_final"):
-        record = manifest.details.get(name)
+    rows, details = [], TrainDetails.of(manifest)
+    for name, record in (("heldout_initial", details.heldout_initial), ("heldout_final", details.heldout_final)):
         if record:
             rows.append(
                 {

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from eagle3_core.contracts.details import EvaluateDetails
 from eagle3_core.drafter.card import CARD_FILE
 from eagle3_core.errors import ConfigError
 from eagle3_core.evaluate.compat import DrafterInfo, check_drafter
@@ -297,21 +298,22 @@ def _offline(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, prompt
 
 
 def headline(report: dict) -> dict:
-    """The manifest's details: the few numbers a reader looks for first."""
+    """The manifest's details: the few numbers a reader looks for first (``EvaluateDetails``)."""
     online = (report.get("online") or {}).get("with_drafter") or {}
     offline = report.get("offline") or {}
-    return {
-        "k": report["settings"]["num_speculative_tokens"],
-        "temperature": report["settings"]["temperature"],
-        "online_acceptance_length": online.get("acceptance_length"),
-        "online_acceptance_per_position": online.get("acceptance_per_position"),
-        "offline_acceptance_length": offline.get("acceptance_length"),
-        "speedup": (report.get("online") or {}).get("speedup"),
-        "speedup_spread": (report.get("online") or {}).get("speedup_spread"),
-        "speedup_error": (report.get("online") or {}).get("speedup_error"),
-        "simulated_acceptance_length": (report.get("simulated") or {}).get("acceptance_length"),
-        "acceptance_by_context": context_headline(report.get("by_context")),
-    }
+    details = EvaluateDetails(
+        k=report["settings"]["num_speculative_tokens"],
+        temperature=report["settings"]["temperature"],
+        online_acceptance_length=online.get("acceptance_length"),
+        online_acceptance_per_position=online.get("acceptance_per_position"),
+        offline_acceptance_length=offline.get("acceptance_length"),
+        speedup=(report.get("online") or {}).get("speedup"),
+        speedup_spread=(report.get("online") or {}).get("speedup_spread"),
+        speedup_error=(report.get("online") or {}).get("speedup_error"),
+        simulated_acceptance_length=(report.get("simulated") or {}).get("acceptance_length"),
+        acceptance_by_context=context_headline(report.get("by_context")),
+    )
+    return details.dump()
 
 
 def context_headline(block: dict | None) -> dict | None:

@@ -22,6 +22,7 @@ from pydantic import Field
 
 from eagle3_core.base import StrictModel
 from eagle3_core.contracts import sequences
+from eagle3_core.contracts.details import ExtractDetails
 from eagle3_core.contracts.hidden import state_bytes_per_token
 from eagle3_core.contracts.target import read_target_facts
 from eagle3_core.errors import ConfigError
@@ -187,15 +188,18 @@ def finish_extract(plan: ExtractPlan, reporter: Reporter, reused: int = 0) -> tu
         "computed_tokens": computed,
         "bytes": written,
     }
-    details = {**plan_details(plan), "padding_share": round(1 - tokens / computed, 4) if computed else 0.0}
-    details["bytes_per_token"] = round(written / tokens, 1) if tokens else 0.0
-    details["state_bytes_per_token"] = state_bytes_per_token(plan.hidden_size)
-    details["shards_reused"] = reused
+    details = ExtractDetails(
+        **plan_details(plan),
+        padding_share=round(1 - tokens / computed, 4) if computed else 0.0,
+        bytes_per_token=round(written / tokens, 1) if tokens else 0.0,
+        state_bytes_per_token=state_bytes_per_token(plan.hidden_size),
+        shards_reused=reused,
+    )
     reporter.log(
         f"extract: {samples:,} samples, {tokens:,} tokens in {len(plan.shards)} shards, "
-        f"padding {details['padding_share']:.1%}"
+        f"padding {details.padding_share:.1%}"
     )
-    return counts, details
+    return counts, details.dump()
 
 
 def plan_details(plan: ExtractPlan) -> dict:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_core.chat.rows import RowRejection, normalize_prompt, sample_id, stored_messages
+from eagle3_core.contracts.details import GenerateDetails
 from eagle3_core.errors import InputError
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.dataset_answer import LOOKED_FOR, DatasetAnswer, dataset_answer, has_answer
@@ -164,7 +165,7 @@ class DatasetRun:
             "token_id_layouts": {SOURCE: "none"},
         }
         details.pop("latency_s")  # nothing was requested
-        manifest.counts, manifest.details = self.stats.counts(), details
+        manifest.counts, manifest.details = self.stats.counts(), GenerateDetails(**details).dump()
         manifest.timings = {"generate": round(time.monotonic() - self._t0, 3)}
 
 

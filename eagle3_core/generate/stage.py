@@ -38,6 +38,7 @@ from itertools import islice
 from pathlib import Path
 
 from eagle3_core.chat.rows import RowRejection, normalize_prompt, sample_id
+from eagle3_core.contracts.details import GenerateDetails
 from eagle3_core.endpoint.client import Requester, run_coroutine
 from eagle3_core.endpoint.concurrency import AimdController, Endpoint, EndpointPool, controller_for
 from eagle3_core.endpoint.health import Breaker, states
@@ -421,7 +422,7 @@ class ServedRun:
         """The run's figures into the running manifest (the driver writes it)."""
         manifest.counts = self.stats.counts()
         manifest.timings = dict(self.timings)
-        manifest.details = self.stats.details() | {
+        details = self.stats.details() | {
             "model": self.model,
             "probe": self.probe.line(),
             "preflight": self.preflight_lines,
@@ -436,6 +437,7 @@ class ServedRun:
             "breaker_opened": {e.url: e.breaker.opened for e in self.pool.endpoints},
             "rows_per_s": round(self.stats.done / max(time.monotonic() - self.stats.started, 1e-9), 3),
         }
+        manifest.details = GenerateDetails(**details).dump()
 
 
 def open_error(stats: RunStats) -> StageError:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from eagle3_core.contracts.details import GenerateDetails
 from eagle3_core.errors import ConfigError
 from eagle3_core.manifest import read_manifest
 from eagle3_core.target import ChatSettings, TargetConfig
@@ -21,7 +22,7 @@ from eagle3_core.target import ChatSettings, TargetConfig
 def recorded_chat(generations_dir: str | Path, target: TargetConfig) -> ChatSettings:
     """The settings generate recorded (or the recipe's when none were); ConfigError on a mismatch."""
     manifest = read_manifest(generations_dir)
-    recorded = (manifest.details or {}).get("chat") if manifest is not None else None
+    recorded = GenerateDetails.of(manifest).chat if manifest is not None else None
     if recorded is None:
         return target.chat
     try:

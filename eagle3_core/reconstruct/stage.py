@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_core.base import stable_hash
+from eagle3_core.contracts.details import ReconstructDetails
 from eagle3_core.errors import StageError
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
@@ -189,16 +190,16 @@ def summarize(
             rejects.add(reject["reason"])
         mismatches += shard["mismatches"]
     manifest.counts = {k: int(v) for k, v in sorted(counts.items())}
-    manifest.details = {
-        "server_check": server_check(counts, cfg.prefer),
-        "mismatches": mismatches[:MANIFEST_MISMATCHES],
-        "token_ids": facts.as_dict(),
-        "family": target.family,
-        "prefer": cfg.prefer,
-        "max_length": cfg.max_length,
-        "overlong": cfg.overlong,
-        "shards": len(stats),
-    }
+    manifest.details = ReconstructDetails(
+        server_check=server_check(counts, cfg.prefer),
+        mismatches=mismatches[:MANIFEST_MISMATCHES],
+        token_ids=facts.as_dict(),
+        family=target.family,
+        prefer=cfg.prefer,
+        max_length=cfg.max_length,
+        overlong=cfg.overlong,
+        shards=len(stats),
+    ).dump()
     if counts.get("sequences", 0) == 0:
         raise nothing_left(rejects, out_dir)
     return rejects

@@ -281,10 +281,11 @@ class TrainConfig(StrictModel):
     def ships_embedding(self) -> bool:
         return self.export_embedding if self.export_embedding is not None else self.serve_pipeline_parallel_size > 1
 
-    def output_hash(self) -> str:
+    def output_hash(self, source_facts: dict | None = None) -> str:
         """What decides the trained weights: everything but cadences (log, eval, checkpoint), the port,
         where and how fast online-vllm's engine runs (only its engine kind changes the states), and
-        where the run is reported (report_to, tracking).
+        where the run is reported (report_to, tracking). ``source_facts``: what the mode's source adds
+        (``Source.decides``: online-vllm's engine kind), given by the stage from its ``TrainPlan``.
 
         A rerun that changes only those resumes from the existing checkpoints. A DeepSpeed config
         or hostfile is keyed by its bytes (an input), never its path.
@@ -305,6 +306,4 @@ class TrainConfig(StrictModel):
                 "tracking",
             },
         )
-        if self.mode == "online-vllm":
-            decided["online_vllm_engine"] = self.online_vllm.engine
-        return stable_hash(without_locations(decided))
+        return stable_hash(without_locations(decided | (source_facts or {})))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3_core.contracts.details import ExtractDetails
 from eagle3_core.contracts.folder import required
 from eagle3_core.contracts.header import tensors as safetensors_header
 from eagle3_core.errors import InputError
@@ -111,8 +112,7 @@ def check_hidden(hidden_dir: str | Path, hidden_size: int) -> tuple[int, int, li
             fix="extract hidden/ with the same target you pass to --target",
         )
     manifest = read_manifest(hidden_dir)
-    layers = manifest.details.get("layers") if manifest is not None else None
-    return table.num_rows, tokens, layers
+    return table.num_rows, tokens, ExtractDetails.of(manifest).layers if manifest is not None else None
 
 
 def check_sequences(sequences_dir: str | Path) -> tuple[int, int]:

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_core import __version__
+from eagle3_core.contracts.details import GenerateDetails, ReconstructDetails
 from eagle3_core.manifest import StageManifest, read_manifest
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.inputs import TrainInputs
+from eagle3_core.train.sources import source_for
 
 HF_PREFIX = "hf:"  # generate's fingerprint of a hub dataset: hf:<name>:<split>:<max_samples>
 
@@ -30,7 +32,7 @@ def run_facts(cfg: TrainConfig, inputs: TrainInputs, out_dir: str | Path, config
         "train_config_hash": config_hash,
         "eagle3_version": __version__,
         "mode": inputs.mode,
-        "hidden_state_engine": hidden_state_engine(cfg, inputs),
+        "hidden_state_engine": source_for(inputs.mode).hidden_state_engine(cfg, inputs),
         "target": target_name(cfg, inputs, generations),
         "target_path": inputs.target_path,  # the runs' record; the card leaves it out (it travels)
         "hub_repo": cfg.tracking.hub_repo,
@@ -38,21 +40,9 @@ def run_facts(cfg: TrainConfig, inputs: TrainInputs, out_dir: str | Path, config
     }
 
 
-def hidden_state_engine(cfg: TrainConfig, inputs: TrainInputs) -> str:
-    """Where the target's hidden states came from: the extract stage's engine, or the online one."""
-    if inputs.mode == "offline":
-        manifest = read_manifest(inputs.hidden_dir)
-        engine = (manifest.details.get("engine") if manifest is not None else None) or "unknown"
-        return f"{engine} (extract stage, hidden/)"
-    if inputs.mode == "online":
-        return "transformers (inside the trainer)"
-    where = cfg.online_vllm.endpoint or "started by the train stage"
-    return f"{cfg.online_vllm.engine} (online-vllm engine, {where})"
-
-
 def target_name(cfg: TrainConfig, inputs: TrainInputs, generations: StageManifest | None) -> str:
     """The target's hub name: configured, else the model generate was served, else its folder's name."""
-    served = generations.details.get("model") if generations is not None else None
+    served = GenerateDetails.of(generations).model if generations is not None else None
     return cfg.tracking.base_model or served or Path(inputs.target_path).name
 
 
@@ -60,17 +50,17 @@ def data_facts(
     inputs: TrainInputs, generations: StageManifest | None, sequences: StageManifest | None
 ) -> dict[str, Any]:
     """Samples and tokens trained on, reasoning share, chat families, source, datasets, dates."""
-    gen = generations.details if generations is not None else {}
+    gen = GenerateDetails.of(generations) if generations is not None else GenerateDetails()
     accepted = generations.counts.get("accepted") if generations is not None else None
-    with_reasoning = sum(n for where, n in (gen.get("reasoning_sources") or {}).items() if where != "none")
-    families = {(sequences.details.get("family") if sequences is not None else None), *(gen.get("families") or {})}
+    with_reasoning = sum(n for where, n in (gen.reasoning_sources or {}).items() if where != "none")
+    family = ReconstructDetails.of(sequences).family if sequences is not None else None
     return {
         "samples": inputs.samples,
         "tokens": inputs.tokens,
         "reasoning_share": round(with_reasoning / accepted, 4) if accepted else None,
-        "families": sorted(f for f in families if f),
-        "source": gen.get("source") or ("served" if generations is not None else None),
-        "served_model": gen.get("model"),
+        "families": [family] if family else [],
+        "source": gen.source or ("served" if generations is not None else None),
+        "served_model": gen.model,
         "datasets": datasets(generations),
         "generated": date_span(generations),
     }

@@ -9,8 +9,9 @@ the same way by the stage (``check``, ``fingerprints``, ``prepare``, ``running``
 - ``TargetInProcess`` (``online``): the frozen target run inside the trainer over sequences/;
 - ``Spooled`` (``online-vllm``): an extraction engine's units through a bounded spool.
 
-``source_for(mode)`` is the one place the mode string is branched on (``auto`` is settled before,
-by ``choose_mode`` before extract, or ``resolve_auto`` in the stage).
+``source_for(mode)`` looks a settled mode up; which mode a run trains in (``auto`` included) is
+decided once, in ``train.plan``. What differs by mode is a method here, never a branch elsewhere:
+the trainer's reader, the stage's set-up, the config hash's facts, the card's hidden-state engine.
 """
 
 from __future__ import annotations
@@ -66,6 +67,16 @@ class Source:
         """CUDA devices the trainer is kept to (None = the launcher's default)."""
         return None
 
+    @staticmethod
+    def decides(cfg) -> dict:
+        """Settings outside the hashed config that change the trained weights in this mode."""
+        return {}
+
+    @staticmethod
+    def hidden_state_engine(cfg, inputs) -> str:
+        """Where the target's hidden states come from, in words (provenance, the model card)."""
+        return "transformers (inside the trainer)"
+
 
 class HiddenShards(Source):
     mode, reads_hidden = "offline", True
@@ -87,6 +98,15 @@ class HiddenShards(Source):
     @staticmethod
     def input_folder(inputs) -> tuple[str, str | None]:
         return "hidden", inputs.hidden_dir
+
+    @staticmethod
+    def hidden_state_engine(cfg, inputs) -> str:
+        from eagle3_core.contracts.details import ExtractDetails
+        from eagle3_core.manifest import read_manifest
+
+        manifest = read_manifest(inputs.hidden_dir)
+        engine = ExtractDetails.of(manifest).engine if manifest is not None else "unknown"
+        return f"{engine} (extract stage, hidden/)"
 
     @staticmethod
     def reader(inputs):
@@ -122,14 +142,25 @@ class Spooled(Source):
 
     @staticmethod
     def finish(cfg, out: Path, manifest, summary: dict, figures: dict) -> None:
+        from eagle3_core.contracts.details import TrainDetails
         from eagle3_core.train import online_run
 
-        manifest.details["online"] = online_run.details(summary, figures, cfg)
+        manifest.details |= TrainDetails(online=online_run.details(summary, figures, cfg)).dump()
         online_run.clean(cfg, out)
 
     @staticmethod
     def train_devices(cfg) -> str | None:
         return cfg.online_vllm.train_devices
+
+    @staticmethod
+    def decides(cfg) -> dict:
+        """Only the engine's kind changes the states (not where or how fast it runs)."""
+        return {"online_vllm_engine": cfg.online_vllm.engine}
+
+    @staticmethod
+    def hidden_state_engine(cfg, inputs) -> str:
+        where = cfg.online_vllm.endpoint or "started by the train stage"
+        return f"{cfg.online_vllm.engine} (online-vllm engine, {where})"
 
     @staticmethod
     def reader(inputs):
@@ -177,46 +208,3 @@ def check_inputs(mode: str, target: TargetConfig, hidden_dir, vocab_dir, sequenc
         samples=samples,
         tokens=tokens,
     )
-
-
-def hidden_is_complete(hidden_dir: str | Path | None) -> bool:
-    from eagle3_core.manifest import read_manifest
-
-    manifest = read_manifest(hidden_dir) if hidden_dir else None
-    return manifest is not None and manifest.status == "complete"
-
-
-def resolve_auto(mode: str, hidden_dir) -> tuple[str, str | None]:
-    """``auto`` in the stage itself (the pipeline skipped extract when hidden/ would not fit):
-    offline on a complete hidden/, else streamed; (the mode, the log line, or None when not auto)."""
-    if mode != "auto":
-        return mode, None
-    complete = hidden_is_complete(hidden_dir)
-    settled = HiddenShards.mode if complete else Spooled.mode
-    return settled, f"train: mode auto -> {settled} (hidden/ {'complete' if complete else 'absent'})"
-
-
-def offline_fits(target, sequences_dir: str | Path, hidden_dir: str | Path, headroom: float) -> tuple[bool, str]:
-    """(whether hidden/ fits, the storage line saying why) for every token of sequences/."""
-    from eagle3_core.contracts import sequences
-    from eagle3_core.contracts.target import read_target_facts
-    from eagle3_core.storage import storage_line
-
-    tokens = sequences.token_total(sequences_dir)
-    line, need, free = storage_line(tokens, read_target_facts(target.require_path()).hidden_size, hidden_dir)
-    return need * headroom <= free, line
-
-
-def choose_mode(cfg, target, sequences_dir: str | Path, hidden_dir: str | Path, headroom: float):
-    """train.mode auto before extract runs: store the states (offline) when they fit on disk, stream
-    them (online-vllm) when not, from sizes alone (the sequences' token count, the target's hidden
-    size, the free space where hidden/ would go, with extract's headroom); a complete hidden/ is
-    always used as it is. (``cfg`` with the mode settled, the reason); another mode is kept."""
-    if cfg.mode != "auto":
-        return cfg, f"train.mode is {cfg.mode}"
-    if hidden_is_complete(hidden_dir):
-        return cfg.model_copy(update={"mode": HiddenShards.mode}), f"hidden/ is complete at {hidden_dir}: offline"
-    fits, line = offline_fits(target, sequences_dir, hidden_dir, headroom)
-    mode = HiddenShards.mode if fits else Spooled.mode
-    verdict = "they fit: offline" if fits else f"they do not fit (x{headroom} headroom): online-vllm, nothing stored"
-    return cfg.model_copy(update={"mode": mode}), f"{line}; {verdict}"

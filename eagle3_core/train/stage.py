@@ -25,6 +25,7 @@ from pathlib import Path
 
 from eagle3_core import errors
 from eagle3_core.base import stable_hash
+from eagle3_core.contracts.details import TrainDetails
 from eagle3_core.fingerprint import model_fingerprint
 from eagle3_core.fsio import read_json, write_json_atomic
 from eagle3_core.lifecycle import Stage, drive
@@ -37,8 +38,9 @@ from eagle3_core.train.ds_config import read_user_file
 from eagle3_core.train.inputs import TrainInputs
 from eagle3_core.train.launcher import launch
 from eagle3_core.train.main import ERROR_FILE, ERROR_PREFIX, SPEC_FILE, SUMMARY_FILE
+from eagle3_core.train.plan import decide
 from eagle3_core.train.provenance import run_facts
-from eagle3_core.train.sources import check_inputs, resolve_auto, source_for
+from eagle3_core.train.sources import check_inputs, source_for
 
 STAGE = "train"
 
@@ -83,21 +85,21 @@ def complete_manifest(manifest: StageManifest, summary: dict, inputs: TrainInput
         "heldout_samples": summary["heldout_samples"],
         "dataset_tokens": inputs.tokens,
     }
-    manifest.details = {
-        "heldout_initial": evals.get("initial"),
-        "heldout_final": evals.get("final"),
-        "sim_acceptance_length_initial": (evals.get("initial") or {}).get("sim_acceptance_length"),
-        "sim_acceptance_length_final": (evals.get("final") or {}).get("sim_acceptance_length"),
-        "aux_layer_ids": inputs.aux_layer_ids,
-        "draft_vocab_size": inputs.draft_vocab_size,
-        "mode": inputs.mode,
-        "resumed_from": summary.get("resumed_from"),
-        "device": summary.get("device"),
-        "world_size": summary.get("world_size"),
-        "deepspeed_config": summary.get("deepspeed_config"),
-        "padding_share": summary.get("padding_share_this_process"),
-        "export": "export/",
-    }
+    manifest.details = TrainDetails(
+        heldout_initial=evals.get("initial"),
+        heldout_final=evals.get("final"),
+        sim_acceptance_length_initial=(evals.get("initial") or {}).get("sim_acceptance_length"),
+        sim_acceptance_length_final=(evals.get("final") or {}).get("sim_acceptance_length"),
+        aux_layer_ids=inputs.aux_layer_ids,
+        draft_vocab_size=inputs.draft_vocab_size,
+        mode=inputs.mode,
+        resumed_from=summary.get("resumed_from"),
+        device=summary.get("device"),
+        world_size=summary.get("world_size"),
+        deepspeed_config=summary.get("deepspeed_config"),
+        padding_share=summary.get("padding_share_this_process"),
+        export="export/",
+    ).dump()
     return manifest
 
 
@@ -120,15 +122,16 @@ class TrainStage(Stage):
     reporter: Reporter | None = None
 
     def keys(self) -> tuple[str, dict[str, str]]:
-        mode, line = resolve_auto(self.cfg.mode, self.hidden_dir)
-        if line:
-            self.cfg = self.cfg.model_copy(update={"mode": mode})
-            self.reporter.log(line)
-        self.source = source_for(self.cfg.mode)
+        plan = decide(self.cfg.mode, self.hidden_dir)
+        if plan.chosen:
+            self.reporter.log(f"train: train.mode auto: {plan.why}")
+        self.cfg, self.source = plan.config(self.cfg), plan.source
         check_backends(self.cfg.report_to)  # a tracker whose package is missing: one error before any work
         self.inputs = check_inputs(self.cfg.mode, self.target, self.hidden_dir, self.vocab_dir, self.sequences_dir)
         fingerprints = input_fingerprints(self.cfg, self.inputs, self.vocab_dir)
-        self.config_hash = stable_hash({"train": self.cfg.output_hash(), "layers": self.inputs.aux_layer_ids})
+        self.config_hash = stable_hash(
+            {"train": self.cfg.output_hash(self.source.decides(self.cfg)), "layers": self.inputs.aux_layer_ids}
+        )
         return self.config_hash, fingerprints
 
     def plan(self) -> list[None]:

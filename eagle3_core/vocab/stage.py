@@ -12,6 +12,7 @@ from pathlib import Path
 
 from eagle3_core.base import stable_hash
 from eagle3_core.contracts import sequences
+from eagle3_core.contracts.details import VocabDetails
 from eagle3_core.errors import InputError
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
@@ -73,13 +74,13 @@ def build_vocab(
         "distinct_tokens": int((counts > 0).sum()),
         "shards": len(files),
     }
-    details = {
-        "draft_vocab_size": int(len(vocab.d2t)),
-        "target_vocab_size": target_vocab,
-        "coverage": round(vocab.coverage, 6),
-        "tokenizer": tokenizer_fingerprint(target.path),
-        "requested_draft_vocab_size": cfg.draft_vocab_size,
-    }
+    details = VocabDetails(
+        draft_vocab_size=int(len(vocab.d2t)),
+        target_vocab_size=target_vocab,
+        coverage=round(vocab.coverage, 6),
+        tokenizer=tokenizer_fingerprint(target.path),
+        requested_draft_vocab_size=cfg.draft_vocab_size,
+    ).dump()
     reporter.log(
         f"vocab: {len(vocab.d2t)} draft ids cover {vocab.coverage:.2%} of {int(counts.sum())} supervised tokens"
     )

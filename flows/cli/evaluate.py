@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from eagle3_core.contracts.details import EvaluateDetails
 from eagle3_core.evaluate.config import EvaluateConfig
 from eagle3_core.prompts.source import PromptSource
 from eagle3_core.serve.config import ServeConfig
@@ -67,12 +68,12 @@ def command(
         serve=ServeConfig(python=vllm_python),
         generations_dir=generations_dir,
     )
-    d = manifest.details
+    d = EvaluateDetails.of(manifest)
     click.echo(
-        f"acceptance length (k={d['k']}, temperature {d['temperature']}, bonus token included): "
-        f"vLLM {_fmt(d['online_acceptance_length'])}, offline {_fmt(d['offline_acceptance_length'])}, "
-        f"simulated {_fmt(d['simulated_acceptance_length'])}; speed-up {_fmt(d['speedup'])}x"
-        f"{' (' + d['speedup_error'] + ')' if d.get('speedup_error') else ''} -> {out_dir}/report.md"
+        f"acceptance length (k={d.k}, temperature {d.temperature}, bonus token included): "
+        f"vLLM {_fmt(d.online_acceptance_length)}, offline {_fmt(d.offline_acceptance_length)}, "
+        f"simulated {_fmt(d.simulated_acceptance_length)}; speed-up {_fmt(d.speedup)}x"
+        f"{' (' + d.speedup_error + ')' if d.speedup_error else ''} -> {out_dir}/report.md"
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from eagle3_core.contracts.details import ExtractDetails
 from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.target import TargetConfig
 from flows.cli.options import field_option, field_options, folder_option, layers_option, parse_layers, run_stage
@@ -27,9 +28,9 @@ def command(
     cfg = ExtractConfig(**fields, layers=parse_layers(layers))
     target = TargetConfig(path=target_path, trust_remote_code=trust_remote_code)
     manifest = run_stage("extract", cfg=cfg, target=target, sequences_dir=sequences_dir, out_dir=out_dir)
-    d = manifest.details
+    d = ExtractDetails.of(manifest)
     click.echo(
         f"{manifest.counts['samples']:,} samples, {manifest.counts['tokens']:,} tokens, "
-        f"{manifest.counts['shards']} shards ({d.get('shards_reused', 0)} reused); layers {d['layers']}, "
-        f"H={d['hidden_size']}, padding {d['padding_share']:.1%}, engine {d['engine']} -> {out_dir}"
+        f"{manifest.counts['shards']} shards ({d.shards_reused} reused); layers {d.layers}, "
+        f"H={d.hidden_size}, padding {d.padding_share:.1%}, engine {d.engine} -> {out_dir}"
     )

@@ -6,6 +6,7 @@ import os
 
 import click
 
+from eagle3_core.contracts.details import GenerateDetails
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.terminal import PROGRESS_ENV
 from eagle3_core.prompts.source import PromptSource
@@ -62,7 +63,7 @@ def command(input_, base_urls, out_dir, split, max_samples, family, recipe, no_p
         os.environ[PROGRESS_ENV] = "0"  # a terminal setting: the stage reads it, no flow parameter carries it
     manifest = run_stage("generate", cfg=cfg, out_dir=out_dir, target=target)
     counts = manifest.counts
-    reasons = manifest.details.get("reject_reasons") or {}
+    reasons = GenerateDetails.of(manifest).reject_reasons or {}
     why = f" ({', '.join(f'{r}: {n}' for r, n in sorted(reasons.items()))})" if reasons else ""
     click.echo(
         f"generate: {counts['accepted']} accepted, {counts['rejected']} rejected{why}, {counts['skipped']} skipped "

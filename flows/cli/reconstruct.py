@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from eagle3_core.contracts.details import ReconstructDetails
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.target import TargetConfig
 from flows.cli.options import field_option, field_options, folder_option, recipe_options, run_stage
@@ -36,12 +37,13 @@ def command(
     manifest = run_stage(
         "reconstruct", cfg=ReconstructConfig(**fields), target=target, generations_dir=generations_dir, out_dir=out_dir
     )
-    check = manifest.details["server_check"]
+    details = ReconstructDetails.of(manifest)
+    check = details.server_check
     if check.get("warning"):  # under 99%: the recipe is likely not the server's (reconstruct/server_check.py)
         click.echo(check["warning"], err=True)
     rate = "n/a (no server ids)" if check["match_rate"] is None else f"{check['match_rate']:.2%} of {check['checked']}"
     click.echo(
         f"{manifest.counts.get('sequences', 0)} sequences, {manifest.counts.get('rejected', 0)} rejected "
-        f"{manifest.details['reject_reasons'] or ''}, {manifest.counts.get('truncated', 0)} truncated; "
+        f"{details.reject_reasons or ''}, {manifest.counts.get('truncated', 0)} truncated; "
         f"server ids match: {rate} -> {out_dir}"
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from eagle3_core.contracts.details import TrainDetails
 from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
 from flows.cli.options import field_option, field_options, folder_option, layers_option, parse_layers, run_stage
@@ -65,23 +66,20 @@ def command(
         out_dir=out_dir,
         sequences_dir=sequences,
     )
-    d = manifest.details
+    d = TrainDetails.of(manifest)
     click.echo(
         f"{manifest.counts['steps']} steps; held-out simulated acceptance length "
-        f"{d.get('sim_acceptance_length_initial')} -> {d.get('sim_acceptance_length_final')}; "
+        f"{d.sim_acceptance_length_initial} -> {d.sim_acceptance_length_final}; "
         f"export: {Path(out_dir) / 'export'}"
     )
 
 
 def input_folders(mode: str, input_dir: str) -> tuple[str | None, str | None]:
     """(hidden_dir, sequences_dir): --input is hidden/ offline, sequences/ online; in auto, hidden/
-    when extract wrote it (the stage trains offline on a complete one), else sequences/."""
-    if mode == "auto":
-        from eagle3_core.manifest import read_manifest
+    when it is extract's complete folder (the stage then trains offline on it), else sequences/."""
+    from eagle3_core.train.plan import decide
 
-        written_by = getattr(read_manifest(input_dir), "stage", None)
-        mode = "offline" if written_by == "extract" else "online-vllm"
-    return (input_dir, None) if mode == "offline" else (None, input_dir)
+    return decide(mode, hidden_dir=input_dir).input_folders(input_dir)
 
 
 def trackers(names: tuple[str, ...]) -> list[str]:

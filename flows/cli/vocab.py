@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from eagle3_core.contracts.details import VocabDetails
 from eagle3_core.target import TargetConfig
 from eagle3_core.vocab.config import VocabConfig
 from flows.cli.options import field_option, folder_option, run_stage
@@ -25,8 +26,8 @@ def command(sequences_dir: str, tokenizer: str, out_dir: str, trust_remote_code:
         sequences_dir=sequences_dir,
         out_dir=out_dir,
     )
-    d = manifest.details
+    d = VocabDetails.of(manifest)
     click.echo(
-        f"draft vocab {d['draft_vocab_size']} of {d['target_vocab_size']} ids covers {d['coverage']:.2%} "
+        f"draft vocab {d.draft_vocab_size} of {d.target_vocab_size} ids covers {d.coverage:.2%} "
         f"of {manifest.counts['supervised_tokens']} supervised tokens -> {out_dir}"
     )

@@ -215,16 +215,16 @@ def test_an_endpoint_serves_one_run_after_another_and_refuses_another_target(tin
 
 
 def test_mode_auto_stores_the_states_when_they_fit_and_streams_them_when_they_do_not(tiny_run, tmp_path):
-    from eagle3_core.train.sources import choose_mode
+    from eagle3_core.train.plan import Sizes, decide
 
-    target, cfg = TargetConfig(path=str(tiny_run.target)), TrainConfig(mode="auto")
-    chosen, why = choose_mode(cfg, target, tiny_run.sequences, tiny_run.hidden, headroom=1e18)
-    assert chosen.mode == "offline" and "hidden/ is complete" in why  # an extracted set is used as it is
-    chosen, why = choose_mode(cfg, target, tiny_run.sequences, tmp_path / "hidden", headroom=1.05)
-    assert chosen.mode == "offline" and "they fit" in why
-    chosen, why = choose_mode(cfg, target, tiny_run.sequences, tmp_path / "hidden", headroom=1e18)
-    assert chosen.mode == "online-vllm" and "do not fit" in why and "tokens x" in why
-    assert choose_mode(TrainConfig(mode="offline"), target, tiny_run.sequences, tmp_path, 1e18)[0].mode == "offline"
+    target = TargetConfig(path=str(tiny_run.target))
+    plan = decide("auto", tiny_run.hidden, Sizes(target, tiny_run.sequences, headroom=1e18))
+    assert plan.mode == "offline" and "hidden/ is complete" in plan.why  # an extracted set is used as it is
+    plan = decide("auto", tmp_path / "hidden", Sizes(target, tiny_run.sequences, headroom=1.05))
+    assert plan.mode == "offline" and "they fit" in plan.why
+    plan = decide("auto", tmp_path / "hidden", Sizes(target, tiny_run.sequences, headroom=1e18))
+    assert plan.mode == "online-vllm" and "do not fit" in plan.why and "tokens x" in plan.why
+    assert decide("offline", tmp_path, Sizes(target, tiny_run.sequences, 1e18)).mode == "offline"
 
 
 def test_the_pipeline_settles_mode_auto_before_extract_and_leaves_extract_out_when_states_do_not_fit(
