@@ -64,9 +64,13 @@ class StageSpec:
         wanted = {upstream.split("/")[0] for upstream in self.inputs(config).values()}
         return tuple(s.name for s in STAGES if s.name in wanted)
 
+    def section(self, config: PipelineConfig) -> Any:
+        """Its config: ``config``'s rule, else the PipelineConfig section of its name."""
+        return self.config(config) if self.config else getattr(config, self.name)
+
     def arguments(self, config: PipelineConfig) -> dict[str, Any]:
         """Its flow's keyword arguments in a run directory."""
-        section = self.config(config) if self.config else getattr(config, self.name)
+        section = self.section(config)
         folders = {argument: str(folder_of(upstream, config)) for argument, upstream in self.inputs(config).items()}
         return {"cfg": section, **folders, "out_dir": str(self.out(config)), **self.extra(config)}
 

@@ -231,7 +231,7 @@ def endpoint_field(spec: StageSpec, config: PipelineConfig) -> str | None:
 def require_endpoint(spec: StageSpec, config: PipelineConfig, field: str, outcome: Outcome) -> None:
     """A stage that asks a server and has no endpoint stops here: the stage's own fix names a CLI flag
     pipeline lacks."""
-    if not getattr(getattr(config, spec.name), field):
+    if not getattr(spec.section(config), field):
         outcome.status = "failed"
         outcome.reason = f"no endpoint: {spec.name}.{field} is empty and serve is not set"
         raise ConfigError(
@@ -242,7 +242,9 @@ def require_endpoint(spec: StageSpec, config: PipelineConfig, field: str, outcom
 
 
 def with_endpoints(spec: StageSpec, config: PipelineConfig, field: str, urls: list[str]) -> PipelineConfig:
-    """The config with ``urls`` in ``field`` of the stage's section (a served stage's config is its section)."""
+    """The config with ``urls`` in ``field`` of the stage's section: a stage served by the pipeline
+    takes its config from the PipelineConfig section of its name (no ``config=`` rule)."""
+    assert spec.config is None, f"{spec.name}: a served stage's config is its section of the pipeline config"
     section = getattr(config, spec.name)
     return config.model_copy(update={spec.name: section.model_copy(update={field: urls})})
 
