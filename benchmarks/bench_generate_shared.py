@@ -59,7 +59,7 @@ def create_limit(url: str, limit: int) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 
-    from tasks.generate import endpoint_limit_name
+    from tasks.endpoints import endpoint_limit_name
 
     with get_client(sync_client=True) as client:
         client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=endpoint_limit_name(url), limit=limit))

@@ -208,7 +208,13 @@ class Stage:
     - ``finish(manifest) -> Rejects | None``: fills ``counts`` and ``details`` once every unit is
       durable; ``close()``: frees what the units held (an engine), error or not;
     - ``stopped(manifest)``: where a unit that fails has figures worth keeping (the rows done, the
-      endpoints' states), puts them into the manifest the driver then writes ``failed``.
+      endpoints' states), puts them into the manifest the driver then writes ``failed``;
+    - where it asks a server: ``endpoint_field``, the field of its config listing the endpoints it
+      asks for this config (a pipeline that starts a server for it puts the URL there), and
+      ``endpoints()``, each with the most requests the run keeps in flight there. Whoever runs it
+      may then give it ``shared``, the endpoints' limits other runs hold slots of too
+      (``generate.slots.SharedLimits``: the Prefect tasks give every such stage Prefect's); the
+      driver's ``close`` closes it.
 
     ``StageRun`` drives it; nothing else writes its manifest.
     """
@@ -218,6 +224,8 @@ class Stage:
     outputs: tuple[str, ...] | None = None
     versions: tuple[str, ...] = ()
     changed: str = "its outputs are discarded"  # the log line's end when the keys changed
+    endpoint_field: str | None = None  # the field of its config listing the endpoints it asks; None: no server
+    shared: Any = None  # the endpoints' limits shared with other runs, given by whoever runs it
     out_dir: Path
     reporter: Reporter
 
@@ -243,6 +251,10 @@ class Stage:
 
     def stopped(self, manifest: StageManifest) -> None:
         return None
+
+    def endpoints(self) -> dict[str, int]:
+        """Each endpoint this run sends requests to, with the most it keeps in flight there."""
+        return {}
 
 
 class StageRun:
@@ -312,7 +324,11 @@ class StageRun:
             self.stage.reporter.progress(self.stage.name, self._done, len(self.units), unit="units")
 
     def close(self) -> None:
-        self.stage.close()
+        try:
+            self.stage.close()
+        finally:
+            if self.stage.shared is not None:
+                self.stage.shared.close()
 
     def finish(self) -> StageManifest:
         assert self.manifest is not None, "finish before open"

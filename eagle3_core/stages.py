@@ -10,6 +10,9 @@ stage is one declaration here plus its package ``eagle3_core/<name>/`` whose ``s
 by the one driver (``lifecycle.StageRun``). Its Prefect flow is built from the declaration and the
 class's parameters (``flows.stages.stage_flow``): one task, or, where the declaration names its
 ``unit``, a task per unit (generate's one ``stream`` unit: the whole input in one task).
+What a stage states for a config (the endpoints it asks, ``endpoint_field``; whether it would skip)
+is asked of the stage built from its arguments (``StageSpec.build``), so no field here exists for
+one stage only.
 
 No Prefect here: the declarations are plain data, read by the flows.
 """
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from eagle3_core.config import PipelineConfig
+    from eagle3_core.lifecycle import Stage
 
 
 def _target(c: PipelineConfig) -> dict[str, Any]:
@@ -43,9 +47,6 @@ class StageSpec:
     unit: str | None = None  # names its units ("shard": tasks extract-shard-00000, ...): a Prefect task each
     unit_limit: str | None = None  # a global concurrency limit each unit task holds a slot of ("gpu:{host}")
     package: str | None = None  # where its package lives; None = eagle3_core.<name>
-    # reads from the target served by vLLM (which the pipeline starts when `serve` is set) for this config
-    served: Callable[[PipelineConfig], bool] = lambda c: False
-    is_done: Callable[[PipelineConfig], bool] | None = None  # its skip rule, asked before a service starts for it
     # settles a choice the recipe left to the run, once upstream folders exist: (config, why) before it runs
     settle: Callable[[PipelineConfig], tuple[PipelineConfig, str | None]] | None = None
 
@@ -63,11 +64,20 @@ class StageSpec:
         wanted = {upstream.split("/")[0] for upstream in self.inputs(config).values()}
         return tuple(s.name for s in STAGES if s.name in wanted)
 
+    def section(self, config: PipelineConfig) -> Any:
+        """Its config: ``config``'s rule, else the PipelineConfig section of its name."""
+        return self.config(config) if self.config else getattr(config, self.name)
+
     def arguments(self, config: PipelineConfig) -> dict[str, Any]:
         """Its flow's keyword arguments in a run directory."""
-        section = self.config(config) if self.config else getattr(config, self.name)
+        section = self.section(config)
         folders = {argument: str(folder_of(upstream, config)) for argument, upstream in self.inputs(config).items()}
         return {"cfg": section, **folders, "out_dir": str(self.out(config)), **self.extra(config)}
+
+    def build(self, config: PipelineConfig) -> Stage:
+        """Its stage built from those arguments, to be asked what it states (the endpoints it asks,
+        whether it would skip); nothing runs and its folder is not touched."""
+        return load(self.stage)(**self.arguments(config))
 
 
 def folder_of(upstream: str, config: PipelineConfig) -> Path:
@@ -81,12 +91,6 @@ def load(reference: str) -> Any:
     """``"package.module:name"`` -> the object (imported on first use: torch stays out of --help)."""
     module, name = reference.split(":")
     return getattr(importlib.import_module(module), name)
-
-
-def _generate_is_done(c: PipelineConfig) -> bool:
-    from eagle3_core.generate.stage import is_complete
-
-    return is_complete(c.generate, c.layout.generations)
 
 
 def _train_plan(c: PipelineConfig):
@@ -130,8 +134,6 @@ STAGES: list[StageSpec] = [
         lambda c: {},
         lambda c: {"target": c.target},  # target: the pre-flight's tokenizer
         unit="stream",  # one unit, the whole input streamed: a task per request or batch would starve the server
-        served=lambda c: c.generate.source == "server",  # `dataset` takes the rows' own answers
-        is_done=_generate_is_done,
     ),
     StageSpec("reconstruct", "sequences", lambda c: {"generations_dir": "generate"}),
     StageSpec("vocab", "vocab", lambda c: {"sequences_dir": "reconstruct"}),

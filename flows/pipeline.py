@@ -8,9 +8,11 @@ validates it exactly as ``eagle3 pipeline --config`` does.
 Guarantees:
 - With ``config.toy`` set, the toy target is built (or loaded from its cache) and becomes
   ``target.path``; prompts left unset become the toy's own train / held-out prompts, and
-  ``{toy}`` in a prompts input stands for the toy's directory. With ``config.serve`` set, vLLM is started for the target only while the
-  generate stage runs (its URL fills ``generate.base_urls``) and is stopped after it, error or
-  not; when generate has nothing left to do, vLLM is not started at all.
+  ``{toy}`` in a prompts input stands for the toy's directory. With ``config.serve`` set, vLLM is started for the target only while a
+  stage that asks a server runs (its stage's ``endpoint_field``: generate's ``base_urls``, with
+  ``source: server``), its URL in that field of the stage's section, and is stopped after it, error
+  or not; when that stage has nothing left to do, vLLM is not started at all. Without ``serve``,
+  such a stage with no endpoint in that field fails before its subflow, naming the field.
 - A stage runs only when every stage it reads has a ``complete`` manifest on disk (from this run
   or an earlier one); otherwise it is ``blocked``, never run on missing inputs. Whether a stage's
   work is reused is decided by the stage itself; the pipeline reports it (``reused`` when the
@@ -41,6 +43,7 @@ from pydantic import ValidationError
 
 from eagle3_core.config import PipelineConfig, format_validation_error
 from eagle3_core.errors import ConfigError, Eagle3Error, StagesBlocked
+from eagle3_core.lifecycle import StageRun
 from eagle3_core.manifest import read_manifest
 from eagle3_core.run_summary import Outcome, summary_markdown
 from eagle3_core.stages import BY_NAME, STAGE_NAMES, STAGES, StageSpec
@@ -190,12 +193,8 @@ def run_stage(
     outcomes[name] = outcome
     if name not in config.stages or not_to_run(spec, config, outcome, outcomes):
         return outcome
-    if spec.is_done is not None and spec.is_done(config):
-        # complete for these inputs and config: its subflow still runs, and skips at once (the stage's own
-        # skip, before any endpoint is asked), so the run graph has it whatever was reused
-        get_run_logger().info("%s: complete for these inputs and config in %s", name, outcome.out_dir)
-    else:
-        require_endpoint(spec, config, outcome)
+    if (field := endpoint_field(spec, config)) is not None:
+        require_endpoint(spec, config, field, outcome)
     before = read_manifest(spec.out(config))
     run_subflow(spec, config, outcome, results)
     after = read_manifest(spec.out(config))
@@ -218,15 +217,36 @@ def not_to_run(spec: StageSpec, config: PipelineConfig, outcome: Outcome, outcom
     return False
 
 
-def require_endpoint(spec: StageSpec, config: PipelineConfig, outcome: Outcome) -> None:
-    """A served stage with no endpoint stops here: the stage's own fix names a CLI flag pipeline lacks."""
-    if spec.served(config) and not config.generate.base_urls:
-        outcome.status, outcome.reason = "failed", "no endpoint: generate.base_urls is empty and serve is not set"
+def endpoint_field(spec: StageSpec, config: PipelineConfig) -> str | None:
+    """The field of ``spec``'s section listing the endpoints its stage asks for this config, None when
+    it asks none or has nothing left to do: complete for these inputs and config, its subflow still
+    runs and skips at once (the stage's own skip, before any endpoint is asked), so the run graph has
+    it whatever was reused."""
+    stage = spec.build(config)
+    if stage.endpoint_field is None or StageRun(stage).life.would_skip():
+        return None
+    return stage.endpoint_field
+
+
+def require_endpoint(spec: StageSpec, config: PipelineConfig, field: str, outcome: Outcome) -> None:
+    """A stage that asks a server and has no endpoint stops here: the stage's own fix names a CLI flag
+    pipeline lacks."""
+    if not getattr(spec.section(config), field):
+        outcome.status = "failed"
+        outcome.reason = f"no endpoint: {spec.name}.{field} is empty and serve is not set"
         raise ConfigError(
             f"{spec.name} has {outcome.reason}",
-            fix="set generate.base_urls to your endpoints (http://host:port/v1) in the recipe, or serve: to start "
+            fix=f"set {spec.name}.{field} to your endpoints (http://host:port/v1) in the recipe, or serve: to start "
             "vLLM for target.path",
         )
+
+
+def with_endpoints(spec: StageSpec, config: PipelineConfig, field: str, urls: list[str]) -> PipelineConfig:
+    """The config with ``urls`` in ``field`` of the stage's section: a stage served by the pipeline
+    takes its config from the PipelineConfig section of its name (no ``config=`` rule)."""
+    assert spec.config is None, f"{spec.name}: a served stage's config is its section of the pipeline config"
+    section = getattr(config, spec.name)
+    return config.model_copy(update={spec.name: section.model_copy(update={field: urls})})
 
 
 def run_subflow(spec: StageSpec, config: PipelineConfig, outcome: Outcome, results: dict[str, Any]) -> None:
@@ -267,15 +287,14 @@ def edge_token(name: str, state: Any) -> StageDone:
 
 @contextlib.contextmanager
 def served_for(spec: StageSpec, config: PipelineConfig, outcomes: dict[str, Outcome]) -> Iterator[PipelineConfig]:
-    """Yield the config with vLLM serving the target for a stage that reads from it (``served``)
-    while that stage runs, and stop vLLM afterwards, error or not. Not started when the recipe
-    names its own endpoints (``serve`` unset), the stage is not selected, or it has nothing to do."""
-    if (
-        not spec.served(config)
-        or config.serve is None
-        or spec.name not in config.stages
-        or (spec.is_done is not None and spec.is_done(config))
-    ):
+    """Yield the config with vLLM serving the target for a stage that asks a server (its
+    ``endpoint_field``) while that stage runs, and stop vLLM afterwards, error or not. Not started
+    when the recipe names its own endpoints (``serve`` unset), the stage is not selected, or it has
+    nothing to do (or is blocked: its run_stage says so)."""
+    field = None
+    if config.serve is not None and spec.name in config.stages and not missing_inputs(spec, config):
+        field = endpoint_field(spec, config)
+    if field is None:
         yield config
         return
     from eagle3_core.serve.vllm_server import VLLMServer
@@ -286,8 +305,7 @@ def served_for(spec: StageSpec, config: PipelineConfig, outcomes: dict[str, Outc
     with server:
         outcomes["serve"] = Outcome("serve", "ran", server.base_url, time.time() - started, started)
         logger.info("vLLM serves %s at %s (pid %s)", server.model, server.base_url, server.pid)
-        generate = config.generate.model_copy(update={"base_urls": [server.base_url]})
-        yield config.model_copy(update={"generate": generate})
+        yield with_endpoints(spec, config, field, [server.base_url])
     logger.info("vLLM stopped")
 
 

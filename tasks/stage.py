@@ -3,9 +3,11 @@
 A stage without units runs in one task named after it. A stage whose declaration names a ``unit``
 runs ``<name>-plan``, one ``<name>-<unit>`` task per unit (run name ``<name>-<unit>-00000``), each
 holding a slot of the declared ``unit_limit`` when there is one, ``<name>-release`` and
-``<name>-finish``. A stage's own Prefect parts are hooks in ``tasks/<name>.py`` where it has them:
-``prepare(stage)`` once the stage is built, before the driver opens its folder (generate's endpoint
-limits and pre-flight), and ``publish(stage, manifest)``, its own artifacts beside the manifest's
+``<name>-finish``. A stage that states serving endpoints (``Stage.endpoints()``) is given its share
+of each one's global concurrency limit once it is built (``tasks/endpoints.py``), whichever stage it
+is. A stage's own Prefect parts are hooks in ``tasks/<name>.py`` where it has them:
+``prepare(stage)`` once the stage is built, before the driver opens its folder (generate's
+pre-flight), and ``publish(stage, manifest)``, its own artifacts beside the manifest's
 ``<name>-summary``.
 
 No Prefect cache on any of them: the stage's own skip (its manifest and the sizes of its shards)
@@ -27,6 +29,7 @@ from eagle3_core.lifecycle import Stage, StageRun, drive
 from eagle3_core.manifest import StageManifest
 from eagle3_core.stages import StageSpec, load
 from tasks.common import PrefectReporter, ensure_limit, publish_manifest
+from tasks.endpoints import share_endpoints
 
 
 def run_declared(spec: StageSpec, arguments: dict[str, Any]) -> StageManifest:
@@ -51,8 +54,9 @@ def run_declared(spec: StageSpec, arguments: dict[str, Any]) -> StageManifest:
 
 
 def stage_of(spec: StageSpec, arguments: dict[str, Any]) -> Stage:
-    """The stage built from the flow's arguments, then prepared by its own hook."""
+    """The stage built from the flow's arguments, given its endpoints' limits, then prepared by its own hook."""
     stage = load(spec.stage)(**arguments, reporter=PrefectReporter(spec.name))
+    share_endpoints(stage)
     prepare = own_hook(spec.name, "prepare")
     if prepare is not None:
         prepare(stage)

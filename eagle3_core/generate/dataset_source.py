@@ -7,8 +7,8 @@ dropped); its answer is the row's own final assistant turn (``dataset_answer.py`
 
 The folder keeps the served run's contract (CONTRIBUTING.md, generations/), so no downstream
 stage changes:
-- the same stage, shards and writer (``generate.stage.GenerateStage``, ``shards.ShardWriter``):
-  atomic shards with checksums, ``complete`` written last, the folder's lock;
+- the same stage, shards, writer and resume (``generate.stage.GenerateStage``, every source's part
+  in ``source.py``): atomic shards with checksums, ``complete`` written last, the folder's lock;
 - every row ends accepted, rejected (``no_assistant_turn``, ``two_reasoning_blocks``,
   ``empty_reasoning`` when reasoning is required, or the served path's shape reasons) or skipped
   (a repeated prompt);
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 from eagle3_core.chat.rows import RowRejection, normalize_prompt, sample_id, stored_messages
@@ -36,11 +35,11 @@ from eagle3_core.errors import InputError
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.dataset_answer import LOOKED_FOR, DatasetAnswer, dataset_answer, has_answer
 from eagle3_core.generate.engine import rejected_record
-from eagle3_core.generate.keys import KeySet, key64
-from eagle3_core.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
-from eagle3_core.generate.stats import RunStats
+from eagle3_core.generate.keys import key64
+from eagle3_core.generate.shards import REJECTED, ShardWriter
+from eagle3_core.generate.slots import SharedLimits
+from eagle3_core.generate.source import Source
 from eagle3_core.manifest import StageManifest
-from eagle3_core.progress import Reporter
 from eagle3_core.prompts.inputs import fingerprint, iter_rows
 from eagle3_core.stage_key import config_hash as stage_config_hash
 
@@ -49,50 +48,34 @@ MODEL = "dataset"  # the record's `model` and `endpoint` when the recipe names n
 SAMPLING_KEY = {"source": SOURCE}  # the whole sample key besides the prompt: nothing is sampled
 
 
-def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
-    """The config hash and input fingerprints of a dataset run. What changes its rows: the
-    prompts and whether reasoning is required; the source keeps it apart from any served run.
-    Sampling settings are left out on purpose: nothing is sampled."""
-    config_hash = stage_config_hash(
-        source=SOURCE, prompts=cfg.prompts.model_dump(mode="json"), require_reasoning=cfg.require_reasoning
-    )
-    return config_hash, {"prompts": fingerprint(cfg.prompts)}
-
-
-class DatasetRun:
+class DatasetSource(Source):
     """One pass over the input: each row accepted, rejected, skipped or found on disk."""
 
-    def __init__(self, cfg: GenerateConfig, out_dir: Path, reporter: Reporter) -> None:
-        self.cfg, self.out_dir, self.reporter = cfg, out_dir, reporter
-        self.stats = RunStats()
-        self.model = cfg.model or MODEL
-        self._seen = KeySet()
-        self._bad_rows: set[int] = set()
+    @staticmethod
+    def keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
+        """What changes its rows: the prompts and whether reasoning is required; the source keeps it
+        apart from any served run. Sampling settings are left out on purpose: nothing is sampled."""
+        config_hash = stage_config_hash(
+            source=SOURCE, prompts=cfg.prompts.model_dump(mode="json"), require_reasoning=cfg.require_reasoning
+        )
+        return config_hash, {"prompts": fingerprint(cfg.prompts)}
 
     def open(self) -> None:
         """The answers' check, before anything is written; then the keys of every durable row."""
         _check_answers_exist(self.cfg)
-        self.accepted = ShardWriter(self.out_dir / ACCEPTED, ACCEPTED, self.cfg.shard_rows, self.cfg.flush_seconds)
-        self.rejected = ShardWriter(self.out_dir / REJECTED, REJECTED, self.cfg.shard_rows, self.cfg.flush_seconds)
-        self.persisted, self.unkeyed, self.resent = read_persisted(self.out_dir)
-        self._earlier = shard_files(self.out_dir / ACCEPTED) + shard_files(self.out_dir / REJECTED)
-        if self.persisted or self.unkeyed:
-            self.reporter.log(f"generate: resuming; {len(self.persisted) + len(self.unkeyed)} rows already on disk")
+        self.model = self.cfg.model or MODEL
+        self._open_writers()
+        self._scan_folder()
         self._t0 = time.monotonic()
 
-    def run_all(self, shared: object = None) -> None:
-        """Every row in turn (``shared`` limits are the served path's: nothing is sent here)."""
+    def _produce(self, shared: SharedLimits | None) -> None:
+        """Every row in turn (``shared`` limits are the served source's: nothing is sent here)."""
         for index, row in enumerate(iter_rows(self.cfg.prompts)):
             self.stats.input_rows += 1
             self._take(index, row)
 
     def finish(self, manifest: StageManifest) -> None:
-        for writer in (self.accepted, self.rejected):
-            writer.flush()
-        if self.resent or self.stats.resumed != len(self.persisted) + len(self.unkeyed):
-            dropped = drop_stale(self._earlier, self._seen.__contains__, self._bad_rows)
-            self.reporter.log(f"generate: dropped {dropped} earlier rows written for other prompts or settings")
-        self._count_resumed_reasons()
+        self._settle_folder()
         self.reporter.progress(
             "generate", self.stats.done, self.stats.input_rows, rejected=self.stats.outcomes[REJECTED]
         )
@@ -105,13 +88,7 @@ class DatasetRun:
             return
         messages, tools = prompt
         key = sample_id(messages, SAMPLING_KEY, tools)
-        short = key64(key)
-        if short in self._seen:
-            self.stats.skip()
-            return
-        self._seen.add(short)
-        if (outcome := self.persisted.get(short)) is not None:
-            self.stats.resume(outcome)
+        if not self._is_new(key64(key)):
             return
         answer = self._checked(dataset_answer(row))
         if isinstance(answer, RowRejection):
@@ -132,29 +109,11 @@ class DatasetRun:
             )
         return answer
 
-    def _reject_unkeyed(self, index: int, row: Any, why: RowRejection) -> None:
-        if index in self.unkeyed:
-            self._bad_rows.add(index)
-            self.stats.resume(REJECTED)
-            return
-        self._write(self.rejected, rejected_record(None, index, row, why.reason, why.detail))
-        self.stats.reject(why.reason)
-
     def _write(self, writer: ShardWriter, row: dict[str, Any]) -> None:
+        """Flushed when full or due (no loop flushes here), with the progress after each shard."""
         if writer.add(row) or writer.due():
             writer.flush()
             self.reporter.progress("generate", self.stats.done, None)
-
-    def _count_resumed_reasons(self) -> None:
-        """Rejects an earlier run wrote count under their reasons, as the served path counts them."""
-        import polars as pl
-
-        if self.stats.outcomes[REJECTED] == self.stats.reject_reasons.total:
-            return
-        for file in self._earlier:
-            if file.parent.name == REJECTED and file.exists():
-                for reason, rows in pl.read_parquet(file, columns=["reason"])["reason"].value_counts().iter_rows():
-                    self.stats.reject_reasons.add(reason, rows)
 
     def fill(self, manifest: StageManifest) -> None:
         """The run's figures into the running manifest (the driver writes it)."""

@@ -150,11 +150,12 @@ def test_a_killed_run_resumes_from_its_durable_shards_and_writes_no_row_twice(tm
     assert run_generate(dataset_config(src), out).updated_at == manifest.updated_at  # complete: skipped
 
 
-def test_a_served_stage_in_the_pipeline_declaration_serves_nothing_for_the_dataset_source(tmp_path):
+def test_the_dataset_source_asks_no_endpoint_so_the_pipeline_serves_nothing_for_it(tmp_path):
     from eagle3_core.config import PipelineConfig
     from eagle3_core.stages import BY_NAME
 
-    served = PipelineConfig(out=str(tmp_path))
-    taken = PipelineConfig(out=str(tmp_path), generate={"source": "dataset"})
+    served = BY_NAME["generate"].build(PipelineConfig(out=str(tmp_path), generate={"base_urls": ["http://h:1/v1"]}))
+    taken = BY_NAME["generate"].build(PipelineConfig(out=str(tmp_path), generate={"source": "dataset"}))
 
-    assert BY_NAME["generate"].served(served) and not BY_NAME["generate"].served(taken)
+    assert served.endpoint_field == "base_urls" and taken.endpoint_field is None
+    assert list(served.endpoints()) == ["http://h:1/v1"] and taken.endpoints() == {}  # no limit for it either

@@ -45,12 +45,13 @@ def test_no_endpoint_is_a_config_error(tmp_path):
 
 
 def test_a_complete_run_is_reused_without_any_endpoint(tmp_path, fake_server):
-    from eagle3_core.generate.stage import is_complete
+    from eagle3_core.generate.stage import GenerateStage
+    from eagle3_core.lifecycle import StageRun
 
     source = write_jsonl(tmp_path / "in.jsonl", prompts(3))
     first = run_generate(config(source, [fake_server.url]), tmp_path / "out")
     sent = len(fake_server.requests)
     offline = config(source, [])
-    assert is_complete(offline, tmp_path / "out")
+    assert StageRun(GenerateStage(offline, tmp_path / "out")).life.would_skip()  # the pipeline's question
     assert run_generate(offline, tmp_path / "out").counts == first.counts
     assert len(fake_server.requests) == sent

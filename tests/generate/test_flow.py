@@ -17,7 +17,7 @@ def test_flow_streams_every_row_in_one_task_under_the_endpoint_limit_and_publish
     from prefect.client.schemas.sorting import FlowRunSort
 
     from flows.stages import stage_flow
-    from tasks.generate import endpoint_limit_name
+    from tasks.endpoints import endpoint_limit_name
 
     cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(25)), [fake_server.url])
     manifest = stage_flow("generate")(cfg, str(tmp_path / "out"))
@@ -65,7 +65,7 @@ def test_an_interrupt_in_the_stream_task_leaves_a_resumable_running_manifest_and
     from eagle3_core.manifest import read_manifest
     from flows.stages import stage_flow
     from tasks.common import PrefectReporter
-    from tasks.generate import endpoint_limit_name
+    from tasks.endpoints import endpoint_limit_name
 
     cfg = config(write_jsonl(tmp_path / "in.jsonl", prompts(60)), [fake_server.url], shard_rows=5)
     out = tmp_path / "out"

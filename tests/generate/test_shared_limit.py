@@ -87,13 +87,13 @@ def test_two_runs_share_the_endpoint_limit_evenly_and_never_exceed_it(tmp_path, 
     both = [who for start, who in chats if both_from <= start <= both_to]
     assert len(both) > 200, "the runs must overlap long enough to judge the split"
     assert 0.35 <= both.count("A") / len(both) <= 0.65
-    from tasks.generate import endpoint_limit_name
+    from tasks.endpoints import endpoint_limit_name
 
     assert active_slots(prefect_server, endpoint_limit_name(server.url)) == 0  # every lease given back
 
 
 def test_a_killed_runs_slots_come_back_when_its_leases_lapse(tmp_path, make_fake_server, prefect_server):
-    from tasks.generate import endpoint_limit_name
+    from tasks.endpoints import endpoint_limit_name
 
     server = make_fake_server(delay=0.2)
     name = endpoint_limit_name(server.url)
