@@ -34,7 +34,7 @@ token's row is then the target's own row for ``mask_token_id``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -212,6 +212,38 @@ class DFlashDrafter(nn.Module):
         """(B, Q, H) -> (B, Q, V_d) draft-vocab logits."""
         return self.lm_head(self.norm(r))
 
+    @torch.no_grad()
+    def propose(self, aux: torch.Tensor, anchor: int, k: int) -> list[int]:
+        """k draft target ids after ``anchor`` (the last token, at position T) from the target's
+        aux states (1, T, n·H_t) at positions 0..T-1: one block, as vLLM's DFlash proposer runs it."""
+        T, dev = aux.shape[1], aux.device
+        context = self.context(aux.view(1, T, len(self.config.aux_layer_ids), -1))  # (1, T, H)
+        ids = torch.full((1, k + 1), self.config.mask_token_id, dtype=torch.long, device=dev)
+        ids[0, 0] = anchor
+        positions = torch.arange(T, T + k + 1, device=dev)[None]
+        mask = torch.ones(1, 1, k + 1, T + k + 1, dtype=torch.bool, device=dev)  # all context, the whole block
+        r = self(ids, positions, context, torch.arange(T, device=dev)[None], mask)
+        return self.to_target_ids(self.logits(r[:, 1:]).argmax(-1))[0].tolist()
+
+    @torch.no_grad()
+    def block_predictions(self, seq: torch.Tensor, aux: torch.Tensor, k: int, group: int = 64) -> torch.Tensor:
+        """(k, T) target ids: column i holds the block anchored at i+1 (it sees states 0..i), slot j
+        at row j-1, so row j-1 predicts seq[i+1+j] as EAGLE-3's step j-1 at i does; the last column is
+        -1. ``group`` anchors at a time bound the scores to group·(k+1) x (T + group·(k+1))."""
+        T = seq.shape[1]
+        context = self.context(aux)  # (1, T, H)
+        positions = torch.arange(T, device=seq.device)[None]
+        cols = []
+        for s in range(1, T, group):
+            anchors = torch.arange(s, min(T, s + group), device=seq.device)[None]  # (1, g)
+            ids, pos = block_inputs(seq, anchors, anchors, replace(self.config, block_size=k + 1))  # as vLLM: 1 + k
+            keep = torch.ones_like(anchors, dtype=torch.bool)
+            mask = block_mask(anchors, keep, torch.ones_like(seq), T, k + 1)
+            r = self(ids, pos, context, positions, mask).view(1, -1, k + 1, self.config.hidden_size)
+            cols.append(self.to_target_ids(self.logits(r[0, :, 1:]).argmax(-1)))  # (g, k)
+        hits = torch.cat(cols).T if cols else torch.empty(k, 0, dtype=torch.long)  # (k, T-1)
+        return torch.cat([hits, torch.full((k, 1), -1, dtype=torch.long)], 1)
+
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]
 
@@ -242,15 +274,18 @@ class DFlashDrafter(nn.Module):
         (out / EXPORT_CONFIG).write_text(json.dumps(self.config.to_hf(), indent=2) + "\n")
 
     @classmethod
-    def from_export(cls, export_dir: str | Path, target_path: str | Path) -> "DFlashDrafter":
-        """An export with the target's embedding."""
+    def from_export(
+        cls, export_dir: str | Path, target_path: str | Path | None = None, embed_tokens: torch.Tensor | None = None
+    ) -> "DFlashDrafter":
+        """An export with the target's embedding (``embed_tokens``, else read from ``target_path``)."""
         from safetensors.torch import load_file
 
         export_dir = Path(export_dir)
         model = cls(DFlashConfig.from_hf(json.loads((export_dir / EXPORT_CONFIG).read_text())))
         state = load_file(str(export_dir / EXPORT_WEIGHTS))
         if "embed_tokens.weight" not in state:
-            state["embed_tokens.weight"] = load_target_tensor(target_path, "embed_tokens.weight")
+            found = embed_tokens if embed_tokens is not None else load_target_tensor(target_path, "embed_tokens.weight")
+            state["embed_tokens.weight"] = found
         model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
         return model.eval()
 
