@@ -60,3 +60,10 @@ timeout 200 $PY benchmarks/bench_ttt_memory.py --device cuda --preset llama-8b -
   --json "$OUT/ttt_memory.json" 2>&1 | grep -v "^\[" | tee "$OUT/ttt_memory.log"
 timeout 100 $PY benchmarks/bench_ttt_memory.py --device cuda --preset llama-8b --tokens 32768 --recompute \
   --json "$OUT/ttt_memory_32k_recompute.json" 2>&1 | grep -v "^\[" | tee -a "$OUT/ttt_memory.log"
+
+# DFlash train step (cap 240 s, issue 36): an 8B-shaped DFlash drafter (H=4096, 32 heads, 8 KV heads, MLP 14336,
+# 32K draft of 128K vocab, bf16), block 16, 512 anchors, one T-token sample: the block groups under activation
+# checkpointing (train/kind_dflash.py): peak memory and step time at 2K-32K, beside bench_ttt_memory's EAGLE-3.
+# (vLLM is not on this machine: DFlash's acceptance in vLLM is measured on the CPU, tests/drafter/test_dflash_vllm.py.)
+timeout 240 $PY benchmarks/bench_dflash_memory.py --device cuda --tokens 2048 8192 16384 32768 \
+  --json "$OUT/dflash_memory.json" 2>&1 | tee "$OUT/dflash_memory.log"

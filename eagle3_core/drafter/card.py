@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eagle3_core.drafter.kinds import block_kind, kind_of_export
+
 CARD_FILE = "README.md"
 DEFAULT_K = 3  # evaluate.num_speculative_tokens' default: the k a card shows before evaluation
 TAGS = ["eagle3", "speculative-decoding", "draft-model"]
@@ -70,7 +72,12 @@ def drafter_shape(export_dir: Path) -> dict[str, Any]:
 
 
 def variant_name(config: dict[str, Any]) -> str:
-    """EAGLE-3 or EAGLE-3.1 (a norm per aux state, the post-norm state fed back), its extras, its depth."""
+    """EAGLE-3 or EAGLE-3.1 (a norm per aux state, the post-norm state fed back), its extras, its depth;
+    a block kind by its block size."""
+    block = block_kind(config)
+    if block:
+        layers = config.get("num_hidden_layers") or 1
+        return f"{block.name} (block {config.get('block_size')}, {layers} decoder layer{'s' if layers > 1 else ''})"
     name = "eagle3.1" if config.get("fc_norm") and config.get("norm_output") else "eagle3"
     extras = [k for k in ("fc_norm", "norm_output") if config.get(k) and name == "eagle3"]
     extras += ["norm_before_fc"] if config.get("norm_before_fc") else []
@@ -179,10 +186,11 @@ def render(export_dir: Path, meta: dict[str, Any]) -> str:
 
     front = yaml.safe_dump(header(meta), sort_keys=False, allow_unicode=True)
     target = meta["facts"].get("target") or "the target"
+    title = kind_of_export(export_dir).title
     body = [
-        f"# EAGLE-3 drafter for {target}",
+        f"# {title} drafter for {target}",
         "",
-        f"A speculative-decoding draft model (EAGLE-3) trained by eagle3 {meta['facts'].get('eagle3_version', '?')} "
+        f"A speculative-decoding draft model ({title}) trained by eagle3 {meta['facts'].get('eagle3_version', '?')} "
         f"on {target}'s own answers.",
         *launch_section(export_dir, meta),
         *acceptance_section(meta.get("evaluation")),
@@ -193,8 +201,12 @@ def render(export_dir: Path, meta: dict[str, Any]) -> str:
 
 
 def speculative_config(export_dir: str | Path, k: int) -> dict:
-    """vLLM's ``--speculative-config``: EAGLE-3, the exported drafter, k tokens."""
-    return {"method": "eagle3", "model": str(Path(export_dir).resolve()), "num_speculative_tokens": k}
+    """vLLM's ``--speculative-config``: the exported drafter's kind (``drafter/kinds.py``), k tokens."""
+    return {
+        "method": kind_of_export(export_dir).vllm_method,
+        "model": str(Path(export_dir).resolve()),
+        "num_speculative_tokens": k,
+    }
 
 
 def launch_lines(export_dir: Path, meta: dict[str, Any]) -> tuple[str, str]:
@@ -224,7 +236,11 @@ def _arg(command: list[str], flag: str) -> str:
 
 def launch_section(export_dir: Path, meta: dict[str, Any]) -> list[str]:
     vllm, sglang = launch_lines(export_dir, meta)
-    lines = ["", "## Launch", "", "vLLM:", "", "```bash", vllm, "```", "", "SGLang:", "", "```bash", sglang, "```"]
+    lines = ["", "## Launch", "", "vLLM:", "", "```bash", vllm, "```", "", "SGLang:", ""]
+    if kind_of_export(export_dir).name == "eagle3":
+        lines += ["```bash", sglang, "```"]
+    else:  # the export holds vLLM's checkpoint names; SGLang's loader for this kind is not checked here
+        lines += [f"Not verified: this {kind_of_export(export_dir).title} export is written for vLLM's loader."]
     if hub_names(meta)[1] == DRAFTER_PLACEHOLDER:
         lines += [
             "",
@@ -311,7 +327,8 @@ def data_section(facts: dict[str, Any]) -> list[str]:
 def drafter_section(meta: dict[str, Any]) -> list[str]:
     shape, facts, training = meta.get("drafter") or {}, meta["facts"], meta.get("training") or {}
     rows = [(k, shape.get(k)) for k in ("architecture", "variant", *SHAPE_KEYS)]
-    rows += [(k, training.get(k)) for k in ("steps", "ttt_steps", "heldout_sim_acceptance_length")]
+    per_kind = ("block_size", "num_speculative_tokens") if "block_size" in training else ("ttt_steps",)
+    rows += [(k, training.get(k)) for k in ("steps", *per_kind, "heldout_sim_acceptance_length")]
     rows += [(k, facts.get(k)) for k in ("mode", "hidden_state_engine", "recipe_hash", "train_config_hash")]
     rows += [("eagle3 version", facts.get("eagle3_version"))]
     table = [f"| {name} | {_show(value)} |" for name, value in rows]

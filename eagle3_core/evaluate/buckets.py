@@ -60,15 +60,25 @@ def match_runs(drafter, target, aux_ids: list[int], ids: list[int], steps: int) 
     with torch.no_grad():
         states = target(seq, output_hidden_states=True).hidden_states
         aux = torch.stack([states[k] for k in aux_ids], dim=2).to(drafter.fc.weight.dtype)  # (1, T, 3, H)
-        shifted = torch.nn.functional.pad(seq[:, 1:], (0, 1))  # the token at i+1
-        outputs = drafter.unroll(shifted, aux, steps)  # K x (1, T, H)
-        hits = torch.stack([_predicted(drafter, out) for out in outputs])  # (K, T) target ids
+        if hasattr(drafter, "block_predictions"):  # a block kind: the block anchored at i+1 drafts i+2..
+            hits = drafter.block_predictions(seq, aux, steps)  # (K, T) target ids
+        else:
+            hits = _chain_predictions(drafter, seq, aux, steps)
     T = len(ids)
     truth = torch.full((steps, T), -1, dtype=torch.long)
     for k in range(steps):
         truth[k, : max(T - 2 - k, 0)] = seq[0, 2 + k :]  # step k at i predicts i+2+k
     right = (hits == truth).long()  # (K, T)
     return right.cumprod(dim=0).sum(dim=0).tolist()  # leading run of kept drafts
+
+
+def _chain_predictions(drafter, seq, aux, steps: int):
+    """(K, T): EAGLE-3's chained drafts from each position (the training-time-test unroll)."""
+    import torch
+
+    shifted = torch.nn.functional.pad(seq[:, 1:], (0, 1))  # the token at i+1
+    outputs = drafter.unroll(shifted, aux, steps)  # K x (1, T, H)
+    return torch.stack([_predicted(drafter, out) for out in outputs])
 
 
 def _predicted(drafter, out):

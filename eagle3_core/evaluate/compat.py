@@ -15,9 +15,9 @@ from pathlib import Path
 
 from eagle3_core.contracts.header import tensors
 from eagle3_core.contracts.target import language_config
+from eagle3_core.drafter.kinds import KINDS
 from eagle3_core.errors import InputError
 
-ARCHITECTURE = "LlamaForCausalLMEagle3"
 REQUIRED_TENSORS = ("fc.weight", "norm.weight", "lm_head.weight")
 
 
@@ -51,9 +51,10 @@ def check_drafter(export_dir: str | Path, target_dir: str | Path) -> DrafterInfo
     """The drafter's facts, or an ``InputError`` naming the first disagreement with the target."""
     export_dir = Path(export_dir)
     drafter, target = read_config(export_dir, "drafter export"), language_config(target_dir)
-    if ARCHITECTURE not in (drafter.get("architectures") or []):
+    architectures = drafter.get("architectures") or []
+    if not any(kind.architecture in architectures for kind in KINDS.values()):
         raise InputError(
-            f"drafter config.json does not declare {ARCHITECTURE} (architectures: {drafter.get('architectures')})",
+            f"drafter config.json does not declare {' or '.join(k.architecture for k in KINDS.values())} (architectures: {drafter.get('architectures')})",
             path=str(export_dir / "config.json"),
             fix="pass the drafter's export/ folder (drafter/export)",
         )
@@ -63,7 +64,8 @@ def check_drafter(export_dir: str | Path, target_dir: str | Path) -> DrafterInfo
         target_hidden_size=int(drafter.get("target_hidden_size") or drafter["hidden_size"]),
         vocab_size=int(drafter["vocab_size"]),
         draft_vocab_size=int(drafter.get("draft_vocab_size") or drafter["vocab_size"]),
-        aux_layer_ids=list(drafter.get("eagle_aux_hidden_state_layer_ids") or []),
+        aux_layer_ids=list(drafter.get("eagle_aux_hidden_state_layer_ids") or [])
+        or [k + 1 for k in (drafter.get("dflash_config") or {}).get("target_layer_ids") or []],  # DFlash counts outputs
     )
     _compare(info, target, target_dir)
     _check_tensors(info)

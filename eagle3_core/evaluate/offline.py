@@ -58,6 +58,8 @@ class ChainDecoder:
         """Target (fp32, CPU) and drafter from disk; the drafter shares the target's embedding."""
         import torch
 
+        from eagle3_core.drafter.dflash import DFlashDrafter
+        from eagle3_core.drafter.kinds import kind_of_export
         from eagle3_core.drafter.model import Eagle3Drafter
         from eagle3_core.states.target_model import load_target_model
 
@@ -65,7 +67,8 @@ class ChainDecoder:
             torch.set_num_threads(threads)
         target = load_target_model(target_path, trust_remote_code, "cpu", torch.float32)
         embed = target.get_input_embeddings().weight.detach()
-        drafter = Eagle3Drafter.from_export(export_dir, embed_tokens=embed)
+        model = DFlashDrafter if kind_of_export(export_dir).block else Eagle3Drafter  # block kinds: one pass
+        drafter = model.from_export(export_dir, embed_tokens=embed)
         return cls(target, drafter, eos_token_ids(target_path, target.config))
 
     def decode(self, prompt_ids: list[int], k: int, max_tokens: int, counters: SpecCounters) -> list[int]:
@@ -108,8 +111,12 @@ class _Decoding:
         return out.logits[0].argmax(-1).tolist()
 
     def _propose(self, k: int) -> list[int]:
-        """k draft tokens after ``seq``: step 0 on the new verified positions, then a chain of k-1."""
+        """k draft tokens after ``seq``: step 0 on the new verified positions, then a chain of k-1;
+        a block drafter's k in one pass over every verified position's states."""
         import torch
+
+        if hasattr(self.d.drafter, "propose"):  # a block kind (drafter/kinds.py): one block per round
+            return self.d.drafter.propose(torch.cat(self.aux)[None], self.seq[-1], k)
 
         n, done = len(self.seq), len(self.drafter_cache)
         dev = self.d.device

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from eagle3_core.base import StrictModel
+from eagle3_core.drafter.kinds import KindName
 
 
 class OnlineVllmConfig(StrictModel):
@@ -184,6 +185,37 @@ class DrafterVariant(StrictModel):
         return self
 
 
+class DFlashTrainConfig(StrictModel):
+    """A DFlash block drafter (train.kind: dflash): its block, depth and mask token, and its loss.
+
+    The loss is the paper's (arXiv 2602.06036): random anchors in the supervised tokens, each the
+    first slot of a block whose other slots are the mask token; slot j predicts the token j after
+    its anchor, weighted exp(-(j-1)/gamma); here against the target's own distribution on the
+    draft vocab, as EAGLE-3's loss is.
+    """
+
+    block_size: int = Field(
+        4,
+        ge=2,
+        le=64,
+        description="Slots per block: the anchor and block_size - 1 masks; vLLM serves it with num_speculative_tokens = block_size - 1.",
+    )
+    num_hidden_layers: int = Field(1, ge=1, le=8, description="Decoder layers of the drafter (Qwen3 blocks).")
+    mask_token_id: int | None = Field(
+        None,
+        ge=0,
+        description="The token id filling the masked slots: one the target never writes (a pad or reserved token); its row of the target's embedding is the mask embedding. Required for dflash.",
+    )
+    anchors_per_row: int = Field(
+        256,
+        ge=1,
+        description="Blocks trained per micro-batch row, drawn among the positions whose next token is supervised.",
+    )
+    loss_decay_gamma: float = Field(
+        7.0, gt=0, description="Slot j's loss weight is exp(-(j-1)/gamma) (the paper's 7 at block 16)."
+    )
+
+
 class TrainConfig(StrictModel):
     """Train the EAGLE-3 drafter with DeepSpeed."""
 
@@ -201,6 +233,13 @@ class TrainConfig(StrictModel):
     variant: DrafterVariant = Field(
         default_factory=DrafterVariant,
         description="Drafter architecture (EAGLE-3, EAGLE-3.1, norm_before_fc, layers), recorded in the export.",
+    )
+    kind: KindName = Field(
+        "eagle3",
+        description="The drafter kind (eagle3_core/drafter/kinds.py): eagle3 (EAGLE-3 and its variants) or dflash (a block drafter, train.dflash).",
+    )
+    dflash: DFlashTrainConfig = Field(
+        default_factory=DFlashTrainConfig, description="Block, depth, mask token and loss of train.kind dflash."
     )
     ttt_steps: int = Field(7, ge=1, description="Training-time-test unroll length K.")
     recompute_ttt_steps: bool = Field(
@@ -306,4 +345,17 @@ class TrainConfig(StrictModel):
                 "tracking",
             },
         )
+        if self.kind == "eagle3":  # EAGLE-3's hash stays what it was before kinds existed
+            decided.pop("kind"), decided.pop("dflash")
         return stable_hash(without_locations(decided | (source_facts or {})))
+
+    @model_validator(mode="after")
+    def _kind_needs(self) -> "TrainConfig":
+        if self.kind == "dflash" and self.dflash.mask_token_id is None:
+            raise ValueError(
+                "train.dflash.mask_token_id: a DFlash drafter fills its block with a mask token; set it in the "
+                "recipe to a token id the target never writes (a pad or reserved token; the toy's [PAD] is 1)"
+            )
+        if self.kind != "eagle3" and self.init_from:
+            raise ValueError(f"train.init_from: only eagle3 drafters start from an earlier one, not {self.kind}")
+        return self

@@ -25,12 +25,13 @@ import torch
 
 from eagle3_core.errors import InputError
 from eagle3_core.train import checkpoint
-from eagle3_core.train.build import build_drafter, build_reader, build_target_head
+from eagle3_core.train.build import build_reader, build_target_head
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.data import BatchPlan, Sample, plan_batches, split_heldout
 from eagle3_core.train.ds_config import deepspeed_config
-from eagle3_core.train.export import export_drafter, full_state
+from eagle3_core.train.export import full_state
 from eagle3_core.train.inputs import TrainInputs
+from eagle3_core.train.kinds import training_for
 from eagle3_core.train.loss import StepCounts, TargetHead, shift, simulated_acceptance_length, ttt_loss
 from eagle3_core.train.metrics import MetricsLog
 from eagle3_core.train.tracking import Tracker, log_record, start_tracker
@@ -94,7 +95,7 @@ def evaluate(module, head, reader, heldout: list[Sample], cfg: TrainConfig, dev:
         batch = reader.load(
             [heldout[i] for i in indices], cfg.micro_batch_tokens, dev.dtype, dev.device, pack=cfg.packing
         )
-        _, c = forward_batch(module, head, batch, cfg)
+        _, c = training_for(cfg.kind).forward(module, head, batch, cfg)
         counts.add(c)
     if not counts.count or counts.count[0] == 0:  # a loss of 0 over nothing would read as a perfect drafter
         raise InputError(
@@ -157,7 +158,8 @@ class Trainer:
             )
         self.plan = BatchPlan(train, cfg.micro_batch_tokens, cfg.seed, pack=cfg.packing)
         self.total = total_steps(cfg, self.plan.per_epoch, self.dev.world)
-        drafter = build_drafter(inputs, cfg.seed, cfg.init_from, cfg.drafter.model_dump(), cfg.variant.architecture())
+        self.kind = training_for(cfg.kind)  # the drafter kind's model, loss and export (drafter/kinds.py)
+        drafter = self.kind.build(inputs, cfg, cfg.init_from)
         self.ds_config = deepspeed_config(cfg, self.total, bf16=self.dev.dtype == torch.bfloat16)
         drafter.to(self.dev.device)
         self.engine, _, _, self.scheduler = deepspeed.initialize(
@@ -207,7 +209,7 @@ class Trainer:
                 samples, self.cfg.micro_batch_tokens, self.dev.dtype, self.dev.device, pack=self.cfg.packing
             )
             self.slots += batch["segments"].numel()
-            loss, micro_counts = forward_batch(self.engine.module, self.head, batch, self.cfg)
+            loss, micro_counts = self.kind.forward(self.engine.module, self.head, batch, self.cfg)
             self.engine.backward(loss)
             self.engine.step()
             self.micro += 1
@@ -270,13 +272,11 @@ class Trainer:
     def finish(self, tokens: int, seconds: float) -> dict[str, Any]:
         state = full_state(self.engine)
         if self.dev.rank == 0:
-            drafter = build_drafter(
-                self.inputs, self.cfg.seed, shape=self.cfg.drafter.model_dump(), variant=self.cfg.variant.architecture()
-            )
+            drafter = self.kind.build(self.inputs, self.cfg)
             drafter.load_state_dict(
                 {k: v.float() if v.is_floating_point() else v for k, v in state.items()}, strict=False
             )
-            export_drafter(drafter, self.out / "export", self.cfg.ships_embedding)
+            self.kind.export(drafter, self.out / "export", self.cfg)
             self.write_card()
         return {
             "steps": self.engine.global_steps,
@@ -303,7 +303,7 @@ class Trainer:
         final = self.evals.get("final") or {}
         training = {
             "steps": self.engine.global_steps,
-            "ttt_steps": self.cfg.ttt_steps,
+            **self.kind.facts(self.cfg),
             "heldout_sim_acceptance_length": final.get("sim_acceptance_length"),
         }
         try:

@@ -36,6 +36,7 @@ from eagle3_core.tracking import RUN_FILE, check_backends
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.ds_config import read_user_file
 from eagle3_core.train.inputs import TrainInputs
+from eagle3_core.train.kinds import training_for
 from eagle3_core.train.launcher import launch
 from eagle3_core.train.main import ERROR_FILE, ERROR_PREFIX, SPEC_FILE, SUMMARY_FILE
 from eagle3_core.train.plan import decide
@@ -128,6 +129,7 @@ class TrainStage(Stage):
         self.cfg, self.source = plan.config(self.cfg), plan.source
         check_backends(self.cfg.report_to)  # a tracker whose package is missing: one error before any work
         self.inputs = check_inputs(self.cfg.mode, self.target, self.hidden_dir, self.vocab_dir, self.sequences_dir)
+        training_for(self.cfg.kind).check(self.cfg, self.inputs)  # the kind's needs of the target
         fingerprints = input_fingerprints(self.cfg, self.inputs, self.vocab_dir)
         self.config_hash = stable_hash(
             {"train": self.cfg.output_hash(self.source.decides(self.cfg)), "layers": self.inputs.aux_layer_ids}

@@ -68,3 +68,21 @@ def make_chat_target(path: Path, heldout: int = 4) -> Path:
         for q in QUESTIONS[:heldout]:
             fh.write(json.dumps({"messages": [{"role": "user", "content": q}]}) + "\n")
     return path
+
+
+def make_dflash_export(path: Path, target_dir: Path, draft_vocab_size: int = 48, seed: int = 0) -> Path:
+    """A random-weight DFlash block drafter (block 4, 2 layers, mask token 1) in the export format."""
+    import torch
+
+    from eagle3_core.drafter.dflash import DFlashConfig, DFlashDrafter
+
+    torch.manual_seed(seed)
+    target = json.loads((target_dir / "config.json").read_text())
+    dflash = {"block_size": 4, "mask_token_id": 1, "num_hidden_layers": 2}
+    drafter = DFlashDrafter(DFlashConfig.from_target(target, draft_vocab_size, [1, 2, 3], dflash))
+    d2t = torch.arange(0, 2 * draft_vocab_size, 2)[:draft_vocab_size] - torch.arange(draft_vocab_size)
+    t2d = torch.zeros(target["vocab_size"], dtype=torch.bool)
+    t2d[torch.arange(draft_vocab_size) + d2t] = True
+    drafter.set_vocab(d2t, t2d)
+    drafter.save_export(path)
+    return path

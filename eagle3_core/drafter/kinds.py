@@ -1,0 +1,71 @@
+"""Drafter kinds, declared once: what each kind is called, how vLLM loads it, and where it trains.
+
+The data (sequences/, vocab/, hidden/ or the online spool) is the same for every kind. A kind is
+its model module (here in ``drafter/``) and its training module (``train/kind_<name>.py``: build,
+loss, export, the ``TRAINING`` hooks), named here; training, evaluation and the model card read
+this table and nothing else, so a new kind is its modules plus one line below (CONTRIBUTING.md,
+"Adding a drafter kind"). Light on purpose: no torch import, so the card and the config read it.
+
+``block`` kinds propose k tokens in one forward pass from a block of ``block_size`` slots (the
+anchor and ``block_size - 1`` masks): vLLM's ``num_speculative_tokens`` is ``block_size - 1``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class DrafterKind:
+    name: str
+    architecture: str  # the export's config.json ``architectures[0]``
+    vllm_method: str  # vLLM's --speculative-config ``method``
+    training: str  # module with the kind's ``TRAINING`` hooks (imported by the trainer only)
+    block: bool  # drafts a whole block in one pass (k = block_size - 1)
+    title: str  # the method's name on the model card
+    paper: str
+
+
+KINDS: dict[str, DrafterKind] = {
+    "eagle3": DrafterKind(
+        "eagle3",
+        "LlamaForCausalLMEagle3",
+        "eagle3",
+        "eagle3_core.train.kind_eagle3",
+        False,
+        "EAGLE-3",
+        "arXiv 2503.01840",
+    ),
+    "dflash": DrafterKind(
+        "dflash", "DFlashDraftModel", "dflash", "eagle3_core.train.kind_dflash", True, "DFlash", "arXiv 2602.06036"
+    ),
+}
+
+KindName = Literal[tuple(KINDS)]  # train.kind's choices
+
+
+def kind_of_config(config: dict) -> DrafterKind:
+    """The kind of an export's ``config.json`` (by its architecture)."""
+    arch = (config.get("architectures") or [""])[0]
+    for kind in KINDS.values():
+        if kind.architecture == arch:
+            return kind
+    from eagle3_core.errors import InputError
+
+    raise InputError(
+        f"the drafter's architecture {arch!r} is none of eagle3's kinds ({', '.join(KINDS)})",
+        fix="pass a drafter/export/ folder written by `eagle3 train`",
+    )
+
+
+def block_kind(config: dict) -> DrafterKind | None:
+    """The block kind an export's ``config.json`` declares, or None (EAGLE-3, or no architecture)."""
+    arch = (config.get("architectures") or [""])[0]
+    return next((k for k in KINDS.values() if k.block and k.architecture == arch), None)
+
+
+def kind_of_export(export_dir: str | Path) -> DrafterKind:
+    return kind_of_config(json.loads((Path(export_dir) / "config.json").read_text()))
