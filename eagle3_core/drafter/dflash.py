@@ -41,7 +41,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from eagle3_core.drafter.model import EXPORT_CONFIG, EXPORT_WEIGHTS, RMSNorm, _rope_theta, load_target_tensor, rope
+from eagle3_core.drafter.model import (
+    EXPORT_CONFIG,
+    EXPORT_WEIGHTS,
+    RMSNorm,
+    _rope_theta,
+    load_target_tensor,
+    rope,
+    target_widths,
+)
 
 ARCHITECTURE = "DFlashDraftModel"
 
@@ -69,24 +77,13 @@ class DFlashConfig:
         cls, target: dict, draft_vocab_size: int, aux_layer_ids: list[int], dflash: dict, shape: dict | None = None
     ) -> "DFlashConfig":
         """The drafter for a target's ``config.json``: its widths unless ``shape`` sets them."""
-        shape = {k: v for k, v in (shape or {}).items() if v is not None}
-        heads = shape.get("num_attention_heads", target["num_attention_heads"])
         return cls(
-            hidden_size=target["hidden_size"],
-            intermediate_size=shape.get("intermediate_size", target["intermediate_size"]),
-            num_attention_heads=heads,
-            num_key_value_heads=shape.get("num_key_value_heads", target.get("num_key_value_heads") or heads),
-            head_dim=shape.get("head_dim", target.get("head_dim") or target["hidden_size"] // heads),
-            vocab_size=target["vocab_size"],
+            **target_widths(target, shape),
             draft_vocab_size=draft_vocab_size,
-            target_hidden_size=target["hidden_size"],
             aux_layer_ids=list(aux_layer_ids),
             block_size=dflash["block_size"],
             mask_token_id=dflash["mask_token_id"],
             num_hidden_layers=dflash["num_hidden_layers"],
-            rms_norm_eps=target.get("rms_norm_eps", 1e-6),
-            rope_theta=_rope_theta(target),
-            max_position_embeddings=target.get("max_position_embeddings", 8192),
         )
 
     def to_hf(self) -> dict:

@@ -116,21 +116,10 @@ class DrafterConfig:
         what ``shape`` sets (``num_attention_heads``, ``num_key_value_heads``, ``head_dim``,
         ``intermediate_size``; None values copy the target); ``variant`` sets the architecture
         fields (``num_hidden_layers``, ``fc_norm``, ``norm_output``, ``norm_before_fc``)."""
-        shape = {k: v for k, v in (shape or {}).items() if v is not None}
-        heads = shape.get("num_attention_heads", target["num_attention_heads"])
         return cls(
-            hidden_size=target["hidden_size"],
-            intermediate_size=shape.get("intermediate_size", target["intermediate_size"]),
-            num_attention_heads=heads,
-            num_key_value_heads=shape.get("num_key_value_heads", target.get("num_key_value_heads") or heads),
-            head_dim=shape.get("head_dim", target.get("head_dim") or target["hidden_size"] // heads),
-            vocab_size=target["vocab_size"],
+            **target_widths(target, shape),
             draft_vocab_size=draft_vocab_size,
-            target_hidden_size=target["hidden_size"],
             aux_layer_ids=list(aux_layer_ids),
-            rms_norm_eps=target.get("rms_norm_eps", 1e-6),
-            rope_theta=_rope_theta(target),
-            max_position_embeddings=target.get("max_position_embeddings", 8192),
             bos_token_id=target.get("bos_token_id"),
             eos_token_id=target.get("eos_token_id"),
             **(variant or {}),
@@ -195,6 +184,26 @@ def _rope_theta(target: dict) -> float:
     """transformers 5 keeps rope_theta under ``rope_parameters``; older configs at top level."""
     params = target.get("rope_parameters") or {}
     return float(params.get("rope_theta") or target.get("rope_theta") or 10000.0)
+
+
+def target_widths(target: dict, shape: dict | None = None) -> dict:
+    """What every drafter kind copies from the target's ``config.json``: widths, heads, vocab, norm
+    and rope; ``shape`` (``num_attention_heads``, ``num_key_value_heads``, ``head_dim``,
+    ``intermediate_size``) overrides where set, None values copy the target."""
+    shape = {k: v for k, v in (shape or {}).items() if v is not None}
+    heads = shape.get("num_attention_heads", target["num_attention_heads"])
+    return {
+        "hidden_size": target["hidden_size"],
+        "intermediate_size": shape.get("intermediate_size", target["intermediate_size"]),
+        "num_attention_heads": heads,
+        "num_key_value_heads": shape.get("num_key_value_heads", target.get("num_key_value_heads") or heads),
+        "head_dim": shape.get("head_dim", target.get("head_dim") or target["hidden_size"] // heads),
+        "vocab_size": target["vocab_size"],
+        "target_hidden_size": target["hidden_size"],
+        "rms_norm_eps": target.get("rms_norm_eps", 1e-6),
+        "rope_theta": _rope_theta(target),
+        "max_position_embeddings": target.get("max_position_embeddings", 8192),
+    }
 
 
 # ---------------------------------------------------------------------------- components
