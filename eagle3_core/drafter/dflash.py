@@ -44,6 +44,7 @@ from torch import nn
 from eagle3_core.drafter.model import (
     EXPORT_CONFIG,
     EXPORT_WEIGHTS,
+    MLP,
     RMSNorm,
     _rope_theta,
     load_target_tensor,
@@ -152,17 +153,6 @@ class BlockAttention(nn.Module):
         k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, Q, d)
         return self.o_proj(y.transpose(1, 2).reshape(h.shape[0], h.shape[1], -1))
-
-
-class MLP(nn.Module):
-    def __init__(self, c: DFlashConfig) -> None:
-        super().__init__()
-        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 class BlockLayer(nn.Module):

@@ -295,6 +295,8 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
+    """The Llama MLP every drafter kind uses (``c`` names ``hidden_size`` and ``intermediate_size``)."""
+
     def __init__(self, c: DrafterConfig) -> None:
         super().__init__()
         self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
