@@ -50,6 +50,7 @@ from eagle3_core.drafter.model import (
     load_target_tensor,
     rope,
     target_widths,
+    write_export,
 )
 
 ARCHITECTURE = "DFlashDraftModel"
@@ -250,15 +251,11 @@ class DFlashDrafter(nn.Module):
 
     def save_export(self, out_dir: str | Path, with_embedding: bool = False) -> None:
         """``with_embedding``: ship the target's embedding (vLLM then loads it instead of sharing)."""
-        from safetensors.torch import save_file
 
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
         state = self.export_state()
         if with_embedding:
             state["embed_tokens.weight"] = self.embed_tokens.weight.detach().to(torch.bfloat16).contiguous()
-        save_file(state, str(out / EXPORT_WEIGHTS), metadata={"format": "pt"})
-        (out / EXPORT_CONFIG).write_text(json.dumps(self.config.to_hf(), indent=2) + "\n")
+        write_export(out_dir, state, self.config.to_hf())
 
     @classmethod
     def from_export(

@@ -186,6 +186,16 @@ def _rope_theta(target: dict) -> float:
     return float(params.get("rope_theta") or target.get("rope_theta") or 10000.0)
 
 
+def write_export(out_dir: str | Path, state: dict, hf_config: dict) -> None:
+    """Every drafter kind's export: its weights as ``model.safetensors`` and its ``config.json``."""
+    from safetensors.torch import save_file
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(out / EXPORT_WEIGHTS), metadata={"format": "pt"})
+    (out / EXPORT_CONFIG).write_text(json.dumps(hf_config, indent=2) + "\n")
+
+
 def target_widths(target: dict, shape: dict | None = None) -> dict:
     """What every drafter kind copies from the target's ``config.json``: widths, heads, vocab, norm
     and rope; ``shape`` (``num_attention_heads``, ``num_key_value_heads``, ``head_dim``,
@@ -474,12 +484,7 @@ class Eagle3Drafter(nn.Module):
         return state
 
     def save_export(self, out_dir: str | Path, with_embedding: bool = False) -> None:
-        from safetensors.torch import save_file
-
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        save_file(self.export_state(with_embedding), str(out / EXPORT_WEIGHTS), metadata={"format": "pt"})
-        (out / EXPORT_CONFIG).write_text(json.dumps(self.config.to_hf(), indent=2) + "\n")
+        write_export(out_dir, self.export_state(with_embedding), self.config.to_hf())
 
     @classmethod
     def from_export(
