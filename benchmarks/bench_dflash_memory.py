@@ -1,4 +1,4 @@
-"""Peak memory and time of one DFlash training step against sequence length T (block groups).
+"""Peak memory and time of one DFlash training step (after one warm-up step) against sequence length T (block groups).
 
 One step of the trainer's own DFlash loss (``train/kind_dflash.forward``: context features, the
 blocks in groups under activation checkpointing, soft cross-entropy per slot) + backward + AdamW
@@ -62,21 +62,28 @@ def one_step(shape: dict, T: int, args, device, dtype) -> dict:
     }
     cfg = SimpleNamespace(seed=0, dflash=SimpleNamespace(anchors_per_row=args.anchors, loss_decay_gamma=7.0))
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+
+    def step():
+        loss, counts = forward(model, head, batch, cfg)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach(), counts
+
+    step()  # warm-up: kernels chosen, AdamW's states allocated (the timed step is a steady one)
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated() if device.type == "cuda" else 0
     start = time.perf_counter()
-    loss, counts = forward(model, head, batch, cfg)
-    loss.backward()
-    opt.step()
+    loss, counts = step()
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated() if device.type == "cuda" else 0
     return {
         "tokens": T, "block": args.block, "anchors": args.anchors, "layers": args.layers,
-        "step_s": round(seconds, 3), "peak_gib": round(peak / 2**30, 2), "above_weights_gib": round((peak - base) / 2**30, 2),
+        "step_s": round(seconds, 3), "tokens_per_s": round(T / seconds), "peak_gib": round(peak / 2**30, 2), "above_weights_gib": round((peak - base) / 2**30, 2),
         "loss": round(float(loss), 4), "counted": counts.count[:3],
     }  # fmt: skip
 
