@@ -67,3 +67,9 @@ timeout 100 $PY benchmarks/bench_ttt_memory.py --device cuda --preset llama-8b -
 # (vLLM is not on this machine: DFlash's acceptance in vLLM is measured on the CPU, tests/drafter/test_dflash_vllm.py.)
 timeout 240 $PY benchmarks/bench_dflash_memory.py --device cuda --tokens 2048 8192 16384 32768 \
   --json "$OUT/dflash_memory.json" 2>&1 | tee "$OUT/dflash_memory.log"
+
+# DSpark train step (cap 150 s, issue 36): the same 8B-shaped backbone plus the Markov head (rank 256 over the
+# 128K vocab, 32K draft), block 15 (k = 15, as DFlash's block 16), 512 anchors: what the Markov head and its
+# chained logits add to DFlash's step (train/kind_dspark.py). (vLLM 0.32 serves DSpark only on its V2 GPU runner.)
+timeout 150 $PY benchmarks/bench_dflash_memory.py --device cuda --kind dspark --block 15 --tokens 2048 8192 16384 \
+  --json "$OUT/dspark_memory.json" 2>&1 | tee "$OUT/dspark_memory.log"
