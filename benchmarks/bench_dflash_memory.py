@@ -1,4 +1,4 @@
-"""Peak memory and time of one DFlash training step (after one warm-up step) against sequence length T (block groups).
+"""Peak memory and time of one DFlash (or DSpark) training step (after a warm-up step) against sequence length T (block groups).
 
 One step of the trainer's own DFlash loss (``train/kind_dflash.forward``: context features, the
 blocks in groups under activation checkpointing, soft cross-entropy per slot) + backward + AdamW
@@ -6,6 +6,7 @@ on one random T-token sample, at an 8B-shaped drafter width; the counterpart of
 ``bench_ttt_memory.py`` for EAGLE-3's unroll. No pydantic needed (the GPU machine has none).
 
     .venv/bin/python benchmarks/bench_dflash_memory.py --dry-run                # CPU, tiny shapes
+    python3 benchmarks/bench_dflash_memory.py --device cuda --kind dspark --block 15   # DSpark: + Markov head, k = block
     python3 benchmarks/bench_dflash_memory.py --device cuda --tokens 2048 8192 16384 32768
 """
 
@@ -32,6 +33,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--block", type=int, default=16)
     p.add_argument("--anchors", type=int, default=512)
     p.add_argument("--layers", type=int, default=1)
+    p.add_argument("--kind", choices=["dflash", "dspark"], default="dflash")
+    p.add_argument("--markov-rank", type=int, default=256, help="DSpark's Markov rank (the published drafts' 256)")
     p.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU: a check of the script")
     p.add_argument("--json", default=None)
     return p.parse_args()
@@ -41,7 +44,9 @@ def one_step(shape: dict, T: int, args, device, dtype) -> dict:
     import torch
 
     from eagle3_core.drafter.dflash import DFlashConfig, DFlashDrafter
-    from eagle3_core.train.kind_dflash import forward
+    from eagle3_core.drafter.dspark import DSparkConfig, DSparkDrafter
+    from eagle3_core.train.kind_dflash import forward as dflash_forward
+    from eagle3_core.train.kind_dspark import forward as dspark_forward
     from eagle3_core.train.loss import TargetHead
 
     c = DFlashConfig(
@@ -50,7 +55,12 @@ def one_step(shape: dict, T: int, args, device, dtype) -> dict:
         draft_vocab_size=shape["draft_vocab"], target_hidden_size=shape["hidden"], aux_layer_ids=[2, 16, 29],
         block_size=args.block, mask_token_id=0, num_hidden_layers=args.layers,
     )  # fmt: skip
-    model = DFlashDrafter(c).to(device, dtype)
+    section = SimpleNamespace(anchors_per_row=args.anchors, loss_decay_gamma=7.0, ce_weight=0.1, tv_weight=0.9)
+    cfg = SimpleNamespace(seed=0, kind=args.kind, **{args.kind: section})
+    if args.kind == "dspark":
+        c = DSparkConfig(**vars(c), markov_rank=args.markov_rank)
+    forward = dspark_forward if args.kind == "dspark" else dflash_forward
+    model = (DSparkDrafter if args.kind == "dspark" else DFlashDrafter)(c).to(device, dtype)
     head = TargetHead(torch.randn(c.vocab_size, c.hidden_size, device=device, dtype=dtype) * 0.02, model.d2t, model.t2d)
     head.t2d[:] = True
     batch = {
@@ -60,7 +70,6 @@ def one_step(shape: dict, T: int, args, device, dtype) -> dict:
         "loss_mask": torch.ones(1, T, dtype=torch.bool, device=device),
         "segments": torch.ones(1, T, dtype=torch.long, device=device),
     }
-    cfg = SimpleNamespace(seed=0, dflash=SimpleNamespace(anchors_per_row=args.anchors, loss_decay_gamma=7.0))
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
 
     def step():
@@ -82,7 +91,7 @@ def one_step(shape: dict, T: int, args, device, dtype) -> dict:
     seconds = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated() if device.type == "cuda" else 0
     return {
-        "tokens": T, "block": args.block, "anchors": args.anchors, "layers": args.layers,
+        "kind": args.kind, "tokens": T, "block": args.block, "anchors": args.anchors, "layers": args.layers,
         "step_s": round(seconds, 3), "tokens_per_s": round(T / seconds), "peak_gib": round(peak / 2**30, 2), "above_weights_gib": round((peak - base) / 2**30, 2),
         "loss": round(float(loss), 4), "counted": counts.count[:3],
     }  # fmt: skip

@@ -7,7 +7,7 @@
 # That machine has python3 with torch, transformers, safetensors and pyarrow but no pydantic or
 # DeepSpeed: carry them as wheels in .whl/ (benchmarks/README.md, "Running on a lent GPU").
 # A session has 15 minutes of device time, start-up included: the lines run most wanted first,
-# each under its own cap (the caps add up to 560 s), and every line's output goes to $OUT/all.log,
+# each under its own cap (the caps add up to 570 s), and every line's output goes to $OUT/all.log,
 # the JSON rows to $OUT/<line>.json (the tool brings back 8 files at most).
 set -uo pipefail
 OUT=${OUT:-benchmarks/out}
@@ -29,6 +29,7 @@ line() {  # line CAP NAME COMMAND...: one benchmark under its cap, its output ke
 
 if [ "${DRY_RUN:-0}" = 1 ]; then
   line 120 dflash_memory $PY benchmarks/bench_dflash_memory.py --dry-run --json "$OUT/dflash_memory.json"
+  line 120 dspark_memory $PY benchmarks/bench_dflash_memory.py --kind dspark --dry-run --json "$OUT/dspark_memory.json"
   line 300 long_context $PY benchmarks/bench_long_context.py --dry-run --json "$OUT/long_context.json"
   exit 0
 fi
@@ -41,16 +42,16 @@ $PY -c "import torch, transformers; print('torch', torch.__version__, 'transform
 line 80 dflash_memory $PY benchmarks/bench_dflash_memory.py --device cuda --tokens 2048 8192 16384 32768 \
   --json "$OUT/dflash_memory.json"
 
+# DSpark train step (issue 36): the same, with DSpark's Markov head (rank 256 over the 128K vocab). Not run yet.
+line 70 dspark_memory $PY benchmarks/bench_dflash_memory.py --kind dspark --device cuda --tokens 2048 8192 16384 32768 \
+  --json "$OUT/dspark_memory.json"
+
 # long context (issue 24): at 2K/8K/16K/32K tokens, an 8B-shaped EAGLE-3 drafter (H=4096, 128K target /
 # 32K draft vocab, bf16, random weights, K=7): one train step through the blocked TTT attention,
 # flex_attention (compiled) and SDPA (dense mask), each where it runs: peak memory, step time, tokens/s;
 # then the extract engine on an 8B-shaped target against a bare forward. Rows past its budget are listed as not run.
 line 230 long_context $PY benchmarks/bench_long_context.py --device cuda --budget 190 --child-timeout 80 \
   --json "$OUT/long_context.json"
-
-# TTT memory at 32K with train.recompute_ttt_steps (each TTT step recomputed in backward).
-line 60 ttt_32k_recompute $PY benchmarks/bench_ttt_memory.py --device cuda --preset llama-8b --tokens 32768 \
-  --recompute --json "$OUT/ttt_memory.json"
 
 # extract: an 8B-shaped Llama (32 layers, 128K vocab), random bf16 weights, 32 samples of ~1K tokens
 # (log-normal), 16K-token batches; the stage's engine against a bare forward pass.

