@@ -107,11 +107,11 @@ class RequestConfig(StrictModel):
     @model_validator(mode="after")
     def _concurrency_in_range(self) -> "RequestConfig":
         if isinstance(self.concurrency, int) and self.concurrency < 1:
-            raise ValueError("generate.concurrency must be >= 1 or 'auto'")
+            raise ValueError("concurrency must be >= 1 or 'auto'")
         reserved = sorted(set(RESERVED_EXTRA) & set(self.extra_body))
         if reserved:
             raise ValueError(
-                f"generate.extra_body sets {', '.join(reserved)}: template variables and detokenizer "
-                "settings belong in target.chat (generate sends them from there); the rest are set by generate"
+                f"extra_body sets {', '.join(reserved)}: template variables and detokenizer "
+                "settings belong in target.chat (sent from there); the rest are set by the client"
             )
         return self
