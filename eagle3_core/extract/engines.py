@@ -27,18 +27,12 @@ def get_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest: 
 
 
 def _build(cfg, target, layers: list[int], num_hidden_layers: int, longest: int, workdir: Path):
-    if cfg.engine == "vllm":
-        from eagle3_core.engines.vllm_engine import VllmEngine
+    from eagle3_core.engines.build import build_engine
 
-        return VllmEngine(
-            cfg.vllm_options(), target, layers, num_hidden_layers, max_model_len=longest + 1, workdir=workdir
-        )
-    from eagle3_core.engines.hf_engine import TransformersEngine
-    from eagle3_core.states.target_model import load_target_model, resolve_device
-
-    device = resolve_device(cfg.device)
-    model = load_target_model(target.require_path(), target.trust_remote_code, device)
-    return TransformersEngine(model, layers, device, cfg.max_tokens_per_batch)
+    return build_engine(
+        cfg.engine, target, layers, num_hidden_layers, longest, workdir,
+        vllm=cfg.vllm_options(), device=cfg.device, max_tokens_per_batch=cfg.max_tokens_per_batch,
+    )  # fmt: skip
 
 
 def release_engines() -> None:

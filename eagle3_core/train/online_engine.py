@@ -23,31 +23,19 @@ from eagle3_core.spool.producer import serve
 
 def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest: int, workdir: Path):
     """The extraction engine of ``cfg`` (an ``OnlineVllmConfig``) for ``target`` (a ``TargetConfig``)
-    and samples of at most ``longest`` tokens."""
-    target_path = target.require_path()
-    if cfg.engine == "vllm":
-        from eagle3_core.engines.vllm_engine import VllmEngine, VllmOptions
+    and samples of at most ``longest`` tokens: ``engines.build``'s, as extract builds its own."""
+    from eagle3_core.engines.build import build_engine as build
+    from eagle3_core.engines.vllm_engine import VllmOptions
 
-        options = VllmOptions(
-            python=cfg.vllm_python,
-            kv_cache_bytes=cfg.vllm_kv_cache_bytes,
-            tensor_parallel_size=cfg.vllm_tensor_parallel_size,
-        )
-        return VllmEngine(
-            options,
-            target,
-            layers,
-            num_hidden_layers,
-            max_model_len=longest + 1,
-            workdir=workdir,
-            devices=cfg.engine_devices,
-        )
-    from eagle3_core.engines.hf_engine import TransformersEngine
-    from eagle3_core.states.target_model import load_target_model, resolve_device
-
-    device = resolve_device(cfg.device)
-    model = load_target_model(target_path, target.trust_remote_code, device)
-    return TransformersEngine(model, layers, device, cfg.max_tokens_per_batch)
+    options = VllmOptions(
+        python=cfg.vllm_python,
+        kv_cache_bytes=cfg.vllm_kv_cache_bytes,
+        tensor_parallel_size=cfg.vllm_tensor_parallel_size,
+    )
+    return build(
+        cfg.engine, target, layers, num_hidden_layers, longest, workdir,
+        vllm=options, device=cfg.device, max_tokens_per_batch=cfg.max_tokens_per_batch, devices=cfg.engine_devices,
+    )  # fmt: skip
 
 
 def parser():
