@@ -57,7 +57,6 @@ def train_row(args, impl: str, T: int) -> dict:
     import bench_ttt_memory as ttt
     import torch
 
-    import eagle3_core.drafter.model as model_module
     from eagle3_core.drafter.attention_kernels import ttt_attention_for
     from eagle3_core.train.config import TrainConfig
     from eagle3_core.train.loop import forward_batch
@@ -65,8 +64,10 @@ def train_row(args, impl: str, T: int) -> dict:
     device = torch.device(args.device)
     cuda = device.type == "cuda"
     dtype = torch.bfloat16 if cuda else torch.float32
-    model_module.ttt_attention = ttt_attention_for(impl, compiled=cuda)  # flex is linear only compiled
     model, head = ttt.build(args.drafter_preset, device, dtype)
+    model.attend = ttt_attention_for(
+        impl, compiled=cuda
+    )  # as train.ttt_attention sets it; flex is linear only compiled
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     data, cfg = ttt.batch(args.drafter_preset, T, device, dtype), TrainConfig(ttt_steps=args.ttt)
 

@@ -50,12 +50,33 @@ def ttt_attention_sdpa(q: torch.Tensor, ks: list, vs: list, segments: torch.Tens
 FLEX_STEP_SLOTS = 8
 
 
+def flex_length(T: int) -> int:
+    """The length compiled flex runs a T-token batch at: the next power of two, at least one tile.
+
+    Compiled flex (``dynamic=False``) compiles once per length, tens of seconds each, and a packed
+    trainer's batches vary in length: at most log2(T) lengths compile, not one per batch. The padded
+    positions form a sample of their own (segment 0, as padding is), so every tile they add beyond
+    the diagonal is masked and skipped: the padding costs almost nothing."""
+    return max(128, 1 << (T - 1).bit_length())
+
+
 def ttt_attention_flex(
     q: torch.Tensor, ks: list, vs: list, segments: torch.Tensor, block=None, compiled: bool = False
 ) -> torch.Tensor:
     """As ``ttt_attention_sdpa``, through ``flex_attention`` and a block-sparse mask (padding keys
-    beyond the live steps are masked, and their tiles skipped)."""
+    beyond the live steps are masked, and their tiles skipped). Compiled, T is padded to ``flex_length``."""
+    import torch.nn.functional as F
+
     B, _, T, _ = q.shape
+    if segments is None:
+        segments = torch.ones(B, T, dtype=torch.long, device=q.device)
+    if compiled and flex_length(T) != T:
+        extra = flex_length(T) - T
+        grow = lambda x: F.pad(x, (0, 0, 0, extra))  # noqa: E731  (B, h, T, d) -> (B, h, T + extra, d)
+        padded = ttt_attention_flex(
+            grow(q), [*map(grow, ks)], [*map(grow, vs)], F.pad(segments, (0, extra)), compiled=True
+        )
+        return padded[:, :, :T]
     slots = FLEX_STEP_SLOTS * -(-len(ks) // FLEX_STEP_SLOTS)
     pad = [torch.zeros_like(ks[0])] * (slots - len(ks))
     live = torch.tensor(len(ks) * T, device=q.device)  # a tensor, so a new step count is no recompile
@@ -89,6 +110,11 @@ def _flex():
 
 @lru_cache(maxsize=1)
 def _compiled_flex():
+    import torch._dynamo
+
+    # one compile per flex_length (up to 9 between 128 and 32K, more with a varying batch size): past
+    # dynamo's default limit of 8 it would fall back to eager flex, which builds the whole score matrix
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     return torch.compile(_flex(), dynamic=False)
 
 

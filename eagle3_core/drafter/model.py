@@ -372,6 +372,9 @@ class Eagle3Drafter(nn.Module):
         self.register_buffer("d2t", torch.zeros(c.draft_vocab_size, dtype=torch.long))
         # identity until ``set_vocab``: draft id d is target id d (d2t = 0)
         self.register_buffer("t2d", torch.arange(c.vocab_size) < c.draft_vocab_size)
+        # the unroll's attention; None = ``attention.ttt_attention``, the blocked form. Training on a GPU
+        # may set compiled flex (``train.ttt_attention``): the same function, 3-9x faster there
+        self.attend = None
 
     def decoder_layers(self) -> list[DecoderLayer]:
         return [self.midlayer, *self.layers.values()]
@@ -444,7 +447,7 @@ class Eagle3Drafter(nn.Module):
         for n, layer in enumerate(layers):
             mine = past[n * per_layer : (n + 1) * per_layer]  # k0, v0, k1, v1, ...
             q, k, v = layer.self_attn.qkv(layer.inputs(e, r), positions)
-            a = ttt_attention(q, [*mine[0::2], k], [*mine[1::2], v], segments)  # (B, h, T, d)
+            a = (self.attend or ttt_attention)(q, [*mine[0::2], k], [*mine[1::2], v], segments)  # (B, h, T, d)
             r = layer.finish(r, layer.self_attn.out(a))  # (B, T, H)
             new += [k, v]
         return r, *new

@@ -6,9 +6,13 @@ from eagle3_core.train.kinds import KindTraining
 
 
 def build(inputs, cfg, init_from: str | None = None):
+    from eagle3_core.drafter.attention_kernels import ttt_attention_for
     from eagle3_core.train.build import build_drafter
 
-    return build_drafter(inputs, cfg.seed, init_from, cfg.drafter.model_dump(), cfg.variant.architecture())
+    drafter = build_drafter(inputs, cfg.seed, init_from, cfg.drafter.model_dump(), cfg.variant.architecture())
+    if cfg.ttt_attention != "blocked":
+        drafter.attend = ttt_attention_for(cfg.ttt_attention, compiled=True)
+    return drafter
 
 
 def forward(module, head, batch, cfg):
@@ -27,4 +31,18 @@ def facts(cfg) -> dict:
     return {"ttt_steps": cfg.ttt_steps}
 
 
-TRAINING = KindTraining(build=build, forward=forward, export=export, facts=facts)
+def check(cfg, inputs) -> None:
+    """flex runs compiled, through Triton: a GPU's path (PyTorch has no flex backward on the CPU)."""
+    import torch
+
+    from eagle3_core.errors import ConfigError
+
+    if cfg.ttt_attention == "flex" and cfg.hostfile is None and not torch.cuda.is_available():
+        raise ConfigError(
+            "train.ttt_attention: flex trains only on a GPU (compiled flex_attention; PyTorch has no flex "
+            "backward on the CPU), and this machine has none",
+            fix="set train.ttt_attention: blocked (the default), or train on a GPU",
+        )
+
+
+TRAINING = KindTraining(build=build, forward=forward, export=export, facts=facts, check=check)

@@ -73,3 +73,29 @@ def test_a_three_layer_eagle3_1_drafter_trains_the_same_through_each_implementat
     torch.testing.assert_close(loss, dense, atol=1e-5, rtol=1e-5)
     for got, expected in zip(grads, torch.autograd.grad(dense, params), strict=True):
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+
+
+def test_flex_lengths_are_powers_of_two_from_one_tile():
+    from eagle3_core.drafter.attention_kernels import flex_length
+
+    assert [flex_length(T) for T in (1, 128, 129, 3000, 16384, 16385)] == [128, 128, 256, 4096, 16384, 32768]
+
+
+@pytest.mark.parametrize("T,steps", [(7, 2), (129, 3), (200, 7)])
+def test_compiled_flex_runs_padded_to_its_length_and_still_equals_the_dense_one(T, steps, monkeypatch):
+    """The call train.ttt_attention: flex makes, padding included, with flex's eager kernels standing in
+    for the compiled ones (inductor cannot compile this mask on the CPU; on a GPU the same call compiles)."""
+    import eagle3_core.drafter.attention_kernels as kernels
+
+    lengths = []
+
+    def block_mask(mask_mod, B, H, q_len, kv_len, device):
+        lengths.append(q_len)
+        return kernels._block_mask()(mask_mod, B, H, q_len, kv_len, device=device)
+
+    monkeypatch.setattr(kernels, "_compiled_block_mask", lambda: block_mask)
+    monkeypatch.setattr(kernels, "_compiled_flex", kernels._flex)
+    q, ks, vs, segments = attention_inputs(T, steps, requires_grad=False)
+    fast = ttt_attention_for("flex", compiled=True)(q, ks, vs, segments)
+    assert lengths == [kernels.flex_length(T)] and fast.shape == q.shape
+    torch.testing.assert_close(fast, dense_ttt_attention(q, ks, vs, segments), atol=2e-5, rtol=2e-5)
