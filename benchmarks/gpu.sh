@@ -7,7 +7,7 @@
 # That machine has python3 with torch, transformers, safetensors and pyarrow but no pydantic or
 # DeepSpeed: carry them as wheels in .whl/ (benchmarks/README.md, "Running on a lent GPU").
 # A session has 15 minutes of device time, start-up included: the lines run most wanted first,
-# each under its own cap (the caps add up to 570 s), and every line's output goes to $OUT/all.log,
+# each under its own cap (the caps add up to 590 s), and every line's output goes to $OUT/all.log,
 # the JSON rows to $OUT/<line>.json (the tool brings back 8 files at most).
 set -uo pipefail
 OUT=${OUT:-benchmarks/out}
@@ -36,6 +36,10 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee -a "$LOG"
 $PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" | tee -a "$LOG"
 
+# flex's gradients (train.ttt_attention: flex): the attention tests that need a GPU, compiled flex padded to
+# its length against the dense reference (tests/drafter/test_attention_kernels.py; skipped on a CPU).
+line 90 flex_gradients $PY -m pytest -q -p no:cacheprovider --noconftest tests/drafter/test_attention_kernels.py -k flex
+
 # DFlash train step (issue 36): an 8B-shaped DFlash drafter (H=4096, 32 heads, 8 KV heads, MLP 14336,
 # 32K draft of 128K vocab, bf16), block 16, 512 anchors, one T-token sample, after one warm-up step:
 # peak memory, step time, tokens/s at 2K-32K, beside the long-context table's EAGLE-3 rows.
@@ -50,7 +54,7 @@ line 70 dspark_memory $PY benchmarks/bench_dflash_memory.py --kind dspark --devi
 # 32K draft vocab, bf16, random weights, K=7): one train step through the blocked TTT attention,
 # flex_attention (compiled) and SDPA (dense mask), each where it runs: peak memory, step time, tokens/s;
 # then the extract engine on an 8B-shaped target against a bare forward. Rows past its budget are listed as not run.
-line 230 long_context $PY benchmarks/bench_long_context.py --device cuda --budget 190 --child-timeout 80 \
+line 190 long_context $PY benchmarks/bench_long_context.py --device cuda --budget 150 --child-timeout 80 \
   --json "$OUT/long_context.json"
 
 # extract: an 8B-shaped Llama (32 layers, 128K vocab), random bf16 weights, 32 samples of ~1K tokens
@@ -60,10 +64,10 @@ line 60 extract $PY benchmarks/bench_extract.py --preset llama-8b --device cuda 
 
 # evaluate: the offline chain loop (k=3, batch 1, bf16) against plain KV-cached greedy decoding on an
 # 8B-shaped random Llama + random EAGLE-3 drafter: the loop's cost per emitted token (acceptance ~1 at random).
-line 50 evaluate $PY benchmarks/bench_evaluate.py --preset llama-8b --device cuda --prompts 2 --prompt-len 256 \
+line 40 evaluate $PY benchmarks/bench_evaluate.py --preset llama-8b --device cuda --prompts 2 --prompt-len 256 \
   --max-tokens 48 -k 3 --json "$OUT/evaluate.json"
 
 # train: an 8B-shaped drafter (H=4096, 32 heads, 32K draft of a 64K target vocab), 8K-token micro-batches,
 # TTT 7, the ZeRO-2 bf16 DeepSpeed engine against a bare PyTorch loop on the same batches.
-line 80 train $PY benchmarks/bench_train.py --device cuda --hidden 4096 --heads 32 --vocab 65536 --tokens 8192 \
+line 60 train $PY benchmarks/bench_train.py --device cuda --hidden 4096 --heads 32 --vocab 65536 --tokens 8192 \
   --seq 2048 --steps 4 --rounds 1

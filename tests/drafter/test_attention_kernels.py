@@ -99,3 +99,17 @@ def test_compiled_flex_runs_padded_to_its_length_and_still_equals_the_dense_one(
     fast = ttt_attention_for("flex", compiled=True)(q, ks, vs, segments)
     assert lengths == [kernels.flex_length(T)] and fast.shape == q.shape
     torch.testing.assert_close(fast, dense_ttt_attention(q, ks, vs, segments), atol=2e-5, rtol=2e-5)
+
+
+@NO_CPU_BACKWARD
+@pytest.mark.parametrize("T,steps", [(200, 7), (1000, 3)])
+def test_compiled_flex_padded_gives_the_dense_gradients_on_a_gpu(T, steps):
+    """What train.ttt_attention: flex runs (compiled, padded to flex_length): outputs and gradients."""
+    q, ks, vs, segments = attention_inputs(T, steps, requires_grad=True)
+    fast = ttt_attention_for("flex", compiled=True)(q, ks, vs, segments)
+    dense = dense_ttt_attention(q, ks, vs, segments)
+    torch.testing.assert_close(fast, dense, atol=2e-5, rtol=2e-5)
+    weight = torch.randn_like(dense)
+    grads = torch.autograd.grad((fast * weight).sum(), [q, *ks, *vs])
+    for got, expected in zip(grads, torch.autograd.grad((dense * weight).sum(), [q, *ks, *vs]), strict=True):
+        torch.testing.assert_close(got, expected, atol=5e-5, rtol=5e-5)
