@@ -271,10 +271,14 @@ class DFlashDrafter(nn.Module):
 
     def export_state(self) -> dict[str, torch.Tensor]:
         """bf16 weights under vLLM's checkpoint names, ``d2t`` int64 (vLLM maps draft ids with it)
-        and ``t2d`` bool (vLLM skips it; the offline loop reads it). No embedding: vLLM shares the target's."""
+        and ``t2d`` bool (vLLM skips it; the offline loop reads it). No embedding: vLLM shares the target's.
+
+        A draft vocab as large as the target's ships no mapping: vLLM's DFlash and DSpark models then
+        have no ``draft_id_to_target_id`` parameter, and a ``d2t`` in the checkpoint fails their load."""
         skip = ("embed_tokens.weight", "d2t", "t2d")
         state = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in self.state_dict().items() if k not in skip}
-        state["d2t"], state["t2d"] = self.d2t.long().contiguous(), self.t2d.bool().contiguous()
+        if self.config.draft_vocab_size < self.config.vocab_size:
+            state["d2t"], state["t2d"] = self.d2t.long().contiguous(), self.t2d.bool().contiguous()
         return state
 
     def save_export(self, out_dir: str | Path, with_embedding: bool = False) -> None:
@@ -298,6 +302,8 @@ class DFlashDrafter(nn.Module):
         if "embed_tokens.weight" not in state:
             found = embed_tokens if embed_tokens is not None else load_target_tensor(target_path, "embed_tokens.weight")
             state["embed_tokens.weight"] = found
+        state.setdefault("d2t", torch.zeros_like(model.d2t))  # a full draft vocab: draft id = target id
+        state.setdefault("t2d", torch.ones_like(model.t2d))
         model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
         return model.eval()
 

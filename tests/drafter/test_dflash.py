@@ -169,3 +169,24 @@ def test_an_eagle3_config_hash_is_what_it_was_before_kinds_existed():
     plain = TrainConfig()
     assert plain.output_hash() == "feb3108938ecb0de"  # the hash of the commit before train.kind (403da7c)
     assert TrainConfig(kind="dflash", dflash={"mask_token_id": 1}).output_hash() != plain.output_hash()
+
+
+@pytest.mark.parametrize("kind", ["dflash", "dspark"])
+def test_a_full_draft_vocab_ships_no_mapping_since_vllm_then_has_none_to_load(kind, tmp_path):
+    from safetensors.torch import load_file
+
+    from eagle3_core.drafter.dspark import DSparkConfig, DSparkDrafter
+
+    section = {"block_size": 4, "mask_token_id": 1, "noise_token_id": 1, "markov_rank": 8, "num_hidden_layers": 1}
+    config_class, model_class = (DFlashConfig, DFlashDrafter) if kind == "dflash" else (DSparkConfig, DSparkDrafter)
+    torch.manual_seed(0)
+    drafter = model_class(config_class.from_target({**TARGET, "vocab_size": 50}, 50, [1, 2, 3], section))
+    drafter.save_export(tmp_path)
+    assert not {"d2t", "t2d"} & set(load_file(str(tmp_path / "model.safetensors")))
+    # vLLM builds draft_id_to_target_id only for a smaller draft vocab (a shipped d2t would be an unknown key)
+    source = vllm_source(f"model_executor/models/qwen3_{kind}.py")
+    assert (
+        "draft_vocab_size < self.target_vocab_size" if kind == "dspark" else "draft_vocab_size != target_vocab_size"
+    ) in source
+    back = model_class.from_export(tmp_path, embed_tokens=drafter.embed_tokens.weight.detach())
+    assert torch.equal(back.to_target_ids(torch.arange(50)), torch.arange(50)) and bool(back.t2d.all())
