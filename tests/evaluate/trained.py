@@ -119,16 +119,3 @@ def train_on(target: TargetConfig, root: Path, drafter_dir: Path, steps: int = 3
     )
     run_train(cfg, target, root / "hidden", root / "vocab", drafter_dir)
     return TrainedDrafter(target, drafter_dir / "export", drafter_dir, root / "generations")
-
-
-def train_drafter(
-    target: TargetConfig,
-    root: Path,
-    prompts: int = 240,
-    steps: int = 300,
-    max_new_tokens: int = 96,
-    draft_vocab: int = 40,
-) -> TrainedDrafter:
-    """``target.aux_layer_ids`` should name three distinct layers (the toy recipe's do)."""
-    prepare_data(target, root, prompts, max_new_tokens, draft_vocab)
-    return train_on(target, root, root / "drafter", steps)
