@@ -125,6 +125,7 @@ class VLLMServer:
         self.log_path: Path | None = None
         self.startup_seconds: float | None = None
         self.argv: list[str] | None = None  # the command started, once it is
+        self.log_start = 0  # where this start's lines begin in the log
 
     @classmethod
     def for_target(cls, target: TargetConfig, cfg: ServeConfig | None = None, **kwargs) -> "VLLMServer":
@@ -201,6 +202,7 @@ class VLLMServer:
             raise ServeError("no folder for vLLM's log", fix="set serve.log_dir (the run's folder)")
         Path(self.log_dir).mkdir(parents=True, exist_ok=True)
         self.log_path = Path(self.log_dir) / f"vllm-{self.port}.log"
+        self.log_start = self.log_path.stat().st_size if self.log_path.exists() else 0  # the log is appended to
         started = time.monotonic()
         self.argv = self.command(python)
         with open(self.log_path, "ab") as log:
@@ -261,7 +263,9 @@ class VLLMServer:
 
     def _raise_refusal(self) -> None:
         """vLLM's refusal of a feature this machine's model runner lacks: ``EngineRefused`` with its words."""
-        log = self.log_tail(400)  # a refused start logs about 65 lines, the banner among the first
+        with open(self.log_path, "rb") as f:  # this start's lines only (about 65 on a refusal), banner first
+            f.seek(self.log_start)
+            log = f.read().decode("utf-8", errors="replace")
         found = RUNNER_REFUSAL.search(log)
         if found is None:
             return
