@@ -129,8 +129,11 @@ def train_and_measure(base, run_dir: Path, name: str, train: dict, seed: int, st
     with multiprocessing.get_context("spawn").Pool(1) as pool:  # a fresh process: its children's peak is this run's
         peak_rss_kib = pool.apply(train_in_child, (train, base.target, run_dir, drafter))
     trained = time.time()
+    # k alone: where vLLM refuses a kind the chain loop runs once per swept k over 2K-8K-token answers
+    # (0.15x of plain decoding, README "The offline loop's cost"); the table shows k = 3 only
+    evaluate = base.evaluate.model_copy(update={"k_sweep": [base.evaluate.num_speculative_tokens]})
     run_evaluate(
-        base.evaluate, base.target, str(drafter / "export"), str(eval_dir), base.serve, str(run_dir / "generations")
+        evaluate, base.target, str(drafter / "export"), str(eval_dir), base.serve, str(run_dir / "generations")
     )
     report = json.loads((eval_dir / "report.json").read_text())
     online, by_context = (report["online"] or {}).get("with_drafter") or {}, report["by_context"]
