@@ -127,7 +127,7 @@ def train_and_measure(base, run_dir: Path, name: str, train: dict, seed: int, st
     drafter, eval_dir = run_dir / f"drafter-{name}-s{seed}", run_dir / f"eval-{name}-s{seed}"
     started = time.time()
     with multiprocessing.get_context("spawn").Pool(1) as pool:  # a fresh process: its children's peak is this run's
-        peak_rss_kib = pool.apply(train_in_child, (train, base.target, run_dir, drafter))
+        stage_kib, trainer_kib = pool.apply(train_in_child, (train, base.target, run_dir, drafter))
     trained = time.time()
     # k alone: where vLLM refuses a kind the chain loop runs once per swept k over 2K-8K-token answers
     # (0.15x of plain decoding, README "The offline loop's cost"); the table shows k = 3 only
@@ -149,18 +149,20 @@ def train_and_measure(base, run_dir: Path, name: str, train: dict, seed: int, st
         "buckets": {b["label"]: b["acceptance_length"] for b in by_context["buckets"] if b["drafts"]},
         "train": train_figures(drafter),
         "tokens_per_s_median": statistics.median(speeds) if speeds else None,
-        "peak_rss_mib": round(peak_rss_kib / 1024),
+        "peak_rss_mib": round(trainer_kib / 1024),  # the trainer process (the stage's child)
+        "stage_rss_mib": round(stage_kib / 1024),  # the process that ran the train stage around it
         "train_s": round(trained - started, 1),
         "evaluate_s": round(time.time() - trained, 1),
     }
 
 
-def train_in_child(train, target, run_dir: Path, drafter: Path) -> int:
-    """The train stage in this (pool) process; the peak RSS (KiB) of it and the trainer it started."""
+def train_in_child(train, target, run_dir: Path, drafter: Path) -> tuple[int, int]:
+    """The train stage in this (pool) process; the peak RSS (KiB) of this process and of the trainer it
+    started (its children: their largest)."""
     from eagle3_core.train.stage import run_train
 
     run_train(train, target, str(run_dir / "hidden"), str(run_dir / "vocab"), str(drafter))
-    return max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 
 
 def markdown(results: dict) -> str:
