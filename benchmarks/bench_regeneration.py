@@ -285,9 +285,9 @@ def bucket_means(runs: list[dict], labels: list[str]) -> list[str]:
     return [mean_cell([r.get("buckets", {}).get(label) for r in runs]) for label in labels]
 
 
-def mean_cell(values: list) -> str:
+def mean_cell(values: list, digits: int = 3) -> str:
     kept = [v for v in values if v is not None]
-    return f"{statistics.mean(kept):.3f}" if kept else "-"
+    return f"{statistics.mean(kept):,.{digits}f}" if kept else "-"
 
 
 def _bucket_order(label: str) -> int:

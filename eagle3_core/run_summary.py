@@ -57,7 +57,7 @@ def headline(layout: RunLayout) -> dict[str, Any]:
         "reasoning present": _reasoning(gen),
         "token-exact reconstruction": _percent(check.get("match_rate"), check.get("warning")),
         "training loss": _training_loss(layout),
-        "acceptance length (vLLM)": _pick(report, "online.with_drafter.acceptance_length"),
+        "acceptance length (vLLM)": _vllm_acceptance(report),
         "acceptance length (offline)": _pick(report, "offline.acceptance_length"),
     }
     by_context = _by_context(report.get("by_context"))
@@ -67,6 +67,14 @@ def headline(layout: RunLayout) -> dict[str, Any]:
     if engine is not None:  # online training only; an offline run's headline stays as it was
         figures["hidden-state engine"] = engine
     return figures
+
+
+def _vllm_acceptance(report: dict) -> float | str | None:
+    """vLLM's acceptance length, or its own words where it refused the drafter on this machine."""
+    refused = _pick(report, "vllm_refusal.message")
+    if refused is not None:
+        return f"refused by vLLM on this machine: {refused} (the offline figure stands)"
+    return _pick(report, "online.with_drafter.acceptance_length")
 
 
 def _engine(drafter: StageManifest | None) -> str | None:

@@ -85,3 +85,17 @@ def test_the_summary_names_the_engine_online_training_read_its_states_from(tmp_p
         ),
     )
     assert headline(layout)["hidden-state engine"] == "vllm engine started by the stage"
+
+
+def test_where_vllm_refused_the_drafter_the_headline_quotes_it_beside_the_offline_figure(tmp_path):
+    layout = RunLayout(root=tmp_path)
+    layout.eval.mkdir(parents=True)
+    message = "Model Runner V1 does not support: dspark speculative decoding"
+    (layout.eval / "report.json").write_text(
+        json.dumps({"online": None, "vllm_refusal": {"message": message}, "offline": {"acceptance_length": 2.2}})
+    )
+    figures = headline(layout)
+    assert figures["acceptance length (vLLM)"] == (
+        f"refused by vLLM on this machine: {message} (the offline figure stands)"
+    )
+    assert figures["acceptance length (offline)"] == 2.2

@@ -155,6 +155,7 @@ class EvaluateDetails(StageDetails):
     temperature: float
     online_acceptance_length: float | None = None
     online_acceptance_per_position: list[float] | None = None
+    vllm_refused: str | None = None  # vLLM's own message when it refused the drafter's method on this machine
     offline_acceptance_length: float | None = None
     speedup: float | None = None
     speedup_spread: Any = None

@@ -118,6 +118,7 @@ def evaluation_facts(
     """The report's figures the card shows, each with what it was measured at."""
     settings, online, offline = report["settings"], report.get("online") or {}, report.get("offline") or {}
     with_drafter, engine = online.get("with_drafter") or {}, online.get("engine") or {}
+    refusal = report.get("vllm_refusal") or {}
     return {
         "k": settings["num_speculative_tokens"],
         "temperature": settings["temperature"],
@@ -125,9 +126,12 @@ def evaluation_facts(
         "prompts": report["heldout"]["prompts"],
         "vllm_acceptance_length": with_drafter.get("acceptance_length"),
         "vllm_acceptance_per_position": with_drafter.get("acceptance_per_position"),
-        "vllm_version": engine.get("version"),
+        "vllm_version": engine.get("version") or refusal.get("vllm_version"),
+        "vllm_refused": refusal.get("message"),  # vLLM's words where it refused the method on the evaluating machine
+        "acceptance_measured_by": "vllm" if with_drafter else "offline" if offline else None,
         "vllm_command": portable_command(engine.get("argv"), names),
         "offline_acceptance_length": offline.get("acceptance_length"),
+        "offline_prompts": offline.get("prompts"),
         "offline_acceptance_per_position": offline.get("acceptance_per_position"),
         "simulated_acceptance_length": (report.get("simulated") or {}).get("acceptance_length"),
         "speedup": online.get("speedup"),
@@ -279,10 +283,10 @@ def acceptance_section(evaluation: dict[str, Any] | None) -> list[str]:
         f"k = {e['k']}, temperature = {e['temperature']}, {e['prompts']} held-out prompts from `{e['prompt_source']}`, "
         f"evaluated {e['evaluated']}. Acceptance length = 1 + accepted / drafts (bonus token included).",
         "",
+        *_measured_by_lines(e),
         "| measured by | acceptance length | per position |",
         "|---|---|---|",
-        f"| vLLM {_show(e['vllm_version'])} | {_show(e['vllm_acceptance_length'])} | "
-        f"{_show(e['vllm_acceptance_per_position'])} |",
+        f"| vLLM {_show(e['vllm_version'])} | {_vllm_cell(e)} | {_show(e['vllm_acceptance_per_position'])} |",
         f"| offline transformers loop | {_show(e['offline_acceptance_length'])} | "
         f"{_show(e['offline_acceptance_per_position'])} |",
         f"| simulated (training held-out) | {_show(e['simulated_acceptance_length'])} | |",
@@ -290,6 +294,27 @@ def acceptance_section(evaluation: dict[str, Any] | None) -> list[str]:
     if e.get("speedup") is not None:
         lines += ["", f"Output tokens/s speed-up in vLLM: {_show(e['speedup'])}x."]
     return lines + context_section(e.get("by_context"))
+
+
+def _measured_by_lines(e: dict[str, Any]) -> list[str]:
+    """Which figure stands for the drafter's acceptance, and why when it is not vLLM's."""
+    by = e.get("acceptance_measured_by")
+    if by == "vllm":
+        return ["The acceptance figure is vLLM's (below, first row).", ""]
+    if by == "offline" and e.get("vllm_refused"):
+        return [
+            f"The acceptance figure is the offline transformers loop's: vLLM {_show(e['vllm_version'])} refused this "
+            f"drafter on the evaluating machine (`{e['vllm_refused']}`), so it was measured offline at the same k on "
+            f"{_show(e.get('offline_prompts'))} of those held-out prompts.",
+            "",
+        ]
+    if by == "offline":
+        return ["The acceptance figure is the offline transformers loop's (vLLM was not run).", ""]
+    return []
+
+
+def _vllm_cell(e: dict[str, Any]) -> str:
+    return "refused on the evaluating machine" if e.get("vllm_refused") else _show(e["vllm_acceptance_length"])
 
 
 def context_section(by_context: dict[str, Any] | None) -> list[str]:

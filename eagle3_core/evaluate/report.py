@@ -75,6 +75,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"k = {s['num_speculative_tokens']}, temperature = {s['temperature']}, batch (concurrent requests) = "
         f"{s['concurrency']}, max tokens = {s['max_tokens']}, held-out prompts = {report['heldout']['prompts']}",
         "",
+        *_refusal_lines(report),
         "| measurement | prompts | acceptance length (bonus incl.) | acceptance rate (bonus excl.) | per position | drafts |",
         "|---|---|---|---|---|---|",
     ]
@@ -105,6 +106,20 @@ def _measurements(report: dict[str, Any]) -> list[tuple[str, int, dict]]:
 
 def _paragraph(text: str) -> list[str]:
     return ["", text]
+
+
+def _refusal_lines(report: dict[str, Any]) -> list[str]:
+    """vLLM's refusal of the drafter's method on this machine, in its words, and what stands instead."""
+    refusal = report.get("vllm_refusal")
+    if not refusal:
+        return []
+    offline = (report.get("offline") or {}).get("prompts")
+    return [
+        f"vLLM {refusal['vllm_version'] or '(version not logged)'} refused this drafter's method "
+        f"({refusal['method']}) on this machine ({refusal['device']}): `{refusal['message']}`. The acceptance "
+        f"figures are the offline loop's, at the same k on {offline} of the same held-out prompts.",
+        "",
+    ]
 
 
 def _simulated_lines(sim: dict | None) -> list[str]:

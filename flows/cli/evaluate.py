@@ -71,7 +71,8 @@ def command(
     d = EvaluateDetails.of(manifest)
     click.echo(
         f"acceptance length (k={d.k}, temperature {d.temperature}, bonus token included): "
-        f"vLLM {_fmt(d.online_acceptance_length)}, offline {_fmt(d.offline_acceptance_length)}, "
+        f"vLLM {_fmt(d.online_acceptance_length) if not d.vllm_refused else 'refused here: ' + d.vllm_refused}, "
+        f"offline {_fmt(d.offline_acceptance_length)}, "
         f"simulated {_fmt(d.simulated_acceptance_length)}; speed-up {_fmt(d.speedup)}x"
         f"{' (' + d.speedup_error + ')' if d.speedup_error else ''} -> {out_dir}/report.md"
     )

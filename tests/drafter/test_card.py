@@ -154,3 +154,36 @@ def test_the_card_shows_acceptance_by_context_bucket_when_the_report_has_them(ex
     text = ModelCard.load(export / CARD_FILE).text
     assert "greedy replay of the target's answers from vllm" in text and "| 0-512 | 40 | 3.25 |" in text
     assert "512-2K" not in text  # a bucket no round fell in has no figure to show
+
+
+def test_where_vllm_refused_the_drafter_the_card_quotes_it_and_says_the_offline_figure_stands(export):
+    from huggingface_hub import ModelCard
+
+    refused = {**report(export, k=3), "online": None}
+    refused["offline"] = {**refused["offline"], "prompts": 32}
+    argv = ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/kimi k2.5"]
+    message = "Model Runner V1 does not support: dspark speculative decoding"
+    refused["vllm_refusal"] = {"message": message, "vllm_version": "0.32.0", "device": "cpu", "argv": argv}
+    write_card(export, FACTS, TRAINING)
+    update_card(export, refused)
+    card = ModelCard.load(export / CARD_FILE)
+    evaluation = card.data.eagle3["evaluation"]
+    assert evaluation["vllm_refused"] == message and evaluation["acceptance_measured_by"] == "offline"
+    assert (
+        f"The acceptance figure is the offline transformers loop's: vLLM 0.32.0 refused this drafter on the "
+        f"evaluating machine (`{message}`), so it was measured offline at the same k on 32 of those held-out prompts"
+    ) in card.text
+    assert (
+        "| vLLM 0.32.0 | refused on the evaluating machine |" in card.text
+        and "| offline transformers loop | 3.41 |" in card.text
+    )
+    assert "on the machine that evaluated this drafter" not in card.text  # no command ran there to show
+    assert ABSOLUTE_PATH.findall(card.text) == []
+    vllm, _ = launch_lines(export, card.data.eagle3)  # the launch line keeps the evaluated k
+    assert json.loads(shlex.split(vllm)[-1])["num_speculative_tokens"] == 3
+
+
+def test_where_vllm_ran_the_card_says_its_figure_stands(export):
+    write_card(export, FACTS, TRAINING)
+    update_card(export, report(export))
+    assert "The acceptance figure is vLLM's" in (export / CARD_FILE).read_text()

