@@ -37,8 +37,15 @@ def make_export(path: Path, target_dir: Path, draft_vocab_size: int = 48, aux=(1
     torch.manual_seed(seed)
     target = json.loads((target_dir / "config.json").read_text())
     drafter = Eagle3Drafter(DrafterConfig.from_target(target, draft_vocab_size, list(aux)))
+    return save_with_even_vocab(drafter, path, target["vocab_size"], draft_vocab_size)
+
+
+def save_with_even_vocab(drafter, path: Path, vocab_size: int, draft_vocab_size: int) -> Path:
+    """Draft id d is target id 2d (a reduced draft vocab, so the mapping is exercised); the export written."""
+    import torch
+
     d2t = torch.arange(0, 2 * draft_vocab_size, 2)[:draft_vocab_size] - torch.arange(draft_vocab_size)
-    t2d = torch.zeros(target["vocab_size"], dtype=torch.bool)
+    t2d = torch.zeros(vocab_size, dtype=torch.bool)
     t2d[torch.arange(draft_vocab_size) + d2t] = True
     drafter.set_vocab(d2t, t2d)
     drafter.save_export(path)
@@ -72,17 +79,24 @@ def make_chat_target(path: Path, heldout: int = 4) -> Path:
 
 def make_dflash_export(path: Path, target_dir: Path, draft_vocab_size: int = 48, seed: int = 0) -> Path:
     """A random-weight DFlash block drafter (block 4, 2 layers, mask token 1) in the export format."""
+    return make_block_export("dflash", path, target_dir, draft_vocab_size, seed)
+
+
+def make_block_export(kind: str, path: Path, target_dir: Path, draft_vocab_size: int = 48, seed: int = 0) -> Path:
+    """A random-weight block drafter of ``kind`` (dflash: block 4; dspark: block 3, Markov rank 8, so
+    k = 3 for both), 2 layers, mask/noise token 1, in the export format."""
     import torch
 
     from eagle3_core.drafter.dflash import DFlashConfig, DFlashDrafter
+    from eagle3_core.drafter.dspark import DSparkConfig, DSparkDrafter
 
     torch.manual_seed(seed)
     target = json.loads((target_dir / "config.json").read_text())
-    dflash = {"block_size": 4, "mask_token_id": 1, "num_hidden_layers": 2}
-    drafter = DFlashDrafter(DFlashConfig.from_target(target, draft_vocab_size, [1, 2, 3], dflash))
-    d2t = torch.arange(0, 2 * draft_vocab_size, 2)[:draft_vocab_size] - torch.arange(draft_vocab_size)
-    t2d = torch.zeros(target["vocab_size"], dtype=torch.bool)
-    t2d[torch.arange(draft_vocab_size) + d2t] = True
-    drafter.set_vocab(d2t, t2d)
-    drafter.save_export(path)
-    return path
+    if kind == "dflash":
+        section = {"block_size": 4, "mask_token_id": 1, "num_hidden_layers": 2}
+        drafter = DFlashDrafter(DFlashConfig.from_target(target, draft_vocab_size, [1, 2, 3], section))
+    else:
+        section = {"block_size": 3, "noise_token_id": 1, "markov_rank": 8, "num_hidden_layers": 2}
+        drafter = DSparkDrafter(DSparkConfig.from_target(target, draft_vocab_size, [1, 2, 3], section))
+        torch.nn.init.normal_(drafter.markov_head.markov_w2.weight, std=0.02)  # zero at init: give it a bias
+    return save_with_even_vocab(drafter, path, target["vocab_size"], draft_vocab_size)
