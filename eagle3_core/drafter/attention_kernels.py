@@ -68,27 +68,32 @@ def ttt_attention_flex(
     import torch.nn.functional as F
 
     B, _, T, _ = q.shape
+    L = flex_length(T) if compiled else T  # the length flex runs at (compiled: once per length)
     if segments is None:
         segments = torch.ones(B, T, dtype=torch.long, device=q.device)
-    if compiled and flex_length(T) != T:
-        extra = flex_length(T) - T
-        grow = lambda x: F.pad(x, (0, 0, 0, extra))  # noqa: E731  (B, h, T, d) -> (B, h, T + extra, d)
-        padded = ttt_attention_flex(
-            grow(q), [*map(grow, ks)], [*map(grow, vs)], F.pad(segments, (0, extra)), compiled=True
-        )
-        return padded[:, :, :T]
+    segments = F.pad(segments, (0, L - T))  # the padding is a sample of its own (0, as padding is)
     slots = FLEX_STEP_SLOTS * -(-len(ks) // FLEX_STEP_SLOTS)
-    pad = [torch.zeros_like(ks[0])] * (slots - len(ks))
-    live = torch.tensor(len(ks) * T, device=q.device)  # a tensor, so a new step count is no recompile
+    live = torch.tensor(len(ks) * L, device=q.device)  # a tensor, so a new step count is no recompile
 
     def allowed(b, h, i, j):
-        pos = j % T
-        step0 = (j < T) & (pos <= i) & (segments[b, pos] == segments[b, i])
-        return step0 | ((j >= T) & (j < live) & (pos == i))
+        pos = j % L
+        step0 = (j < L) & (pos <= i) & (segments[b, pos] == segments[b, i])
+        return step0 | ((j >= L) & (j < live) & (pos == i))
 
     make_mask, attend = (_compiled_block_mask(), _compiled_flex()) if compiled else (_block_mask(), _flex())
-    mask = make_mask(allowed, B, None, T, slots * T, device=q.device)
-    return attend(q, torch.cat([*ks, *pad], 2), torch.cat([*vs, *pad], 2), block_mask=mask, enable_gqa=True)
+    mask = make_mask(allowed, B, None, L, slots * L, device=q.device)
+    keys, values = side_by_side(ks, L, slots), side_by_side(vs, L, slots)
+    return attend(F.pad(q, (0, 0, 0, L - T)), keys, values, block_mask=mask, enable_gqa=True)[:, :, :T]
+
+
+def side_by_side(xs: list, length: int, slots: int) -> torch.Tensor:
+    """One (B, h, T, d) per step -> (B, h, slots * length, d): step i's at i * length, zeros elsewhere
+    (the padding of each step and the empty slots written in the same one copy)."""
+    B, h, T, d = xs[0].shape
+    out = xs[0].new_zeros(B, h, slots, length, d)
+    for i, x in enumerate(xs):
+        out[:, :, i, :T] = x
+    return out.flatten(2, 3)
 
 
 def _block_mask():
