@@ -263,9 +263,7 @@ class VLLMServer:
 
     def _raise_refusal(self) -> None:
         """vLLM's refusal of a feature this machine's model runner lacks: ``EngineRefused`` with its words."""
-        with open(self.log_path, "rb") as f:  # this start's lines only (about 65 on a refusal), banner first
-            f.seek(self.log_start)
-            log = f.read().decode("utf-8", errors="replace")
+        log = self.this_start_log()  # about 65 lines on a refusal, the banner first
         found = RUNNER_REFUSAL.search(log)
         if found is None:
             return
@@ -286,10 +284,18 @@ class VLLMServer:
         except (OSError, ValueError):
             return None
 
-    def log_tail(self, lines: int = 40) -> str:
+    def this_start_log(self) -> str:
+        """The log's lines since this start: the file is appended to, so an earlier start's refusal on
+        the same port is never read as this one's."""
         if not self.log_path or not self.log_path.exists():
-            return "(no log)"
-        return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+            return ""
+        with open(self.log_path, "rb") as f:
+            f.seek(self.log_start)
+            return f.read().decode("utf-8", errors="replace")
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` of this start's log."""
+        return "\n".join(self.this_start_log().splitlines()[-lines:]) or "(no log)"
 
     def stop(self, grace: float = 20.0) -> None:
         """SIGTERM the server's process group, SIGKILL it after ``grace`` seconds; idempotent."""

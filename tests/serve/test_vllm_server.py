@@ -16,6 +16,7 @@ import pytest
 
 from eagle3_core.errors import ConfigError
 from eagle3_core.serve import EngineRefused, ServeConfig, ServeError, VLLMServer
+from eagle3_core.serve.vllm_server import free_port
 from tests.processes import alive, group
 
 API_SERVER = """
@@ -95,6 +96,22 @@ def test_a_configuration_vllm_refuses_on_this_machine_is_engine_refused_in_vllms
     assert refused.names("dspark") and refused.names("DSpark") and not refused.names("eagle3")
     assert str(err.value).startswith("vLLM 0.32.0 refuses this configuration on this machine: Model Runner V1")
     assert isinstance(refused, ServeError)  # whoever does not ask for refusals still sees a failed start
+
+
+def test_a_refusal_an_earlier_start_left_in_the_log_is_not_read_as_this_starts(fake_vllm, monkeypatch):
+    """The log of a port is appended to: a later start that dies for another reason is a plain failed
+    start whose tail holds only its own lines."""
+    model, cfg, _ = fake_vllm
+    monkeypatch.setenv("FAKE_VLLM_REFUSED", "dspark speculative decoding")
+    cfg = cfg.model_copy(update={"port": free_port("127.0.0.1")})
+    monkeypatch.setenv("FAKE_VLLM_MODE", "refuse")
+    with pytest.raises(EngineRefused):
+        VLLMServer(model, cfg).start()
+    monkeypatch.setenv("FAKE_VLLM_MODE", "die")
+    with pytest.raises(ServeError, match="exited with code 3") as err:
+        VLLMServer(model, cfg).start()
+    assert not isinstance(err.value, EngineRefused) and "Model Runner V1" not in str(err.value)
+    assert "the model has no weights" in str(err.value)
 
 
 def test_a_server_that_never_gets_healthy_is_stopped_after_the_timeout(fake_vllm, monkeypatch):
