@@ -50,6 +50,16 @@ class OnlineVllmConfig(StrictModel):
         1800.0, gt=0, description="The trainer fails when the engine shows no sign of life (heartbeat) for this long."
     )
 
+    def vllm_options(self):
+        """The vLLM engine's start options from the ``vllm_*`` fields (as ``ExtractConfig.vllm_options``)."""
+        from eagle3_core.engines.vllm_engine import VllmOptions
+
+        return VllmOptions(
+            python=self.vllm_python,
+            kv_cache_bytes=self.vllm_kv_cache_bytes,
+            tensor_parallel_size=self.vllm_tensor_parallel_size,
+        )
+
 
 class DrafterShape(StrictModel):
     """The drafter's attention and MLP widths where they should not copy the target's.

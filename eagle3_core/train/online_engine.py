@@ -25,16 +25,10 @@ def build_engine(cfg, target, layers: list[int], num_hidden_layers: int, longest
     """The extraction engine of ``cfg`` (an ``OnlineVllmConfig``) for ``target`` (a ``TargetConfig``)
     and samples of at most ``longest`` tokens: ``engines.build``'s, as extract builds its own."""
     from eagle3_core.engines.build import build_engine as build
-    from eagle3_core.engines.vllm_engine import VllmOptions
 
-    options = VllmOptions(
-        python=cfg.vllm_python,
-        kv_cache_bytes=cfg.vllm_kv_cache_bytes,
-        tensor_parallel_size=cfg.vllm_tensor_parallel_size,
-    )
     return build(
         cfg.engine, target, layers, num_hidden_layers, longest, workdir,
-        vllm=options, device=cfg.device, max_tokens_per_batch=cfg.max_tokens_per_batch, devices=cfg.engine_devices,
+        vllm=cfg.vllm_options(), device=cfg.device, max_tokens_per_batch=cfg.max_tokens_per_batch, devices=cfg.engine_devices,
     )  # fmt: skip
 
 
