@@ -29,8 +29,11 @@ $(VLLM_VENV)/.installed:
 demo: setup
 	$(VENV)/bin/eagle3 demo
 
+# Two pytest-xdist workers: one serial session kept the 2 cores 44 % busy (vLLM, DeepSpeed and
+# Prefect starts mostly wait). Groups and order: tests/fixtures/parallel.py. TEST_WORKERS=0: serial.
+TEST_WORKERS ?= 2
 test: setup lint
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # No service starts here: tests that need one are marked slow (tests/fixtures/requirements.py).
 test-fast: $(VENV)/.installed

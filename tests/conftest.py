@@ -10,7 +10,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
+# parallel first: its collection hook must run after requirements marks tests by fixture
+# (tryfirst hooks run in reverse order of registration).
 pytest_plugins = [
+    "tests.fixtures.parallel",
     "tests.fixtures.requirements",
     "tests.fixtures.prefect",
     "tests.fixtures.fake_server",

@@ -15,6 +15,17 @@ def alive(pid: int) -> bool:
         return False
 
 
+def environ(pid: int) -> dict[str, str]:
+    """The process's environment as it started (empty when it is gone or not ours to read): a test
+    finds its own children by a variable it set, not another xdist worker's by their command line."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    pairs = (entry.partition(b"=") for entry in raw.split(b"\0") if entry)
+    return {key.decode(errors="replace"): value.decode(errors="replace") for key, _, value in pairs}
+
+
 def group(pgid: int) -> list[int]:
     """The live processes of process group ``pgid``."""
     found = []

