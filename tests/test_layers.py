@@ -23,7 +23,15 @@ STAGE_PACKAGES = ("generate", "reconstruct", "vocab", "extract", "train", "evalu
 # Lowest first. Each entry: units that may import any unit of the entries before it, and nothing else.
 LAYERS: list[tuple[str, ...]] = [
     ("__init__", "errors", "base"),
-    ("checksums", "target", "progress", "rejects", "layout", "recipe_file"),  # recipe_file: every YAML recipe read
+    (
+        "checksums",
+        "target",
+        "progress",
+        "rejects",
+        "layout",
+        "recipe_file",
+        "hardware",
+    ),  # recipe_file: every YAML recipe read
     ("fsio",),
     ("manifest", "lock", "fingerprint", "tracking"),  # tracking: the experiment trackers, below train and evaluate
     # metadata of the on-disk contracts; the stage driver; stage_key: every stage's skip key

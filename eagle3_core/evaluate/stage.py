@@ -36,6 +36,7 @@ from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import Reporter
 from eagle3_core.prompts.source import PromptSource
 from eagle3_core.serve.config import ServeConfig
+from eagle3_core.serve.vllm_server import resolve_dtype
 from eagle3_core.stage_key import config_hash as stage_config_hash
 from eagle3_core.target import TargetConfig
 
@@ -220,7 +221,7 @@ def settings(cfg: EvaluateConfig, serve: ServeConfig | None) -> dict:
         "offline_batch": 1,
         "max_tokens": cfg.max_tokens,
         "k_sweep": cfg.k_sweep,
-        "dtype_online": (serve or ServeConfig()).dtype,
+        "dtype_online": resolve_dtype(serve or ServeConfig()),
         "dtype_offline": "float32",
     }
 

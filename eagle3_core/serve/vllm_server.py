@@ -32,6 +32,7 @@ import urllib.request
 from pathlib import Path
 
 from eagle3_core.errors import EndpointError
+from eagle3_core.hardware import cpu_computes_bf16
 from eagle3_core.serve import starts
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.serve.locate import check_vllm, vllm_python
@@ -78,6 +79,13 @@ def resolve_device(cfg: ServeConfig) -> str:
     if cfg.device != "auto":
         return cfg.device
     return "cuda" if shutil.which("nvidia-smi") or Path("/dev/nvidia0").exists() else "cpu"
+
+
+def resolve_dtype(cfg: ServeConfig) -> str:
+    """``cfg.dtype``, else bf16 unless the server computes on a CPU without bf16 kernels."""
+    if cfg.dtype:
+        return cfg.dtype
+    return "float32" if resolve_device(cfg) == "cpu" and not cpu_computes_bf16() else "bfloat16"
 
 
 def free_port(host: str) -> int:
@@ -170,7 +178,7 @@ class VLLMServer:
             "--port",
             str(self.port),
             "--dtype",
-            self.cfg.dtype,
+            resolve_dtype(self.cfg),
             "--max-model-len",
             str(self.cfg.max_model_len),
             "--enforce-eager",

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from eagle3_core.base import stable_hash
 from eagle3_core.fsio import write_json_atomic
+from eagle3_core.hardware import cpu_computes_bf16
 from eagle3_core.manifest import runtime_versions
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.toy.config import ToyTargetConfig
@@ -206,7 +207,7 @@ def _score(model, tokenizer, heldout: list, cfg: ToyTargetConfig) -> dict:
 
     score = toy_train.score if cfg.countdown is None else toy_train.score_forced
     scores = {"heldout": score(model, tokenizer, heldout), "heldout_bf16": None}
-    if toy_train.cpu_computes_bf16():
+    if cpu_computes_bf16():
         scores["heldout_bf16"] = score(copy.deepcopy(model).to(torch.bfloat16), tokenizer, heldout)
     return scores
 

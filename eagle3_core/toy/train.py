@@ -3,7 +3,7 @@
 Loss is on the assistant part only (reasoning, ``</think>``, answer, ``<|im_end|>``); the
 prompt, which ends with ``<think>``, is masked out. Mixed precision (bf16 autocast, fp32
 weights) is 1.5x faster on CPUs that compute bf16 natively (17,000 vs 11,500 tokens/s) and the
-target is served in bf16 anyway; where a CPU has no bf16 kernels (AVX2 only), a bf16 matmul ran
+target is served in bf16 there anyway; where a CPU has no bf16 kernels (AVX2 only), a bf16 matmul ran
 at 0.85 GFLOPS against fp32's 110, so there training stays in fp32 (``cpu_computes_bf16``).
 AdamW with linear warm-up and a cosine decay to a tenth of the peak: the cosine schedule was what took every size in
 TOY_TARGET.md to 100% held-out within 5 minutes. The step count, not the wall clock, ends
@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from eagle3_core.hardware import cpu_computes_bf16
 from eagle3_core.progress import NullReporter, Reporter
 from eagle3_core.toy.config import ToyTargetConfig
 from eagle3_core.toy.corpus import Question, parse_answer
@@ -26,14 +27,6 @@ from eagle3_core.toy.countdown import CountdownSplit, training_batch
 from eagle3_core.toy.tokenizer import IM_END, PAD, THINK_CLOSE
 
 IGNORE = -100
-
-
-def cpu_computes_bf16() -> bool:
-    """Whether this CPU has bf16 kernels (oneDNN's, AVX-512 and up): without them torch falls
-    back to a reference loop some hundred times slower than fp32."""
-    import torch
-
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 @dataclass(frozen=True)
