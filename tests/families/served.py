@@ -186,3 +186,33 @@ def check_rows_train_on_the_servers_ids(served: Served) -> None:
             seq = run.sequences[row["sample_id"]]
             assert seq["input_ids"] == list(row["prompt_token_ids"]) + list(row["completion_token_ids"])
             assert seq["source"] == "server" and sum(seq["loss_mask"]) > 0
+
+
+def check_text_rebuild_where_the_ids_are_canonical(served: Served) -> None:
+    """The completion rebuilt from the server's text equals its ids wherever those are the tokenizer's
+    own reading of their text. A random model also writes ids that are not: another split of the same
+    text (``preflight.suite._same_text``), or a character the normaliser reads back as another; there
+    the rebuild is the tokenizer's reading of the server's text. Which rows those are depends on the
+    random model's arithmetic (a CPU without bf16 kernels serves it in fp32), never on the family."""
+    from eagle3_core.reconstruct.config import ReconstructConfig
+    from eagle3_core.reconstruction.build import Reconstructor
+    from eagle3_core.tokenizer import token_facts
+
+    tok, facts = served.tokenizer, token_facts(served.tokenizer, served.target, served.target.path)
+    for run in (served.thinking, served.chat):
+        counts, mismatches = run.rebuilt.counts, {m["sample_id"]: m for m in run.rebuilt.details["mismatches"]}
+        assert counts["server_checked"] == len(run.rows), counts
+        assert counts["server_checked"] - counts.get("server_matched", 0) == len(mismatches), counts
+        for q, row in run.rows.items():
+            completion = list(row["completion_token_ids"])
+            canonical = tok.encode(tok.decode(completion, skip_special_tokens=False), add_special_tokens=False)
+            if canonical == completion:
+                assert row["sample_id"] not in mismatches, (q, mismatches.get(row["sample_id"]))
+                continue
+            if row["sample_id"] not in mismatches:  # the rebuild may still agree (parts encoded apart)
+                continue
+            assert mismatches[row["sample_id"]]["where"] == "completion", q  # the prompt renders as vLLM's
+            cfg = ReconstructConfig(prefer="text", max_length=1 << 30)
+            rebuilt = Reconstructor(tok, facts, cfg, run.target.chat, run.target).run([row]).rows["input_ids"][0]
+            assert rebuilt[: len(row["prompt_token_ids"])] == list(row["prompt_token_ids"]), q
+            assert rebuilt[len(row["prompt_token_ids"]) :] == canonical, q

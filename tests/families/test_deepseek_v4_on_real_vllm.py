@@ -28,14 +28,13 @@ import pytest
 from eagle3_core.preflight.history import check_rule
 from eagle3_core.tokenizer import token_facts
 from tests.families.served import (
-    CHAT_ROWS,
     HISTORY_REASONING,
     LOOP_REASONING,
-    THINKING_ROWS,
     WEATHER,
     Served,
     check_recorded_ids,
     check_rows_train_on_the_servers_ids,
+    check_text_rebuild_where_the_ids_are_canonical,
     first_question,
     serve_family,
 )
@@ -79,9 +78,10 @@ def test_the_recipes_ids_are_the_real_v4_tokenizers(served):
 
 def test_every_row_is_answered_and_trains_on_exactly_the_servers_ids(served):
     check_rows_train_on_the_servers_ids(served)
-    for run, rows in ((served.thinking, THINKING_ROWS), (served.chat, CHAT_ROWS)):
-        # no Jinja template: the prompt is the server's ids, the completion rebuilt from the text matches them
-        assert run.rebuilt.counts["server_checked"] == run.rebuilt.counts["server_matched"] == len(rows)
+    # no Jinja template: the prompt is the server's ids; the completion rebuilt from the text matches them
+    # where the random model's ids are the tokenizer's reading of their text (in fp32, served on a CPU
+    # without bf16 kernels, one row's were another split of the same text)
+    check_text_rebuild_where_the_ids_are_canonical(served)
 
 
 def test_the_thinking_switch_is_the_last_prompt_token(served):

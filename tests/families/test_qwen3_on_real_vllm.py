@@ -41,6 +41,7 @@ from tests.families.served import (
     Served,
     check_recorded_ids,
     check_rows_train_on_the_servers_ids,
+    check_text_rebuild_where_the_ids_are_canonical,
     first_question,
     serve_family,
 )
@@ -114,30 +115,10 @@ def test_every_row_is_answered_and_trains_on_exactly_the_servers_ids(served):
 def test_the_text_rebuild_matches_the_servers_ids_where_the_models_tokens_are_canonical(served):
     """The local render of the stand-in template equals vLLM's prompt ids exactly; the completion rebuilt
     from the server's text equals its ids wherever those are the tokenizer's own reading of their text.
-    A random model also writes ids that are not: another split of the same text (``preflight.suite._same_text``)
-    or a CJK compatibility ideograph (U+F90C, id 148668) that Qwen's NFC normaliser reads back as another
-    character (U+5948, id 102641); there the rebuild is the tokenizer's reading of the server's text."""
-    from eagle3_core.reconstruct.config import ReconstructConfig
-    from eagle3_core.reconstruction.build import Reconstructor
-
-    tok, facts = served.tokenizer, token_facts(served.tokenizer, served.target, served.target.path)
-    for run in (served.thinking, served.chat):
-        counts, mismatches = run.rebuilt.counts, {m["sample_id"]: m for m in run.rebuilt.details["mismatches"]}
-        assert counts["server_checked"] == len(run.rows), counts
-        assert counts["server_checked"] - counts.get("server_matched", 0) == len(mismatches), counts
-        for q, row in run.rows.items():
-            completion = list(row["completion_token_ids"])
-            canonical = tok.encode(decode(served, completion), add_special_tokens=False)
-            if canonical == completion:
-                assert row["sample_id"] not in mismatches, (q, mismatches.get(row["sample_id"]))
-                continue
-            if row["sample_id"] not in mismatches:  # the rebuild may still agree (parts encoded apart)
-                continue
-            assert mismatches[row["sample_id"]]["where"] == "completion", q  # the prompt renders as vLLM's
-            cfg = ReconstructConfig(prefer="text", max_length=1 << 30)
-            rebuilt = Reconstructor(tok, facts, cfg, run.target.chat, run.target).run([row]).rows["input_ids"][0]
-            assert rebuilt[: len(row["prompt_token_ids"])] == list(row["prompt_token_ids"]), q
-            assert rebuilt[len(row["prompt_token_ids"]) :] == canonical, q
+    A random model also writes ids that are not: another split of the same text or a CJK compatibility
+    ideograph (U+F90C, id 148668) that Qwen's NFC normaliser reads back as another character (U+5948,
+    id 102641); there the rebuild is the tokenizer's reading of the server's text."""
+    check_text_rebuild_where_the_ids_are_canonical(served)
 
 
 def test_the_thinking_switch_renders_as_qwen3s_template_does(served):
