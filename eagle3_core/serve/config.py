@@ -28,7 +28,7 @@ class ServeConfig(StrictModel):
     max_model_len: int = Field(2048, ge=16, description="vLLM --max-model-len.")
     dtype: str | None = Field(
         None,
-        description="vLLM --dtype; None = bfloat16, except float32 for a CPU server on a CPU without bf16 kernels (AVX2 only: vLLM's bf16 matmuls there run about a hundred times slower than fp32).",
+        description="vLLM --dtype; None = bfloat16, except float32 for a CPU server on a CPU without bf16 kernels (AVX2 only: vLLM's bf16 linears fall back to reference loops there; benchmarks/README.md has the toy's figures).",
     )
     kv_cache_bytes: int = Field(
         64 * 1024 * 1024,

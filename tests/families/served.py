@@ -211,7 +211,8 @@ def check_text_rebuild_where_the_ids_are_canonical(served: Served) -> None:
                 continue
             if row["sample_id"] not in mismatches:  # the rebuild may still agree (parts encoded apart)
                 continue
-            assert mismatches[row["sample_id"]]["where"] == "completion", q  # the prompt renders as vLLM's
+            # the prompt is vLLM's (rendered alike, or its ids)
+            assert mismatches[row["sample_id"]]["where"] == "completion", q
             cfg = ReconstructConfig(prefer="text", max_length=1 << 30)
             rebuilt = Reconstructor(tok, facts, cfg, run.target.chat, run.target).run([row]).rows["input_ids"][0]
             assert rebuilt[: len(row["prompt_token_ids"])] == list(row["prompt_token_ids"]), q

@@ -1,6 +1,7 @@
 """The dtype a local vLLM server runs in: the recipe's when it names one, else bf16, except for a CPU
 server on a CPU without bf16 kernels, where vLLM's bf16 linears fall back to reference loops and
-float32 is the fast choice (the toy, AVX2 simulated here: 2,272 tokens/s in bf16, 3,490 in fp32).
+float32 is the fast choice (benchmarks/bench_toy.py --dtype: the toy, AVX2 simulated, 2,253 completion
+tokens/s in bf16 against 2,823 in fp32).
 
 Whether this CPU has bf16 kernels is a fact of the machine a test cannot change: the AVX2 case
 replaces the one probe (``eagle3_core.hardware.cpu_computes_bf16``, as the server module sees it)
