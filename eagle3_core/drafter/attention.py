@@ -6,9 +6,9 @@ Step k of the unroll (``ttt_attention``) lets the query at position i attend to
 - the keys of steps 1..k at i itself (the diagonal: what the k-th draft step sees at inference).
 
 The step-0 part is computed per block of queries (``causal_attention_lse``): each block builds its
-(B, h, block, keys) scores, returns its output and log-sum-exp, and frees the scores. The block
-runs under ``torch.utils.checkpoint``, so backward recomputes one block at a time; what autograd
-keeps is the output (B, h, T, d) and the log-sum-exp (B, h, T). The diagonal terms are merged
+(B, h, block, keys) scores, returns its output and log-sum-exp, and frees the scores. Its backward
+is FlashAttention's (``BlockAttention``): it rebuilds one block's probabilities from q, k and the
+log-sum-exp, so what autograd keeps is q, k, v and the log-sum-exp (B, h, T), never a score. The diagonal terms are merged
 through the log-sum-exp (``merge_diagonal``): exactly the softmax over [step-0 scores; diagonal
 scores], without ever holding the former. Pure PyTorch, the same on CPU and CUDA; exact (the
 tests compare loss and gradients with a dense reference at fp32 tolerance).
@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.utils.checkpoint import checkpoint
 
 # 2^25 scores (128 MiB in fp32) per block: at T = 32K and 32 heads a block is 32 queries; small
 # enough that backward's few copies of it stay under 1 GiB, large enough for a GPU matmul.
@@ -41,6 +40,7 @@ MIN_BLOCK = 16
 # Never more than 256 queries a block: on the CPU at T = 2K, one 2,048-row block ran 3x slower
 # forward than 256-row ones (the scores fall out of cache); the GPU gains nothing above it.
 MAX_BLOCK = 256
+EXP_FLOOR = -80.0
 
 
 def segment_starts(segments: torch.Tensor) -> torch.Tensor:
@@ -68,19 +68,61 @@ def acc_dtype(x: torch.Tensor) -> torch.dtype:
     return torch.promote_types(x.dtype, torch.float32)
 
 
-def _block(q, k, v, seg_q, seg_k, first_query: int, first_key: int, scale: float):
-    """Queries [first_query, +bq) against keys [first_key, +S): (out (B, h, bq, d), lse (B, h, bq)) in acc_dtype."""
-    B, h, bq, d = q.shape
-    acc = acc_dtype(q)
-    kv = k.shape[1]
+def _scores(q, k, seg_q, seg_k, first_query: int, first_key: int, scale: float):
+    """(B, kv, g, bq, S) scores of queries [first_query, +bq) against keys [first_key, +S), in
+    acc_dtype, -inf where the key is later or in another sample; and where it is not, (B, 1, 1, bq, S)."""
+    bq, acc = q.shape[2], acc_dtype(q)
     qpos = torch.arange(bq, device=q.device)[:, None] + first_query
     kpos = torch.arange(k.shape[2], device=q.device)[None, :] + first_key
-    allowed = (kpos <= qpos) & (seg_q[:, :, None] == seg_k[:, None, :])  # (B, bq, S)
-    s = (by_kv_head(q, kv) @ k[:, :, None].transpose(-1, -2)).to(acc) * scale  # (B, kv, g, bq, S)
-    s = s.masked_fill(~allowed[:, None, None], float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)  # (B, kv, g, bq)
-    out = torch.exp(s - lse[..., None]) @ v[:, :, None].to(acc)  # (B, kv, g, bq, d)
-    return out.reshape(B, h, bq, d), lse.reshape(B, h, bq)
+    hidden = ((kpos > qpos) | (seg_q[:, :, None] != seg_k[:, None, :]))[:, None, None]
+    s = (by_kv_head(q, k.shape[1]) @ k[:, :, None].transpose(-1, -2)).to(acc).mul_(scale)
+    return s.masked_fill_(hidden, float("-inf")), hidden
+
+
+def _probabilities(shifted: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    """exp(shifted), exactly 0 where hidden, in place. The floor: below about -87 fp32's exp
+    underflows and the CPU's vectorized exp takes a slow path, -inf included (100x slower per
+    element here, half a training step's time); e^-80 is nothing beside the row's largest, e^0."""
+    return shifted.clamp_min_(EXP_FLOOR).exp_().masked_fill_(hidden, 0.0)
+
+
+class BlockAttention(torch.autograd.Function):
+    """One block of queries: (out (B, h, bq, d), lse (B, h, bq)) in acc_dtype, with FlashAttention's
+    backward: it saves q, k, v and lse, never the (bq, S) probabilities, and rebuilds them with one
+    exp. A query always sees itself (its own key is in the block's span, same sample), so no row is
+    all -inf. Autograd through a checkpointed block took the scores' exp five times a step: with
+    ``_probabilities``, a 2K-token step runs twice as fast here (benchmarks/README.md, TTT memory)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, seg_q, seg_k, first_query: int, first_key: int, scale: float):
+        B, h, bq, d = q.shape
+        s, hidden = _scores(q, k, seg_q, seg_k, first_query, first_key, scale)
+        top = s.amax(-1, keepdim=True)
+        p = _probabilities(s.sub_(top), hidden)
+        total = p.sum(-1, keepdim=True)
+        out = p.div_(total) @ v[:, :, None].to(p.dtype)  # (B, kv, g, bq, d)
+        lse = (top + total.log()).squeeze(-1)  # (B, kv, g, bq)
+        ctx.save_for_backward(q, k, v, seg_q, seg_k, lse)
+        ctx.where = (first_query, first_key, scale)
+        return out.reshape(B, h, bq, d), lse.reshape(B, h, bq)
+
+    @staticmethod
+    def backward(ctx, d_out, d_lse):
+        q, k, v, seg_q, seg_k, lse = ctx.saved_tensors
+        first_query, first_key, scale = ctx.where
+        kv = k.shape[1]
+        s, hidden = _scores(q, k, seg_q, seg_k, first_query, first_key, scale)
+        p = _probabilities(s.sub_(lse[..., None]), hidden)
+        d_out = by_kv_head(d_out.to(p.dtype), kv)  # (B, kv, g, bq, d)
+        d_v = (p.transpose(-1, -2) @ d_out).sum(2)  # (B, kv, S, d)
+        d_p = d_out @ v[:, :, None].transpose(-1, -2).to(p.dtype)  # (B, kv, g, bq, S)
+        # d s_j = p_j (d_out . v_j - d_out . out + d_lse), and d_out . out = sum_j p_j d_p_j
+        # (an output nothing used gets zeros: autograd materializes them)
+        shift = (p * d_p).sum(-1, keepdim=True) - by_kv_head(d_lse.to(p.dtype), kv)[..., None]
+        d_s = d_p.sub_(shift).mul_(p).mul_(scale)
+        d_q = (d_s @ k[:, :, None].to(p.dtype)).reshape(q.shape)
+        d_k = (d_s.transpose(-1, -2) @ by_kv_head(q, kv).to(p.dtype)).sum(2)
+        return d_q.to(q.dtype), d_k.to(k.dtype), d_v.to(v.dtype), None, None, None, None, None
 
 
 def block_rows(heads_x_batch: int, keys: int) -> int:
@@ -103,7 +145,7 @@ def causal_attention_lse(
     for n, lo in enumerate(firsts):
         s, e = n * block, min(T, (n + 1) * block)
         args = (q[:, :, s:e], k[:, :, lo:e], v[:, :, lo:e], segments[:, s:e], segments[:, lo:e], s, lo, scale)
-        out, lse = checkpoint(_block, *args, use_reentrant=False) if torch.is_grad_enabled() else _block(*args)
+        out, lse = BlockAttention.apply(*args)
         outs.append(out)
         lses.append(lse)
     return torch.cat(outs, dim=2), torch.cat(lses, dim=2)

@@ -35,6 +35,36 @@ def test_blocked_attention_equals_the_dense_one_with_its_gradients(T, steps, blo
         torch.testing.assert_close(got, expected, atol=tol, rtol=tol)
 
 
+def test_a_key_of_another_sample_or_a_later_position_weighs_exactly_nothing():
+    """The probabilities are floored at e^-80 before the exp (the CPU's exp is slow below -87),
+    then zeroed where a key is hidden: a hidden key with an enormous value must not leak in."""
+    B, h, T, d = 1, 2, 12, 4
+    q, k = torch.zeros(B, h, T, d, requires_grad=True), torch.zeros(B, h, T, d)
+    v = torch.zeros(B, h, T, d)
+    v[:, :, 6:] = 1e30  # sample 2's values, and every later position of sample 1 is 0 as well
+    segments = torch.tensor([segments_for([6, 6], T)])
+    out = ttt_attention(q, [k], [v], segments, block=4)
+    assert out[:, :, :6].abs().max() == 0  # sample 1 sees only its own zero values
+    out[:, :, :6].sum().backward()
+    assert torch.isfinite(q.grad).all()
+
+
+def test_scores_far_below_the_rows_largest_still_equal_the_dense_softmax():
+    """Scores spread over hundreds of units: the floor changes nothing a float can hold."""
+    torch.manual_seed(3)
+    B, h, T, d = 1, 2, 40, 8
+    segments = torch.tensor([segments_for([T], T)])
+    q = (torch.randn(B, h, T, d, dtype=torch.float64) * 30).requires_grad_()
+    ks = [torch.randn(B, h, T, d, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    vs = [torch.randn(B, h, T, d, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    fast, dense = ttt_attention(q, ks, vs, segments, 8), dense_ttt_attention(q, ks, vs, segments)
+    torch.testing.assert_close(fast, dense, atol=1e-10, rtol=1e-10)
+    for got, want in zip(
+        torch.autograd.grad(fast.sum(), [q, *ks, *vs]), torch.autograd.grad(dense.sum(), [q, *ks, *vs]), strict=True
+    ):
+        torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-10)
+
+
 def drafter_loss(drafter, ids, aux, probs, mask, segments, steps, dense=False):
     """The trainer's loss; ``dense``: the reference (T×T attention, every step's full logits)."""
     outputs = drafter.unroll(ids, aux, steps, segments)
