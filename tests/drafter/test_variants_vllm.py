@@ -6,8 +6,10 @@ One data set (greedy answers, vocab, hidden/) for all variants, the session's
 ``toy_drafter_data`` (tests/fixtures/drafters.py); one DeepSpeed run and one vLLM start per variant
 (about 3 minutes each on the shared 2-core machine), but the default ``eagle3`` is the session's
 ``toy_eagle3_drafter``, trained once for this module and tests/evaluate/test_vllm.py (same data,
-same settings, same steps). The tolerance is today's (tests/evaluate/test_vllm.py): vLLM within 0.5
-of the offline loop, and of the simulated figure.
+same settings, same steps), and its vLLM and offline figures are the evaluate stage's on it
+(``toy_eagle3_report``: the same k, answer length and held-out prompts as here). The tolerance is
+today's (tests/evaluate/test_vllm.py): vLLM within 0.5 of the offline loop, and of the simulated
+figure.
 """
 
 import json
@@ -23,12 +25,12 @@ from eagle3_core.evaluate.simulated import simulated_acceptance
 from eagle3_core.prompts.source import PromptSource
 from eagle3_core.serve.config import ServeConfig
 from tests.evaluate.trained import train_on
-from tests.fixtures.drafters import DRAFTER_STEPS
+from tests.fixtures.drafters import DRAFTER_STEPS, EVAL_K, EVAL_MAX_TOKENS, EVAL_PROMPTS
 from tests.fixtures.toy import toy_recipe
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.deepspeed]
 
-PROMPTS, MAX_TOKENS, K, STEPS = 16, 96, 3, 100
+PROMPTS, MAX_TOKENS, K, STEPS = EVAL_PROMPTS, EVAL_MAX_TOKENS, EVAL_K, 100
 VARIANTS = {
     "eagle3": {},
     "eagle3.1": {"preset": "eagle3.1"},
@@ -78,13 +80,27 @@ def trained_variant(name: str, request, target, root, tmp_path):
     return train_on(target, root, tmp_path / "drafter", STEPS, VARIANTS[name])
 
 
+def served_and_offline(name: str, request, target, export, prompts, tmp_path) -> tuple[float, float]:
+    """The variant's acceptance length in vLLM and in the offline loop; the default one's are the
+    evaluate stage's on the session drafter (served and decoded at this k, on these prompts)."""
+    if not VARIANTS[name]:
+        report = request.getfixturevalue("toy_eagle3_report")
+        settings = report["settings"]
+        assert (settings["num_speculative_tokens"], settings["max_tokens"], report["offline"]["prompts"]) == (
+            K,
+            MAX_TOKENS,
+            PROMPTS,
+        )
+        return report["online"]["with_drafter"]["acceptance_length"], report["offline"]["acceptance_length"]
+    return vllm_length(target, export, prompts, tmp_path), offline_length(target, export, prompts)
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 def test_each_variant_loads_in_vllm_and_its_simulated_and_offline_figures_agree(name, data, prompts, tmp_path, request):
     target, root, _ = data
     trained = trained_variant(name, request, target, root, tmp_path)
     config = json.loads((trained.export / "config.json").read_text())
-    online = vllm_length(target, trained.export, prompts, tmp_path)
-    offline = offline_length(target, trained.export, prompts)
+    online, offline = served_and_offline(name, request, target, trained.export, prompts, tmp_path)
     simulated = simulated_acceptance(trained.drafter / "metrics.jsonl", K)["acceptance_length"]
     print(
         f"{name}: vLLM {online:.3f}, offline {offline:.3f}, simulated {simulated:.3f} "

