@@ -20,13 +20,12 @@ from eagle3_core.drafter.card import speculative_config
 from eagle3_core.evaluate.config import EvaluateConfig
 from eagle3_core.evaluate.stage import run_evaluate
 from eagle3_core.prompts.source import PromptSource
-from eagle3_core.serve.config import ServeConfig
 from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.stage import run_train
 from tests.drafter.test_variants_vllm import MAX_TOKENS, PROMPTS, K, data, offline_length, prompts  # noqa: F401
 from tests.fixtures.requirements import require_vllm
-from tests.fixtures.toy import toy_recipe
+from tests.fixtures.toy import toy_serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.deepspeed]
 
@@ -137,7 +136,7 @@ def test_the_evaluate_stage_reports_vllms_refusal_in_its_words_and_measures_dspa
     cfg = EvaluateConfig(
         prompts=held_out, num_speculative_tokens=K, max_tokens=MAX_TOKENS, concurrency=4, k_sweep=[1, K], threads=1
     )
-    serve = ServeConfig.model_validate({**toy_recipe()["serve"], "log_dir": str(tmp_path / "vllm-logs")})
+    serve = toy_serve(tmp_path / "vllm-logs")
     with machine_vllm_lock():
         manifest = run_evaluate(cfg, target, export, tmp_path / "eval", serve, generations_dir=root / "generations")
 

@@ -23,10 +23,9 @@ from eagle3_core.evaluate.online import client_config, measure
 from eagle3_core.evaluate.serving import serve_target
 from eagle3_core.evaluate.simulated import simulated_acceptance
 from eagle3_core.prompts.source import PromptSource
-from eagle3_core.serve.config import ServeConfig
 from tests.evaluate.trained import train_on
 from tests.fixtures.drafters import DRAFTER_STEPS, EVAL_K, EVAL_MAX_TOKENS, EVAL_PROMPTS
-from tests.fixtures.toy import toy_recipe
+from tests.fixtures.toy import toy_serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.deepspeed]
 
@@ -64,7 +63,7 @@ def offline_length(target, export, prompts) -> float:
 def vllm_length(target, export, prompts, tmp_path) -> float:
     from tests.fixtures.vllm import machine_vllm_lock
 
-    serve = ServeConfig.model_validate({**toy_recipe()["serve"], "log_dir": str(tmp_path / "vllm-logs")})
+    serve = toy_serve(tmp_path / "vllm-logs")
     with machine_vllm_lock(), serve_target(target, serve, speculative_config(export, K)) as server:
         result = measure(server.base_url, prompts, client_config(0.0, MAX_TOKENS, 4, 300))
     assert result.counters.drafts > 0

@@ -25,7 +25,7 @@ from eagle3_core.serve.config import ServeConfig
 from tests.evaluate.models import make_export
 from tests.evaluate.trained import AUX_LAYERS
 from tests.fixtures.drafters import DRAFTER_PROMPTS, EVAL_K, EVAL_MAX_TOKENS, EVAL_PROMPTS
-from tests.fixtures.toy import toy_recipe
+from tests.fixtures.toy import toy_serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.deepspeed]
 
@@ -46,7 +46,7 @@ def monkeypatch_module():
 
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory) -> ServeConfig:
-    return ServeConfig.model_validate({**toy_recipe()["serve"], "log_dir": str(tmp_path_factory.mktemp("vllm-logs"))})
+    return toy_serve(tmp_path_factory.mktemp("vllm-logs"))
 
 
 @pytest.fixture(scope="module")
