@@ -17,7 +17,8 @@ A process is put under the first kind its own name, its ancestors' or its childr
 (vLLM renames its processes ``VLLM::EngineCore``/``VLLM::Worker`` and its threads ``ZMQbg``;
 torch.distributed's threads ``pt_gloo``/``pt_tcpstore``; a trainer runs ``ninja`` to load DeepSpeed's
 CPU op). The timeline's per-test CPU counts the test's own process and the children it waited for;
-a server stopped without a wait is left out.
+a server stopped without a wait is left out. Without ``acct``, ``benchmarks/process_starts`` counts
+the processes each test starts (not what they cost).
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ Loaded by each Python process that has this folder on ``PYTHONPATH`` (the pytest
 ``subprocess.Popen`` appends one JSON line to ``$PROCESS_STARTS``: its argv, pid, parent pid and the
 test that was running (``PYTEST_CURRENT_TEST``, which children inherit too). A process started by
 ``multiprocessing`` (vLLM's engine core and worker) is not a ``Popen`` and is not counted, nor is
-what a process started without ``PYTHONPATH`` starts (the watchdog's extraction engine)::
+what a process started without ``PYTHONPATH`` starts (the watchdog's extraction engine). Python
+loads the first ``sitecustomize`` on the path only, so this and ``benchmarks/avx2_sim``'s do not
+combine: run them separately::
 
     PROCESS_STARTS=/tmp/starts.jsonl PYTHONPATH=benchmarks/process_starts CI=true \\
         EAGLE3_REQUIRE_SERVICES=1 .venv/bin/pytest -n 3 --dist loadgroup --no-loadscope-reorder
