@@ -114,3 +114,44 @@ def test_under_not_slow_a_flow_run_cannot_start_a_prefect_server(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {"PREFECT_HOME": str(tmp_path)}
     run = subprocess.run([sys.executable, str(probe)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert "refused: No Prefect API URL provided" in run.stdout, run.stdout + run.stderr
+
+
+SKIPS = """
+import pytest
+
+def test_on_a_gpu():
+    pytest.skip("needs a GPU: a kernel with no CPU backward")
+
+def test_with_a_part_ci_could_install():
+    pytest.skip("the frobnicator is not installed")
+
+def test_that_runs():
+    pass
+"""
+
+
+def run_skips(tmp_path, strict: bool) -> subprocess.CompletedProcess:
+    (tmp_path / "test_skips.py").write_text(SKIPS)
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "EAGLE3_REQUIRE_SERVICES")}
+    env.update({"EAGLE3_REQUIRE_SERVICES": "1"} if strict else {})
+    command = [sys.executable, "-m", "pytest", "-p", "tests.fixtures.requirements", "-p", "no:cacheprovider"]
+    return subprocess.run(
+        [*command, "-q", str(tmp_path / "test_skips.py")], cwd=REPO, env=env, capture_output=True, text=True
+    )
+
+
+def test_under_the_strict_flag_only_a_gpu_skip_passes_and_the_end_counts_skips_by_reason(tmp_path):
+    done = run_skips(tmp_path, strict=True)
+    assert done.returncode == 1, done.stdout
+    assert "1 failed, 1 passed, 1 skipped" in done.stdout
+    assert "skipped under EAGLE3_REQUIRE_SERVICES=1 or CI=true: the frobnicator is not installed" in done.stdout
+    assert "1 skipped: 1 x needs a GPU: a kernel with no CPU backward" in done.stdout
+
+
+def test_without_the_flag_every_skip_skips_and_is_counted(tmp_path):
+    done = run_skips(tmp_path, strict=False)
+    assert done.returncode == 0, done.stdout
+    assert "1 passed, 2 skipped" in done.stdout
+    assert (
+        "2 skipped: 1 x needs a GPU: a kernel with no CPU backward; 1 x the frobnicator is not installed" in done.stdout
+    )

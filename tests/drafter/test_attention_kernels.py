@@ -21,7 +21,7 @@ def test_the_mask_is_causal_in_sample_for_step_0_and_the_diagonal_for_later_step
 CUDA = torch.cuda.is_available()
 # FlexAttention has no backward on CPU (torch 2.13: NotImplementedError); its gradients are checked
 # where a GPU is: the same test, on a GPU machine.
-NO_CPU_BACKWARD = pytest.mark.skipif(not CUDA, reason="FlexAttention has no backward on CPU; runs on a GPU")
+NO_CPU_BACKWARD = pytest.mark.skipif(not CUDA, reason="needs a GPU: FlexAttention has no backward on CPU")
 WITH_GRADIENTS = ["blocked", "sdpa", pytest.param("flex", marks=NO_CPU_BACKWARD)]
 DEVICE = "cuda" if CUDA else "cpu"
 

@@ -4,7 +4,6 @@ before training."""
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,8 +12,8 @@ from eagle3_core.drafter.dflash import DFlashConfig, DFlashDrafter, block_inputs
 from eagle3_core.drafter.kinds import KINDS, kind_of_export
 from eagle3_core.errors import ConfigError
 from eagle3_core.train.config import TrainConfig
+from tests.fixtures.requirements import vllm_source
 
-VLLM = Path("/work/main/.venv-vllm/lib/python3.11/site-packages/vllm")
 TARGET = {
     "hidden_size": 32,
     "intermediate_size": 64,
@@ -38,13 +37,6 @@ def tiny(layers: int = 2, vocab: int = 50, draft: int = 20) -> DFlashDrafter:
     t2d[torch.arange(draft) * 2] = True
     drafter.set_vocab(d2t, t2d)
     return drafter
-
-
-def vllm_source(relative: str) -> str:
-    path = VLLM / relative
-    if not path.exists():
-        pytest.skip(f"vLLM's source is not at {VLLM} (set up .venv-vllm: CONTRIBUTING.md, Running vLLM here)")
-    return path.read_text()
 
 
 def test_the_export_names_the_architecture_vllm_registers_for_dflash(tmp_path):

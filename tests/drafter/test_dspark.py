@@ -12,7 +12,8 @@ from eagle3_core.drafter.dspark import DSparkConfig, DSparkDrafter
 from eagle3_core.drafter.kinds import KINDS, aux_layer_ids, drafter_class, kind_of_export
 from eagle3_core.errors import ConfigError
 from eagle3_core.train.config import TrainConfig
-from tests.drafter.test_dflash import TARGET, vllm_source
+from tests.drafter.test_dflash import TARGET
+from tests.fixtures.requirements import vllm_source
 
 RANK = 8
 
