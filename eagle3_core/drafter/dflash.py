@@ -257,8 +257,8 @@ class DFlashDrafter(nn.Module):
             prev = truth[anchors[0, :, None] + torch.arange(k, device=seq.device)]  # (g, k) x_{a+j-1}
             logits = self.chain(self.logits(r[0, :, 1 - self.ahead :]), prev)  # (g, k, V_d)
             cols.append(self.to_target_ids(logits.argmax(-1)))  # (g, k)
-        hits = torch.cat(cols).T if cols else torch.empty(k, 0, dtype=torch.long)  # (k, T-1)
-        return torch.cat([hits, torch.full((k, 1), -1, dtype=torch.long)], 1)
+        hits = torch.cat(cols).T if cols else torch.empty(k, 0, dtype=torch.long, device=seq.device)  # (k, T-1)
+        return torch.cat([hits, torch.full((k, 1), -1, dtype=torch.long, device=seq.device)], 1)  # on seq's device
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]

@@ -14,7 +14,9 @@ rounds vLLM would run at each k, and each round counts in the bucket of its cont
 them beside vLLM's own counters for the same answers.
 
 Cost: per answer one target forward and one drafter unroll of max(k) steps; the drafter's logits
-are made ``CHUNK`` positions at a time, so a 32K-token answer never holds (T, V_d) logits.
+are made ``CHUNK`` positions at a time, so a 32K-token answer never holds (T, V_d) logits. It runs
+where the offline loop's ``ChainDecoder`` was loaded (a GPU when there is one), on prompt ids rendered
+as the server renders them (``offline.offline_prompt_ids``).
 """
 
 from __future__ import annotations
@@ -56,16 +58,17 @@ def match_runs(drafter, target, aux_ids: list[int], ids: list[int], steps: int) 
     """Per position i of ``ids``: how many of the drafter's chained drafts from i equal ids[i+2:]."""
     import torch
 
-    seq = torch.tensor([ids])
+    seq = torch.tensor([ids], device=drafter.fc.weight.device)  # the target's device (ChainDecoder.load)
     with torch.no_grad():
         states = target(seq, output_hidden_states=True).hidden_states
-        aux = torch.stack([states[k] for k in aux_ids], dim=2).to(drafter.fc.weight.dtype)  # (1, T, 3, H)
+        dtype = drafter.fc.weight.dtype  # fp32; the target's states are bf16 on a GPU
+        aux = torch.stack([states[k].to(seq.device) for k in aux_ids], dim=2).to(dtype)  # (1, T, 3, H)
         if hasattr(drafter, "block_predictions"):  # a block kind: the block anchored at i+1 drafts i+2..
             hits = drafter.block_predictions(seq, aux, steps)  # (K, T) target ids
         else:
             hits = _chain_predictions(drafter, seq, aux, steps)
     T = len(ids)
-    truth = torch.full((steps, T), -1, dtype=torch.long)
+    truth = torch.full((steps, T), -1, dtype=torch.long, device=seq.device)
     for k in range(steps):
         truth[k, : max(T - 2 - k, 0)] = seq[0, 2 + k :]  # step k at i predicts i+2+k
     right = (hits == truth).long()  # (K, T)
@@ -149,18 +152,18 @@ def ends(block: dict) -> list[dict]:
     return held[:1] + held[-1:] if len(held) > 1 else held
 
 
-def context_report(cfg, target, export_dir, prompts: list, answers: list, online: dict | None, source: str) -> dict:
-    """Replay ``answers`` (target ids per prompt, None where a request failed) at every k of the sweep;
-    the evaluated k's total beside vLLM's own acceptance length on the same answers."""
-    from eagle3_core.evaluate.offline import ChainDecoder, prompt_token_ids
+def context_report(cfg, target, export_dir, prompt_ids: list, answers: list, online: dict | None, source: str) -> dict:
+    """Replay ``answers`` (target ids per prompt, None where a request failed) after ``prompt_ids`` (each
+    prompt as the server rendered it, None where unknown) at every k of the sweep; the evaluated k's
+    total beside vLLM's own acceptance length on the same answers."""
+    from eagle3_core.evaluate.offline import ChainDecoder
 
+    kept = [(p, a) for p, a in zip(prompt_ids, answers) if p and isinstance(a, list) and a]
     decoder = ChainDecoder.load(
         target.path, export_dir, threads=cfg.threads, trust_remote_code=target.trust_remote_code
     )
-    kept = [(p, a) for p, a in zip(prompts, answers) if isinstance(a, list) and a]
-    ids = prompt_token_ids(target.path, [p for p, _ in kept], target.chat, target.trust_remote_code)
     ks = sorted(set(cfg.k_sweep) | {cfg.num_speculative_tokens})
-    by_k = measure_by_context(decoder, ids, [a for _, a in kept], cfg.context_buckets, ks)
+    by_k = measure_by_context(decoder, [p for p, _ in kept], [a for _, a in kept], cfg.context_buckets, ks)
     block = {**context_block(by_k, cfg.num_speculative_tokens, source), "answers": len(kept)}
     vllm = ((online or {}).get("with_drafter") or {}).get("acceptance_length")
     total = block["total"]["acceptance_length"]

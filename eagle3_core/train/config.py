@@ -380,6 +380,14 @@ class TrainConfig(StrictModel):
     def ships_embedding(self) -> bool:
         return self.export_embedding if self.export_embedding is not None else self.serve_pipeline_parallel_size > 1
 
+    def state_dtype(self, on_gpu: bool) -> str:
+        """The dtype the trainer computes (and, in ``online`` mode, loads the target) in: bf16 on a GPU
+        unless ``precision: fp32``; fp32 on a CPU unless ``precision: bf16`` (CPU bf16 matmuls are slow
+        and inexact)."""
+        if on_gpu:
+            return "float32" if self.precision == "fp32" else "bfloat16"
+        return "bfloat16" if self.precision == "bf16" else "float32"
+
     def output_hash(self, source_facts: dict | None = None) -> str:
         """What decides the trained weights: everything but cadences (log, eval, checkpoint), the port,
         where and how fast online-vllm's engine runs (only its engine kind changes the states), and

@@ -50,10 +50,8 @@ def pick_device(cfg: TrainConfig) -> Device:
     if torch.cuda.is_available():
         local = int(os.environ.get("LOCAL_RANK", 0))
         torch.cuda.set_device(local)
-        dtype = torch.float32 if cfg.precision == "fp32" else torch.bfloat16
-        return Device(torch.device("cuda", local), dtype, rank, world)
-    # CPU bf16 matmuls are slow and inexact here; fp32 unless asked
-    return Device(torch.device("cpu"), torch.bfloat16 if cfg.precision == "bf16" else torch.float32, rank, world)
+        return Device(torch.device("cuda", local), getattr(torch, cfg.state_dtype(True)), rank, world)
+    return Device(torch.device("cpu"), getattr(torch, cfg.state_dtype(False)), rank, world)
 
 
 def total_steps(cfg: TrainConfig, batches_per_epoch: int, world: int) -> int:

@@ -2,7 +2,8 @@
 
 Every source is read the same way by the trainer (``reader(inputs)``: ``samples()``, then
 ``load(batch, budget, dtype, device, pack)`` returning the batch dict of ``data.py``), and set up
-the same way by the stage (``check``, ``fingerprints``, ``prepare``, ``running``, ``finish``):
+the same way by the stage (``check``, ``fingerprints``, ``check_memory``, ``prepare``, ``running``,
+``finish``):
 
 - ``HiddenShards`` (``train.mode: offline``): hidden/ shards written by extract, checksummed
   before the trainer starts;
@@ -48,6 +49,10 @@ class Source:
     @staticmethod
     def verify(inputs) -> None:
         """The full check of the input before the stage's folder is touched (nothing by default)."""
+
+    @staticmethod
+    def check_memory(cfg, inputs) -> None:
+        """Before the trainer starts: whatever this source loads into the trainer fits (nothing here)."""
 
     @staticmethod
     def prepare(cfg, inputs, out: Path, reporter) -> None:
@@ -117,6 +122,25 @@ class HiddenShards(Source):
 
 class TargetInProcess(Source):
     mode = "online"
+
+    @staticmethod
+    def check_memory(cfg, inputs) -> None:
+        """The trainer's reader holds the whole target beside the drafter: sized from its config.json
+        on the trainer's device before the trainer starts, so a target too large is one line naming
+        online-vllm, not exit 137 inside the trainer."""
+        import torch
+
+        from eagle3_core.states.target_size import check_target_fits
+
+        on_gpu = torch.cuda.is_available()
+        check_target_fits(
+            inputs.target_path,
+            "cuda" if on_gpu else "cpu",
+            cfg.state_dtype(on_gpu),
+            what="online training's reader (train.mode: online)",
+            fix="set train.mode: online-vllm (`eagle3 train --mode online-vllm`): an extraction engine (vLLM) "
+            "computes the states beside the trainer; or train offline from extract's hidden/",
+        )
 
     @staticmethod
     def reader(inputs):

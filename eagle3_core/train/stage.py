@@ -137,8 +137,10 @@ class TrainStage(Stage):
         return self.config_hash, fingerprints
 
     def plan(self) -> list[None]:
-        """The source's full input check (hidden/: every shard's blake2b), before this folder is written."""
+        """The source's full input check (hidden/: every shard's blake2b) and, for a source that loads the
+        target into the trainer, its size against the device (``online``), before this folder is written."""
         self.source.verify(self.inputs)
+        self.source.check_memory(self.cfg, self.inputs)
         (self.out_dir / ERROR_FILE).unlink(missing_ok=True)
         return [None]
 
@@ -148,6 +150,8 @@ class TrainStage(Stage):
             f"train: {inputs.samples} samples, {inputs.tokens} tokens, draft vocab {inputs.draft_vocab_size}, "
             f"aux layers {inputs.aux_layer_ids}, mode {inputs.mode}"
         )
+        if warning := warmup_warning(cfg):
+            self.reporter.log(warning)
         self.source.prepare(cfg, inputs, out, self.reporter)
         facts = run_facts(cfg, inputs, out, self.config_hash)
         spec = {"cfg": cfg.model_dump(mode="json"), "inputs": vars(inputs), "out_dir": str(out), "facts": facts}
@@ -163,6 +167,19 @@ class TrainStage(Stage):
         summary = read_json(self.out_dir / SUMMARY_FILE)
         complete_manifest(manifest, summary, self.inputs)
         self.source.finish(self.cfg, self.out_dir, manifest, summary, self.engine_figures)
+
+
+def warmup_warning(cfg: TrainConfig) -> str | None:
+    """One line when the warm-up is as long as the run: the scheduler then caps it at the run's last
+    step, so the whole run trains below ``lr`` (4 steps under a 50-step warm-up left a Qwen3
+    target's loss unchanged for 3 steps)."""
+    if cfg.max_steps is None or cfg.warmup_steps < cfg.max_steps:
+        return None
+    return (
+        f"train: warning: train.warmup_steps ({cfg.warmup_steps}) is not shorter than train.max_steps "
+        f"({cfg.max_steps}): the learning rate climbs for the whole run and never reaches train.lr; "
+        "set warmup_steps to a fraction of max_steps"
+    )
 
 
 def run_train(*args, **kwargs) -> StageManifest:

@@ -113,3 +113,24 @@ def test_held_out_prompts_render_with_the_recipes_chat_template_kwargs(chat_targ
     assert tokenizer.decode(ids).endswith("<think></think>")  # the template's non-thinking prompt
     (default,) = prompt_token_ids(chat_target, prompts)
     assert tokenizer.decode(default).endswith("<think>")
+
+
+@pytest.mark.parametrize("kind", ["eagle3", "dflash"])
+def test_on_a_gpu_the_target_loads_in_bf16_and_the_fp32_drafter_reads_its_states(
+    tiny_target, tmp_path, monkeypatch, kind
+):
+    """A GPU's placement (bf16) on the CPU: ``placement`` is patched, standing in for the GPU this
+    machine lacks, so the dtypes a GPU run mixes are exercised here (the device itself is not)."""
+    from eagle3_core.evaluate import offline
+    from eagle3_core.evaluate.buckets import measure_by_context
+    from tests.evaluate.models import make_dflash_export, make_export
+
+    monkeypatch.setattr(offline, "placement", lambda: ("cpu", "bfloat16"))
+    export = (make_export if kind == "eagle3" else make_dflash_export)(tmp_path / "export", tiny_target)
+    decoder = ChainDecoder.load(tiny_target, export, threads=1)
+    assert next(decoder.target.parameters()).dtype.is_floating_point and decoder.drafter_dtype.itemsize == 4
+    assert str(next(decoder.target.parameters()).dtype) == "torch.bfloat16"
+    counters = SpecCounters()
+    answer = decoder.decode([5, 17, 42, 8], k=3, max_tokens=12, counters=counters)
+    assert len(answer) == 12 and counters.drafts > 0
+    assert measure_by_context(decoder, [[5, 17, 42, 8]], [answer], [8], [1, 3])[3].total().drafts > 0

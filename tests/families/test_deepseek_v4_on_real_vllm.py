@@ -136,3 +136,26 @@ def test_the_vocab_stage_takes_the_sequences_on_the_real_tokenizer(served):
 
 def decode(served: Served, row: dict) -> str:
     return served.tokenizer.decode(list(row["prompt_token_ids"]), skip_special_tokens=False)
+
+
+def test_evaluates_offline_loop_decodes_after_the_prompt_ids_this_server_returned(served, tmp_path):
+    """V4 has no chat template (vLLM encodes its prompts in Python), where evaluate's offline loop called
+    ``apply_chat_template`` and died on a ValueError after vLLM had measured. It now takes the prompt ids
+    vLLM returned (``return_token_ids``, here this module's server's) and decodes after them."""
+    from eagle3_core.evaluate.config import EvaluateConfig
+    from eagle3_core.evaluate.offline import LeftOut
+    from eagle3_core.evaluate.offline_passes import OfflinePasses
+    from tests.cli_helpers import RecordingReporter
+    from tests.evaluate.models import make_export
+
+    rows = list(served.thinking.rows.values())[:2]
+    export = make_export(tmp_path / "export", Path(served.target.path), aux=(0, 1, 2))  # a 2-layer target
+    cfg = EvaluateConfig(max_tokens=6, k_sweep=[2], num_speculative_tokens=2, threads=1)
+    prompts = [row["messages"] for row in rows]
+    passes = OfflinePasses(cfg, served.target, export, prompts, RecordingReporter(), None)
+    with pytest.raises(LeftOut, match="vLLM renders this family's prompt itself .--tokenizer-mode deepseek_v4."):
+        passes.loop()  # vLLM did not run: no way to render the prompts as it does
+    passes.served = [row["prompt_token_ids"] for row in rows]
+    block, answers = passes.loop()
+    assert passes.loop_ids == [list(row["prompt_token_ids"]) for row in rows]
+    assert block["prompts"] == 2 and block["drafts"] > 0 and all(answers)

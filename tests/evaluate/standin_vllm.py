@@ -1,0 +1,86 @@
+"""A stand-in vLLM for evaluate's flow around the server: what evaluate keeps when a later pass cannot run.
+
+A ``vllm.entrypoints.openai.api_server`` module on PYTHONPATH, started by the stage's own
+``VLLMServer`` like the real one, in a fraction of a second and without loading a model. It answers
+what evaluate reads: ``/health``, ``/version``, ``/v1/models``, ``/metrics`` (the speculative-decoding
+counters: every chat adds one draft of k tokens fully accepted and one wholly rejected, so the
+acceptance length is 1 + k/2) and ``/v1/chat/completions`` with ``return_token_ids`` (the prompt ids:
+the last user message's UTF-8 bytes folded into the target's vocabulary, as a server's own render;
+the completion: its first ids again). It tests eagle3's flow, never vLLM: the real server's figures
+are tests/evaluate/test_vllm.py's.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from eagle3_core.serve.config import ServeConfig
+
+API_SERVER = r"""
+import argparse, http.server, json, threading
+p = argparse.ArgumentParser()
+p.add_argument("--model"); p.add_argument("--host"); p.add_argument("--port", type=int)
+p.add_argument("--speculative-config", default=None)
+args, _ = p.parse_known_args()
+config = json.load(open(args.model + "/config.json"))
+vocab = (config.get("text_config") or config)["vocab_size"]
+k = json.loads(args.speculative_config)["num_speculative_tokens"] if args.speculative_config else 0
+counts = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "generated": 0}
+lock = threading.Lock()
+print("INFO [api_utils.py:347]  version 0.32.0 (eagle3 test stand-in)", flush=True)
+
+def metrics():
+    lines = [f"vllm:spec_decode_num_drafts_total {counts['drafts']}",
+             f"vllm:spec_decode_num_draft_tokens_total {counts['draft_tokens']}",
+             f"vllm:spec_decode_num_accepted_tokens_total {counts['accepted']}",
+             f"vllm:generation_tokens_total {counts['generated']}"]
+    lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {counts["drafts"] // 2}'
+              for i in range(k)]
+    return "\n".join(lines) + "\n"
+
+class H(http.server.BaseHTTPRequestHandler):
+    def reply(self, body, kind="application/json"):
+        data = (body if isinstance(body, str) else json.dumps(body)).encode()
+        self.send_response(200); self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data))); self.end_headers(); self.wfile.write(data)
+    def do_GET(self):
+        if self.path == "/health": return self.reply("")
+        if self.path == "/version": return self.reply({"version": "0.32.0"})
+        if self.path == "/v1/models":
+            return self.reply({"data": [{"id": args.model, "root": args.model, "max_model_len": 4096}]})
+        if self.path == "/metrics": return self.reply(metrics(), "text/plain")
+        self.send_response(404); self.end_headers()
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        text = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+        prompt = [1 + b % (vocab - 1) for b in text.encode()]
+        completion = prompt[: min(body.get("max_tokens") or 8, 8)]
+        with lock:
+            counts["generated"] += len(completion)
+            if k:
+                counts["drafts"] += 2; counts["draft_tokens"] += 2 * k; counts["accepted"] += k
+        self.reply({
+            "id": "chat-1", "object": "chat.completion", "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "length", "token_ids": completion,
+                         "message": {"role": "assistant", "content": "fine", "reasoning": None}}],
+            "prompt_token_ids": prompt if body.get("return_token_ids") else None,
+            "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(completion)},
+        })
+    def log_message(self, *a):
+        pass
+
+http.server.ThreadingHTTPServer((args.host, args.port), H).serve_forever()
+"""
+
+
+def standin_vllm(tmp_path: Path, monkeypatch) -> ServeConfig:
+    """A ``ServeConfig`` that starts the stand-in (this Python, the stand-in package on PYTHONPATH)."""
+    site = tmp_path / "standin-site"
+    package = site / "vllm" / "entrypoints" / "openai"
+    package.mkdir(parents=True)
+    for folder in (package, package.parent, package.parent.parent):
+        (folder / "__init__.py").write_text("")
+    (package / "api_server.py").write_text(API_SERVER)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    return ServeConfig(python=sys.executable, device="cpu", startup_timeout=30, log_dir=str(tmp_path / "logs"))
