@@ -63,6 +63,19 @@ class ThinkingSwitch(StrictModel):
     default: bool | None = Field(
         description="What the template does when the variable is unset: true thinks, false does not (DeepSeek-V3.1), null when the model decides (a hybrid: only ids tell)."
     )
+    states: dict[str, bool | None] = Field(
+        default_factory=dict,
+        description="For a switch whose values are words (MiniMax-M3's `thinking_mode`: enabled, disabled, adaptive): what each word does, as `default` says it (true thinks, false does not, null the model decides). A word sent that is not here is a config error.",
+    )
+
+    def state(self, value: Any) -> bool | None:
+        """What the template does with ``value`` sent as the switch: a word through ``states`` (a word it
+        does not list: None, only the ids tell), else its truth."""
+        if value is None:
+            return self.default
+        if isinstance(value, str):
+            return self.states.get(value)
+        return bool(value)
 
 
 class ChatSettings(StrictModel):
@@ -161,9 +174,9 @@ class TargetConfig(StrictModel):
         None,
         description="Local Hugging Face directory (tokenizer, config, weights). Filled in by the toy builder when `toy` is set.",
     )
-    family: str = Field(
-        "kimi_k2_5",
-        description="Name of the chat family this recipe declares (a label recorded in manifests; the layout is the fields below).",
+    family: str | None = Field(
+        None,
+        description="Name of the chat family this recipe declares (a label recorded in manifests; the layout is the fields below). Null: no recipe named one (a target given by path alone takes no family's values).",
     )
     trust_remote_code: bool = Field(
         False,
@@ -218,8 +231,8 @@ class TargetConfig(StrictModel):
         description="Template variables and detokenizer settings the server uses for this family; generate sends them, reconstruct checks them.",
     )
     reasoning_parser: str | None = Field(
-        "kimi_k2",
-        description="vLLM `--reasoning-parser` that fits the template (kimi_k2, qwen3, deepseek_r1); None for none.",
+        None,
+        description="vLLM `--reasoning-parser` that fits the template (kimi_k2, qwen3, deepseek_r1); None for none (a target given without its recipe: no family's parser is guessed).",
     )
     tool_parser: ToolParsers | None = Field(
         None,
@@ -261,6 +274,13 @@ class TargetConfig(StrictModel):
                 f"target.chat.reasoning_effort: {effort!r} is not one the family's server accepts "
                 f"(target.reasoning_efforts: {', '.join(accepted)}); every request would be refused"
             )
+        switch = self.thinking
+        sent = self.chat.template_kwargs().get(switch.kwarg) if switch else None
+        if isinstance(sent, str) and sent not in switch.states:
+            raise ValueError(
+                f"target.chat.chat_template_kwargs.{switch.kwarg}: {sent!r} is a word, and target.thinking.states "
+                f"does not say whether it thinks (it knows {sorted(switch.states) or 'none'}); add it there"
+            )
         problem = aux_layer_problem(self.aux_layer_ids) if self.aux_layer_ids is not None else None
         if problem:
             raise ValueError(f"target.aux_layer_ids: {problem}")
@@ -285,8 +305,7 @@ class TargetConfig(StrictModel):
         model decides (a hybrid)."""
         if self.thinking is None:
             return self.is_reasoning_model
-        value = (chat or self.chat).template_kwargs().get(self.thinking.kwarg, self.thinking.default)
-        return None if value is None else bool(value)
+        return self.thinking.state((chat or self.chat).template_kwargs().get(self.thinking.kwarg))
 
     def refuses_tool_rows(self) -> bool:
         """Rows with tools are off this run's distribution: the model calls tools only with thinking off

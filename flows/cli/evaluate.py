@@ -10,7 +10,8 @@ from eagle3_core.contracts.details import EvaluateDetails
 from eagle3_core.evaluate.config import EvaluateConfig
 from eagle3_core.prompts.source import PromptSource
 from eagle3_core.serve.config import ServeConfig
-from flows.cli.options import field_option, folder_option, run_stage
+from eagle3_core.target import TargetConfig
+from flows.cli.options import field_option, folder_option, run_stage, target_options
 
 
 @click.command("evaluate")
@@ -40,11 +41,12 @@ from flows.cli.options import field_option, folder_option, run_stage
 @field_option(PromptSource, "split")
 @field_option(EvaluateConfig, "threads")
 @field_option(ServeConfig, "python", "--vllm-python", "vllm_python")
+@target_options(TargetConfig)
 @click.option(
     "--reasoning-parser",
-    default="kimi_k2",
-    show_default=True,
-    help="vLLM --reasoning-parser for the target ('none' for none).",
+    default=None,
+    help="vLLM --reasoning-parser for the target ('none' for none); default: the recipe's "
+    "(--family/--recipe), none without one.",
 )
 def command(
     target: str,
@@ -52,13 +54,21 @@ def command(
     out_dir: str,
     generations_dir: str | None,
     vllm_python: str | None,
-    reasoning_parser: str,
+    family: str | None,
+    recipe: str | None,
+    trust_remote_code: bool,
+    reasoning_parser: str | None,
     **given,
 ) -> None:
     """Measure the drafter's acceptance length in real vLLM and offline."""
-    from eagle3_core.target import TargetConfig
+    from eagle3_core.reconstruct.recipes import target_from_recipe
 
-    target_cfg = TargetConfig(path=target, reasoning_parser=None if reasoning_parser == "none" else reasoning_parser)
+    parser = (
+        {}
+        if reasoning_parser is None
+        else {"reasoning_parser": None if reasoning_parser == "none" else reasoning_parser}
+    )
+    target_cfg = target_from_recipe(recipe, family, path=target, trust_remote_code=trust_remote_code, **parser)
     manifest = run_stage(
         "evaluate",
         cfg=evaluate_config(target, **given),

@@ -7,7 +7,15 @@ import click
 from eagle3_core.contracts.details import ExtractDetails
 from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.target import TargetConfig
-from flows.cli.options import field_option, field_options, folder_option, layers_option, parse_layers, run_stage
+from flows.cli.options import (
+    field_option,
+    field_options,
+    folder_option,
+    layers_option,
+    parse_layers,
+    run_stage,
+    target_options,
+)
 
 
 @click.command("extract")
@@ -17,16 +25,24 @@ from flows.cli.options import field_option, field_options, folder_option, layers
 @layers_option(ExtractConfig, "layers")
 @field_options(ExtractConfig, "engine", "device", "max_tokens_per_batch", "shard_tokens")
 @field_option(ExtractConfig, "vllm_tensor_parallel_size", "--tensor-parallel-size")
-@field_option(TargetConfig, "trust_remote_code")
+@target_options(TargetConfig)
 def command(
-    sequences_dir: str, target_path: str, out_dir: str, layers: str | None, trust_remote_code: bool, **fields
+    sequences_dir: str,
+    target_path: str,
+    out_dir: str,
+    layers: str | None,
+    family: str | None,
+    recipe: str | None,
+    trust_remote_code: bool,
+    **fields,
 ) -> None:
     """Store the target's low/mid/high and final hidden states for every token (bf16 safetensors)."""
     from eagle3_core.contracts.sequences import parts
+    from eagle3_core.reconstruct.recipes import target_from_recipe
 
     parts(sequences_dir)  # the input folder first: a wrong --input is not a config error
     cfg = ExtractConfig(**fields, layers=parse_layers(layers))
-    target = TargetConfig(path=target_path, trust_remote_code=trust_remote_code)
+    target = target_from_recipe(recipe, family, path=target_path, trust_remote_code=trust_remote_code)
     manifest = run_stage("extract", cfg=cfg, target=target, sequences_dir=sequences_dir, out_dir=out_dir)
     d = ExtractDetails.of(manifest)
     click.echo(

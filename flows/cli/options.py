@@ -128,3 +128,12 @@ def recipe_options(what: str, field: str):
         help=f"Take {field} from this recipe instead.",
     )
     return lambda function: family(recipe(function))
+
+
+def target_options(model: type):
+    """``--family``, ``--recipe`` and ``--trust-remote-code`` (``model`` is ``TargetConfig``): every
+    command that takes a target takes its recipe, so its parsers, tokenizer mode and token facts
+    reach each process the command starts; without one, the target is its path alone."""
+    trust = field_option(model, "trust_remote_code")
+    recipe = recipe_options("its parsers, tokenizer mode and token facts", "the target's facts (its `target:` section)")
+    return lambda function: recipe(trust(function))

@@ -7,9 +7,7 @@ import click
 from eagle3_core.contracts.details import ReconstructDetails
 from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.target import TargetConfig
-from flows.cli.options import field_option, field_options, folder_option, recipe_options, run_stage
-
-FAMILIES = ["kimi_k2_5", "qwen3", "deepseek_r1", "llama3"]
+from flows.cli.options import field_options, folder_option, run_stage, target_options
 
 
 @click.command("reconstruct")
@@ -17,8 +15,7 @@ FAMILIES = ["kimi_k2_5", "qwen3", "deepseek_r1", "llama3"]
 @folder_option("--tokenizer", None, "Local directory of the target's tokenizer.")
 @folder_option("--out", "out_dir", "sequences/ folder to write.")
 @field_options(ReconstructConfig, "max_length", "overlong")
-@recipe_options("its token facts", "the target's token facts (its `target:` section)")
-@field_option(TargetConfig, "trust_remote_code")
+@target_options(TargetConfig)
 @field_options(ReconstructConfig, "prefer", "workers")
 def command(
     generations_dir: str,

@@ -13,7 +13,15 @@ import click
 from eagle3_core.contracts.details import TrainDetails
 from eagle3_core.target import TargetConfig
 from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
-from flows.cli.options import field_option, field_options, folder_option, layers_option, parse_layers, run_stage
+from flows.cli.options import (
+    field_option,
+    field_options,
+    folder_option,
+    layers_option,
+    parse_layers,
+    run_stage,
+    target_options,
+)
 
 # TrainConfig fields set as they are, each its own --option
 FIELDS = ("max_steps", "epochs", "ttt_steps", "micro_batch_tokens", "lr", "checkpoint_every", "num_gpus", "init_from")
@@ -40,6 +48,7 @@ ONLINE_FIELDS = ("spool_gb", "endpoint")  # OnlineVllmConfig's
     TargetConfig, "aux_layer_ids", help="Auxiliary layer ids, e.g. 2,16,29 (default: what hidden/ was extracted with)."
 )
 @field_option(TrainConfig, "hostfile", type=click.Path(dir_okay=False))
+@target_options(TargetConfig)
 @click.option(
     "--report-to",
     multiple=True,
@@ -49,13 +58,24 @@ ONLINE_FIELDS = ("spool_gb", "endpoint")  # OnlineVllmConfig's
     help="Experiment trackers rank 0 logs each step to (repeat for several; `none` for none); wandb and mlflow: pip install 'eagle3[tracking]'.",
 )
 def command(
-    input_dir: str, target_path: str, out_dir: str, vocab_dir: str | None, layers: str | None, **fields
+    input_dir: str,
+    target_path: str,
+    out_dir: str,
+    vocab_dir: str | None,
+    layers: str | None,
+    family: str | None,
+    recipe: str | None,
+    trust_remote_code: bool,
+    **fields,
 ) -> None:
-    """Train the EAGLE-3 drafter with DeepSpeed and export it for vLLM / SGLang."""
+    """Train the drafter with DeepSpeed and export it for vLLM / SGLang."""
+    from eagle3_core.reconstruct.recipes import target_from_recipe
+
     online = OnlineVllmConfig(**{name: fields.pop(name) for name in ONLINE_FIELDS})
     report_to = trackers(fields.pop("report_to"))
     cfg = TrainConfig(**fields, report_to=report_to, online_vllm=online)
-    target = TargetConfig(path=target_path, aux_layer_ids=parse_layers(layers))
+    given = {"aux_layer_ids": parse_layers(layers)} if layers else {}  # else the recipe's, else hidden/'s
+    target = target_from_recipe(recipe, family, path=target_path, trust_remote_code=trust_remote_code, **given)
     hidden, sequences = input_folders(cfg.mode, input_dir)
     manifest = run_stage(
         "train",

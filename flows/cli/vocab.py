@@ -7,7 +7,7 @@ import click
 from eagle3_core.contracts.details import VocabDetails
 from eagle3_core.target import TargetConfig
 from eagle3_core.vocab.config import VocabConfig
-from flows.cli.options import field_option, folder_option, run_stage
+from flows.cli.options import field_option, folder_option, run_stage, target_options
 
 
 @click.command("vocab")
@@ -15,10 +15,20 @@ from flows.cli.options import field_option, folder_option, run_stage
 @folder_option("--tokenizer", None, "Local directory of the target (tokenizer; config.json for the vocab size).")
 @folder_option("--out", "out_dir", "vocab/ folder to write.")
 @field_option(VocabConfig, "draft_vocab_size")
-@field_option(TargetConfig, "trust_remote_code")
-def command(sequences_dir: str, tokenizer: str, out_dir: str, trust_remote_code: bool, **fields) -> None:
+@target_options(TargetConfig)
+def command(
+    sequences_dir: str,
+    tokenizer: str,
+    out_dir: str,
+    family: str | None,
+    recipe: str | None,
+    trust_remote_code: bool,
+    **fields,
+) -> None:
     """Pick the draft vocabulary: the most frequent supervised target tokens."""
-    target = TargetConfig(path=tokenizer, trust_remote_code=trust_remote_code)
+    from eagle3_core.reconstruct.recipes import target_from_recipe
+
+    target = target_from_recipe(recipe, family, path=tokenizer, trust_remote_code=trust_remote_code)
     manifest = run_stage(
         "vocab",
         cfg=VocabConfig(**fields),

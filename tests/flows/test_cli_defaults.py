@@ -39,10 +39,6 @@ RENAMED = {
 # Deliberate differences, each with its reason.
 DIFFERENT_ON_PURPOSE = {
     (
-        "reconstruct",
-        "family",
-    ): "None = the target section of --recipe, else TargetConfig's defaults (reconstruct/recipes.py)",
-    (
         "serve",
         "port",
     ): "None = the recipe's serve.port, else 8000: a port a person can type (a config's None = a free one)",
