@@ -3,9 +3,9 @@
 1. Ask the endpoints which model they serve (the generate stage's probe). A recipe with ``toy``
    and ``serve`` gets the toy target served by vLLM for the night, as in the pipeline.
 2. Start today's version from the previous one's shards that still hold (``dataset_versions``):
-   a sample's id is the hash of its prompt messages and sampling config, model included, so a
-   changed model or sampling config makes every prompt new and a new prompt is new; nothing
-   else is requested again.
+   a sample's id is the hash of its prompt messages and sampling config, model included (a served
+   target's bytes, else the endpoints' served name), so a changed model or sampling config makes
+   every prompt new and a new prompt is new; nothing else is requested again.
 3. Run the generate stage in the new version: its resume skips every sample a shard holds.
 4. Optionally continue into reconstruct -> vocab -> extract -> train, the drafter starting from
    the last drafter's weights (``train.init_from``), recorded as trained on the new version.
@@ -35,7 +35,7 @@ from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.nightly_summary import nightly_facts, nightly_markdown
 from eagle3_core.run_summary import Outcome
 from eagle3_core.stages import BY_NAME, STAGES, upstream_of
-from flows.pipeline import run_stage, served_for, settled, with_target
+from flows.pipeline import run_stage, served_for, settled, with_served_model, with_target
 from flows.stages import stage_flow
 from tasks.nightly import ask_served_model, prune_versions, start_version
 
@@ -68,6 +68,7 @@ def nightly(config: NightlyConfig) -> dict:
     """
     recipe = with_target(config.recipe.model_copy(update={"out": config.root}), {})
     require_endpoints(recipe)
+    recipe = with_served_model(recipe)  # a served target is keyed by its bytes, as in the pipeline
     with served_for(BY_NAME["generate"], recipe, {}) as served:
         generate = ask_served_model(served.generate)
         version_dir, reuse = start_version(config.root, generate)

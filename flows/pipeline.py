@@ -72,8 +72,9 @@ def pipeline(config: PipelineConfig) -> dict[str, dict]:
     error: BaseException | None = None  # what stopped the run, for its summary
     try:
         config.require_prompts()
-        config = with_served_model(with_target(config, outcomes))
+        config = with_target(config, outcomes)
         config.require_target()
+        config = with_served_model(config)
         for spec in STAGES:
             config = settled(spec, config)
             with served_for(spec, config, outcomes) as served:
@@ -128,12 +129,23 @@ def with_target(config: PipelineConfig, outcomes: dict[str, Outcome]) -> Pipelin
 
 
 def with_served_model(config: PipelineConfig) -> PipelineConfig:
-    """With ``serve`` and no ``served_model_name``, vLLM names the model by its path: generate's
-    model left unset becomes that name, so its skip key names the weights it asks (another
-    ``target.path`` is another model, whose answers are asked, not the previous model's reused)."""
-    if config.serve is None or config.serve.served_model_name or config.generate.model or not config.target.path:
+    """With ``serve``, eagle3 starts the server, so the model that answers is ``target.path``'s bytes:
+    they become generate's model in its keys (``generate.model_fingerprint``), known without starting
+    vLLM (a rerun with nothing to do starts none). Another model at the same path or under the same
+    served name is asked again; the same weights in a moved or re-spelt folder reuse their answers."""
+    generate = config.generate
+    if config.serve is None or "generate" not in config.stages or generate.source != "server":
         return config
-    return config.model_copy(update={"generate": config.generate.model_copy(update={"model": config.target.path})})
+    path = Path(config.target.require_path())
+    if not path.is_dir():
+        raise ConfigError(
+            f"target.path is not a model directory: {path}",
+            fix="point target.path at the local model directory vLLM serves (its config, tokenizer and weights)",
+        )
+    from eagle3_core.fingerprint import model_fingerprint
+
+    served = generate.model_copy(update={"model_fingerprint": model_fingerprint(path)})
+    return config.model_copy(update={"generate": served})
 
 
 TOY_DIR = "{toy}"  # in a prompts `input`, stands for the built toy target's directory
@@ -193,7 +205,9 @@ def run_stage(
     outcomes[name] = outcome
     if name not in config.stages or not_to_run(spec, config, outcome, outcomes):
         return outcome
-    if (field := endpoint_field(spec, config)) is not None:
+    with failing(outcome):  # asking whether it would skip reads its inputs (and generate's /models)
+        field = endpoint_field(spec, config)
+    if field is not None:
         require_endpoint(spec, config, field, outcome)
     before = read_manifest(spec.out(config))
     run_subflow(spec, config, outcome, results)
@@ -255,14 +269,22 @@ def run_subflow(spec: StageSpec, config: PipelineConfig, outcome: Outcome, resul
     outcome.started = time.time()
     upstream = [results[r] for r in spec.reads(config) if r in results]
     try:
-        state = stage_flow(spec.name)(**spec.arguments(config), wait_for=upstream, return_state=True)
-        results[spec.name] = edge_token(spec.name, state)
-        state.result()  # raises the stage's own exception
-    except BaseException as exc:  # recorded for the summary, then raised unchanged
-        outcome.status, outcome.reason = "failed", (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise
+        with failing(outcome):
+            state = stage_flow(spec.name)(**spec.arguments(config), wait_for=upstream, return_state=True)
+            results[spec.name] = edge_token(spec.name, state)
+            state.result()  # raises the stage's own exception
     finally:
         outcome.seconds = time.time() - outcome.started
+
+
+@contextlib.contextmanager
+def failing(outcome: Outcome) -> Iterator[None]:
+    """An error in the block is the stage's: recorded in its outcome for the summary, raised unchanged."""
+    try:
+        yield
+    except BaseException as exc:
+        outcome.status, outcome.reason = "failed", (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise
 
 
 class StageDone:

@@ -6,7 +6,8 @@ hub datasets the prompts came from), and an ``eagle3`` section holding every fac
 so evaluate re-renders the card from the card itself. The body holds:
 
 - the vLLM and SGLang launch lines, which travel with the card: the target by its hub name
-  (``train.tracking.base_model``, else the served model's name) and the drafter by its hub
+  (``train.tracking.base_model``, else ``train.provenance.target_name``'s: a hub id or name, never
+  a path; a path an older run recorded is shown as its folder's name) and the drafter by its hub
   repository (``train.tracking.hub_repo``, else a placeholder the card says to replace), never a
   path of this machine; once evaluated, with the speculative config evaluate ran (its k), beside
   the command it ran, marked as this machine's, its paths replaced by those names;
@@ -107,6 +108,34 @@ def portable_command(argv: list[str] | None, names: tuple[str, str]) -> list[str
     return [Path(w).name if w.startswith("/") else w for w in out]
 
 
+def is_local_path(name: str) -> bool:
+    """Whether ``name`` says where a model lies on this machine (absolute, ``~``/``.``-relative, or a
+    relative path to a folder here) rather than what it is called: no hub id, and wrong for every
+    reader of a card that travels. A bare name (``toy``) is a name."""
+    text = str(name)
+    drive = len(text) > 2 and text[1] == ":" and text[2] in "/\\"
+    return text.startswith(("/", "~", ".", "\\")) or drive or ("/" in text and Path(text).exists())
+
+
+def portable_name(name: str | None) -> str | None:
+    """A model's name as a card shows it: a path of this machine becomes its folder's name (an older
+    run recorded vLLM's default name, the model's path); any other name as given."""
+    if name is None or not is_local_path(name):
+        return name
+    return Path(str(name)).expanduser().resolve().name or None
+
+
+def portable_facts(facts: dict[str, Any]) -> dict[str, Any]:
+    """The facts the card keeps: none of this machine's (``LOCAL_ONLY``), and the target and the
+    served model by name, never by path."""
+    kept = {k: v for k, v in facts.items() if k not in LOCAL_ONLY}
+    if kept.get("target") is not None:
+        kept["target"] = portable_name(kept["target"])
+    if isinstance(kept.get("data"), dict) and kept["data"].get("served_model") is not None:
+        kept["data"] = {**kept["data"], "served_model": portable_name(kept["data"]["served_model"])}
+    return kept
+
+
 def portable_source(source: str) -> str:
     """A prompts file named by its file name: its folder is this machine's."""
     return Path(source).name if str(source).startswith("/") else source
@@ -153,7 +182,7 @@ def _write(export_dir: Path, meta: dict[str, Any]) -> Path:
     from eagle3_core.fsio import atomic_path
 
     path = export_dir / CARD_FILE
-    meta = {**meta, "facts": {k: v for k, v in (meta.get("facts") or {}).items() if k not in LOCAL_ONLY}}
+    meta = {**meta, "facts": portable_facts(meta.get("facts") or {})}
     with atomic_path(path) as tmp:
         tmp.write_text(render(export_dir, meta), encoding="utf-8")
     return path

@@ -46,6 +46,10 @@ class GenerateConfig(RequestConfig):
         False,
         description="Set from the target by the pipeline (or `--recipe`): reject rows with tools before sending them (`tools_need_thinking_off`), for a model that calls tools only with thinking off (DeepSeek-V3.1, `target.tools_while_thinking: false`) in a run that thinks.",
     )
+    model_fingerprint: SkipJsonSchema[str | None] = Field(
+        None,
+        description="Set by the pipeline and the nightly when they serve the target themselves (`serve:`): its bytes (`fingerprint.model_fingerprint`), which name the model that answers in the sampling key instead of its served name, so other weights under the same name (or path) are asked again and the same weights in a moved folder are not. Unset, the key holds the served name (`model`, else the one the endpoints list).",
+    )
     shard_rows: int = Field(
         1000, ge=1, description="Flush accepted/rejected rows to a new Parquet shard every this many rows ..."
     )
@@ -87,9 +91,11 @@ class GenerateConfig(RequestConfig):
         whether an answer without reasoning is one (such an answer must not count as done for a
         run that requires reasoning; the default adds nothing, so its keys stay as they were), and
         the chat settings sent (`chat.reasoning_effort` among them: a gpt-oss answer at high effort
-        is another sample than one at medium; unset, it adds nothing, ``ChatSettings.key``)."""
+        is another sample than one at medium; unset, it adds nothing, ``ChatSettings.key``). The model
+        is the one that answers: its bytes when eagle3 serves it (``model_fingerprint``), else its
+        served name, never a path (``ServedSource.settled`` names it before the key is taken)."""
         key = {
-            "model": self.model,
+            "model": self.model_fingerprint or self.model,
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             "top_p": self.top_p,

@@ -152,17 +152,45 @@ def _id_layout(url: str, body: dict) -> str:
     return layout
 
 
+def listed_model(cfg: GenerateConfig) -> str | None:
+    """The model the endpoints serve, when ``cfg.model`` does not name it: one ``GET /models``, before
+    the stage's skip is decided (its key holds the model that answers, so a server that now serves
+    another model is asked again, not skipped). An ``EndpointError`` when no endpoint answers: which
+    model would answer is unknown, and a finished folder must neither be reused nor marked failed."""
+    with probe_client(cfg) as http:
+        found = _first_listed(http, cfg)
+    if isinstance(found, Unreachable):
+        raise _redacted(
+            EndpointError(
+                f"{found.message} (no endpoint answered GET /models); generate.model is unset, so which model "
+                "answers, and so whether this folder's finished run can be reused, is unknown",
+                fix=f"{found.fix}; or pass --model with the served name (generate.model)",
+            ),
+            cfg,
+        )
+    return found
+
+
 def _first_model(http, cfg: GenerateConfig) -> str | None:
     """The model the first endpoint that answers lists first (when --model is not given)."""
+    found = _first_listed(http, cfg)
+    return None if isinstance(found, Unreachable) else found
+
+
+def _first_listed(http, cfg: GenerateConfig) -> str | None | Unreachable:
+    """The first model the first endpoint that answers lists (None: it lists none), else why the
+    first endpoint could not be reached."""
+    first: Unreachable | None = None
     for url in cfg.base_urls:
         try:
             models = list_models(http, url, cfg.api_key_env)
-        except Unreachable:
+        except Unreachable as exc:
+            first = first or exc
             continue
         except EndpointError as exc:
             raise _redacted(exc, cfg) from None
         return models[0] if models else None
-    return None
+    return first
 
 
 def _outcome(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[dict, frozenset[str]] | EndpointError:

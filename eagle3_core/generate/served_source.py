@@ -6,7 +6,8 @@ What it adds to every source's contract (``source.py``; the stage's guarantees i
   on each endpoint that is up;
 - an input whose first rows all match no known shape is one ``InputError`` before any request;
 - a sample is keyed by its prompt messages and sampling settings (``rows.sample_id``), the model
-  the probe found included;
+  that answers included: its bytes when eagle3 serves it, else its served name; the run's key
+  holds it too (``settled`` asks ``/models`` before the skip when ``generate.model`` is unset);
 - one streaming engine sends every row (``engine.py``); given ``shared`` (``SharedLimits``), the
   run holds only its share of each endpoint's limit (``slots.py``);
 - a prompt is settled only by its own answer (``health.py``): a run that ends with open rows ends
@@ -25,11 +26,11 @@ from eagle3_core.contracts.details import GenerateDetails
 from eagle3_core.endpoint.client import Requester, run_coroutine
 from eagle3_core.endpoint.concurrency import AimdController, Endpoint, EndpointPool, controller_for
 from eagle3_core.endpoint.health import Breaker, states
-from eagle3_core.errors import ConfigError, InputError, StageError
+from eagle3_core.errors import ConfigError, EndpointError, InputError, StageError
 from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.generate.engine import Engine, WorkItem
 from eagle3_core.generate.keys import key64
-from eagle3_core.generate.probe import ProbeReport, probe_endpoints, probe_tools
+from eagle3_core.generate.probe import ProbeReport, listed_model, probe_endpoints, probe_tools
 from eagle3_core.generate.shape import check_shape
 from eagle3_core.generate.slots import SharedLimits, SlotKeeper
 from eagle3_core.generate.source import Source
@@ -74,7 +75,9 @@ class ServedSource(Source):
     @staticmethod
     def keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
         """Endpoint URLs are left out on purpose: the same prompts and sampling served on another port
-        (a second demo, a moved server) are the same samples."""
+        (a second demo, a moved server) are the same samples. The model that answers is in (its bytes
+        when eagle3 serves it, else its served name: ``settled``), so another model is asked again."""
+        cfg = ServedSource.settled(cfg)
         config_hash = config_hash_of(
             sampling=cfg.sampling_key(),
             prompts=cfg.prompts.model_dump(mode="json"),  # its input's bytes are the fingerprint, not its path
@@ -82,6 +85,22 @@ class ServedSource(Source):
             **({"refuse_tool_rows": True} if cfg.refuse_tool_rows else {}),  # unset: the keys stay as they were
         )
         return config_hash, {"prompts": fingerprint(cfg.prompts)}
+
+    @staticmethod
+    def settled(cfg: GenerateConfig) -> GenerateConfig:
+        """``cfg`` naming the model that answers: as given when ``generate.model`` or the target's bytes
+        (``model_fingerprint``, the pipeline's served target) name it or no endpoint is set (the run
+        then stops on that), else the name the endpoints list, asked now (one ``GET /models``): the
+        skip is decided before the probe, and a rerun against a server that now serves another
+        model must ask it, not skip."""
+        if cfg.model or cfg.model_fingerprint or not cfg.base_urls:
+            return cfg
+        try:
+            model = listed_model(cfg)
+        except EndpointError:
+            next(iter_rows(cfg.prompts), None)  # an input that is not there is the error to fix first
+            raise
+        return cfg.model_copy(update={"model": model})
 
     @staticmethod
     def endpoints(cfg: GenerateConfig) -> dict[str, int]:

@@ -6,7 +6,8 @@ string is branched on), as train picks its hidden states (``train/sources.py``):
 - ``ServedSource`` (``server``, ``served_source.py``): each prompt sent to the endpoints;
 - ``DatasetSource`` (``dataset``, ``dataset_source.py``): each input row's own answer, no server.
 
-It states, for a config: its skip keys (``keys``), the packages its manifest records
+It states, for a config: its skip keys (``keys``; ``settled`` first fills in what they need that the
+config leaves open, the served source's answering model), the packages its manifest records
 (``versions``), the field of the config listing the endpoints it asks (``endpoint_field``, None
 for a source that sends nothing) and each endpoint's most requests in flight (``endpoints``). A
 run of it has the stage's phases: ``open`` (checks and the resume scan, before ``running`` is
@@ -52,6 +53,12 @@ class Source:
     def keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
         """The config hash and input fingerprints a finished run is recorded under."""
         raise NotImplementedError
+
+    @staticmethod
+    def settled(cfg: GenerateConfig) -> GenerateConfig:
+        """``cfg`` with what its keys need and the config does not say filled in, before the skip is
+        decided (the served source: the model that answers); as given by default."""
+        return cfg
 
     @staticmethod
     def endpoints(cfg: GenerateConfig) -> dict[str, int]:

@@ -17,7 +17,9 @@ Guarantees (DESIGN.md, CONTRIBUTING.md):
 - an input whose first rows all match no known shape is one ``InputError`` before any request;
 - ``GenerateStage`` is a ``lifecycle.Stage`` that the one driver runs: an error leaves the manifest
   ``failed`` with the figures so far, an interrupt (Ctrl-C) ``running``, for the next run to resume;
-- a manifest complete for the same config and input is returned without any work.
+- a manifest complete for the same config and input is returned without any work; the config's
+  key holds the model that answers (its bytes when eagle3 serves it, else its served name, asked of
+  the endpoints before the skip when ``generate.model`` is unset), never its path.
 
 Its answers come from one of two sources behind one interface (``source.py``), chosen here once
 (``source_for``): the endpoints (``served_source.py``) or the rows' own (``dataset_source.py``).
@@ -106,6 +108,7 @@ class GenerateStage(Stage):
     def keys(self) -> tuple[str, dict[str, str]]:
         if self.cfg.prompts is None:
             raise ConfigError("generate needs prompts", fix="pass --input (a file, a directory or a dataset name)")
+        self.cfg = self.source.settled(self.cfg)  # named once: the key and every request name the same model
         return stage_keys(self.cfg)
 
     def plan(self) -> list[None]:
@@ -140,5 +143,6 @@ def run_generate(
 
 
 def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
-    """The config hash and input fingerprints a finished run is recorded under: its source's."""
+    """The config hash and input fingerprints a finished run is recorded under: its source's (the
+    served source's hold the model that answers, asked of the endpoints when ``cfg`` names none)."""
     return source_for(cfg.source).keys(cfg)

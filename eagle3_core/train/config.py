@@ -113,7 +113,7 @@ class TrackingConfig(StrictModel):
     )
     base_model: str | None = Field(
         None,
-        description="The target's hub name for the model card's `base_model`, its launch lines and the runs; None = the model name generate recorded, else the target folder's name.",
+        description="The target's hub name for the model card's `base_model`, its launch lines and the runs; None = a hub id (org/name) among the model name generate recorded and the target's config.json `_name_or_path`, else the first of them that is a name, else the target folder's name; never a local path.",
     )
     hub_repo: str | None = Field(
         None,

@@ -41,9 +41,32 @@ def run_facts(cfg: TrainConfig, inputs: TrainInputs, out_dir: str | Path, config
 
 
 def target_name(cfg: TrainConfig, inputs: TrainInputs, generations: StageManifest | None) -> str:
-    """The target's hub name: configured, else the model generate was served, else its folder's name."""
+    """The target's hub name, never a path of this machine (the card travels): configured
+    (``train.tracking.base_model``), else the first hub id (``org/name``) among the name generate's
+    server gave it and its ``config.json``'s ``_name_or_path`` (older transformers wrote it, often a
+    local path), else the first of them that is a name, else its folder's name."""
+    from eagle3_core.drafter.card import is_local_path, portable_name
+
     served = GenerateDetails.of(generations).model if generations is not None else None
-    return cfg.tracking.base_model or served or Path(inputs.target_path).name
+    named = [n for n in (served, config_name(inputs.target_path)) if n and not is_local_path(n)]
+    hub_id = next((n for n in named if n.count("/") == 1), None)
+    return (
+        portable_name(cfg.tracking.base_model)
+        or hub_id
+        or next(iter(named), None)
+        or Path(inputs.target_path).resolve().name
+    )
+
+
+def config_name(target_path: str) -> str | None:
+    """``_name_or_path`` of the target's ``config.json`` (None when absent or unreadable)."""
+    import json
+
+    try:
+        found = json.loads((Path(target_path) / "config.json").read_text(encoding="utf-8")).get("_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
 
 
 def data_facts(

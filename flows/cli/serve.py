@@ -41,7 +41,7 @@ TOY_RECIPE = (
 @click.option(
     "--served-model-name",
     default=None,
-    help="Name clients send as `model` (default: `toy` for the toy, else the path).",
+    help="Name clients send as `model` (default: `toy` for the toy, else the model folder's name).",
 )
 @click.option(
     "--max-model-len", type=int, default=None, help="vLLM --max-model-len (default: the recipe's, else 2048)."

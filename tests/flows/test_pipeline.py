@@ -178,7 +178,8 @@ def test_a_second_run_reuses_a_complete_generation_without_any_endpoint(
     )
     assert pipeline(config)["generate"]["status"] == "ran"
 
-    config.generate = config.generate.model_copy(update={"base_urls": []})  # e.g. vLLM not started again
+    # e.g. vLLM not started again: the model named (the fake's), its key is known without asking
+    config.generate = config.generate.model_copy(update={"base_urls": [], "model": "fake-model"})
     again = pipeline(config)
 
     assert again["generate"]["status"] == "reused"
@@ -204,7 +205,8 @@ def test_a_reused_generate_is_a_completed_subflow_that_reconstruct_waits_for_as_
     )
     assert pipeline(config)["generate"]["status"] == "ran"
     written = read_manifest(config.layout.generations).updated_at
-    config.generate = config.generate.model_copy(update={"base_urls": []})  # no endpoint: nothing is asked
+    # no endpoint, the model named: nothing is asked
+    config.generate = config.generate.model_copy(update={"base_urls": [], "model": "fake-model"})
 
     state = pipeline(config, return_state=True)
 
@@ -292,13 +294,17 @@ def test_answers_of_the_model_served_before_are_not_reused_for_another_target(
     config.serve = ServeConfig(python=sys.executable, device="cpu", log_dir=str(tmp_path / "logs"))
     config.generate = GenerateConfig(prompts={"input": str(tmp_path / "prompts.jsonl")}, return_token_ids=False)
     first, second = tmp_path / "model-a", tmp_path / "model-b"
-    first.mkdir(), second.mkdir()
+    for folder in (first, second):  # the same config, other weights
+        folder.mkdir()
+        (folder / "config.json").write_text('{"model_type": "llama"}')
+        (folder / "model.safetensors").write_text(f"weights of {folder.name}")
 
     config.target = config.target.model_copy(update={"path": str(first)})
     assert pipeline(config)["generate"]["status"] == "ran"
-    assert pipeline(config)["generate"]["status"] == "reused"  # the same model: vLLM not even started
+    reused = pipeline(config)
+    assert reused["generate"]["status"] == "reused" and "serve" not in reused  # the same model: vLLM not started
 
     config.target = config.target.model_copy(update={"path": str(second)})
     assert pipeline(config)["generate"]["status"] == "ran"  # another model: its own answers
     models = pq.read_table(config.layout.generations / "accepted", columns=["model"]).column("model").to_pylist()
-    assert models == [str(second)]
+    assert models == ["model-b"]  # served by its folder's name, never its path

@@ -51,7 +51,7 @@ def test_a_complete_run_is_reused_without_any_endpoint(tmp_path, fake_server):
     source = write_jsonl(tmp_path / "in.jsonl", prompts(3))
     first = run_generate(config(source, [fake_server.url]), tmp_path / "out")
     sent = len(fake_server.requests)
-    offline = config(source, [])
+    offline = config(source, [], model="fake-model")  # named, the model that answers is known without asking
     assert StageRun(GenerateStage(offline, tmp_path / "out")).life.would_skip()  # the pipeline's question
     assert run_generate(offline, tmp_path / "out").counts == first.counts
     assert len(fake_server.requests) == sent

@@ -43,6 +43,28 @@ def test_the_server_for_a_target_passes_its_parsers_and_tokenizer_mode(tmp_path)
     assert cmd[cmd.index("--tokenizer-mode") + 1] == "deepseek_v4"
 
 
+def test_a_remote_code_target_is_served_with_trust_remote_code_and_only_then(tmp_path):
+    """Kimi-K2.5's tokenizer is its own code: without the flag vLLM cannot load it; with the
+    recipe's switch off, no file's code runs in the server."""
+    target = PipelineConfig.from_yaml(ROOT / "configs" / "kimi-k2.5.yaml").target.model_copy(
+        update={"path": str(tmp_path)}
+    )
+    assert "--trust-remote-code" not in VLLMServer.for_target(target, ServeConfig(device="cpu")).command("python")
+    trusted = target.model_copy(update={"trust_remote_code": True})
+    assert "--trust-remote-code" in VLLMServer.for_target(trusted, ServeConfig(device="cpu")).command("python")
+
+
+def test_only_a_cpu_server_runs_eager_unless_the_recipe_says(tmp_path):
+    """A GPU server keeps CUDA graphs: evaluate's speed-up is measured as the target is deployed."""
+    target = PipelineConfig.from_yaml(ROOT / "configs" / "qwen3.yaml").target.model_copy(update={"path": str(tmp_path)})
+
+    def eager(**fields) -> bool:
+        return "--enforce-eager" in VLLMServer.for_target(target, ServeConfig(**fields)).command("python")
+
+    assert eager(device="cpu") and not eager(device="cuda")
+    assert eager(device="cuda", enforce_eager=True) and not eager(device="cpu", enforce_eager=False)
+
+
 def test_a_target_without_a_tool_parser_gets_no_tool_flags(tmp_path):
     target = PipelineConfig.from_yaml(ROOT / "configs" / "qwen3.yaml").target
     target = target.model_copy(update={"path": str(tmp_path), "tool_parser": None, "tokenizer_mode": None})
