@@ -56,6 +56,13 @@ TOY_RECIPE = (
 @click.option(
     "--python", default=None, help="Python of the vLLM environment (default: $EAGLE3_VLLM_PYTHON, then .venv-vllm)."
 )
+@click.option(
+    "--trust-remote-code",
+    is_flag=True,
+    default=False,
+    help="Let vLLM run the model folder's own code (Kimi-K2.5's tokenizer needs it); default: the recipe's "
+    "target.trust_remote_code (--config), off without one.",
+)
 @click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
 def command(
     model: str,
@@ -67,6 +74,7 @@ def command(
     max_model_len: int | None,
     config_path: str | None,
     python: str | None,
+    trust_remote_code: bool,
     vllm_args: tuple[str, ...],
 ) -> None:
     """Start vLLM for MODEL on loopback, wait until it is healthy, serve until Ctrl-C, stop it cleanly.
@@ -84,6 +92,8 @@ def command(
     elif config_path is None:  # a model folder without a recipe: no family's flags but those given
         target = target.model_copy(update={"reasoning_parser": None, "tool_parser": None})
     target = _with_flags(target, model, reasoning_parser, tool_call_parser)
+    if trust_remote_code:
+        target = target.model_copy(update={"trust_remote_code": True})
     serve_cfg = serve_cfg.model_copy(update=_given(serve_cfg, host, port, max_model_len, served_model_name, python))
     server = VLLMServer.for_target(target, serve_cfg, log_dir=SERVE_LOGS, extra_args=list(vllm_args))
     reasoning_parser = target.reasoning_parser

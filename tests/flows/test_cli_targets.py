@@ -86,3 +86,33 @@ def test_train_keeps_the_recipes_layers_unless_given(monkeypatch, tmp_path):
     recipe = PipelineConfig.from_yaml(ROOT / "configs" / "toy.yaml").target
     assert built_target(monkeypatch, tmp_path, "train", *toy).aux_layer_ids == recipe.aux_layer_ids
     assert built_target(monkeypatch, tmp_path, "train", *toy, "--layers", "1,2,3").aux_layer_ids == [1, 2, 3]
+
+
+def served_target(monkeypatch, tmp_path, *extra: str):
+    """The TargetConfig ``eagle3 serve`` starts vLLM for, given ``extra`` options."""
+    from eagle3_core.serve.vllm_server import VLLMServer
+    from flows.cli import serve
+
+    seen = {}
+
+    def capture(target, cfg, **kwargs):
+        seen["target"] = target
+        raise Stop
+
+    monkeypatch.setattr(VLLMServer, "for_target", capture)
+    (tmp_path / "model").mkdir(exist_ok=True)
+    result = CliRunner().invoke(serve.command, ["--model", str(tmp_path / "model"), *extra], catch_exceptions=True)
+    assert isinstance(result.exception, Stop), result.output
+    return seen["target"]
+
+
+def test_eagle3_serve_runs_a_models_own_code_only_on_the_flag_or_its_recipe(monkeypatch, tmp_path):
+    assert not served_target(monkeypatch, tmp_path).trust_remote_code
+    assert served_target(monkeypatch, tmp_path, "--trust-remote-code").trust_remote_code
+    trusting = tmp_path / "kimi.yaml"
+    recipe = (
+        (ROOT / "configs" / "kimi-k2.5.yaml").read_text().replace("trust_remote_code: false", "trust_remote_code: true")
+    )
+    trusting.write_text(recipe)
+    target = served_target(monkeypatch, tmp_path, "--config", str(trusting))
+    assert target.trust_remote_code and target.reasoning_parser == "kimi_k2"
