@@ -34,13 +34,15 @@ def defined_deployments() -> list[dict[str, Any]]:
 
 def repoint(value: Any, toy: dict, config, out: str) -> Any:
     """``value`` with the toy recipe (or its generate or target section) replaced by ``config``'s,
-    and ``runs/...`` paths moved under ``out``. Generate's copies of the target's settings
-    (``COPIES``) are left out of every parameter: a run whose form edits target.chat is not refused
-    over a stale copy, and the form never shows a value the run ignores."""
+    and ``runs/...`` paths moved under ``out``. Generate's fields the run fills in (``run_filled``:
+    its copies of the target's settings, the target's fingerprint) are left out of every parameter:
+    a run whose form edits target.chat is not refused over a stale copy, the form never shows a
+    value the run ignores, and Prefect refuses a parameter its form's schema does not have (422)."""
+    hidden = run_filled(type(config.generate))
     if value == toy:
-        return config.model_dump(mode="json", exclude={"generate": COPIES})
+        return config.model_dump(mode="json", exclude={"generate": hidden})
     if value == toy["generate"]:
-        return config.generate.model_dump(mode="json", exclude=COPIES)
+        return config.generate.model_dump(mode="json", exclude=hidden)
     if value == toy["target"]:
         return config.target.model_dump(mode="json")
     if isinstance(value, dict):
@@ -50,7 +52,10 @@ def repoint(value: Any, toy: dict, config, out: str) -> Any:
     return value
 
 
-COPIES = {"chat", "refuse_tool_rows"}  # generate's copies of the target's settings (GenerateConfig.with_target)
+def run_filled(model: type) -> set[str]:
+    """The fields a run fills in itself: those its JSON schema (the form) leaves out (``SkipJsonSchema``:
+    GenerateConfig's copies of the target's settings and the served target's fingerprint)."""
+    return set(model.model_fields) - set(model.model_json_schema()["properties"])
 
 
 def build_deployments(recipe_path: Path, out: str) -> list:

@@ -57,7 +57,7 @@ def test_a_form_shows_only_what_the_run_uses_and_says_what_each_parameter_is(dep
     generate form's out_dir, target and progress_bar had no description: progress_bar, a terminal
     setting, is no parameter at all now."""
     schema, _ = form_of(deployments[name])
-    assert _generate_fields(schema) and not _generate_fields(schema) & {"chat", "refuse_tool_rows"}
+    assert _generate_fields(schema) and not _generate_fields(schema) & {"chat", "refuse_tool_rows", "model_fingerprint"}
     assert "progress_bar" not in schema["properties"]
     undescribed = [p for p, v in schema["properties"].items() if not v.get("description")]
     assert undescribed == [], f"{name}: parameters without a description: {undescribed}"
