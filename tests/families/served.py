@@ -130,16 +130,23 @@ def probe_report(server, target: TargetConfig, max_tokens: int, **settings) -> s
 
 
 def serve_family(
-    recipe_path: Path, model: Path, root: Path, thinking_off: dict, budget: int, max_tokens: int, probe_extra=None
+    recipe_path: Path,
+    model: Path,
+    root: Path,
+    thinking_off: dict,
+    budget: int,
+    max_tokens: int,
+    probe_extra=None,
+    target_update: dict | None = None,
 ) -> Served:
     """The family's recipe on ``model`` served by real vLLM as eagle3 starts it (``VLLMServer.for_target``:
     its tokenizer mode, reasoning and tool parsers), one server for both generate runs and the probe;
     then vocab on the thinking run's sequences. ``thinking_off``: the chat_template_kwargs that switch
     thinking off; ``budget``: the reasoning tokens before vLLM forces the close (a random model never
-    writes it); ``probe_extra``: more of the probe's extra_body (a random model's answer restricted)."""
+    writes it); ``probe_extra``: more of the probe's extra_body (a random model's answer restricted);
+    ``target_update``: recipe target fields set for the test (Kimi-K2.5's ``trust_remote_code: true``)."""
     from eagle3_core.config import PipelineConfig
     from eagle3_core.serve import ServeConfig, VLLMServer
-    from eagle3_core.target import ChatSettings
     from eagle3_core.tokenizer import load_tokenizer
     from eagle3_core.vocab.stage import run_vocab
     from tests.fixtures.requirements import require_vllm
@@ -147,8 +154,11 @@ def serve_family(
 
     require_vllm()
     recipe = PipelineConfig.from_yaml(recipe_path)
-    target = recipe.target.model_copy(update={"path": str(model)})
-    chat_target = target.model_copy(update={"chat": ChatSettings(chat_template_kwargs=thinking_off)})
+    target = recipe.target.model_copy(update={**(target_update or {}), "path": str(model)})
+    # thinking off: the recipe's chat settings (its detokenizer flags too) with the switch turned off
+    chat_target = target.model_copy(
+        update={"chat": target.chat.model_copy(update={"chat_template_kwargs": thinking_off})}
+    )
     # a tools section is some 350 prompt tokens; 64 MiB of KV cache keeps the server near 2 GB
     serve = ServeConfig(log_dir=str(root / "vllm"), max_model_len=2048, kv_cache_bytes=64 << 20, startup_timeout=300)
     forced = {"thinking_token_budget": budget}
@@ -161,7 +171,7 @@ def serve_family(
     vocab = run_vocab(
         recipe.vocab.model_copy(update={"draft_vocab_size": 64}), target, root / "on" / "sequences", root / "vocab"
     )
-    return Served(load_tokenizer(model), target, on, off, vocab, probe)
+    return Served(load_tokenizer(model, target.trust_remote_code), target, on, off, vocab, probe)
 
 
 def check_recorded_ids(served: Served) -> None:

@@ -39,13 +39,14 @@ def offline_tokenizer(model: str) -> Callable[[Path], Path]:
     return lambda dest: offline_folder(model, dest)
 
 
-def tiny_llama(folder: Path, seed: int = 0) -> Path:
+def tiny_llama(folder: Path, seed: int = 0, trust_remote_code: bool = False) -> Path:
     """Write a 2-layer LlamaForCausalLM (hidden 128, 4 heads of 32) with random weights for the
-    tokenizer already in ``folder``: about 66 MB in bf16 for a 129K vocabulary."""
+    tokenizer already in ``folder``: about 66 MB in bf16 for a 129K vocabulary. ``trust_remote_code``:
+    the folder's tokenizer is its own code (Kimi-K2.5's stand-in, ``tests/families/kimi_stand_in.py``)."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=trust_remote_code)
     config = LlamaConfig(
         vocab_size=-(-len(tokenizer) // 64) * 64,  # rows for every id, padded as real checkpoints pad them
         hidden_size=128,
