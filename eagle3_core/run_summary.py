@@ -115,8 +115,9 @@ def _reasoning(gen: StageManifest | None) -> str | None:
     sources = GenerateDetails.of(gen).reasoning_sources if gen is not None else None
     if sources is None:
         return None
-    where = ", ".join(f"{n} in `{field}`" for field, n in sources.items())
-    return f"{sum(sources.values())} of {gen.counts.get('accepted')} ({where or 'none'})"
+    present = {field: n for field, n in sources.items() if field != "none"}  # `none`: an answer without reasoning
+    where = ", ".join(f"{n} in `{field}`" for field, n in present.items())
+    return f"{sum(present.values())} of {gen.counts.get('accepted')} ({where or 'none'})"
 
 
 def _training_loss(layout: RunLayout) -> float | None:

@@ -44,6 +44,16 @@ def build_drafter(
             path=inputs.target_path,
             fix="set both train.drafter.num_attention_heads and train.drafter.num_key_value_heads",
         )
+    if config.hidden_size % config.num_attention_heads:  # the export is a Llama config: vLLM could not load it
+        raise InputError(
+            f"the drafter's {config.num_attention_heads} attention heads do not divide the target's hidden size "
+            f"{config.hidden_size}: vLLM refuses to load such a drafter (transformers' LlamaConfig: \"The hidden size "
+            f'({config.hidden_size}) is not a multiple of the number of attention heads ({config.num_attention_heads})", '
+            "whatever head_dim says)",
+            path=inputs.target_path,
+            fix="set train.drafter.num_attention_heads to a divisor of the target's hidden size (head_dim sets the "
+            "per-head width), or leave train.drafter unset to copy the target's shape",
+        )
     torch.manual_seed(seed)
     drafter = Eagle3Drafter(config)
     with torch.no_grad():

@@ -39,10 +39,11 @@ def offline_tokenizer(model: str) -> Callable[[Path], Path]:
     return lambda dest: offline_folder(model, dest)
 
 
-def tiny_llama(folder: Path, seed: int = 0, trust_remote_code: bool = False) -> Path:
-    """Write a 2-layer LlamaForCausalLM (hidden 128, 4 heads of 32) with random weights for the
+def tiny_llama(folder: Path, seed: int = 0, trust_remote_code: bool = False, layers: int = 2) -> Path:
+    """Write a ``layers``-layer LlamaForCausalLM (hidden 128, 4 heads of 32) with random weights for the
     tokenizer already in ``folder``: about 66 MB in bf16 for a 129K vocabulary. ``trust_remote_code``:
-    the folder's tokenizer is its own code (Kimi-K2.5's stand-in, ``tests/families/kimi_stand_in.py``)."""
+    the folder's tokenizer is its own code (Kimi-K2.5's stand-in, ``tests/families/kimi_stand_in.py``);
+    ``layers``: 7 or more where a recipe leaves EAGLE-3's default aux layers (2, N//2, N-3)."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -51,7 +52,7 @@ def tiny_llama(folder: Path, seed: int = 0, trust_remote_code: bool = False) -> 
         vocab_size=-(-len(tokenizer) // 64) * 64,  # rows for every id, padded as real checkpoints pad them
         hidden_size=128,
         intermediate_size=256,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=4,
         head_dim=32,
