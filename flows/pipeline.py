@@ -122,9 +122,13 @@ def with_target(config: PipelineConfig, outcomes: dict[str, Outcome]) -> Pipelin
     from tasks.toy import build_toy
 
     started, cached = time.time(), is_built(toy_target_dir(config.toy))
-    # a copy: the task's own string, found in every stage's parameters, drew an edge from the toy to each
-    path = str(Path(build_toy(config.toy)))
-    outcomes["toy"] = Outcome("toy", "reused" if cached else "ran", path, time.time() - started, started)
+    built = build_toy(config.toy)
+    # Prefect links a parameter to a task by the id of the task's result. The stages get a copy: the
+    # task's own string, found in every stage's parameters, drew an edge from the toy to each. Its
+    # outcome keeps the task's own string for the run: freed, its id went to a later object (the served
+    # target's fingerprint) and drew an edge from the toy to generate.
+    path = str(Path(built))
+    outcomes["toy"] = Outcome("toy", "reused" if cached else "ran", built, time.time() - started, started)
     return with_toy_paths(config, path)
 
 
