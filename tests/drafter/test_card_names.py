@@ -32,7 +32,7 @@ def test_the_target_is_named_by_a_hub_id_before_a_bare_name_and_never_by_a_path(
     assert named(tmp_path, "toy") == "toy"  # the name eagle3's server gave it
     assert named(tmp_path, "Kimi-K2.5", "moonshotai/Kimi-K2.5") == "moonshotai/Kimi-K2.5"  # a hub id wins
     assert named(tmp_path, "acme/kimi-ft", "moonshotai/Kimi-K2.5") == "acme/kimi-ft"  # the server's own hub id
-    assert named(tmp_path, folder, "/home/me/ckpt-300") == "Kimi-K2.5"  # an older run served it by its path
+    assert named(tmp_path, folder, "/data/ckpt-300") == "Kimi-K2.5"  # an older run served it by its path
     assert named(tmp_path, None, "./ckpt") == "Kimi-K2.5"  # a relative path is a path too
     assert named(tmp_path, folder, base_model="moonshotai/Kimi-K2.5") == "moonshotai/Kimi-K2.5"  # configured
 
