@@ -129,7 +129,7 @@ def test_the_evaluate_stage_reports_vllms_refusal_in_its_words_and_measures_dspa
     """The real stage, the real vLLM server: it starts, refuses DSpark while building its config, and
     the stage completes with that refusal, the offline loop and the by-context buckets at the same k
     on the same held-out prompts."""
-    from tests.fixtures.vllm import machine_vllm_lock
+    from tests.fixtures.vllm import each_server_takes_a_core
 
     target, root, _ = data
     held_out = PromptSource(input=str(toy_target / "prompts_heldout.jsonl"), max_samples=PROMPTS)
@@ -137,7 +137,7 @@ def test_the_evaluate_stage_reports_vllms_refusal_in_its_words_and_measures_dspa
         prompts=held_out, num_speculative_tokens=K, max_tokens=MAX_TOKENS, concurrency=4, k_sweep=[1, K], threads=1
     )
     serve = toy_serve(tmp_path / "vllm-logs")
-    with machine_vllm_lock():
+    with each_server_takes_a_core():
         manifest = run_evaluate(cfg, target, export, tmp_path / "eval", serve, generations_dir=root / "generations")
 
     assert manifest.status == "complete"

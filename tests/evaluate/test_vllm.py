@@ -56,11 +56,11 @@ def prompts(toy_target) -> PromptSource:
 
 @pytest.fixture(scope="module")
 def vllm_lock(trained, toy_eagle3_report):
-    """The machine-wide vLLM lock, held across this module's own servers (taken once the drafter is
-    trained and the session's report made, whose servers take the lock themselves)."""
-    from tests.fixtures.vllm import machine_vllm_lock
+    """A core's vLLM lock for each of this module's own servers while it runs (taken once the drafter is
+    trained and the session's report made), not across the offline passes between them."""
+    from tests.fixtures.vllm import each_server_takes_a_core
 
-    with machine_vllm_lock():
+    with each_server_takes_a_core():
         yield
 
 

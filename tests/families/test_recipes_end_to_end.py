@@ -125,7 +125,9 @@ MAX_TOKENS = 32
 # 160 of 165 supervised positions) outside a draft vocabulary built from the sampled tokens, and train stops at
 # its first held-out pass, "the held-out set (1 samples) has no supervised position to evaluate", whenever the
 # one held-out sample has none (a GLM-4.7 run had such a sample). Greedy also makes the run reproducible.
-STEPS, WARMUP = 4, 2  # a step is 2-4 s here (400-800 tokens): the shipped draft vocab (32000) and ttt_steps (7)
+# a step is 9-10 s on a busy 2-core machine (832 tokens at ~90 tokens/s, 2026-12-07): the shipped draft vocab
+# (32000) and ttt_steps (7). Two steps prove the stage (a warm-up step, one at the recipe's rate); four cost 20 s more a recipe.
+STEPS, WARMUP = 2, 1
 K = 2
 # held out: none of them is a training row (evaluate checks by sample key)
 HELDOUT = [{"prompt": p} for p in ("Name a colour.", "What is 5 + 6?", "Say hello.", "Count to three.")]
@@ -267,7 +269,7 @@ def test_the_shipped_recipe_runs_the_whole_dag_on_a_tiny_model_of_its_family(
     from eagle3_core.config import PipelineConfig
     from eagle3_core.manifest import read_manifest
     from eagle3_core.stages import BY_NAME, STAGE_NAMES
-    from tests.fixtures.vllm import machine_vllm_lock
+    from tests.fixtures.vllm import each_server_takes_a_core
 
     model = targets(recipe)
     data = overlay(recipe, model, tmp_path)
@@ -276,7 +278,7 @@ def test_the_shipped_recipe_runs_the_whole_dag_on_a_tiny_model_of_its_family(
     config = PipelineConfig.from_yaml(path)
     run = Path(config.out)
 
-    with machine_vllm_lock():  # one vLLM server a core: the pipeline's, then evaluate's
+    with each_server_takes_a_core():  # one vLLM server a core: the pipeline's, then evaluate's
         out = run_pipeline(path, capsys)
 
     for stage in STAGE_NAMES:

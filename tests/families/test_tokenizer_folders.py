@@ -1,7 +1,12 @@
 """Hugging Face tokenizer folders built from the packages' real vocabularies (``build_tokenizer_folder``):
 they encode as the package's own encoder does, and a chat-formatted string gives the recipe's ids,
 one id per special token. What such a folder still lacks for vLLM (the chat template above all) is
-in ``build_tokenizer_folder``'s docstring."""
+in ``build_tokenizer_folder``'s docstring.
+
+The module's tests run on one xdist worker (``xdist_group``): its folders (three vocabularies of 128K-200K
+ids, a module fixture) took 15 s to build and load, and every worker that drew one of its fast tests built
+them again (65 s of a run's setups, 2026-12-07).
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ from tests.families.real_vocabularies import (
     offline_folder,
     vocabulary,
 )
+
+pytestmark = pytest.mark.xdist_group("tokenizer-folders")
 
 FOLDERS = ("qwen3", "gpt_oss", "llama3")
 
