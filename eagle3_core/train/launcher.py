@@ -3,7 +3,8 @@
 One process (``python -m eagle3_core.train.main``) on CPU or one GPU; the ``deepspeed``
 launcher (``--num_gpus``, ``--hostfile``) across GPUs and nodes. Every output line goes to
 ``drafter/train.log``; ``METRICS`` lines become the reporter's progress, the rest its log.
-The last lines are kept so a failure can quote the trainer's own words.
+The last lines are kept so a failure can quote the trainer's own words. On a CPU, a lock left by a
+killed build of DeepSpeed's op is cleared first (``build_lock.py``), or the trainer would wait on it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from eagle3_core.errors import ConfigError
 from eagle3_core.progress import Reporter
+from eagle3_core.train.build_lock import clear_stale_build_lock
 from eagle3_core.train.config import TrainConfig
 from eagle3_core.train.main import ERROR_PREFIX
 from eagle3_core.train.metrics import PREFIX
@@ -116,6 +118,7 @@ def launch(cfg: TrainConfig, spec_file: Path, reporter: Reporter) -> Outcome:
     """Run the trainer to its end; its exit code and last lines."""
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
     log = spec_file.parent / LOG_FILE
+    note = clear_stale_build_lock()  # a killed build's lock would hold the trainer silently forever
     with (
         open(log, "a", encoding="utf-8") as log_fh,
         subprocess.Popen(
@@ -127,6 +130,10 @@ def launch(cfg: TrainConfig, spec_file: Path, reporter: Reporter) -> Outcome:
             bufsize=1,
         ) as proc,
     ):
+        if note:  # in train.log too, flushed: that is where a user looks at a trainer that says nothing
+            log_fh.write(note + "\n")
+            log_fh.flush()
+            reporter.log(note)
         try:
             for line in proc.stdout:
                 log_fh.write(line)
