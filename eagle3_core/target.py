@@ -17,6 +17,10 @@ from pydantic import Field, model_validator
 from eagle3_core.base import StrictModel
 from eagle3_core.errors import ConfigError
 
+# Why a row with tools is rejected before it is sent (generate's reject reasons; refuses_tool_rows)
+CALLS_NO_TOOLS = "calls_no_tools"
+TOOLS_NEED_THINKING_OFF = "tools_need_thinking_off"
+
 
 class Token(StrictModel):
     """A special token the family's template or parser relies on, and its expected id."""
@@ -242,6 +246,14 @@ class TargetConfig(StrictModel):
         None,
         description="The `reasoning_effort` values the family's server accepts (gpt-oss's harmony: low, medium, high; DeepSeek-V4.1: low, high, xhigh, max): `target.chat.reasoning_effort` outside them is a config error before any request (vLLM answers each with HTTP 400). Null: not checked.",
     )
+    tool_call_start: Token | None = Field(
+        None,
+        description="The token that opens the target's tool calls in its output, ONE id (Qwen3 `<tool_call>` 151657, Kimi-K2.5 `<|tool_calls_section_begin|>` 163595), checked against the tokenizer: evaluate's per-request figures count the output from it on as the tool-call phase. Null: no tool-call phase there.",
+    )
+    calls_tools: bool = Field(
+        True,
+        description="The model has a tool-call format its tokenizer can write. False for the DeepSeek-R1 distills: their template copies R1's `<｜tool▁calls▁begin｜>` blocks, their Qwen2.5/Llama-3 vocabulary has none of those tokens, and vLLM's `deepseek_v3` tool parser refuses to start on it. Rows with tools are then rejected before they are sent (`calls_no_tools`), no tool parser is passed, and the pre-flight skips its tool cases.",
+    )
     tools_while_thinking: bool = Field(
         True,
         description="The model calls tools while it thinks. False for DeepSeek-V3.1, which calls tools in non-thinking mode only (and whose template drops `tools`): a run that thinks then rejects rows with tools before sending them (`tools_need_thinking_off`), rather than train on answers the model would not give.",
@@ -261,6 +273,11 @@ class TargetConfig(StrictModel):
         if self.harmony is not None and self.think_open is not None:
             raise ValueError(
                 "target.harmony replaces the think pair: set target.think_open and target.think_close to null"
+            )
+        if not self.calls_tools and self.tool_parser is not None:
+            raise ValueError(
+                "target.calls_tools: false says the model writes no tool calls, but target.tool_parser names a parser "
+                "for them (vLLM's refuses to start on a tokenizer without its tokens): set tool_parser to null"
             )
         if self.history_supervised and self.history_reasoning == "drop":
             raise ValueError(
@@ -307,10 +324,15 @@ class TargetConfig(StrictModel):
             return self.is_reasoning_model
         return self.thinking.state((chat or self.chat).template_kwargs().get(self.thinking.kwarg))
 
-    def refuses_tool_rows(self) -> bool:
-        """Rows with tools are off this run's distribution: the model calls tools only with thinking off
-        (and a run that may think, a hybrid's, may not send them)."""
-        return not self.tools_while_thinking and self.thinking_state() is not False
+    def refuses_tool_rows(self) -> str | None:
+        """Why rows with tools are off this run's distribution (a reject reason), None when they are sent: the
+        model calls no tools at all, or calls them only with thinking off (and a run that may think, a
+        hybrid's, may not send them)."""
+        if not self.calls_tools:
+            return CALLS_NO_TOOLS
+        if not self.tools_while_thinking and self.thinking_state() is not False:
+            return TOOLS_NEED_THINKING_OFF
+        return None
 
     def require_path(self, flag: str = "--target") -> str:
         """``path``, or one ConfigError naming the command's ``flag`` that sets it."""

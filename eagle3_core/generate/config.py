@@ -42,9 +42,9 @@ class GenerateConfig(RequestConfig):
     allow_empty: bool = Field(
         False, description="Accept an input that yields no rows (a complete, empty run); otherwise that is an error."
     )
-    refuse_tool_rows: SkipJsonSchema[bool] = Field(
-        False,
-        description="Set from the target by the pipeline (or `--recipe`): reject rows with tools before sending them (`tools_need_thinking_off`), for a model that calls tools only with thinking off (DeepSeek-V3.1, `target.tools_while_thinking: false`) in a run that thinks.",
+    refuse_tool_rows: SkipJsonSchema[str | None] = Field(
+        None,
+        description="Set from the target by the pipeline (or `--recipe`): the reason rows with tools are rejected before they are sent, None when they are sent. `tools_need_thinking_off`: a model that calls tools only with thinking off (DeepSeek-V3.1, `target.tools_while_thinking: false`) in a run that thinks; `calls_no_tools`: a model without a tool-call format (the R1 distills, `target.calls_tools: false`).",
     )
     model_fingerprint: SkipJsonSchema[str | None] = Field(
         None,

@@ -39,15 +39,18 @@ from eagle3_core.generate.turns import TurnBook
 from eagle3_core.manifest import StageManifest
 from eagle3_core.prompts.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.stage_key import config_hash as config_hash_of
+from eagle3_core.target import CALLS_NO_TOOLS, TOOLS_NEED_THINKING_OFF
 
 STAGE = "generate"
 
 
-TOOLS_NEED_THINKING_OFF = "tools_need_thinking_off"
-TOOLS_REFUSED_WHY = (
-    "the target calls tools only with thinking off (target.tools_while_thinking: false, DeepSeek-V3.1) and this run "
-    "thinks: its answer would be off the model's distribution"
-)
+# why a row with tools is never sent, by the reason the target gives (TargetConfig.refuses_tool_rows)
+TOOLS_REFUSED_WHY = {
+    TOOLS_NEED_THINKING_OFF: "the target calls tools only with thinking off (target.tools_while_thinking: false, "
+    "DeepSeek-V3.1) and this run thinks: its answer would be off the model's distribution",
+    CALLS_NO_TOOLS: "the target writes no tool calls (target.calls_tools: false: its tokenizer has no tool-call "
+    "tokens, as the DeepSeek-R1 distills'): its answer would be off the model's distribution",
+}
 
 
 TOOLS_SCAN_ROWS = 10_000  # rows read for the tools probe: a read of the whole input before every run costs too much
@@ -66,6 +69,14 @@ def first_tools(cfg: GenerateConfig) -> list[dict] | None:
     return None
 
 
+def tool_rows_key(reason: str | None) -> dict:
+    """The key's part for refused tool rows: none when they are sent (the keys stay as they were before the
+    rule), ``True`` for the first reason (``tools_need_thinking_off``, keyed so before there was another)."""
+    if reason is None:
+        return {}
+    return {"refuse_tool_rows": True if reason == TOOLS_NEED_THINKING_OFF else reason}
+
+
 class ServedSource(Source):
     """One pass over the input through the endpoints."""
 
@@ -82,7 +93,7 @@ class ServedSource(Source):
             sampling=cfg.sampling_key(),
             prompts=cfg.prompts.model_dump(mode="json"),  # its input's bytes are the fingerprint, not its path
             require_reasoning=cfg.require_reasoning,
-            **({"refuse_tool_rows": True} if cfg.refuse_tool_rows else {}),  # unset: the keys stay as they were
+            **tool_rows_key(cfg.refuse_tool_rows),
         )
         return config_hash, {"prompts": fingerprint(cfg.prompts)}
 
@@ -236,7 +247,8 @@ class ServedSource(Source):
             self.stats.input_rows += 1
             prompt = normalize_prompt(row)
             if self.cfg.refuse_tool_rows and not isinstance(prompt, RowRejection) and prompt[1]:
-                prompt = RowRejection(TOOLS_NEED_THINKING_OFF, TOOLS_REFUSED_WHY)  # never sent: off distribution
+                reason = self.cfg.refuse_tool_rows
+                prompt = RowRejection(reason, TOOLS_REFUSED_WHY[reason])  # never sent: off distribution
             if isinstance(prompt, RowRejection):
                 self._reject_unkeyed(index, row, prompt)
                 continue

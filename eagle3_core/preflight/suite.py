@@ -91,6 +91,9 @@ def preflight(
     gen = gen.model_copy(update={"return_token_ids": True})
     cases, layout, model = [], "none", gen.model
     for name, (messages, tools) in SUITE.items():
+        if tools is not None and not target.calls_tools:
+            cases.append(CaseResult(name, 0, NO_TOOLS_NOTE))
+            continue
         answered = _ask(gen, url, max_tokens, messages, tools, optional=tools is not None)
         if answered is None:
             cases.append(_tools_refused(target, url, name, strict))
@@ -100,6 +103,9 @@ def preflight(
         cases.append(_check(tokenizer, facts, target, record, url, name))
     cases.append(_history(tokenizer, target, gen, url, strict))
     return PreflightReport(url, model, layout, cases)
+
+
+NO_TOOLS_NOTE = "skipped: the family writes no tool calls (target.calls_tools: false)"
 
 
 def _tools_refused(target: TargetConfig, url: str, name: str, strict: bool) -> CaseResult:
@@ -123,6 +129,9 @@ def _history(tokenizer: Any, target: TargetConfig, gen: RequestConfig, url: str,
 
     seen: dict[str, bool | None] = {}
     for name, (messages, tools, text) in HISTORY_CASES.items():
+        if tools is not None and not target.calls_tools:
+            seen[name] = None
+            continue
         answered = _ask(gen, url, 1, messages, tools, optional=tools is not None)
         if answered is None:
             _tools_refused(target, url, name, strict)

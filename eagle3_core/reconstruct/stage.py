@@ -105,9 +105,19 @@ def run_reconstruct(*args, **kwargs) -> StageManifest:
 
 
 def target_tokens(target: TargetConfig) -> dict[str, Any]:
-    """The parts of the target that decide the layout (not where it lives, nor its template's provenance)."""
+    """The parts of the target that decide the layout (not where it lives, nor its template's provenance,
+    nor the tool-call token only evaluation reads, nor whether generate sends rows with tools)."""
     return target.model_dump(
-        mode="json", exclude={"path", "trust_remote_code", "chat", "aux_layer_ids", "template_version"}
+        mode="json",
+        exclude={
+            "path",
+            "trust_remote_code",
+            "chat",
+            "aux_layer_ids",
+            "template_version",
+            "tool_call_start",
+            "calls_tools",
+        },
     )
 
 

@@ -241,3 +241,19 @@ def test_a_split_of_as_many_tokens_is_a_split_and_a_lost_special_token_is_not(fa
     end = tok.convert_tokens_to_ids("</think>")  # as if the server's text lost it (a skipped special token)
     lost = {"prompt_token_ids": [1], "completion_token_ids": [*one, end]}
     assert not _same_text(tok, lost, [1, *one], first_diff=3)
+
+
+def test_a_family_that_calls_no_tools_is_probed_without_tools(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server, capsys
+):
+    """``target.calls_tools: false`` (the R1 distills: vLLM gets no tool parser and refuses requests with tools):
+    the probe sends none and says why, instead of stopping on the refusal as for a server started without one."""
+    server = make_fake_server(family=family_tokens("qwen3", family_tokenizers))
+    path = recipe(tmp_path, "qwen3", family_dirs, server.url)
+    data = yaml.safe_load(open(path, encoding="utf-8"))
+    data["target"] = {**data["target"], "tool_parser": None, "calls_tools": False}
+    with open(path, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(data, fh)
+    out = run_probe(["probe", "--recipe", path], capsys)
+    assert "tool_round_trip: skipped: the family writes no tool calls (target.calls_tools: false)" in out
+    assert not [r for r in server.requests if r.get("tools")]

@@ -74,13 +74,17 @@ def test_a_target_without_a_tool_parser_gets_no_tool_flags(tmp_path):
     assert "--tokenizer-mode" not in cmd
 
 
-def test_every_bundled_recipe_declares_a_tool_parser_for_vllm_and_sglang():
-    missing = []
+def test_every_bundled_recipe_declares_a_tool_parser_for_vllm_or_that_its_model_calls_no_tools():
+    missing, without_tools = [], []
     for path in RECIPES:
-        parsers = PipelineConfig.from_yaml(path).target.tool_parser
-        if parsers is None or not parsers.vllm:
+        target = PipelineConfig.from_yaml(path).target
+        if not target.calls_tools:
+            without_tools.append(Path(path).name)  # rows with tools rejected unsent: calls_no_tools
+        elif target.tool_parser is None or not target.tool_parser.vllm:
             missing.append(Path(path).name)
     assert missing == [], f"recipes without target.tool_parser.vllm (vLLM refuses their rows with tools): {missing}"
+    # the R1 distills: R1's template, a Qwen2.5 / Llama-3 vocabulary without R1's tool tokens
+    assert sorted(without_tools) == ["deepseek-r1-distill-llama.yaml", "deepseek-r1-distill-qwen.yaml"]
 
 
 @pytest.mark.vllm
