@@ -8,7 +8,7 @@ only when the recipe allows it (Kimi's tiktoken tokenizer needs it). A stage tha
 Kimi-K2.5's offline and by-context evaluation failed where its recipe allows the tokenizer's code).
 
 ``token_facts`` proves that every configured special token (think-open, think-close,
-end-of-turn) is ONE id in this tokenizer and, where the recipe names the id, the same id:
+end-of-turn, tool-call start) is ONE id in this tokenizer and, where the recipe names the id, the same id:
 a think token that the tokenizer splits into pieces would put ``<``, ``think``, ``>`` where the
 target emits a single id, and the drafter would learn a sequence the target never produced.
 """
@@ -74,7 +74,8 @@ class TokenFacts:
     ``think_open_ids`` / ``think_close_ids`` are the markers that open and close the reasoning in
     the output: one id each for a think pair, several for harmony's channel headers
     (``<|channel|>analysis<|message|>``). ``turn_end_ids`` holds every id that ends an assistant
-    turn, ``end_of_turn_id`` first.
+    turn, ``end_of_turn_id`` first. ``tool_call_start_id`` opens a tool call (None where the recipe
+    names no such token).
     """
 
     end_of_turn_id: int
@@ -83,6 +84,7 @@ class TokenFacts:
     vocab_size: int
     fingerprint: str
     turn_end_ids: tuple[int, ...] = ()
+    tool_call_start_id: int | None = None
 
     @property
     def reasons(self) -> bool:
@@ -160,8 +162,16 @@ def token_facts(tokenizer: Any, target: TargetConfig, path: str | Path) -> Token
         vocab_size=target_vocab_size(path, tokenizer),
         fingerprint=tokenizer_fingerprint(path),
         turn_end_ids=tuple(dict.fromkeys(ends)),
+        tool_call_start_id=_tool_call_start_id(tokenizer, target),
         **_marker_ids(tokenizer, target),
     )
+
+
+def _tool_call_start_id(tokenizer: Any, target: TargetConfig) -> int | None:
+    start = target.tool_call_start
+    if start is None:
+        return None
+    return single_id(tokenizer, start.text, start.id, "tool_call_start.text", id_field="tool_call_start.id")
 
 
 def _marker_ids(tokenizer: Any, target: TargetConfig) -> dict[str, tuple[int, ...] | None]:

@@ -20,6 +20,13 @@ A body with an id field in none of these places is ``unknown`` (``unknown_id_fie
 the probe stops on it. Several SGLang versions ``.strip()`` the reasoning: the text is then not
 what the target wrote, and only the ids are (reconstruct trains on them).
 ``message.tool_calls`` is kept as the server parsed it (JSON text in the record).
+
+vLLM >= 0.32 started with ``--per-request-spec-decode-metrics detailed`` (and a drafter) adds a
+top-level ``metrics.speculative_decoding`` to each non-streaming answer with ``n == 1``
+(``RequestSpecDecodeMetrics.to_dict`` in ``vllm/v1/metrics/stats.py``): kept as ``SpecDecodeSteps``,
+one entry per verify step, in order. ``metrics`` is null without the flag, and SGLang sends no such
+field: ``spec_decode`` is then None. So is a block without the per-step lists (the ``summary`` level:
+its steps cannot be placed in the output) or one whose lists contradict its histogram.
 """
 
 from __future__ import annotations
@@ -35,6 +42,18 @@ class MalformedBody(Exception):
 
 
 @dataclass(frozen=True)
+class SpecDecodeSteps:
+    """One answer's verify steps as vLLM counted them: ``accepted[s]`` of ``drafted[s]`` draft tokens
+    kept at step s (the target's own bonus token not counted); ``histogram[j]`` steps kept exactly j;
+    ``num_spec_tokens`` the k the server drafts at most. No step (k = 0, or a one-token answer): empty."""
+
+    accepted: tuple[int, ...]
+    drafted: tuple[int, ...]
+    histogram: tuple[int, ...]
+    num_spec_tokens: int
+
+
+@dataclass(frozen=True)
 class Completion:
     reasoning: str
     content: str
@@ -47,6 +66,7 @@ class Completion:
     id_layout: str = "none"  # vllm | sglang | sglang_legacy | prompt_only | completion_only | unknown | none
     tool_calls: list[dict] | None = None
     fields_disagree: bool = False  # both reasoning fields sent, with different texts (``reasoning`` is read)
+    spec_decode: SpecDecodeSteps | None = None  # vLLM's per-request verify steps (module docstring)
 
 
 def parse_completion(body: Any) -> Completion:
@@ -74,6 +94,7 @@ def parse_completion(body: Any) -> Completion:
         id_layout=layout,
         tool_calls=calls if isinstance(calls, list) and calls else None,
         fields_disagree=_fields_disagree(message),
+        spec_decode=spec_decode_steps(body),
     )
 
 
@@ -98,6 +119,25 @@ def token_ids(body: dict, choice: dict) -> tuple[list[int] | None, list[int] | N
     if completion is not None:
         return None, completion, "completion_only"
     return None, None, "unknown" if unknown_id_fields(body, choice) else "none"
+
+
+def spec_decode_steps(body: dict) -> SpecDecodeSteps | None:
+    """``metrics.speculative_decoding``'s steps (module docstring); None where there are none to place."""
+    metrics = body.get("metrics")
+    block = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
+    if not isinstance(block, dict):
+        return None
+    histogram, k = _ids(block.get("acceptance_histogram")), block.get("num_spec_tokens")
+    if histogram is None or not isinstance(k, int):
+        return None
+    if not sum(histogram):  # no step ran: vLLM writes the lists only once a step filled them
+        return SpecDecodeSteps((), (), tuple(histogram), k)
+    accepted, drafted = _ids(block.get("per_step_accepted")), _ids(block.get("per_step_drafted"))
+    if accepted is None or drafted is None or len(accepted) != len(drafted):
+        return None  # the summary level, or a block cut short
+    if len(accepted) != sum(histogram) or [accepted.count(j) for j in range(len(histogram))] != histogram:
+        return None  # the lists are not the steps the histogram counts
+    return SpecDecodeSteps(tuple(accepted), tuple(drafted), tuple(histogram), k)
 
 
 # Where the known layouts put ids (module docstring); null values there are "not returned".

@@ -350,11 +350,12 @@ def context_section(by_context: dict[str, Any] | None) -> list[str]:
     """Acceptance by context length (tokens before a round's first draft, prompt included)."""
     if not by_context:
         return []
-    lines = [
-        "",
-        f"By context length (greedy replay of the target's answers from {by_context['source']}, k as above):",
-        "",
-    ]
+    measured = (
+        "vLLM's own verify steps of each answer"
+        if by_context["source"] == "vllm-per-request"
+        else f"greedy replay of the target's answers from {by_context['source']}"
+    )
+    lines = ["", f"By context length ({measured}, k as above):", ""]
     lines += ["| context tokens | rounds | acceptance length |", "|---|---|---|"]
     return lines + [
         f"| {b['context']} | {b['rounds']} | {_show(b['acceptance_length'])} |" for b in by_context["buckets"]

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
+from eagle3_core.chat.parse import Completion
 from eagle3_core.endpoint.config import RequestConfig
 from eagle3_core.errors import EndpointError
 from eagle3_core.evaluate.metrics import SpecCounters
@@ -41,6 +42,8 @@ class Measurement:
     # passes render a prompt with them where the local template cannot stand for the server's
     prompt_ids: list[list[int] | None] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    # each prompt's parsed answer (None where it failed), vLLM's per-request verify steps in them
+    completions: list[Completion | None] = field(default_factory=list)
     rates: list[float] = field(default_factory=list)  # output tokens/s of each timed pass
 
     @property
@@ -159,8 +162,10 @@ def _record(measurement: Measurement, answer) -> None:
         measurement.failures.append(f"{type(answer).__name__}: {answer}")
         measurement.outputs.append(None)
         measurement.prompt_ids.append(None)
+        measurement.completions.append(None)
         return
     c = answer.completion
+    measurement.completions.append(c)
     measurement.prompt_ids.append(c.prompt_token_ids)
     measurement.completion_tokens += c.completion_tokens or len(c.completion_token_ids or [])
     measurement.outputs.append(

@@ -21,10 +21,19 @@ DEFINITIONS = {
     "simulated_acceptance_length": "1 + sum over i<k of prod_{j<=i} acc_j, from the training metrics' per-step "
     "accuracies (teacher-forced; held-out split when logged); bonus token INCLUDED",
     "output_tokens_per_s": "completion tokens of all prompts / wall seconds of the whole batch (informative on CPU)",
-    "agreement": "online minus offline acceptance length at the same k, greedy; relative = that / offline",
+    "agreement": "online minus offline acceptance length at the same k, greedy; relative = that / offline; "
+    "per_request_difference: vLLM's per-request figure minus offline",
     "by_context": "acceptance length per bucket of context length (tokens before the round's first draft, prompt "
-    "included), greedy speculative decoding replayed offline on the target's own answers to the held-out prompts; "
-    "its total is set beside vLLM's counters for the same answers",
+    "included), greedy speculative decoding replayed offline on the target's own answers to the held-out prompts "
+    "(source vllm or offline), or, where that replay did not run, vLLM's own per-request steps at the evaluated k "
+    "(source vllm-per-request); its total is set beside vLLM's counters for the same answers",
+    "per_request": "online.with_drafter.per_request: vLLM's own verify steps of each answer of the timed pass "
+    "(--per-request-spec-decode-metrics detailed), each step placed at its first draft's output position (the "
+    "prefill writes token 0, step s starts at 1 + sum of the earlier steps' kept drafts + 1): acceptance length "
+    "overall (equal to /metrics' for the same requests: agreement_with_metrics), by output position, by phase "
+    "(reasoning before the think-close token, answer, tool call from the recipe's tool_call_start on), by context "
+    "(prompt + position), per draft position (steps that kept i+1 drafts / steps that drafted i+1), and the spread "
+    "of the answers' own acceptance lengths (p10, p50, p90); null where no answer carried the steps (left_out)",
     "left_out": "passes this evaluation did not run or finish here, each with its reason (the target too large for "
     "the device, no way to render the prompts as the server does, a failure); the figures shown stand without them",
 }
@@ -41,11 +50,14 @@ def agreement(online: dict | None, offline: dict | None) -> dict | None:
     on, off = online["with_drafter"]["acceptance_length"], offline["acceptance_length"]
     if on is None or off is None:
         return None
+    per_request = (online["with_drafter"].get("per_request") or {}).get("acceptance_length")
     return {
         "online_acceptance_length": on,
         "offline_acceptance_length": off,
         "difference": on - off,
         "relative_difference": (on - off) / off,
+        "per_request_acceptance_length": per_request,
+        "per_request_difference": per_request - off if per_request is not None else None,
     }
 
 
@@ -90,6 +102,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         )
     lines += _simulated_lines(report.get("simulated"))
     lines += _speed_lines(report.get("online")) + _agreement_lines(report.get("agreement"))
+    lines += _per_request_lines(((report.get("online") or {}).get("with_drafter") or {}).get("per_request"))
     lines += _context_lines(report.get("by_context")) + _sweep_lines(report.get("offline"))
     lines += ["", "## Definitions", ""] + [f"- **{k}**: {v}" for k, v in report["definitions"].items()]
     return "\n".join(lines) + "\n"
@@ -127,7 +140,12 @@ def _refusal_lines(report: dict[str, Any]) -> list[str]:
 
 def _left_out_lines(report: dict[str, Any]) -> list[str]:
     """The passes left out here and why (``evaluate/offline_passes.py``)."""
-    names = {"offline": "The offline loop", "by_context": "The by-context replay"}
+    names = {
+        "offline": "The offline loop",
+        "by_context": "The by-context replay",
+        "per_request": "The per-request figure (vLLM's own verify steps)",
+        "by_phase": "The per-request figure by phase",
+    }
     left = report.get("left_out") or {}
     return [f"- {names.get(name, name)} was left out: {why}." for name, why in left.items()] + ([""] if left else [])
 
@@ -178,15 +196,40 @@ def _agreement_lines(agree: dict | None) -> list[str]:
     )
 
 
+def _per_request_lines(block: dict | None) -> list[str]:
+    """vLLM's own per-request figures: the total beside /metrics, the spread, by output position and by phase."""
+    if not block:
+        return []
+    spread, agree = block["spread"] or {}, block["agreement_with_metrics"]
+    lines = [
+        "",
+        f"## vLLM's per-request acceptance ({block['requests']} answers, {block['drafts']} verify steps)",
+        "",
+        f"Acceptance length {_fmt(block['acceptance_length'])} ({_fmt(agree['metrics_acceptance_length'])} in "
+        f"/metrics for the same pass, difference {_fmt(agree['difference'], 6)}); over prompts p10 "
+        f"{_fmt(spread.get('p10'))}, p50 {_fmt(spread.get('p50'))}, p90 {_fmt(spread.get('p90'))}.",
+    ]
+    lines += _step_table("output position (tokens)", [(r["label"], r) for r in block["by_position"]])
+    return lines + _step_table("phase", list((block["by_phase"] or {}).items()))
+
+
+def _step_table(name: str, rows: list[tuple[str, dict]]) -> list[str]:
+    if not rows:
+        return []
+    head = ["", f"| {name} | verify steps | acceptance length |", "|---|---|---|"]
+    return head + [f"| {label} | {r['drafts']} | {_fmt(r['acceptance_length'])} |" for label, r in rows]
+
+
 def _context_lines(block: dict | None) -> list[str]:
     """One row per context bucket: rounds, acceptance length at the evaluated k and at each swept k."""
     if not block or not block["buckets"]:
         return []
     ks = sorted(block["buckets"][0]["acceptance_length_by_k"], key=int)
+    steps = block["source"] == "vllm-per-request"  # vLLM's own verify steps where the replay did not run
+    measured = "vLLM's own verify steps" if steps else f"replayed on {block['source']}'s answers"
     lines = [
         "",
-        f"## Acceptance by context length (k = {block['k']}, replayed on {block['source']}'s answers, "
-        f"{block['answers']} of them)",
+        f"## Acceptance by context length (k = {block['k']}, {measured}, {block['answers']} answers)",
         "",
         "| context (tokens) | rounds | acceptance length | " + " | ".join(f"k={k}" for k in ks) + " |",
         "|---|---|---|" + "---|" * len(ks),
@@ -196,7 +239,8 @@ def _context_lines(block: dict | None) -> list[str]:
         lines.append(f"| {b['label']} | {b['drafts']} | {_fmt(b['acceptance_length'])} | {by_k} |")
     lines += [
         "",
-        f"Total {_fmt(block['total']['acceptance_length'])} replayed, {_fmt(block['vllm_acceptance_length'])} "
+        f"Total {_fmt(block['total']['acceptance_length'])} {'in the steps' if steps else 'replayed'}, "
+        f"{_fmt(block['vllm_acceptance_length'])} "
         f"in vLLM's counters (difference {_fmt(block['difference_from_vllm'])}).",
     ]
     return lines

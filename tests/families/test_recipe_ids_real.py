@@ -51,6 +51,8 @@ def declared(family: str, path: Path | None = None) -> dict[str, tuple[str, int]
     for name in ("think_open", "think_close", "end_of_turn"):
         if getattr(target, name) is not None and getattr(target, f"{name}_id") is not None:
             found[f"target.{name}"] = (getattr(target, name), getattr(target, f"{name}_id"))
+    if target.tool_call_start is not None and target.tool_call_start.id is not None:
+        found["target.tool_call_start"] = (target.tool_call_start.text, target.tool_call_start.id)
     for i, token in enumerate(target.other_turn_ends):
         found[f"target.other_turn_ends[{i}]"] = (token.text, token.id)
     if target.harmony is not None:
