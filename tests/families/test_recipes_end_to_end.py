@@ -295,6 +295,11 @@ def test_the_shipped_recipe_runs_the_whole_dag_on_a_tiny_model_of_its_family(
     assert evaluated.details["offline_acceptance_length"] is not None, evaluated.details
     report = json.loads((config.layout.eval / "report.json").read_text(encoding="utf-8"))
     assert not report["left_out"] and report["online"]["without_drafter"] is None, report["left_out"]
+    # vLLM's own per-request steps on the family's tokenizer and parsers: they total its counters, and the phases
+    # split where the recipe's think-close and tool-call tokens stand in the output
+    steps, online = report["online"]["with_drafter"]["per_request"], report["online"]["with_drafter"]
+    assert steps["acceptance_length"] == online["acceptance_length"] and steps["requests"] == len(HELDOUT), steps
+    assert sum(p["drafts"] for p in steps["by_phase"].values()) == steps["drafts"] == online["drafts"]
     # one vLLM start for generate (the pipeline's, serve:), one for evaluate's drafter
     assert len(list((run / "logs").glob("vllm-*.log"))) == len(list((config.layout.eval / "logs").glob("*.log"))) == 1
     # no local path in what the run publishes: the card, the export's config
