@@ -109,6 +109,15 @@ def remove_tree(path: str | os.PathLike[str]) -> None:
         ) from None
 
 
+def plain_file_mode(path: str | os.PathLike[str]) -> None:
+    """Give ``path`` the mode a file written with ``open`` gets (0666 less the umask). safetensors writes
+    its files 0600: an export's weights then sat 0600 beside its 0644 card and config, unreadable to the
+    serving user or a hub upload run by another account."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+
+
 def temp_name(final: Path) -> Path:
     """A temp path beside ``final`` that no other process or call uses."""
     return final.with_name(f"{final.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")

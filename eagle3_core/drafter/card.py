@@ -46,6 +46,7 @@ SHAPE_KEYS = (
 
 
 DRAFTER_PLACEHOLDER = "YOUR-ORG/eagle3-drafter"  # where train.tracking.hub_repo is unset
+VLLM_DEFAULT_PORT = "8000"  # `vllm serve`'s own default
 LOCAL_ONLY = ("target_path",)  # facts of this machine: the runs record them, the card does not
 
 
@@ -94,8 +95,9 @@ def hub_names(meta: dict[str, Any]) -> tuple[str, str]:
 
 def portable_command(argv: list[str] | None, names: tuple[str, str]) -> list[str] | None:
     """The command evaluate ran with this machine's paths replaced: the target's by its hub name, the
-    drafter's (inside --speculative-config) by its repository, the Python by `python`, any other
-    absolute path by its file name."""
+    drafter's (inside --speculative-config) by its repository, the Python by `python`, the free port
+    evaluate drew by vLLM's default (8000: drawn anew each run, it rewrote the card at every
+    evaluation), any other absolute path by its file name."""
     if not argv:
         return argv
     target, drafter = names
@@ -103,6 +105,8 @@ def portable_command(argv: list[str] | None, names: tuple[str, str]) -> list[str
     for i, word in enumerate(out[:-1]):
         if word == "--model":
             out[i + 1] = target
+        elif word == "--port":
+            out[i + 1] = VLLM_DEFAULT_PORT
         elif word == "--speculative-config":
             out[i + 1] = json.dumps({**json.loads(out[i + 1]), "model": drafter})
     return [Path(w).name if w.startswith("/") else w for w in out]

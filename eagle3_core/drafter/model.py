@@ -190,9 +190,12 @@ def write_export(out_dir: str | Path, state: dict, hf_config: dict) -> None:
     """Every drafter kind's export: its weights as ``model.safetensors`` and its ``config.json``."""
     from safetensors.torch import save_file
 
+    from eagle3_core.fsio import plain_file_mode
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     save_file(state, str(out / EXPORT_WEIGHTS), metadata={"format": "pt"})
+    plain_file_mode(out / EXPORT_WEIGHTS)
     (out / EXPORT_CONFIG).write_text(json.dumps(hf_config, indent=2) + "\n")
 
 

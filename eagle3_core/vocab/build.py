@@ -79,7 +79,7 @@ def save(vocab: DraftVocab, path: Path) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from eagle3_core.fsio import atomic_path
+    from eagle3_core.fsio import atomic_path, plain_file_mode
 
     tensors = {
         "d2t": torch.from_numpy(vocab.d2t),
@@ -88,3 +88,4 @@ def save(vocab: DraftVocab, path: Path) -> None:
     }
     with atomic_path(path, record=True) as tmp:
         save_file(tensors, str(tmp))
+        plain_file_mode(tmp)

@@ -49,3 +49,21 @@ def test_a_card_written_from_an_older_runs_facts_shows_no_path(export):  # noqa:
     assert ABSOLUTE_PATH.findall(text) == [], ABSOLUTE_PATH.findall(text)
     assert "/models" not in text and "| served model | kimi k2.5 |" in text
     assert ModelCard.load(export / CARD_FILE).data.base_model == "kimi k2.5"
+
+
+def test_the_evaluated_command_is_the_same_whatever_port_evaluate_drew():
+    """Evaluate draws a free port each run: kept, it rewrote the card (and its hub commit) at every evaluation."""
+    from eagle3_core.drafter.card import portable_command
+
+    def argv(port: int) -> list[str]:
+        spec = json.dumps({"method": "eagle3", "model": "/runs/x/drafter/export", "num_speculative_tokens": 3})
+        server = ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/t"]
+        return [*server, "--port", str(port), "--speculative-config", spec]
+
+    names = ("org/target", "org/drafter")
+    first, second = portable_command(argv(41234), names), portable_command(argv(53771), names)
+    assert first == second and first[first.index("--port") + 1] == "8000"
+    assert (
+        "/models/t" not in first
+        and json.loads(first[first.index("--speculative-config") + 1])["model"] == "org/drafter"
+    )
