@@ -60,21 +60,38 @@ class PrefectReporter:
         self._logger.info(message)
 
 
-def publish_manifest(manifest: StageManifest, title: str | None = None) -> None:
-    """A markdown summary artifact of a stage manifest: counts, timings, details."""
+def cell(value: object) -> str:
+    """A value as a summary table shows it: no raw ``None``, floats to 4 significant digits (a raw
+    acceptance length printed 16: 3.139784946236559)."""
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return format(value, ".4g")
+    return str(value)
+
+
+def manifest_markdown(manifest: StageManifest, title: str | None = None) -> str:
+    """A stage manifest as markdown: counts, timings, the flat details."""
     lines = [f"# {title or manifest.stage}", "", f"status: **{manifest.status}**", "", "| count | value |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in manifest.counts.items()]
+    lines += [f"| {k} | {cell(v)} |" for k, v in manifest.counts.items()]
     if manifest.timings:
         lines += ["", "| phase | seconds |", "|---|---|"]
         lines += [f"| {k} | {v:.2f} |" for k, v in manifest.timings.items()]
     for key, value in manifest.details.items():
         if isinstance(value, dict) and value and all(not isinstance(v, (dict, list)) for v in value.values()):
             lines += ["", f"**{key}**", "", "| key | value |", "|---|---|"]
-            lines += [f"| {k} | {v} |" for k, v in value.items()]
+            lines += [f"| {k} | {cell(v)} |" for k, v in value.items()]
         elif not isinstance(value, (dict, list)):
-            lines += ["", f"**{key}**: {value}"]
+            lines += ["", f"**{key}**: {cell(value)}"]
+    return "\n".join(lines)
+
+
+def publish_manifest(manifest: StageManifest, title: str | None = None) -> None:
+    """A markdown summary artifact of a stage manifest: counts, timings, details."""
     create_markdown_artifact(
-        "\n".join(lines), key=artifact_key(manifest.stage, "summary"), description=f"{manifest.stage} summary"
+        manifest_markdown(manifest, title),
+        key=artifact_key(manifest.stage, "summary"),
+        description=f"{manifest.stage} summary",
     )
 
 
