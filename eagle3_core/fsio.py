@@ -113,9 +113,22 @@ def plain_file_mode(path: str | os.PathLike[str]) -> None:
     """Give ``path`` the mode a file written with ``open`` gets (0666 less the umask). safetensors writes
     its files 0600: an export's weights then sat 0600 beside its 0644 card and config, unreadable to the
     serving user or a hub upload run by another account."""
-    mask = os.umask(0)
+    os.chmod(path, 0o666 & ~process_umask())
+
+
+def process_umask() -> int:
+    """The process's umask, read without setting it: ``os.umask`` can only be read by setting it, and
+    for that moment a file any other thread creates would get mode 0666 (Linux >= 4.7 says it in
+    /proc/self/status; elsewhere the set-and-restore is the only way)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
     os.umask(mask)
-    os.chmod(path, 0o666 & ~mask)
+    return mask
 
 
 def temp_name(final: Path) -> Path:

@@ -113,18 +113,20 @@ def test_export_holds_exactly_the_tensors_vllm_loads_with_their_shapes_and_dtype
     assert hf["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 1, 2]  # SGLang adds 1
 
 
-def test_the_exports_weights_get_the_mode_of_every_other_file_the_export_writes(drafter, tmp_path):
-    """safetensors writes 0600: the weights sat unreadable to another account beside a 0644 card and config."""
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640)])
+def test_the_exports_weights_get_the_mode_of_every_other_file_the_export_writes(drafter, tmp_path, umask, mode):
+    """safetensors writes 0600: the weights sat unreadable to another account beside a 0644 card and config.
+    Under a stricter umask they follow it, as every file open() writes does."""
     import os
     import stat
 
-    old = os.umask(0o022)
+    old = os.umask(umask)
     try:
         drafter.save_export(tmp_path)
     finally:
         os.umask(old)
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
-    assert modes["model.safetensors"] == modes["config.json"] == 0o644, modes
+    assert modes["model.safetensors"] == modes["config.json"] == mode, modes
 
 
 def test_from_export_round_trips_the_weights_and_the_vocab_mapping(drafter, tmp_path):
