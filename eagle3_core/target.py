@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 from eagle3_core.base import StrictModel
 from eagle3_core.errors import ConfigError
 
-# Why a row with tools is rejected before it is sent (generate's reject reasons; refuses_tool_rows)
+# Why a row with tools is rejected before it is sent (generate's reject reasons; tool_rows_refusal)
 CALLS_NO_TOOLS = "calls_no_tools"
 TOOLS_NEED_THINKING_OFF = "tools_need_thinking_off"
 
@@ -324,7 +324,7 @@ class TargetConfig(StrictModel):
             return self.is_reasoning_model
         return self.thinking.state((chat or self.chat).template_kwargs().get(self.thinking.kwarg))
 
-    def refuses_tool_rows(self) -> str | None:
+    def tool_rows_refusal(self) -> str | None:
         """Why rows with tools are off this run's distribution (a reject reason), None when they are sent: the
         model calls no tools at all, or calls them only with thinking off (and a run that may think, a
         hybrid's, may not send them)."""

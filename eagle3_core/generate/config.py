@@ -83,7 +83,7 @@ class GenerateConfig(RequestConfig):
                 f"generate.chat {self.chat.model_dump()} differs from target.chat {target.chat.model_dump()}: set "
                 "template variables and detokenizer settings once, in target.chat (generate.chat is its copy)"
             )
-        copies = {"chat": target.chat, "refuse_tool_rows": target.refuses_tool_rows()}
+        copies = {"chat": target.chat, "refuse_tool_rows": target.tool_rows_refusal()}
         return self if all(getattr(self, k) == v for k, v in copies.items()) else self.model_copy(update=copies)
 
     def sampling_key(self) -> dict:

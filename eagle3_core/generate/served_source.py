@@ -44,7 +44,7 @@ from eagle3_core.target import CALLS_NO_TOOLS, TOOLS_NEED_THINKING_OFF
 STAGE = "generate"
 
 
-# why a row with tools is never sent, by the reason the target gives (TargetConfig.refuses_tool_rows)
+# why a row with tools is never sent, by the reason the target gives (TargetConfig.tool_rows_refusal)
 TOOLS_REFUSED_WHY = {
     TOOLS_NEED_THINKING_OFF: "the target calls tools only with thinking off (target.tools_while_thinking: false, "
     "DeepSeek-V3.1) and this run thinks: its answer would be off the model's distribution",

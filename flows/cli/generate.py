@@ -57,7 +57,7 @@ def command(input_, base_urls, out_dir, split, max_samples, family, recipe, no_p
         prompts=PromptSource(input=input_, split=split, max_samples=max_samples),
         base_urls=list(base_urls),
         chat=target.chat,
-        refuse_tool_rows=target.refuses_tool_rows(),
+        refuse_tool_rows=target.tool_rows_refusal(),
     )
     if no_progress:
         os.environ[PROGRESS_ENV] = "0"  # a terminal setting: the stage reads it, no flow parameter carries it

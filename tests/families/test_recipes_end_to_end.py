@@ -200,7 +200,7 @@ def parquet_rows(folder: Path, pattern: str) -> list[dict]:
 def answered(rows: list[dict], target) -> list[dict]:
     """The rows the recipe's target answers: a run that thinks sends no row with tools to a model that calls
     tools only with thinking off (``target.tools_while_thinking: false``, DeepSeek-V3.1): a final reject."""
-    return [r for r in rows if not (r.get("tools") and target.refuses_tool_rows())]
+    return [r for r in rows if not (r.get("tools") and target.tool_rows_refusal())]
 
 
 def check_sequences_are_the_servers_ids(run: Path, rows: list[dict]) -> None:
