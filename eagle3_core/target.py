@@ -81,6 +81,13 @@ class ThinkingSwitch(StrictModel):
             return self.states.get(value)
         return bool(value)
 
+    def value(self, think: bool) -> Any:
+        """What to send for the template to think (or not): ``think`` itself, or for a word switch the first word
+        ``states`` gives that meaning; None when no word does."""
+        if not self.states:
+            return think
+        return next((word for word, state in self.states.items() if state is think), None)
+
 
 class ChatSettings(StrictModel):
     """How the server renders the prompt and writes the answer's text: the one place these are set.
@@ -323,6 +330,19 @@ class TargetConfig(StrictModel):
         if self.thinking is None:
             return self.is_reasoning_model
         return self.thinking.state((chat or self.chat).template_kwargs().get(self.thinking.kwarg))
+
+    def chat_thinking(self, think: bool) -> ChatSettings:
+        """The recipe's chat settings with the thinking switch set to think (or not); ConfigError for a target
+        without a switch, or whose switch has no word for it."""
+        value = self.thinking.value(think) if self.thinking is not None else None
+        if value is None:
+            raise ConfigError(
+                f"target {self.family or self.path!r} has no thinking switch that turns thinking "
+                f"{'on' if think else 'off'} (target.thinking: {self.thinking and self.thinking.model_dump()})",
+                fix="leave evaluate.thinking unset (the recipe's chat settings alone), or declare target.thinking",
+            )
+        kwargs = {**self.chat.chat_template_kwargs, self.thinking.kwarg: value}
+        return self.chat.model_copy(update={"chat_template_kwargs": kwargs})
 
     def tool_rows_refusal(self) -> str | None:
         """Why rows with tools are off this run's distribution (a reject reason), None when they are sent: the

@@ -11,8 +11,9 @@ so evaluate re-renders the card from the card itself. The body holds:
   repository (``train.tracking.hub_repo``, else a placeholder the card says to replace), never a
   path of this machine; once evaluated, with the speculative config evaluate ran (its k), beside
   the command it ran, marked as this machine's, its paths replaced by those names;
-- the acceptance figures with k, temperature, prompt source and the engine's version, and by
-  context length when the report has its buckets (``by_context``);
+- the acceptance figures with k, temperature, prompt source and the engine's version; the lossless
+  line (greedy outputs identical with and without the drafter); by output position and by phase
+  (vLLM's own per-request steps), thinking on and off, and by context length, where the report has them;
 - the training data (samples, tokens, reasoning share, families, source, dates), the drafter's
   shape and variant, the recipe hash and eagle3's version.
 
@@ -151,6 +152,7 @@ def evaluation_facts(
     """The report's figures the card shows, each with what it was measured at."""
     settings, online, offline = report["settings"], report.get("online") or {}, report.get("offline") or {}
     with_drafter, engine = online.get("with_drafter") or {}, online.get("engine") or {}
+    per_request = with_drafter.get("per_request") or {}
     refusal = report.get("vllm_refusal") or {}
     return {
         "k": settings["num_speculative_tokens"],
@@ -169,8 +171,40 @@ def evaluation_facts(
         "simulated_acceptance_length": (report.get("simulated") or {}).get("acceptance_length"),
         "speedup": online.get("speedup"),
         "by_context": context_rows(report.get("by_context")),
+        "by_output_position": step_rows(per_request.get("by_position")),
+        "by_phase": step_rows(list((per_request.get("by_phase") or {}).values()), per_request.get("by_phase")),
+        "thinking": thinking_rows(report.get("thinking")),
+        "lossless": (online.get("lossless") or {}).get("line"),
+        "output_hash": (online.get("lossless") or {}).get("output_hash"),
         "evaluated": time.strftime("%Y-%m-%d", time.gmtime()),
     }
+
+
+def step_rows(rows: list[dict] | None, named: dict | None = None) -> list[dict] | None:
+    """vLLM's per-request rows that hold a verify step: label (or phase name), steps, acceptance length."""
+    labels = list(named) if named is not None else [r["label"] for r in rows or []]
+    held = [
+        {"label": label, "steps": r["drafts"], "acceptance_length": r["acceptance_length"]}
+        for label, r in zip(labels, rows or [])
+        if r["drafts"]
+    ]
+    return held or None
+
+
+def thinking_rows(block: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Thinking on and off: each mode's acceptance, speed-up and identical outputs."""
+    if not block:
+        return None
+    modes = {}
+    for name, m in block["modes"].items():
+        greedy = (m.get("lossless") or {}).get("greedy") or {}
+        modes[name] = {
+            "acceptance_length": m["acceptance_length"],
+            "acceptance_per_position": m["acceptance_per_position"],
+            "speedup": m["speedup"],
+            "identical_outputs": f"{greedy['identical']} of {greedy['compared']}" if greedy.get("compared") else None,
+        }
+    return {"switch": block["switch"], "trained_in": block["trained_in"], "modes": modes}
 
 
 def context_rows(block: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -326,7 +360,39 @@ def acceptance_section(evaluation: dict[str, Any] | None) -> list[str]:
     ]
     if e.get("speedup") is not None:
         lines += ["", f"Output tokens/s speed-up in vLLM: {_show(e['speedup'])}x."]
-    return lines + context_section(e.get("by_context"))
+    if e.get("lossless"):
+        lines += ["", e["lossless"]]
+    lines += step_section("output position (tokens)", e.get("by_output_position"))
+    lines += step_section("phase", e.get("by_phase"))
+    return lines + thinking_section(e.get("thinking")) + context_section(e.get("by_context"))
+
+
+def step_section(name: str, rows: list[dict[str, Any]] | None) -> list[str]:
+    """Acceptance from vLLM's own per-request verify steps, by ``name``."""
+    if not rows:
+        return []
+    lines = ["", f"By {name} (vLLM's own verify steps of each answer):", ""]
+    lines += [f"| {name} | verify steps | acceptance length |", "|---|---|---|"]
+    return lines + [f"| {r['label']} | {r['steps']} | {_show(r['acceptance_length'])} |" for r in rows]
+
+
+def thinking_section(thinking: dict[str, Any] | None) -> list[str]:
+    """Thinking on and off side by side, and the mode the drafter was trained in."""
+    if not thinking:
+        return []
+    lines = [
+        "",
+        f"Thinking on and off (`{thinking['switch']}`, same drafter and prompts; trained with thinking "
+        f"{thinking['trained_in']}):",
+        "",
+        "| thinking | acceptance length | per position | speed-up | identical outputs |",
+        "|---|---|---|---|---|",
+    ]
+    return lines + [
+        f"| {name} | {_show(m['acceptance_length'])} | {_show(m['acceptance_per_position'])} | {_show(m['speedup'])} | "
+        f"{_show(m['identical_outputs'])} |"
+        for name, m in thinking["modes"].items()
+    ]
 
 
 def _measured_by_lines(e: dict[str, Any]) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from eagle3_core.base import StrictModel
@@ -56,6 +58,10 @@ class EvaluateConfig(StrictModel):
         default_factory=lambda: [512, 2048, 4096, 8192],
         description="Upper edges (tokens of context, prompt included) of the buckets acceptance is reported in: 0-512, 512-2K, 2K-4K, 4K-8K, and beyond the last edge when an answer reaches it.",
     )
+    thinking: list[Literal["on", "off"]] | None = Field(
+        None,
+        description="Thinking modes measured with the same drafter and prompts, on the same servers: the target's switch (target.thinking) set to think or not. Null: both where the target has a switch, else the recipe's chat settings alone. The figures of each mode are the report's `thinking.modes`; the mode the drafter was trained in is `thinking.trained_in`.",
+    )
     by_context: bool = Field(
         True,
         description="Report acceptance per context bucket: greedy decoding replayed offline on the target's own answers (vLLM's, else the offline loop's), its total beside vLLM's counters.",
@@ -71,4 +77,6 @@ class EvaluateConfig(StrictModel):
                 f"evaluate.context_buckets must be increasing positive token counts, got {edges}; "
                 "for example [512, 2048, 4096, 8192]"
             )
+        if self.thinking is not None and len(set(self.thinking)) != len(self.thinking):
+            raise ValueError(f"evaluate.thinking names a mode twice: {self.thinking}")
         return self

@@ -182,40 +182,34 @@ async def _send_all(
     return await answer_all(gen, model, base_url, prompts, on_answer)
 
 
-def identical_share(a: list, b: list) -> float | None:
-    """Share of prompts whose two outputs are equal (greedy with and without a drafter must agree)."""
-    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
-    return sum(x == y for x, y in pairs) / len(pairs) if pairs else None
+def online_summary(with_drafter: Measurement, without: Measurement | None, k: int, temperature: float) -> dict:
+    """The ``online`` block of report.json: each arm's figures, the speed-up, and whether drafting changed
+    the outputs (``lossless.py``)."""
+    from eagle3_core.evaluate.lossless import lossless_block
 
-
-def online_summary(with_drafter: Measurement, without: Measurement | None, k: int) -> dict:
-    """The ``online`` block of report.json."""
     block = {
-        "with_drafter": {
-            **with_drafter.counters.summary(k),
-            "wall_s": with_drafter.wall_s,
-            "output_tokens": with_drafter.completion_tokens,
-            "output_tokens_per_s": with_drafter.tokens_per_s,
-            "output_tokens_per_s_repeats": with_drafter.rates,
-            "failed_requests": len(with_drafter.failures),
-        },
+        "with_drafter": arm_figures(with_drafter) | with_drafter.counters.summary(k),
         "without_drafter": None,
         "speedup": None,
         "speedup_spread": None,
         "speedup_error": None,
-        "identical_outputs_share": None,
+        "lossless": lossless_block(with_drafter.outputs, without.outputs if without else None, temperature),
     }
     if without is not None:
-        block["without_drafter"] = {
-            "wall_s": without.wall_s,
-            "output_tokens": without.completion_tokens,
-            "output_tokens_per_s": without.tokens_per_s,
-            "output_tokens_per_s_repeats": without.rates,
-            "failed_requests": len(without.failures),
-        }
+        block["without_drafter"] = arm_figures(without)
         block.update(speedup_figures(with_drafter, without, with_drafter.counters.acceptance_length))
-        block["identical_outputs_share"] = identical_share(with_drafter.outputs, without.outputs)
     return block
+
+
+def arm_figures(measured: Measurement) -> dict:
+    """One server's speed figures over the same prompts."""
+    return {
+        "wall_s": measured.wall_s,
+        "output_tokens": measured.completion_tokens,
+        "output_tokens_per_s": measured.tokens_per_s,
+        "output_tokens_per_s_repeats": measured.rates,
+        "failed_requests": len(measured.failures),
+    }
 
 
 def speedup_figures(with_drafter: Measurement, without: Measurement, acceptance_length: float | None) -> dict:

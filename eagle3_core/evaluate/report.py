@@ -34,6 +34,13 @@ DEFINITIONS = {
     "(reasoning before the think-close token, answer, tool call from the recipe's tool_call_start on), by context "
     "(prompt + position), per draft position (steps that kept i+1 drafts / steps that drafted i+1), and the spread "
     "of the answers' own acceptance lengths (p10, p50, p90); null where no answer carried the steps (left_out)",
+    "lossless": "online.lossless: whether drafting changed the outputs. Greedy: each prompt's output ids with the "
+    "drafter against without it (the baseline server), the share identical and where any pair first parts (a near-tie "
+    "can fall the other way in the last ulp, since a verify step batches k + 1 positions); sampled: the two arms' "
+    "output lengths (mean, p50, p90) and a two-sample Kolmogorov-Smirnov test. output_hash: SHA-256 of each arm's "
+    "output ids in prompt order",
+    "thinking": "the same drafter, prompts and servers with the target's thinking switch set on and off "
+    "(evaluate.thinking); each mode's figures as online's, trained_in: the mode generate recorded",
     "left_out": "passes this evaluation did not run or finish here, each with its reason (the target too large for "
     "the device, no way to render the prompts as the server does, a failure); the figures shown stand without them",
 }
@@ -101,8 +108,10 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{per_pos} | {m['drafts']} |"
         )
     lines += _simulated_lines(report.get("simulated"))
-    lines += _speed_lines(report.get("online")) + _agreement_lines(report.get("agreement"))
+    lines += _speed_lines(report.get("online")) + _lossless_lines(report.get("online"))
+    lines += _agreement_lines(report.get("agreement"))
     lines += _per_request_lines(((report.get("online") or {}).get("with_drafter") or {}).get("per_request"))
+    lines += _thinking_lines(report.get("thinking"))
     lines += _context_lines(report.get("by_context")) + _sweep_lines(report.get("offline"))
     lines += ["", "## Definitions", ""] + [f"- **{k}**: {v}" for k, v in report["definitions"].items()]
     return "\n".join(lines) + "\n"
@@ -181,9 +190,41 @@ def _speed_lines(online: dict | None) -> list[str]:
     )
     return _paragraph(
         f"Output tokens/s (median): {_fmt(w['output_tokens_per_s'], 1)} with the drafter, "
-        f"{_fmt(wo['output_tokens_per_s'], 1)} without ({speed}; "
-        f"same greedy outputs for {_fmt(online.get('identical_outputs_share'), 2)} of prompts)."
+        f"{_fmt(wo['output_tokens_per_s'], 1)} without ({speed})."
     )
+
+
+def _lossless_lines(online: dict | None) -> list[str]:
+    line = ((online or {}).get("lossless") or {}).get("line")
+    if not line:
+        return []
+    hashes = online["lossless"]["output_hash"]
+    shown = ", ".join(f"{arm.replace('_', ' ')} `{h[:16]}`" for arm, h in hashes.items() if h)
+    return _paragraph(f"{line} Output hashes (SHA-256 of the ids in prompt order): {shown}.")
+
+
+def _thinking_lines(block: dict | None) -> list[str]:
+    """Thinking on and off side by side: the same drafter, prompts and servers."""
+    if not block:
+        return []
+    lines = [
+        "",
+        f"## Thinking on and off (`{block['switch']}`; the drafter was trained with thinking {block['trained_in']})",
+        "",
+        "| thinking | acceptance length | per position | reasoning | answer | output tokens | speed-up | identical outputs |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, m in block["modes"].items():
+        phases = (m.get("per_request") or {}).get("by_phase") or {}
+        greedy = (m.get("lossless") or {}).get("greedy") or {}
+        identical = f"{greedy['identical']} of {greedy['compared']}" if greedy.get("compared") else "n/a"
+        lines.append(
+            f"| {name} | {_fmt(m['acceptance_length'])} | {', '.join(_fmt(v, 2) for v in m['acceptance_per_position'])} | "
+            f"{_fmt((phases.get('reasoning') or {}).get('acceptance_length'))} | "
+            f"{_fmt((phases.get('answer') or {}).get('acceptance_length'))} | {m['output_tokens']} | "
+            f"{_fmt(m['speedup'], 2)} | {identical} |"
+        )
+    return lines
 
 
 def _agreement_lines(agree: dict | None) -> list[str]:

@@ -41,6 +41,7 @@ from eagle3_core.evaluate.offline import placement
 from eagle3_core.evaluate.offline_passes import OfflinePasses, check_measured, plan_offline, run_pass
 from eagle3_core.evaluate.online import Measurement
 from eagle3_core.evaluate.report import write_report
+from eagle3_core.evaluate.thinking import thinking_modes
 from eagle3_core.lifecycle import Stage, drive
 from eagle3_core.manifest import StageManifest, input_fingerprint
 from eagle3_core.progress import Reporter
@@ -177,11 +178,13 @@ def _evaluate(
     answers = {}  # the target's own greedy answers, per source, for the context buckets
     stepped = []  # vLLM's answers with their own verify steps (per_request.py), where they carried them
     if cfg.online:
-        online = partial(_online_or_refusal, cfg, target, export_dir, serve or ServeConfig(), prompts, reporter)
+        modes = thinking_modes(cfg, target)  # a switch without the asked word is refused before a server starts
+        online = partial(_online_or_refusal, cfg, target, export_dir, serve or ServeConfig(), prompts, reporter, modes)
         report["online"], measured, report["vllm_refusal"] = _timed(timings, "online", online)
         if measured is not None:
             answers["vllm"], passes.served = measured.outputs, measured.prompt_ids
             stepped = _per_request(cfg, target, measured, report, reporter)
+            report["thinking"] = _thinking(cfg, target, modes, report["online"].pop("modes"), generations_dir)
     if cfg.offline or report["vllm_refusal"]:
         done = _timed(timings, "offline", partial(run_pass, "offline", passes.loop, report, reporter))
         if done is not None:
@@ -219,6 +222,28 @@ def _per_request(
     return stepped
 
 
+def _thinking(cfg: EvaluateConfig, target: TargetConfig, modes: list, measured: dict, generations_dir) -> dict | None:
+    """report.json's ``thinking``: each asked mode's figures (``thinking.py``) from its measurements on the same
+    servers, vLLM's own steps summarized as the headline's are; None where the target has no switch asked."""
+    from eagle3_core.evaluate.online import online_summary
+    from eagle3_core.evaluate.per_request import phase_markers, served_answers, summarize
+    from eagle3_core.evaluate.thinking import mode_block, thinking_block, trained_in
+
+    if not modes:
+        return None
+    markers, k = phase_markers(target)[0], cfg.num_speculative_tokens
+    blocks = {}
+    for mode in modes:
+        with_drafter, without = measured[mode.name]
+        steps = (
+            summarize(with_drafter.completions, markers, k, cfg.context_buckets, with_drafter.counters)
+            if served_answers(with_drafter.completions)
+            else None
+        )
+        blocks[mode.name] = mode_block(mode, online_summary(with_drafter, without, k, cfg.temperature), steps)
+    return thinking_block(target.thinking.kwarg, trained_in(target, generations_dir), blocks)
+
+
 def _context_from_steps(cfg: EvaluateConfig, stepped: list, report: dict) -> dict | None:
     """``by_context`` from vLLM's own steps where the replay did not run (left out: the target too large
     here, ...), at the evaluated k; None without them."""
@@ -238,6 +263,7 @@ def empty_report(cfg: EvaluateConfig, serve: ServeConfig | None, info: DrafterIn
         "heldout": heldout,
         "online": None,
         "vllm_refusal": None,  # vLLM's words when it refuses the drafter's method on this machine
+        "thinking": None,  # thinking on and off side by side (thinking.py), where the target has a switch
         "offline": None,
         "simulated": None,
         "left_out": {},  # pass -> why it was left out (offline_passes.py): the other figures stand
@@ -296,7 +322,13 @@ def drafter_block(info: DrafterInfo) -> dict:
 
 
 def _online_or_refusal(
-    cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: ServeConfig, prompts: list, reporter: Reporter
+    cfg: EvaluateConfig,
+    target: TargetConfig,
+    export_dir: Path,
+    serve: ServeConfig,
+    prompts: list,
+    reporter: Reporter,
+    modes: list,
 ) -> tuple[dict | None, Measurement | None, dict | None]:
     """``_online``'s figures and its measurement with the drafter (answers, vLLM's prompt ids), or
     (None, None, the refusal) when vLLM refuses the drafter's method on this machine; any other failure
@@ -306,7 +338,7 @@ def _online_or_refusal(
     from eagle3_core.serve import EngineRefused
 
     try:
-        return (*_online(cfg, target, export_dir, serve, prompts, reporter), None)
+        return (*_online(cfg, target, export_dir, serve, prompts, reporter, modes), None)
     except EngineRefused as refused:
         refusal = drafter_refusal(refused, speculative_config(export_dir, cfg.num_speculative_tokens), serve)
         if refusal is None:
@@ -320,32 +352,66 @@ def _online_or_refusal(
 
 
 def _online(
-    cfg: EvaluateConfig, target: TargetConfig, export_dir: Path, serve: ServeConfig, prompts: list, reporter: Reporter
+    cfg: EvaluateConfig,
+    target: TargetConfig,
+    export_dir: Path,
+    serve: ServeConfig,
+    prompts: list,
+    reporter: Reporter,
+    modes: list,
 ) -> tuple[dict, Measurement]:
-    """vLLM with the drafter, then (``baseline``) without it: one server at a time."""
+    """vLLM with the drafter, then (``baseline``) without it: one server at a time, each measuring the recipe's
+    chat settings and then every thinking mode that asks for other ones (``thinking.py``). The summary's
+    ``modes`` holds each mode's two measurements (with, without)."""
     from eagle3_core.drafter.card import speculative_config
-    from eagle3_core.evaluate.online import client_config, online_summary
-    from eagle3_core.evaluate.serving import aux_layers_logged, check_temperature, measure_or_explain, serve_target
+    from eagle3_core.evaluate.online import online_summary
+    from eagle3_core.evaluate.serving import aux_layers_logged, check_temperature, serve_target
 
     check_temperature(cfg.temperature, serve)
-    gen = client_config(cfg.temperature, cfg.max_tokens, cfg.concurrency, cfg.request_timeout, target.chat)
     k = cfg.num_speculative_tokens
     with serve_target(target, serve, speculative_config(export_dir, k)) as server:
         reporter.log(f"evaluate: vLLM with the drafter (k={k}) up in {server.startup_seconds} s at {server.base_url}")
-        with_drafter = measure_or_explain(server, prompts, gen, cfg.speed_repeats, cfg.warmup, reporter)
+        with_drafter = _measure_modes(cfg, target, server, prompts, modes, reporter)
         aux_used = aux_layers_logged(server.log_path)
         engine = {"name": "vllm", "version": server.version(), "argv": server.argv}
+    headline = with_drafter[None]
     reporter.log(
-        f"evaluate: vLLM acceptance length {with_drafter.counters.acceptance_length} "
-        f"(k={k}, {with_drafter.counters.drafts:.0f} drafts); aux layers used: {aux_used}"
+        f"evaluate: vLLM acceptance length {headline.counters.acceptance_length} "
+        f"(k={k}, {headline.counters.drafts:.0f} drafts); aux layers used: {aux_used}"
     )
-    without = None
+    without = {}
     if cfg.baseline:
         with serve_target(target, serve, None) as server:
             reporter.log(f"evaluate: vLLM without the drafter up in {server.startup_seconds} s (baseline)")
-            without = measure_or_explain(server, prompts, gen, cfg.speed_repeats, cfg.warmup, reporter)
-    summary = {**online_summary(with_drafter, without, k), "aux_layers_used_by_vllm": aux_used, "engine": engine}
-    return summary, with_drafter
+            without = _measure_modes(cfg, target, server, prompts, modes, reporter)
+    summary = {
+        **online_summary(headline, without.get(None), k, cfg.temperature),
+        "aux_layers_used_by_vllm": aux_used,
+        "engine": engine,
+        "modes": {m.name: (with_drafter[m.name], without.get(m.name)) for m in modes},
+    }
+    return summary, headline
+
+
+def _measure_modes(cfg: EvaluateConfig, target: TargetConfig, server, prompts: list, modes: list, reporter) -> dict:
+    """The prompts on one server: the recipe's chat settings (key None, warmed up and repeated as configured), then
+    each thinking mode whose settings differ (the server is warm by then); a mode equal to the recipe's reuses it."""
+    from eagle3_core.evaluate.online import client_config
+    from eagle3_core.evaluate.serving import measure_or_explain
+
+    def gen(chat):
+        return client_config(cfg.temperature, cfg.max_tokens, cfg.concurrency, cfg.request_timeout, chat)
+
+    measured = {None: measure_or_explain(server, prompts, gen(target.chat), cfg.speed_repeats, cfg.warmup, reporter)}
+    for mode in modes:
+        if mode.chat == target.chat:
+            measured[mode.name] = measured[None]
+        else:
+            reporter.log(f"evaluate: thinking {mode.name} ({target.thinking.kwarg}: {mode.chat.chat_template_kwargs})")
+            measured[mode.name] = measure_or_explain(
+                server, prompts, gen(mode.chat), cfg.speed_repeats, False, reporter
+            )
+    return measured
 
 
 def headline(report: dict) -> dict:

@@ -8,8 +8,12 @@ read at a glance: a handful of scalars, one chart, one table.
 - The curve ``vllm_eval/by_context``: acceptance length per context bucket, a line per swept k
   (``vllm_eval/by_context/k<k>``), x = the bucket's index in the report (0 = ``0-512``, ...), one
   point per bucket that holds a round: 5 lines at the default sweep.
-- The table ``vllm_eval/report``: every figure of ``eval/report.json`` (its definitions and the
-  drafter's paths left out, buckets named by range), one row each.
+- The charts ``vllm_eval/by_output_position`` and ``vllm_eval/by_phase``: vLLM's own per-request steps, a
+  line per thinking mode (``thinking_on``, ``thinking_off``) where modes were measured, else one (``vllm``).
+- Scalars per thinking mode (``vllm_eval/thinking_<mode>/acceptance_length``) and the share of greedy outputs
+  identical with and without the drafter (``vllm_eval/identical_outputs_share``).
+- The table ``vllm_eval/report``: the headline figures, about 30 rows (report.json holds every figure),
+  the held-out file by its name, never a path of this machine.
 
 Each backend renders the three as it says (``eagle3_core/tracking/backends.py``). The prefix
 ``vllm_eval`` sorts after the training run's ``heldout`` and ``train``: TensorBoard, W&B and
@@ -29,8 +33,6 @@ from eagle3_core.tracking import reopen
 from eagle3_core.tracking.figures import Curve, Figures, Table
 
 PREFIX = "vllm_eval"
-NOT_FIGURES = ("definitions", "drafter")
-NOT_ROWS = ("argv",)  # the server's command: the card and report.json carry it
 
 
 def evaluation_figures(report: dict) -> Figures:
@@ -44,12 +46,50 @@ def evaluation_figures(report: dict) -> Figures:
     per_position, source = (online, "") if online else (offline, "offline_")
     for i, value in enumerate(per_position.get("acceptance_per_position") or []):
         scalars[f"{PREFIX}/{source}acceptance_per_position/{i}"] = value
+    lossless = ((report.get("online") or {}).get("lossless") or {}).get("greedy") or {}
+    scalars[f"{PREFIX}/identical_outputs_share"] = lossless.get("identical_share")
+    for mode, m in ((report.get("thinking") or {}).get("modes") or {}).items():
+        scalars[f"{PREFIX}/thinking_{mode}/acceptance_length"] = m["acceptance_length"]
     figures = Figures(scalars={k: float(v) for k, v in scalars.items() if _number(v)})
     curve = by_context_curve(report.get("by_context"))
     if curve is not None:
         figures.curves[f"{PREFIX}/by_context"] = curve
+    for name, step_curve in step_curves(report).items():
+        figures.curves[f"{PREFIX}/{name}"] = step_curve
     figures.tables[f"{PREFIX}/report"] = report_table(report, curve)
     return figures
+
+
+def step_curves(report: dict) -> dict[str, Curve]:
+    """vLLM's own per-request steps by output position and by phase: a line per thinking mode where modes were
+    measured, else one for the headline pass; x is the bucket's (phase's) index, named in the curve's ticks."""
+    modes = ((report.get("thinking") or {}).get("modes") or {}).items()
+    runs = {f"thinking_{mode}": m.get("per_request") for mode, m in modes}  # the headline pass is one of them
+    runs = runs or {"vllm": ((report.get("online") or {}).get("with_drafter") or {}).get("per_request")}
+    runs = {name: block for name, block in runs.items() if block}
+    curves = {}
+    starts = {r["label"]: r["from"] for block in runs.values() for r in block.get("by_position") or []}
+    labels = sorted(starts, key=starts.get)  # the buckets any run holds, in output order
+    positions = {name: {r["label"]: r for r in block.get("by_position") or []} for name, block in runs.items()}
+    if labels:
+        curves["by_output_position"] = _step_curve("output_position", labels, positions)
+    phases = {name: block.get("by_phase") or {} for name, block in runs.items()}
+    phase_labels = [p for p in ("reasoning", "answer", "tool_call") if any(p in b for b in phases.values())]
+    if phase_labels:
+        curves["by_phase"] = _step_curve("phase", phase_labels, phases)
+    return curves
+
+
+def _step_curve(x: str, labels: list[str], rows: dict[str, dict[str, dict]]) -> Curve:
+    lines = {
+        name: [(i, float(row[label]["acceptance_length"])) for i, label in enumerate(labels) if _held(row.get(label))]
+        for name, row in rows.items()
+    }
+    return Curve(x, "acceptance_length", labels, {name: points for name, points in lines.items() if points})
+
+
+def _held(row: dict | None) -> bool:
+    return bool(row) and bool(row.get("drafts")) and _number(row.get("acceptance_length"))
 
 
 def by_context_curve(block: dict | None) -> Curve | None:
@@ -64,32 +104,58 @@ def by_context_curve(block: dict | None) -> Curve | None:
 
 
 def report_table(report: dict, curve: Curve | None) -> Table:
-    figures = {k: v for k, v in report.items() if k not in NOT_FIGURES}
-    if (figures.get("by_context") or {}).get("buckets"):  # named by range, not by position in the list
-        block = figures["by_context"]
-        figures["by_context"] = {**block, "buckets": {b["label"]: b for b in block["buckets"]}}
-    note = "Every figure of eval/report.json (definitions: its `definitions`)."
+    """The headline figures, a row each (about 30, not report.json's every leaf): what a reader looks for in the
+    Text tab, no path of this machine (the held-out file by its name)."""
+    settings, heldout = report["settings"], report["heldout"]
+    online = report.get("online") or {}
+    vllm = online.get("with_drafter") or {}
+    steps = vllm.get("per_request") or {}
+    rows = [
+        ("k", settings["num_speculative_tokens"]),
+        ("temperature", settings["temperature"]),
+        ("held-out prompts", f"{heldout['prompts']} from {Path(str(heldout['source'])).name}"),
+        ("vLLM acceptance length", vllm.get("acceptance_length")),
+        ("vLLM acceptance per position", vllm.get("acceptance_per_position")),
+        ("vLLM verify steps", vllm.get("drafts")),
+        ("per-request spread p10 / p50 / p90", _spread(steps.get("spread"))),
+        *((f"by output position {r['label']}", r["acceptance_length"]) for r in steps.get("by_position") or []),
+        *((f"by phase {name}", r["acceptance_length"]) for name, r in (steps.get("by_phase") or {}).items()),
+        ("speed-up", online.get("speedup") if not online.get("speedup_error") else online["speedup_error"]),
+        ("lossless", (online.get("lossless") or {}).get("line")),
+        ("offline acceptance length", (report.get("offline") or {}).get("acceptance_length")),
+        ("online - offline", (report.get("agreement") or {}).get("difference")),
+        ("simulated acceptance length", (report.get("simulated") or {}).get("acceptance_length")),
+        *_thinking_rows(report.get("thinking")),
+        *((f"left out: {name}", why) for name, why in (report.get("left_out") or {}).items()),
+    ]
+    note = "The headline of eval/report.json (every figure and its definition are there)."
     if curve is not None:
         ticks = ", ".join(f"{i} = {t}" for i, t in enumerate(curve.ticks))
         note += f" The chart {PREFIX}/by_context has one line per k; its x is the context bucket: {ticks}."
-    return Table(["figure", "value"], [[name, value] for name, value in _leaves("", figures)], note)
+    return Table(["figure", "value"], [[name, _text(value)] for name, value in rows if value is not None], note)
+
+
+def _thinking_rows(block: dict | None) -> list[tuple[str, Any]]:
+    if not block:
+        return []
+    rows = [("trained with thinking", block["trained_in"])]
+    return rows + [
+        (f"thinking {mode}: acceptance length", m["acceptance_length"]) for mode, m in block["modes"].items()
+    ]
+
+
+def _spread(spread: dict | None) -> str | None:
+    return " / ".join(_text(spread[q]) for q in ("p10", "p50", "p90")) if spread else None
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(_text(v) for v in value)
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value == value
-
-
-def _leaves(prefix: str, value: Any):
-    """(path, text) of every number, string and bool under ``value``; None left out."""
-    if value is None:
-        return
-    if isinstance(value, dict | list):
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for key, inner in items:
-            if key not in NOT_ROWS:
-                yield from _leaves(f"{prefix}/{key}" if prefix else str(key), inner)
-        return
-    yield prefix, f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def log_evaluation(drafter_dir: str | Path, report: dict, log: Callable[[str], None]) -> None:

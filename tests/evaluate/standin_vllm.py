@@ -6,7 +6,9 @@ what evaluate reads: ``/health``, ``/version``, ``/v1/models``, ``/metrics`` (th
 counters: every chat adds one draft of k tokens fully accepted and one wholly rejected, so the
 acceptance length is 1 + k/2) and ``/v1/chat/completions`` with ``return_token_ids`` (the prompt ids:
 the last user message's UTF-8 bytes folded into the target's vocabulary, as a server's own render;
-the completion: its first ids again). By default it answers as a server without
+the completion: its first ids again). A request whose ``chat_template_kwargs`` turn thinking off (a value
+false or ``disabled``) is drafted wholly wrong (no draft kept, acceptance length 1.0), as a drafter trained on
+thinking traces can be without them; ``STANDIN_REQUESTS`` names a file each request's switches go to. By default it answers as a server without
 ``--per-request-spec-decode-metrics`` (SGLang, a vLLM started without it): ``metrics`` is null.
 ``per_request_steps=True`` has it honour the flag as vLLM 0.32 does: each answer then carries the same
 two steps in ``metrics.speculative_decoding`` (the shape of ``RequestSpecDecodeMetrics.to_dict``,
@@ -33,7 +35,7 @@ detailed = honoured and args.per_request_spec_decode_metrics == "detailed"
 config = json.load(open(args.model + "/config.json"))
 vocab = (config.get("text_config") or config)["vocab_size"]
 k = json.loads(args.speculative_config)["num_speculative_tokens"] if args.speculative_config else 0
-counts = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "generated": 0}
+counts = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "generated": 0, "kept_whole": 0}
 lock = threading.Lock()
 print("INFO [api_utils.py:347]  version 0.32.0 (eagle3 test stand-in)", flush=True)
 
@@ -42,15 +44,15 @@ def metrics():
              f"vllm:spec_decode_num_draft_tokens_total {counts['draft_tokens']}",
              f"vllm:spec_decode_num_accepted_tokens_total {counts['accepted']}",
              f"vllm:generation_tokens_total {counts['generated']}"]
-    lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {counts["drafts"] // 2}'
+    lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {counts["kept_whole"]}'
               for i in range(k)]
     return "\n".join(lines) + "\n"
 
-def steps():  # the two drafts /metrics counts for each chat: all k kept, then none
-    return {"mean_acceptance_length": 1 + k / 2, "draft_acceptance_rate": 0.5,
-            "acceptance_histogram": [1] + [0] * (k - 1) + [1], "num_spec_steps": 2,
-            "num_accepted_draft_tokens": k, "num_draft_tokens": 2 * k, "num_spec_tokens": k,
-            "per_step_accepted": [k, 0], "per_step_drafted": [k, k]}
+def steps(kept):  # the two drafts /metrics counts for each chat: `kept` (k, or 0 with thinking off), then none
+    return {"mean_acceptance_length": 1 + kept / 2, "draft_acceptance_rate": kept / (2 * k),
+            "acceptance_histogram": [1 + (kept == 0)] + [0] * (k - 1) + [int(kept == k)], "num_spec_steps": 2,
+            "num_accepted_draft_tokens": kept, "num_draft_tokens": 2 * k, "num_spec_tokens": k,
+            "per_step_accepted": [kept, 0], "per_step_drafted": [k, k]}
 
 class H(http.server.BaseHTTPRequestHandler):
     def reply(self, body, kind="application/json"):
@@ -67,19 +69,26 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         text = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+        switches = body.get("chat_template_kwargs") or {}
+        thinking_off = any(v is False or v == "disabled" for v in switches.values())
+        kept = 0 if thinking_off else k  # a drafter trained on thinking that drafts nothing right without it
         prompt = [1 + b % (vocab - 1) for b in text.encode()]
-        completion = prompt[: min(body.get("max_tokens") or 8, k + 3 if detailed else 8)]
+        completion = prompt[: min(body.get("max_tokens") or 8, kept + 3 if detailed else 8)]
+        if os.environ.get("STANDIN_REQUESTS"):
+            with lock, open(os.environ["STANDIN_REQUESTS"], "a") as log:
+                log.write(json.dumps({"speculative": bool(k), "chat_template_kwargs": switches}) + "\n")
         with lock:
             counts["generated"] += len(completion)
             if k:
-                counts["drafts"] += 2; counts["draft_tokens"] += 2 * k; counts["accepted"] += k
+                counts["drafts"] += 2; counts["draft_tokens"] += 2 * k; counts["accepted"] += kept
+                counts["kept_whole"] += kept == k
         self.reply({
             "id": "chat-1", "object": "chat.completion", "model": body["model"],
             "choices": [{"index": 0, "finish_reason": "length", "token_ids": completion,
                          "message": {"role": "assistant", "content": "fine", "reasoning": None}}],
             "prompt_token_ids": prompt if body.get("return_token_ids") else None,
             "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(completion)},
-            "metrics": {"speculative_decoding": steps()} if detailed and k else None,
+            "metrics": {"speculative_decoding": steps(kept)} if detailed and k else None,
         })
     def log_message(self, *a):
         pass

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from eagle3_core.evaluate.metrics import SpecCounters
-from eagle3_core.evaluate.online import Measurement, client_config, identical_share, measure, online_summary
+from eagle3_core.evaluate.online import Measurement, client_config, measure, online_summary
 from eagle3_core.target import ChatSettings
 from tests.fixtures.fake_server import FakeServer, _respond_bytes
 
@@ -97,15 +97,12 @@ def test_requests_carry_the_targets_chat_settings(spec_server):
 def test_the_summary_sets_speed_and_agreement_side_by_side(spec_server):
     gen = client_config(0.0, 16, 2, 30)
     with_drafter, without = measure(spec_server.url, PROMPTS, gen), measure(spec_server.url, PROMPTS, gen)
-    block = online_summary(with_drafter, without, k=3)
+    block = online_summary(with_drafter, without, k=3, temperature=0.0)
     assert block["with_drafter"]["acceptance_length"] == 2.5
     assert block["speedup"] == pytest.approx(with_drafter.tokens_per_s / without.tokens_per_s)
-    assert block["identical_outputs_share"] == 1.0
-
-
-def test_identical_share_ignores_failed_requests():
-    assert identical_share([[1, 2], None, [3]], [[1, 2], [5], [4]]) == 0.5
-    assert identical_share([None], [[1]]) is None
+    greedy = block["lossless"]["greedy"]
+    assert (greedy["compared"], greedy["identical"]) == (5, 5)
+    assert block["lossless"]["output_hash"]["with_drafter"] == block["lossless"]["output_hash"]["without_drafter"]
 
 
 def measured(rates: list[float], acceptance: float | None = None) -> Measurement:
@@ -116,7 +113,7 @@ def measured(rates: list[float], acceptance: float | None = None) -> Measurement
 
 
 def test_the_speedup_is_the_ratio_of_median_rates_with_its_spread():
-    block = online_summary(measured([30.0, 20.0, 25.0], acceptance=2.5), measured([10.0, 12.0, 11.0]), k=3)
+    block = online_summary(measured([30.0, 20.0, 25.0], acceptance=2.5), measured([10.0, 12.0, 11.0]), 3, 0.0)
     assert block["speedup"] == pytest.approx(25.0 / 11.0)
     assert block["speedup_spread"] == pytest.approx([20.0 / 12.0, 30.0 / 10.0])
     assert block["speedup_error"] is None
@@ -124,7 +121,7 @@ def test_the_speedup_is_the_ratio_of_median_rates_with_its_spread():
 
 def test_a_speedup_above_the_acceptance_length_is_reported_as_a_measurement_error_not_a_result():
     """With k = 3 the demo once printed 4.89x at acceptance length 3.43: impossible."""
-    block = online_summary(measured([48.9], acceptance=3.43), measured([10.0]), k=3)
+    block = online_summary(measured([48.9], acceptance=3.43), measured([10.0]), 3, 0.0)
     assert block["speedup"] is None
     assert "4.89x exceeds the acceptance length 3.43" in block["speedup_error"]
     assert "measurement error" in block["speedup_error"]

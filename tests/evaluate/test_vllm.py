@@ -161,7 +161,11 @@ def test_the_report_puts_online_offline_and_simulated_figures_side_by_side(repor
         assert online["speedup_spread"][1] > online["with_drafter"]["acceptance_length"]
     else:
         assert 0 < online["speedup"] <= online["with_drafter"]["acceptance_length"]
-    assert online["identical_outputs_share"] >= 0.75  # greedy with and without the drafter agree
+    # greedy with and without the drafter agree: id for id, but for a near-tie that vLLM's batched verify step can
+    # tip the other way in the last ulp (the report names where any pair parts)
+    greedy = online["lossless"]["greedy"]
+    assert greedy["compared"] == report["heldout"]["prompts"] and greedy["identical_share"] >= 0.75, greedy
+    assert len(greedy["first_differences"]) == greedy["differing"] and online["lossless"]["line"].startswith("Lossless")
     assert abs(report["agreement"]["difference"]) < 0.5
     assert report["simulated"]["acceptance_length"] > 1.0
     assert report["heldout"]["training_prompts_compared"] == DRAFTER_PROMPTS

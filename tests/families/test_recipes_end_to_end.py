@@ -17,7 +17,7 @@ extract's engine, train's shape, evaluate's offline loop) is the shipped file's.
 - reconstruct: every sequence exactly the server's prompt + completion ids;
 - vocab, extract (the recipe's engine: neither recipe names one, so transformers, in process; vLLM's
   engine would add a server start), train (DeepSpeed, a few steps) and evaluate (vLLM with the drafter,
-  the second start; the offline loop on).
+  the second start, measuring thinking on and off on it; the offline loop on).
 
 Thinking off (the family's switch) is not run again here: each family in ``RECIPES`` has its real-vLLM
 module (tests/families/test_{qwen3,deepseek_v4,kimi}_on_real_vllm.py) whose generate -> reconstruct runs
@@ -300,6 +300,13 @@ def test_the_shipped_recipe_runs_the_whole_dag_on_a_tiny_model_of_its_family(
     steps, online = report["online"]["with_drafter"]["per_request"], report["online"]["with_drafter"]
     assert steps["acceptance_length"] == online["acceptance_length"] and steps["requests"] == len(HELDOUT), steps
     assert sum(p["drafts"] for p in steps["by_phase"].values()) == steps["drafts"] == online["drafts"]
+    # thinking on and off on the same server (each family here has a switch): the recipe's mode is the headline pass
+    thinking = report["thinking"]
+    assert thinking["trained_in"] == "on" and list(thinking["modes"]) == ["on", "off"], thinking
+    assert thinking["modes"]["on"]["acceptance_length"] == online["acceptance_length"]
+    off = thinking["modes"]["off"]
+    assert off["per_request"]["requests"] == len(HELDOUT) and off["per_request"]["drafts"] == off["drafts"] > 0, off
+    assert report["online"]["lossless"]["output_hash"]["with_drafter"]  # no baseline here: hashed, not compared
     # one vLLM start for generate (the pipeline's, serve:), one for evaluate's drafter
     assert len(list((run / "logs").glob("vllm-*.log"))) == len(list((config.layout.eval / "logs").glob("*.log"))) == 1
     # no local path in what the run publishes: the card, the export's config

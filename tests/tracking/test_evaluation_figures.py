@@ -12,7 +12,9 @@ from eagle3_core.train.tracking import log_record, metrics_of
 from tests.tracking.records import tensorboard_layout, tensorboard_scalars, tensorboard_texts, wandb_runs
 
 K, SWEEP, LABELS = 3, [1, 2, 3, 4, 5], ["0-512", "512-2K", "2K-4K", "8K+"]
-MAX_SCALAR_SERIES = 12
+# a series per scalar and per chart line: 6 headline + 5 by-context lines here; with thinking on and off and vLLM's
+# per-request steps (test below) 2 more scalars, a share and 2 + 2 lines by output position and phase: 18
+MAX_SCALAR_SERIES = 18
 HEADLINE = {
     "vllm_eval/acceptance_length",
     "vllm_eval/speedup",
@@ -100,10 +102,54 @@ def test_the_evaluation_is_a_handful_of_scalars_one_chart_and_one_table():
     assert curve.lines["k3"][0][1] == report["by_context"]["buckets"][0]["acceptance_length"]
     ((name, table),) = figures.tables.items()
     rows = dict(table.rows)
-    assert name == "vllm_eval/report" and rows["by_context/buckets/512-2K/acceptance_length_by_k/2"] == "2.4"
-    assert rows["online/engine/version"] == "0.32.0" and rows["offline/k_sweep/4/acceptance_length"] == "5"
-    assert not [r for r in rows if r.startswith(("definitions", "drafter")) or "argv" in r]
+    assert name == "vllm_eval/report" and len(rows) <= 30  # the headline: report.json holds every figure
+    assert rows["vLLM acceptance length"] == "3.57" and rows["vLLM acceptance per position"] == "0.9, 0.8, 0.7"
+    assert rows["speed-up"] == "2" and rows["offline acceptance length"] == "3.5"
+    assert rows["held-out prompts"] == "8 from prompts.jsonl"  # the file's name, no path of this machine
+    assert not [v for v in rows.values() if "/somewhere" in v or "/venv" in v]
     assert "0 = 0-512, 1 = 512-2K, 2 = 2K-4K, 3 = 8K+" in table.note
+
+
+def steps(al: float, phases: dict[str, float]) -> dict:
+    """A per_request block as evaluate writes it: two output-position buckets, the given phases."""
+    rows = [{"label": "0-256", "from": 0, "to": 256}, {"label": "256-1K", "from": 256, "to": 1024}]
+    return {
+        "acceptance_length": al,
+        "by_position": [{**r, "drafts": 10, "acceptance_length": al - i * 0.5} for i, r in enumerate(rows)],
+        "by_phase": {name: {"drafts": 10, "accepted_tokens": 5, "acceptance_length": v} for name, v in phases.items()},
+        "spread": {"requests": 8, "p10": al - 0.5, "p50": al, "p90": al + 0.5},
+    }
+
+
+def test_thinking_on_and_off_are_a_scalar_each_and_a_line_each_by_output_position_and_by_phase():
+    report = evaluate_report()
+    on = {
+        "acceptance_length": 3.57,
+        "acceptance_per_position": [0.9],
+        "per_request": steps(3.57, {"reasoning": 3.5, "answer": 3.9}),
+    }
+    off = {"acceptance_length": 2.1, "acceptance_per_position": [0.5], "per_request": steps(2.1, {"answer": 2.1})}
+    report["online"]["with_drafter"]["per_request"] = on["per_request"]
+    report["online"]["lossless"] = {
+        "greedy": {"identical_share": 0.875},
+        "line": "Lossless (greedy): 7 of 8 outputs identical",
+    }
+    report["thinking"] = {"switch": "thinking", "trained_in": "on", "modes": {"on": on, "off": off}}
+    figures = evaluation_figures(report)
+    assert figures.scalars["vllm_eval/thinking_off/acceptance_length"] == 2.1
+    assert figures.scalars["vllm_eval/identical_outputs_share"] == 0.875
+    positions, phases = figures.curves["vllm_eval/by_output_position"], figures.curves["vllm_eval/by_phase"]
+    assert positions.ticks == ["0-256", "256-1K"] and positions.lines["thinking_off"] == [(0, 2.1), (1, 1.6)]
+    assert phases.ticks == ["reasoning", "answer"] and phases.lines == {
+        "thinking_on": [(0, 3.5), (1, 3.9)],
+        "thinking_off": [(1, 2.1)],  # no reasoning with thinking off: no point, not a zero
+    }
+    lines = sum(len(c.lines) for c in figures.curves.values())
+    assert len(figures.scalars) + lines <= MAX_SCALAR_SERIES
+    rows = dict(figures.tables["vllm_eval/report"].rows)
+    assert rows["thinking off: acceptance length"] == "2.1" and rows["trained with thinking"] == "on"
+    assert rows["by phase reasoning"] == "3.5" and rows["per-request spread p10 / p50 / p90"] == "3.07 / 3.57 / 4.07"
+    assert rows["lossless"] == "Lossless (greedy): 7 of 8 outputs identical"
 
 
 def test_without_vllm_the_offline_loop_gives_the_figures_per_position():
@@ -144,7 +190,7 @@ def test_tensorboard_shows_the_evaluation_at_a_glance_beside_training_untouched(
     ((title, tags),) = chart.items()
     assert title.startswith("vllm_eval/by_context (x: bucket, 0 = 0-512") and len(tags) == len(SWEEP)
     text = tensorboard_texts(tmp_path / "tensorboard")["vllm_eval/report/text_summary"]
-    assert "| figure | value |" in text and "| by_context/buckets/0-512/acceptance_length | 3.4 |" in text
+    assert "| figure | value |" in text and "| vLLM acceptance length | 3.57 |" in text
 
 
 def test_mlflow_shows_the_same_shape_and_the_report_as_one_markdown_artifact(tmp_path):
@@ -165,7 +211,7 @@ def test_mlflow_shows_the_same_shape_and_the_report_as_one_markdown_artifact(tmp
     assert history == [(s, 5.0 - s) for s in range(1, 7)]  # training's as it was
     (tmp_path / "got").mkdir()
     path = client.download_artifacts(run.info.run_id, "vllm_eval/report.md", str(tmp_path / "got"))
-    assert "| online/with_drafter/acceptance_length | 3.57 |" in open(path).read()
+    assert "| vLLM acceptance length | 3.57 |" in open(path).read()
 
 
 def test_wandb_shows_the_same_shape_summary_scalars_one_line_chart_and_one_table(tmp_path):
@@ -184,4 +230,4 @@ def test_wandb_shows_the_same_shape_summary_scalars_one_line_chart_and_one_table
     points = {(line, x) for x, _, line, _ in chart["data"]}
     assert points == {(f"k{k}", i) for k in SWEEP for i in range(len(LABELS))} - {("k5", 3)}
     table = json.loads((folder / "files" / row["vllm_eval/report/path"]).read_text())
-    assert table["columns"] == ["figure", "value"] and ["online/speedup", "2"] in table["data"]
+    assert table["columns"] == ["figure", "value"] and ["speed-up", "2"] in table["data"]
