@@ -24,6 +24,7 @@ The card is no shard of the train stage and no input of evaluate's fingerprint (
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import time
 from pathlib import Path
@@ -48,7 +49,8 @@ SHAPE_KEYS = (
 
 DRAFTER_PLACEHOLDER = "YOUR-ORG/eagle3-drafter"  # where train.tracking.hub_repo is unset
 VLLM_DEFAULT_PORT = "8000"  # `vllm serve`'s own default
-LOCAL_ONLY = ("target_path",)  # facts of this machine: the runs record them, the card does not
+LOCAL_ONLY = ("target_path",)
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # org/name, as the hub spells a model's id  # facts of this machine: the runs record them, the card does not
 
 
 def write_card(export_dir: str | Path, facts: dict[str, Any], training: dict[str, Any]) -> Path:
@@ -240,9 +242,12 @@ def read_meta(path: Path) -> dict[str, Any] | None:
 
 
 def header(meta: dict[str, Any]) -> dict[str, Any]:
+    """The hub's metadata. ``base_model`` only for a hub id (``org/name``): the hub links it to that model's page,
+    and a bare name (``toy``, a folder's name) would link to none; the card's body names the target either way."""
     facts, data = meta["facts"], meta["facts"].get("data") or {}
+    target = facts.get("target")
     found = {
-        "base_model": facts.get("target") or "unknown",
+        **({"base_model": target} if target and HUB_ID.fullmatch(target) else {}),
         "library_name": "vllm",
         "pipeline_tag": "text-generation",
         "tags": TAGS + [f for f in data.get("families") or [] if f not in TAGS],

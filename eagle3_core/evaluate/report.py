@@ -98,7 +98,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         *_refusal_lines(report),
         *_left_out_lines(report),
-        "| measurement | prompts | acceptance length (bonus incl.) | acceptance rate (bonus excl.) | per position | drafts |",
+        # short headers: Prefect's artifact page clipped the last column of a table this wide at 1600 px
+        "Acceptance length counts the bonus token (1 + accepted / drafts); acceptance rate does not.",
+        "",
+        "| measured by | prompts | acceptance length | acceptance rate | per position | drafts |",
         "|---|---|---|---|---|---|",
     ]
     for name, prompts, m in _measurements(report):
@@ -121,10 +124,10 @@ def _measurements(report: dict[str, Any]) -> list[tuple[str, int, dict]]:
     """(name, prompts, figures) of each acceptance measurement the report holds: online, offline."""
     s, rows = report["settings"], []
     if report.get("online"):
-        name = f"vLLM (batch {s['concurrency']}, {s['dtype_online']})"
+        name = f"vLLM, batch {s['concurrency']}, {s['dtype_online']}"
         rows.append((name, report["heldout"]["prompts"], report["online"]["with_drafter"]))
     if report.get("offline"):
-        name = f"offline transformers loop (batch 1, {s['dtype_offline']})"
+        name = f"offline loop, batch 1, {s['dtype_offline']}"
         rows.append((name, report["offline"]["prompts"], report["offline"]))
     return rows
 

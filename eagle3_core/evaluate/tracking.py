@@ -106,14 +106,14 @@ def by_context_curve(block: dict | None) -> Curve | None:
 def report_table(report: dict, curve: Curve | None) -> Table:
     """The headline figures, a row each (about 30, not report.json's every leaf): what a reader looks for in the
     Text tab, no path of this machine (the held-out file by its name)."""
-    settings, heldout = report["settings"], report["heldout"]
+    settings, heldout = report.get("settings") or {}, report.get("heldout") or {}
     online = report.get("online") or {}
     vllm = online.get("with_drafter") or {}
     steps = vllm.get("per_request") or {}
     rows = [
-        ("k", settings["num_speculative_tokens"]),
-        ("temperature", settings["temperature"]),
-        ("held-out prompts", f"{heldout['prompts']} from {Path(str(heldout['source'])).name}"),
+        ("k", settings.get("num_speculative_tokens")),
+        ("temperature", settings.get("temperature")),
+        ("held-out prompts", f"{heldout['prompts']} from {Path(str(heldout['source'])).name}" if heldout else None),
         ("vLLM acceptance length", vllm.get("acceptance_length")),
         ("vLLM acceptance per position", vllm.get("acceptance_per_position")),
         ("vLLM verify steps", vllm.get("drafts")),

@@ -41,7 +41,7 @@ def test_an_offline_run_writes_the_report_its_plots_and_a_complete_manifest(chat
     for png in ("acceptance_per_position.png", "acceptance_length_vs_k.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "report.md").read_text()
-    assert "k = 2, temperature = 0.0" in md and "offline transformers loop (batch 1" in md
+    assert "k = 2, temperature = 0.0" in md and "| offline loop, batch 1, " in md
 
 
 def test_a_second_run_with_the_same_inputs_is_skipped_and_a_new_drafter_is_not(chat_target, tmp_path):

@@ -222,7 +222,8 @@ def test_the_card_launches_the_drafter_as_evaluate_ran_it_and_the_run_gets_the_f
     vllm, _ = launch_lines(trained.export, card.data.eagle3)
     words, argv = shlex.split(vllm), engine["argv"]
     assert argv[argv.index("--model") + 1] == trained.target.path  # what ran here; the card names it by hub name
-    assert words[2] == card.data.base_model and not words[2].startswith("/")
+    assert words[2] == card.data.eagle3["facts"]["target"] and not words[2].startswith("/")
+    assert card.data.base_model is None  # the toy's name is no hub id: the hub links no base model
     ran = json.loads(argv[argv.index("--speculative-config") + 1])
     assert ran == speculative_config(trained.export, K)
     assert json.loads(words[words.index("--speculative-config") + 1]) == {**ran, "model": "YOUR-ORG/eagle3-drafter"}

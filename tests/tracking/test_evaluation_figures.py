@@ -176,7 +176,8 @@ def test_tensorboard_shows_the_evaluation_at_a_glance_beside_training_untouched(
     after = tensorboard_scalars(tmp_path / "tensorboard")
     assert lines == ["evaluate: figures logged to the training run (tensorboard)"]
     assert {t: v for t, v in after.items() if t in before} == before  # training's series as they were
-    assert before["heldout/sim_acceptance_length"] == [(0, 1.0), (6, pytest.approx(3.57))]
+    assert before["heldout/sim_acceptance_length"] == [(6, pytest.approx(3.57))]
+    assert before["heldout/initial/sim_acceptance_length"] == [(0, 1.0)]
     assert before["heldout/final_sim_acceptance_length"] == [(6, pytest.approx(3.57))]
     added = set(after) - set(before)
     assert added == HEADLINE | CURVES and len(added) <= MAX_SCALAR_SERIES
