@@ -49,8 +49,8 @@ SHAPE_KEYS = (
 
 DRAFTER_PLACEHOLDER = "YOUR-ORG/eagle3-drafter"  # where train.tracking.hub_repo is unset
 VLLM_DEFAULT_PORT = "8000"  # `vllm serve`'s own default
-LOCAL_ONLY = ("target_path",)
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # org/name, as the hub spells a model's id  # facts of this machine: the runs record them, the card does not
+LOCAL_ONLY = ("target_path",)  # facts of this machine: the runs record them, the card does not
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # org/name, as the hub spells a model's id
 
 
 def write_card(export_dir: str | Path, facts: dict[str, Any], training: dict[str, Any]) -> Path:
