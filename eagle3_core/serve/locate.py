@@ -47,3 +47,20 @@ def check_vllm(python: str | os.PathLike[str]) -> None:
     result = subprocess.run([str(python), "-c", probe], capture_output=True, timeout=60)
     if result.returncode != 0:
         raise ConfigError(f"no vLLM install found for {python}", fix=FIX)
+
+
+def vllm_package(python: str | os.PathLike[str]) -> Path | None:
+    """The folder of the ``vllm`` package ``python`` imports (found without importing it); None without one."""
+    probe = "import importlib.util; s = importlib.util.find_spec('vllm'); print(s.submodule_search_locations[0] if s else '')"
+    result = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=60)
+    found = result.stdout.strip() if result.returncode == 0 else ""
+    return Path(found) if found else None
+
+
+def vllm_takes(python: str | os.PathLike[str], field: str) -> bool:
+    """Whether that vLLM's engine arguments name ``field`` (``per_request_spec_decode_metrics``: vLLM 0.32 on).
+    Read from its source, in milliseconds: asking ``--help`` imports vLLM (seconds), and an unknown flag stops
+    the server before it serves."""
+    package = vllm_package(python)
+    args = package / "engine" / "arg_utils.py" if package else None
+    return bool(args and args.exists() and field in args.read_text(encoding="utf-8", errors="replace"))

@@ -37,7 +37,7 @@ from eagle3_core.errors import EndpointError
 from eagle3_core.hardware import cpu_computes_bf16
 from eagle3_core.serve import starts
 from eagle3_core.serve.config import ServeConfig
-from eagle3_core.serve.locate import check_vllm, vllm_python
+from eagle3_core.serve.locate import check_vllm, vllm_python, vllm_takes
 from eagle3_core.serve.process import start_engine, stop_engine
 from eagle3_core.target import TargetConfig
 
@@ -59,6 +59,7 @@ VERSION_BANNER = re.compile(r"\bversion (?P<version>\d+\.\d+\S*)")  # the start-
 # vLLM >= 0.32 --per-request-spec-decode-metrics (config/observability.py): each answer's own acceptance
 # figures (`summary`), and its verify steps in order (`detailed`); vLLM refuses it without a drafter.
 SpecDecodeMetrics = Literal["summary", "detailed"]
+PER_REQUEST_FIELD = "per_request_spec_decode_metrics"  # vLLM's engine argument behind the flag (0.32 on)
 
 
 class ServeError(EndpointError):
@@ -233,6 +234,10 @@ class VLLMServer:
         check_port_free(self.cfg.host, self.port)
         python = str(vllm_python(self.cfg.python))
         check_vllm(python)
+        if self.speculative_config and self.spec_decode_metrics and not vllm_takes(python, PER_REQUEST_FIELD):
+            # an older vLLM stops at the unknown flag: serve without it; evaluate then says its answers carry no
+            # steps (one warning line) and its other figures stand
+            self.spec_decode_metrics = None
         if self.log_dir is None:
             raise ServeError("no folder for vLLM's log", fix="set serve.log_dir (the run's folder)")
         Path(self.log_dir).mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,8 @@ what evaluate reads: ``/health``, ``/version``, ``/v1/models``, ``/metrics`` (th
 counters: every chat adds one draft of k tokens fully accepted and one wholly rejected, so the
 acceptance length is 1 + k/2) and ``/v1/chat/completions`` with ``return_token_ids`` (the prompt ids:
 the last user message's UTF-8 bytes folded into the target's vocabulary, as a server's own render;
-the completion: its first ids again). A request whose ``chat_template_kwargs`` turn thinking off (a value
+the completion: its first ids again). Without ``per_request_steps`` it is a vLLM older than the flag (its
+engine arguments do not name it), which eagle3 starts without it. A request whose ``chat_template_kwargs`` turn thinking off (a value
 false or ``disabled``) is drafted wholly wrong (no draft kept, acceptance length 1.0), as a drafter trained on
 thinking traces can be without them; ``STANDIN_REQUESTS`` names a file each request's switches go to. By default it answers as a server without
 ``--per-request-spec-decode-metrics`` (SGLang, a vLLM started without it): ``metrics`` is null.
@@ -107,5 +108,8 @@ def standin_vllm(tmp_path: Path, monkeypatch, per_request_steps: bool = False) -
     for folder in (package, package.parent, package.parent.parent):
         (folder / "__init__.py").write_text("")
     (package / "api_server.py").write_text(API_SERVER)
+    if per_request_steps:  # a vLLM that knows the flag names it among its engine arguments, as 0.32 does
+        (package.parent.parent / "engine").mkdir()
+        (package.parent.parent / "engine" / "arg_utils.py").write_text("per_request_spec_decode_metrics = None\n")
     monkeypatch.setenv("PYTHONPATH", str(site))
     return ServeConfig(python=sys.executable, device="cpu", startup_timeout=30, log_dir=str(tmp_path / "logs"))

@@ -121,6 +121,8 @@ def test_a_server_without_per_request_steps_is_one_warning_and_the_counters_and_
 ):
     """A server that answers without ``metrics.speculative_decoding`` (SGLang, a vLLM without the flag)."""
     report, reporter = evaluate(ONLINE, chat_target, chat_export, tmp_path, standin_vllm(tmp_path, monkeypatch))
+    # a vLLM older than the flag would stop at it: it is started without (its engine arguments lack the field)
+    assert "--per-request-spec-decode-metrics" not in report["online"]["engine"]["argv"]
     assert report["online"]["with_drafter"]["per_request"] is None
     assert report["left_out"] == {"per_request": NOT_CARRIED}
     assert [line for line in reporter.lines if "per-request" in line] == [f"evaluate warning: {NOT_CARRIED}"]
@@ -139,6 +141,8 @@ def test_a_target_too_large_here_takes_its_by_context_figure_from_vllms_own_step
     """The stand-in honours --per-request-spec-decode-metrics: two steps an answer, k kept then none."""
     serve = standin_vllm(tmp_path, monkeypatch, per_request_steps=True)
     report, reporter = evaluate(ONLINE, huge_target, chat_export, tmp_path, serve)
+    argv = report["online"]["engine"]["argv"]
+    assert argv[argv.index("--per-request-spec-decode-metrics") + 1] == "detailed"
     steps = report["online"]["with_drafter"]["per_request"]
     assert (steps["requests"], steps["drafts"], steps["acceptance_length"]) == (4, 8, 2.0)
     assert steps["agreement_with_metrics"]["difference"] == 0.0
