@@ -48,6 +48,7 @@ DEFINITIONS = {
 PER_POSITION_PNG = "acceptance_per_position.png"
 LENGTH_VS_K_PNG = "acceptance_length_vs_k.png"
 BY_CONTEXT_PNG = "acceptance_by_context.png"
+STEP_PNGS = {"by_output_position": "acceptance_by_output_position.png", "by_phase": "acceptance_by_phase.png"}
 
 
 def agreement(online: dict | None, offline: dict | None) -> dict | None:
@@ -309,7 +310,24 @@ def plot_report(out_dir: Path, report: dict[str, Any]) -> list[Path]:
         paths.append(_plot_length_vs_k(out_dir, report, plt))
     if (report.get("by_context") or {}).get("buckets"):
         paths.append(_plot_by_context(out_dir, report["by_context"], plt))
+    from eagle3_core.evaluate.tracking import step_curves  # the trackers' charts of the same steps
+
+    for name, curve in step_curves(report).items():
+        paths.append(_plot_steps(out_dir / STEP_PNGS[name], curve, plt))
     return paths
+
+
+def _plot_steps(path: Path, curve, plt) -> Path:
+    """vLLM's own per-request steps: acceptance length per output-position bucket (or phase), a line per thinking
+    mode where both were measured."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for name, points in curve.lines.items():
+        ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=name.replace("_", " "))
+    ax.set_xticks(range(len(curve.ticks)), curve.ticks)
+    what = curve.x_label.replace("_", " ")
+    ax.set(xlabel=what, ylabel="acceptance length (bonus incl.)", title=f"Acceptance by {what} (vLLM's own steps)")
+    ax.legend()
+    return _save(fig, path)
 
 
 def _plot_per_position(out_dir: Path, series: list[tuple[str, list]], plt) -> Path:

@@ -157,3 +157,5 @@ def test_a_target_too_large_here_takes_its_by_context_figure_from_vllms_own_step
     assert "| output position (tokens) | verify steps | acceptance length |\n|---|---|---|\n| 0-256 | 8 | 2.000 |" in md
     assert "| phase | verify steps | acceptance length |\n|---|---|---|\n| answer | 8 | 2.000 |" in md
     assert "## Acceptance by context length (k = 2, vLLM's own verify steps, 4 answers)" in md
+    for png in ("acceptance_by_output_position.png", "acceptance_by_phase.png"):  # one chart each
+        assert (tmp_path / "eval" / png).read_bytes().startswith(b"\x89PNG"), png
