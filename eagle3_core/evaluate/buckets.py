@@ -152,16 +152,11 @@ def ends(block: dict) -> list[dict]:
     return held[:1] + held[-1:] if len(held) > 1 else held
 
 
-def context_report(cfg, target, export_dir, prompt_ids: list, answers: list, online: dict | None, source: str) -> dict:
+def context_report(cfg, decoder, prompt_ids: list, answers: list, online: dict | None, source: str) -> dict:
     """Replay ``answers`` (target ids per prompt, None where a request failed) after ``prompt_ids`` (each
-    prompt as the server rendered it, None where unknown) at every k of the sweep; the evaluated k's
-    total beside vLLM's own acceptance length on the same answers."""
-    from eagle3_core.evaluate.offline import ChainDecoder
-
+    prompt as the server rendered it, None where unknown) at every k of the sweep, with ``decoder`` (a loaded
+    ``ChainDecoder``); the evaluated k's total beside vLLM's own acceptance length on the same answers."""
     kept = [(p, a) for p, a in zip(prompt_ids, answers) if p and isinstance(a, list) and a]
-    decoder = ChainDecoder.load(
-        target.path, export_dir, threads=cfg.threads, trust_remote_code=target.trust_remote_code
-    )
     ks = sorted(set(cfg.k_sweep) | {cfg.num_speculative_tokens})
     by_k = measure_by_context(decoder, [p for p, _ in kept], [a for _, a in kept], cfg.context_buckets, ks)
     block = {**context_block(by_k, cfg.num_speculative_tokens, source), "answers": len(kept)}

@@ -64,19 +64,27 @@ class OfflinePasses:
     too_large: str | None  # plan_offline's reason, said in the plan line
     served: list | None = None
     loop_ids: list | None = None  # the offline loop's prompts' ids, in the order of its answers
+    loaded: object | None = None  # the ChainDecoder both passes share: the target is loaded once
+
+    def decoder(self):
+        """The target and drafter, loaded by the first pass that needs them (an 8B target in fp32 is 32 GB)."""
+        from eagle3_core.evaluate.offline import ChainDecoder
+
+        if self.loaded is None:
+            trusted = self.target.trust_remote_code
+            self.loaded = ChainDecoder.load(self.target.path, self.export_dir, self.cfg.threads, trusted)
+        return self.loaded
 
     def loop(self) -> tuple[dict, list]:
         """The chain loop at k and over ``k_sweep``: the report's ``offline`` block and its answers."""
-        from eagle3_core.evaluate.offline import ChainDecoder, offline_prompt_ids, run_offline
+        from eagle3_core.evaluate.offline import offline_prompt_ids, run_offline
 
         cfg, n = self.cfg, self.cfg.offline_max_prompts
         if self.too_large:
             raise LeftOut(self.too_large, said=cfg.offline)  # the plan line named it when it was planned
         chosen = offline_prompt_ids(self.target, self.prompts[:n], None if self.served is None else self.served[:n])
         self.loop_ids = [ids for ids in chosen if ids]  # a prompt whose vLLM request failed has none
-        decoder = ChainDecoder.load(
-            self.target.path, self.export_dir, threads=cfg.threads, trust_remote_code=self.target.trust_remote_code
-        )
+        decoder = self.decoder()
         k, results = cfg.num_speculative_tokens, {}
         for kk in sorted(set(cfg.k_sweep) | {k}):
             results[kk] = run_offline(decoder, self.loop_ids, kk, cfg.max_tokens, self.reporter)
@@ -99,7 +107,7 @@ class OfflinePasses:
             raise LeftOut(self.too_large, said=self.cfg.by_context)
         source = "vllm" if "vllm" in answers else "offline"
         ids = offline_prompt_ids(self.target, self.prompts, self.served) if source == "vllm" else self.loop_ids
-        block = context_report(self.cfg, self.target, self.export_dir, ids, answers[source], online, source)
+        block = context_report(self.cfg, self.decoder(), ids, answers[source], online, source)
         shown = ends(block) or block["buckets"]
         buckets = [shown[0]] if shown[0] is shown[-1] else [shown[0], shown[-1]]  # one bucket is named once
         self.reporter.log(

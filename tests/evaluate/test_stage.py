@@ -26,10 +26,18 @@ def tripwire(tmp_path) -> tuple[ServeConfig, object]:
     return ServeConfig(python=str(script), device="cpu"), marker
 
 
-def test_an_offline_run_writes_the_report_its_plots_and_a_complete_manifest(chat_target, chat_export, tmp_path):
+def test_an_offline_run_writes_the_report_its_plots_and_a_complete_manifest(
+    chat_target, chat_export, tmp_path, monkeypatch
+):
+    from eagle3_core.evaluate.offline import ChainDecoder
+
+    loads, load = [], ChainDecoder.load.__func__
+    monkeypatch.setattr(ChainDecoder, "load", classmethod(lambda cls, *a, **kw: loads.append(a) or load(cls, *a, **kw)))
     out = tmp_path / "eval"
     manifest = run_evaluate(EvaluateConfig(**OFFLINE), TargetConfig(path=str(chat_target)), chat_export, out, None)
     assert manifest.status == "complete" and manifest.counts["prompts"] == 4
+    # the offline loop and the by-context replay share one load of the target (an 8B one is 32 GB in fp32)
+    assert len(loads) == 1 and json.loads((out / "report.json").read_text())["by_context"]["answers"] == 4
     report = json.loads((out / "report.json").read_text())
     assert report["settings"]["num_speculative_tokens"] == 2 and report["settings"]["temperature"] == 0.0
     assert report["heldout"]["source"].endswith("prompts_heldout.jsonl")
