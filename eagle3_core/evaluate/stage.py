@@ -179,7 +179,9 @@ def _evaluate(
     stepped = []  # vLLM's answers with their own verify steps (per_request.py), where they carried them
     if cfg.online:
         modes = thinking_modes(cfg, target)  # a switch without the asked word is refused before a server starts
-        online = partial(_online_or_refusal, cfg, target, export_dir, serve or ServeConfig(), prompts, reporter, modes)
+        online = partial(
+            _online_or_refusal, OnlineRun(cfg, target, export_dir, serve or ServeConfig(), prompts, reporter, modes)
+        )
         report["online"], measured, report["vllm_refusal"] = _timed(timings, "online", online)
         if measured is not None:
             answers["vllm"], passes.served = measured.outputs, measured.prompt_ids
@@ -321,15 +323,20 @@ def drafter_block(info: DrafterInfo) -> dict:
     }
 
 
-def _online_or_refusal(
-    cfg: EvaluateConfig,
-    target: TargetConfig,
-    export_dir: Path,
-    serve: ServeConfig,
-    prompts: list,
-    reporter: Reporter,
-    modes: list,
-) -> tuple[dict | None, Measurement | None, dict | None]:
+@dataclass(frozen=True)
+class OnlineRun:
+    """What vLLM's measurement of one evaluation needs."""
+
+    cfg: EvaluateConfig
+    target: TargetConfig
+    export_dir: Path
+    serve: ServeConfig
+    prompts: list
+    reporter: Reporter
+    modes: list  # the thinking modes (thinking.py), measured on the same servers
+
+
+def _online_or_refusal(run: OnlineRun) -> tuple[dict | None, Measurement | None, dict | None]:
     """``_online``'s figures and its measurement with the drafter (answers, vLLM's prompt ids), or
     (None, None, the refusal) when vLLM refuses the drafter's method on this machine; any other failure
     of vLLM stays an error."""
@@ -337,29 +344,22 @@ def _online_or_refusal(
     from eagle3_core.evaluate.serving import drafter_refusal
     from eagle3_core.serve import EngineRefused
 
+    k = run.cfg.num_speculative_tokens
     try:
-        return (*_online(cfg, target, export_dir, serve, prompts, reporter, modes), None)
+        return (*_online(run), None)
     except EngineRefused as refused:
-        refusal = drafter_refusal(refused, speculative_config(export_dir, cfg.num_speculative_tokens), serve)
+        refusal = drafter_refusal(refused, speculative_config(run.export_dir, k), run.serve)
         if refusal is None:
             raise
-    reporter.log(
+    run.reporter.log(
         f"evaluate: vLLM {refusal['vllm_version']} refuses the drafter's method {refusal['method']!r} on this "
         f"machine ({refusal['device']}): {refusal['message']}; the offline loop measures it instead "
-        f"(k={cfg.num_speculative_tokens}, the same held-out prompts)"
+        f"(k={k}, the same held-out prompts)"
     )
     return None, None, refusal
 
 
-def _online(
-    cfg: EvaluateConfig,
-    target: TargetConfig,
-    export_dir: Path,
-    serve: ServeConfig,
-    prompts: list,
-    reporter: Reporter,
-    modes: list,
-) -> tuple[dict, Measurement]:
+def _online(run: OnlineRun) -> tuple[dict, Measurement]:
     """vLLM with the drafter, then (``baseline``) without it: one server at a time, each measuring the recipe's
     chat settings and then every thinking mode that asks for other ones (``thinking.py``). The summary's
     ``modes`` holds each mode's two measurements (with, without)."""
@@ -367,50 +367,54 @@ def _online(
     from eagle3_core.evaluate.online import online_summary
     from eagle3_core.evaluate.serving import aux_layers_logged, check_temperature, serve_target
 
-    check_temperature(cfg.temperature, serve)
+    cfg, log = run.cfg, run.reporter.log
+    check_temperature(cfg.temperature, run.serve)
     k = cfg.num_speculative_tokens
-    with serve_target(target, serve, speculative_config(export_dir, k)) as server:
-        reporter.log(f"evaluate: vLLM with the drafter (k={k}) up in {server.startup_seconds} s at {server.base_url}")
-        with_drafter = _measure_modes(cfg, target, server, prompts, modes, reporter)
+    with serve_target(run.target, run.serve, speculative_config(run.export_dir, k)) as server:
+        log(f"evaluate: vLLM with the drafter (k={k}) up in {server.startup_seconds} s at {server.base_url}")
+        with_drafter = _measure_modes(run, server)
         aux_used = aux_layers_logged(server.log_path)
         engine = {"name": "vllm", "version": server.version(), "argv": server.argv}
     headline = with_drafter[None]
-    reporter.log(
+    log(
         f"evaluate: vLLM acceptance length {headline.counters.acceptance_length} "
         f"(k={k}, {headline.counters.drafts:.0f} drafts); aux layers used: {aux_used}"
     )
     without = {}
     if cfg.baseline:
-        with serve_target(target, serve, None) as server:
-            reporter.log(f"evaluate: vLLM without the drafter up in {server.startup_seconds} s (baseline)")
-            without = _measure_modes(cfg, target, server, prompts, modes, reporter)
+        with serve_target(run.target, run.serve, None) as server:
+            log(f"evaluate: vLLM without the drafter up in {server.startup_seconds} s (baseline)")
+            without = _measure_modes(run, server)
     summary = {
         **online_summary(headline, without.get(None), k, cfg.temperature),
         "aux_layers_used_by_vllm": aux_used,
         "engine": engine,
-        "modes": {m.name: (with_drafter[m.name], without.get(m.name)) for m in modes},
+        "modes": {m.name: (with_drafter[m.name], without.get(m.name)) for m in run.modes},
     }
     return summary, headline
 
 
-def _measure_modes(cfg: EvaluateConfig, target: TargetConfig, server, prompts: list, modes: list, reporter) -> dict:
+def _measure_modes(run: OnlineRun, server) -> dict:
     """The prompts on one server: the recipe's chat settings (key None, warmed up and repeated as configured), then
     each thinking mode whose settings differ (the server is warm by then); a mode equal to the recipe's reuses it."""
     from eagle3_core.evaluate.online import client_config
     from eagle3_core.evaluate.serving import measure_or_explain
 
-    def gen(chat):
-        return client_config(cfg.temperature, cfg.max_tokens, cfg.concurrency, cfg.request_timeout, chat)
+    cfg, target = run.cfg, run.target
 
-    measured = {None: measure_or_explain(server, prompts, gen(target.chat), cfg.speed_repeats, cfg.warmup, reporter)}
-    for mode in modes:
+    def measure(chat, warmup: bool):
+        gen = client_config(cfg.temperature, cfg.max_tokens, cfg.concurrency, cfg.request_timeout, chat)
+        return measure_or_explain(server, run.prompts, gen, cfg.speed_repeats, warmup, run.reporter)
+
+    measured = {None: measure(target.chat, cfg.warmup)}
+    for mode in run.modes:
         if mode.chat == target.chat:
             measured[mode.name] = measured[None]
         else:
-            reporter.log(f"evaluate: thinking {mode.name} ({target.thinking.kwarg}: {mode.chat.chat_template_kwargs})")
-            measured[mode.name] = measure_or_explain(
-                server, prompts, gen(mode.chat), cfg.speed_repeats, False, reporter
+            run.reporter.log(
+                f"evaluate: thinking {mode.name} ({target.thinking.kwarg}: {mode.chat.chat_template_kwargs})"
             )
+            measured[mode.name] = measure(mode.chat, False)
     return measured
 
 
