@@ -63,6 +63,15 @@ def headline(layout: RunLayout) -> dict[str, Any]:
     by_context = _by_context(report.get("by_context"))
     if by_context is not None:  # reports written before buckets existed keep their headline
         figures["acceptance by context"] = by_context
+    modes = (report.get("thinking") or {}).get("modes") or {}
+    if modes:  # a target with a thinking switch: both modes side by side
+        figures["acceptance by thinking mode"] = (
+            ", ".join(f"{mode} {_show(m['acceptance_length'])}" for mode, m in modes.items())
+            + f" (trained with thinking {report['thinking']['trained_in']})"
+        )
+    lossless = _pick(report, "online.lossless.line")
+    if lossless is not None:
+        figures["lossless"] = lossless
     engine = _engine(read_manifest(layout.drafter))
     if engine is not None:  # online training only; an offline run's headline stays as it was
         figures["hidden-state engine"] = engine

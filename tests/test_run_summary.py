@@ -99,3 +99,18 @@ def test_where_vllm_refused_the_drafter_the_headline_quotes_it_beside_the_offlin
         f"refused by vLLM on this machine: {message} (the offline figure stands)"
     )
     assert figures["acceptance length (offline)"] == 2.2
+
+
+def test_thinking_on_and_off_and_the_lossless_line_are_in_the_headline_where_evaluate_measured_them(tmp_path):
+    layout = RunLayout(root=tmp_path)
+    layout.eval.mkdir(parents=True)
+    line = "Lossless (greedy): 16 of 16 outputs identical with and without the drafter."
+    modes = {"on": {"acceptance_length": 3.14159}, "off": {"acceptance_length": 2.5}}
+    report = {
+        "online": {"with_drafter": {"acceptance_length": 3.14159}, "lossless": {"line": line}},
+        "thinking": {"switch": "enable_thinking", "trained_in": "on", "modes": modes},
+    }
+    (layout.eval / "report.json").write_text(json.dumps(report))
+    figures = headline(layout)
+    assert figures["acceptance by thinking mode"] == "on 3.142, off 2.5 (trained with thinking on)"
+    assert figures["lossless"] == line

@@ -162,6 +162,8 @@ class EvaluateDetails(StageDetails):
     speedup_error: str | None = None
     simulated_acceptance_length: float | None = None
     acceptance_by_context: dict[str, Any] | None = None
+    acceptance_by_thinking: dict[str, float | None] | None = None  # mode -> vLLM's acceptance length (thinking.py)
+    lossless: str | None = None  # the lossless sentence (lossless.py): greedy outputs identical with and without
 
 
 BY_STAGE: dict[str, type[StageDetails]] = {

@@ -434,6 +434,11 @@ def headline(report: dict) -> dict:
         speedup_error=(report.get("online") or {}).get("speedup_error"),
         simulated_acceptance_length=(report.get("simulated") or {}).get("acceptance_length"),
         acceptance_by_context=context_headline(report.get("by_context")),
+        acceptance_by_thinking={
+            mode: m["acceptance_length"] for mode, m in ((report.get("thinking") or {}).get("modes") or {}).items()
+        }
+        or None,
+        lossless=((report.get("online") or {}).get("lossless") or {}).get("line"),
     )
     return details.dump()
 

@@ -84,8 +84,12 @@ def command(
         f"vLLM {_fmt(d.online_acceptance_length) if not d.vllm_refused else 'refused here: ' + d.vllm_refused}, "
         f"offline {_fmt(d.offline_acceptance_length)}, "
         f"simulated {_fmt(d.simulated_acceptance_length)}; speed-up {_fmt(d.speedup)}x"
-        f"{' (' + d.speedup_error + ')' if d.speedup_error else ''} -> {out_dir}/report.md"
+        f"{' (' + d.speedup_error + ')' if d.speedup_error else ''}"
+        + "".join(f"; thinking {mode} {_fmt(v)}" for mode, v in (d.acceptance_by_thinking or {}).items())
+        + f" -> {out_dir}/report.md"
     )
+    if d.lossless:
+        click.echo(d.lossless)
 
 
 def evaluate_config(

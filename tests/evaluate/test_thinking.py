@@ -84,6 +84,9 @@ def test_each_mode_is_its_own_pass_on_the_same_two_servers_with_its_own_figures(
     manifest = run_evaluate(EvaluateConfig(**ONLINE), target, chat_export, tmp_path / "eval", serve, reporter=reporter)
     assert manifest.status == "complete"
     report = json.loads((tmp_path / "eval" / "report.json").read_text())
+    # the manifest's headline (the CLI's last line and the run summary read it) carries both modes and the lossless line
+    assert manifest.details["acceptance_by_thinking"] == {"on": 2.0, "off": 1.0}
+    assert manifest.details["lossless"].startswith("Lossless (greedy): 0 of 4 outputs identical")
 
     # two servers (with the drafter, then without), each sent the four prompts once per mode: "on" is the
     # recipe's own settings, so the headline pass stands for it; "off" is one more pass on each
