@@ -49,9 +49,9 @@ def check_vllm(python: str | os.PathLike[str]) -> None:
         raise ConfigError(f"no vLLM install found for {python}", fix=FIX)
 
 
-def vllm_package(python: str | os.PathLike[str]) -> Path | None:
-    """The folder of the ``vllm`` package ``python`` imports (found without importing it); None without one."""
-    probe = "import importlib.util; s = importlib.util.find_spec('vllm'); print(s.submodule_search_locations[0] if s else '')"
+def package_dir(python: str | os.PathLike[str], name: str = "vllm") -> Path | None:
+    """The folder of the package ``name`` that ``python`` imports (found without importing it); None without one."""
+    probe = f"import importlib.util; s = importlib.util.find_spec({name!r}); print(s.submodule_search_locations[0] if s else '')"
     result = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=60)
     found = result.stdout.strip() if result.returncode == 0 else ""
     return Path(found) if found else None
@@ -61,6 +61,6 @@ def vllm_takes(python: str | os.PathLike[str], field: str) -> bool:
     """Whether that vLLM's engine arguments name ``field`` (``per_request_spec_decode_metrics``: vLLM 0.32 on).
     Read from its source, in milliseconds: asking ``--help`` imports vLLM (seconds), and an unknown flag stops
     the server before it serves."""
-    package = vllm_package(python)
+    package = package_dir(python)
     args = package / "engine" / "arg_utils.py" if package else None
     return bool(args and args.exists() and field in args.read_text(encoding="utf-8", errors="replace"))

