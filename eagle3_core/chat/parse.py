@@ -1,6 +1,6 @@
 """A chat-completion body -> reasoning, answer and token ids, byte-exact.
 
-Where the reasoning is (DESIGN.md, "What the server can send"):
+Where the reasoning is (what the servers send, in this order):
 1. ``message.reasoning`` (vLLM >= 0.16);
 2. else ``message.reasoning_content`` (older vLLM, SGLang, llama.cpp, DeepSeek, Moonshot). When a
    server sends both (vLLM 0.11.1-0.15) they hold the same text: take one, never both added;

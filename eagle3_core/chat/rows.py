@@ -1,6 +1,6 @@
 """One input row -> the prompt messages to send, or the reason it cannot be sent.
 
-Accepted shapes (DESIGN.md): ``messages`` (OpenAI role/content), ``conversations`` (ShareGPT
+Accepted shapes: ``messages`` (OpenAI role/content), ``conversations`` (ShareGPT
 from/value: human/user, gpt/assistant, system) and ``prompt`` (a string). Trailing assistant
 turns are dropped: the target regenerates them. Anything else is a ``RowRejection`` with a
 short reason code; normalising never raises.

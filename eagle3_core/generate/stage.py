@@ -1,6 +1,6 @@
 """The generate stage: prompts -> ``accepted/`` and ``rejected/`` Parquet shards + ``manifest.json``.
 
-Guarantees (DESIGN.md, CONTRIBUTING.md):
+Guarantees (CONTRIBUTING.md, "generations/"):
 - every input row ends accepted, rejected (with a reason code) or skipped (a repeated prompt):
   accepted + rejected + skipped == input, in the manifest;
 - a sample is keyed by its prompt messages and sampling settings (``chat.rows.sample_id``); a run
