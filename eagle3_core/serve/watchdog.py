@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 
-GRACE_S = 10.0  # vLLM stops within a second of SIGTERM (VLLM_CPU.md); a GPU engine takes a few
+GRACE_S = 10.0  # vLLM stops within a second of SIGTERM (measured here); a GPU engine takes a few
 
 
 def group_members() -> list[int]:

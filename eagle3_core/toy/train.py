@@ -5,8 +5,8 @@ prompt, which ends with ``<think>``, is masked out. Mixed precision (bf16 autoca
 weights) is 1.5x faster on CPUs that compute bf16 natively (17,000 vs 11,500 tokens/s) and the
 target is served in bf16 there anyway; where a CPU has no bf16 kernels (AVX2 only), a bf16 matmul ran
 at 0.85 GFLOPS against fp32's 110, so there training stays in fp32 (``cpu_computes_bf16``).
-AdamW with linear warm-up and a cosine decay to a tenth of the peak: the cosine schedule was what took every size in
-TOY_TARGET.md to 100% held-out within 5 minutes. The step count, not the wall clock, ends
+AdamW with linear warm-up and a cosine decay to a tenth of the peak: the cosine schedule was what took every toy size tried
+to 100% held-out within 5 minutes. The step count, not the wall clock, ends
 training, so a build is a pure function of its recipe (and of whether the CPU computes bf16,
 which the report records).
 """
