@@ -235,14 +235,14 @@ def _thinking(cfg: EvaluateConfig, target: TargetConfig, modes: list, measured: 
         return None
     markers, k = phase_markers(target)[0], cfg.num_speculative_tokens
     blocks = {}
-    for mode in modes:
-        with_drafter, without = measured[mode.name]
+    for asked in modes:
+        with_drafter, without = measured[asked.name]
         steps = (
             summarize(with_drafter.completions, markers, k, cfg.context_buckets, with_drafter.counters)
             if served_answers(with_drafter.completions)
             else None
         )
-        blocks[mode.name] = mode_block(mode, online_summary(with_drafter, without, k, cfg.temperature), steps)
+        blocks[asked.name] = mode_block(asked, online_summary(with_drafter, without, k, cfg.temperature), steps)
     return thinking_block(target.thinking.kwarg, trained_in(target, generations_dir), blocks)
 
 
@@ -407,14 +407,14 @@ def _measure_modes(run: OnlineRun, server) -> dict:
         return measure_or_explain(server, run.prompts, gen, cfg.speed_repeats, warmup, run.reporter)
 
     measured = {None: measure(target.chat, cfg.warmup)}
-    for mode in run.modes:
-        if mode.chat == target.chat:
-            measured[mode.name] = measured[None]
+    for asked in run.modes:
+        if asked.chat == target.chat:
+            measured[asked.name] = measured[None]
         else:
             run.reporter.log(
-                f"evaluate: thinking {mode.name} ({target.thinking.kwarg}: {mode.chat.chat_template_kwargs})"
+                f"evaluate: thinking {asked.name} ({target.thinking.kwarg}: {asked.chat.chat_template_kwargs})"
             )
-            measured[mode.name] = measure(mode.chat, False)
+            measured[asked.name] = measure(asked.chat, False)
     return measured
 
 
