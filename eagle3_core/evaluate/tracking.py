@@ -124,6 +124,7 @@ def report_table(report: dict, curve: Curve | None) -> Table:
         ("lossless", (online.get("lossless") or {}).get("line")),
         ("offline acceptance length", (report.get("offline") or {}).get("acceptance_length")),
         ("online - offline", (report.get("agreement") or {}).get("difference")),
+        *_context_rows(report.get("by_context")),
         ("simulated acceptance length", (report.get("simulated") or {}).get("acceptance_length")),
         *_thinking_rows(report.get("thinking")),
         *((f"left out: {name}", why) for name, why in (report.get("left_out") or {}).items()),
@@ -133,6 +134,12 @@ def report_table(report: dict, curve: Curve | None) -> Table:
         ticks = ", ".join(f"{i} = {t}" for i, t in enumerate(curve.ticks))
         note += f" The chart {PREFIX}/by_context has one line per k; its x is the context bucket: {ticks}."
     return Table(["figure", "value"], [[name, _text(value)] for name, value in rows if value is not None], note)
+
+
+def _context_rows(block: dict | None) -> list[tuple[str, Any]]:
+    """Acceptance at the evaluated k per context bucket that holds a round."""
+    held = [b for b in (block or {}).get("buckets") or [] if b.get("drafts")]
+    return [(f"by context {b['label']} (k = {block['k']})", b["acceptance_length"]) for b in held]
 
 
 def _thinking_rows(block: dict | None) -> list[tuple[str, Any]]:

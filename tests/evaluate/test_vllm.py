@@ -237,5 +237,5 @@ def test_the_card_launches_the_drafter_as_evaluate_ran_it_and_the_run_gets_the_f
     first = report["by_context"]["buckets"][0]  # by context: one chart per k, x = bucket index; the card by range
     assert dict(scalars[f"vllm_eval/by_context/k{K}"])[0] == pytest.approx(first["acceptance_length"])
     table = tensorboard_texts(trained.drafter / "tensorboard")["vllm_eval/report/text_summary"]
-    assert f"| by_context/buckets/{first['label']}/acceptance_length |" in table
+    assert f"| by context {first['label']} (k = {K}) | {first['acceptance_length']:.4g} |" in table
     assert f"| {first['label']} | {first['drafts']} | {first['acceptance_length']:.4g} |" in card.text

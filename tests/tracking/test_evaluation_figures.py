@@ -106,6 +106,7 @@ def test_the_evaluation_is_a_handful_of_scalars_one_chart_and_one_table():
     assert rows["vLLM acceptance length"] == "3.57" and rows["vLLM acceptance per position"] == "0.9, 0.8, 0.7"
     assert rows["speed-up"] == "2" and rows["offline acceptance length"] == "3.5"
     assert rows["held-out prompts"] == "8 from prompts.jsonl"  # the file's name, no path of this machine
+    assert rows["by context 512-2K (k = 3)"] == f"{report['by_context']['buckets'][1]['acceptance_length']:.4g}"
     assert not [v for v in rows.values() if "/somewhere" in v or "/venv" in v]
     assert "0 = 0-512, 1 = 512-2K, 2 = 2K-4K, 3 = 8K+" in table.note
 
