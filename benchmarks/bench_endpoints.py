@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_generate import free_port  # noqa: E402
+from eagle3_core.ports import free_port  # noqa: E402
 
 
 def serve(port: int, delay: float, never_reasoning: float = 0.02) -> subprocess.Popen:

@@ -32,7 +32,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,18 +43,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from eagle3_core.ports import free_port  # noqa: E402
+
 SCENARIOS = {  # the server's Mix, and a request timeout that no good answer reaches (x delay)
     "plain": ("", 4.0),
     "a": ("never_reasoning=0.02", 4.0),
     "b": ("slow_share=0.05,slow_factor=8", 20.0),
     "c": ("stall=0.08,http_503=0.01,never_reasoning=0.02,sigma=0.5", 6.0),
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(delay: float, mix: str) -> tuple[subprocess.Popen, str]:

@@ -119,7 +119,7 @@ def main() -> None:
 
 def _single_rank(device: str) -> None:
     """The environment of a one-rank DeepSpeed run, unless the launcher set it."""
-    from eagle3_core.train.main import free_port
+    from eagle3_core.ports import free_port
 
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if device.startswith("cuda") else "cpu")
     for k, v in (

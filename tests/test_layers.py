@@ -22,7 +22,7 @@ STAGE_PACKAGES = ("generate", "reconstruct", "vocab", "extract", "train", "evalu
 
 # Lowest first. Each entry: units that may import any unit of the entries before it, and nothing else.
 LAYERS: list[tuple[str, ...]] = [
-    ("__init__", "errors", "base"),
+    ("__init__", "errors", "base", "ports"),  # ports: a free port, standard library only
     (
         "checksums",
         "target",

@@ -37,6 +37,7 @@ from typing import Literal
 
 from eagle3_core.errors import EndpointError
 from eagle3_core.hardware import cpu_computes_bf16
+from eagle3_core.ports import free_port
 from eagle3_core.serve import starts
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.serve.locate import check_vllm, vllm_python, vllm_takes
@@ -105,12 +106,6 @@ def resolve_enforce_eager(cfg: ServeConfig) -> bool:
     if cfg.enforce_eager is not None:
         return cfg.enforce_eager
     return resolve_device(cfg) == "cpu"
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def check_port_free(host: str, port: int) -> None:

@@ -14,21 +14,16 @@ import argparse
 import contextlib
 import json
 import os
-import socket
 import sys
 import traceback
 from pathlib import Path
+
+from eagle3_core.ports import free_port
 
 SUMMARY_FILE = "summary.json"
 ERROR_FILE = "error.json"
 SPEC_FILE = "run_spec.json"
 ERROR_PREFIX = "eagle3 train error: "  # then the error record as JSON, on one stdout line
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def setup_environment() -> None:

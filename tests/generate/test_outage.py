@@ -7,7 +7,7 @@ from eagle3_core.endpoint.health import REASONS, Breaker, Outage, is_open, refus
 from eagle3_core.errors import StageError
 from eagle3_core.generate.stage import run_generate
 from eagle3_core.manifest import read_manifest
-from tests.fixtures.prefect_server import free_port
+from eagle3_core.ports import free_port
 from tests.generate.helpers import Recorder, accepted, config, prompts, rejected, write_jsonl
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from eagle3_core.errors import ConfigError
+from eagle3_core.ports import free_port
 from eagle3_core.serve import EngineRefused, ServeConfig, ServeError, VLLMServer
-from eagle3_core.serve.vllm_server import free_port
 from tests.processes import alive, group
 
 API_SERVER = """
@@ -159,7 +159,7 @@ def test_eagle3_serve_runs_until_ctrl_c_or_sigterm_and_stops_vllm(fake_vllm, tmp
             "--model",
             str(model),
             "--port",
-            str(_free_port()),
+            str(free_port()),
             "--python",
             sys.executable,
             "--reasoning-parser",
@@ -186,12 +186,6 @@ def test_eagle3_serve_runs_until_ctrl_c_or_sigterm_and_stops_vllm(fake_vllm, tmp
     assert not alive(child) and not alive(server_pid)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def eagle3_serve_lines(args: list[str], cwd: Path) -> list[str]:
     """`eagle3 serve --model ARGS...` on the stand-in vLLM (``fake_vllm``'s PYTHONPATH) until it is ready
     (or fails), then SIGTERM: what it printed."""
@@ -214,7 +208,7 @@ def test_eagle3_serve_binds_where_the_recipes_serve_section_says(fake_vllm, tmp_
     import yaml
 
     model, _, _ = fake_vllm
-    port = _free_port()
+    port = free_port()
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump({"serve": {"host": "127.0.0.1", "port": port, "python": sys.executable}}))
 
@@ -285,7 +279,7 @@ def test_eagle3_serve_passes_the_recipes_tool_parser(fake_vllm, tmp_path):
     import yaml
 
     from eagle3_core.config import PipelineConfig
-    from eagle3_core.serve.vllm_server import free_port
+    from eagle3_core.ports import free_port
 
     model, _, _ = fake_vllm
     recipe = PipelineConfig.from_yaml(Path(__file__).resolve().parents[2] / "configs" / "qwen3.yaml").model_dump(
