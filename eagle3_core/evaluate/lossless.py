@@ -68,12 +68,14 @@ def greedy_comparison(with_drafter: list[Output], without: list[Output]) -> dict
 
 
 def length_summary(lengths: list[int]) -> dict:
+    from eagle3_core.evaluate.per_request import percentile  # the report's one percentile rule
+
     ordered = sorted(lengths)
     return {
         "outputs": len(ordered),
         "mean": statistics.fmean(ordered),
-        "p50": ordered[(len(ordered) - 1) // 2],
-        "p90": ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)],
+        "p50": percentile(ordered, 50),
+        "p90": percentile(ordered, 90),
     }
 
 
@@ -153,6 +155,6 @@ def lossless_line(block: dict | None) -> str | None:
         return "Lossless (sampled): no output lengths to compare."
     a, b = s["lengths"]["with_drafter"], s["lengths"]["without_drafter"]
     return (
-        f"Lossless (sampled): output length mean {a['mean']:.1f} / p50 {a['p50']} / p90 {a['p90']} with the drafter, "
-        f"{b['mean']:.1f} / {b['p50']} / {b['p90']} without; Kolmogorov-Smirnov p = {s['ks']['p_value']:.3g}."
+        f"Lossless (sampled): output length mean {a['mean']:.1f} / p50 {a['p50']:.1f} / p90 {a['p90']:.1f} with the "
+        f"drafter, {b['mean']:.1f} / {b['p50']:.1f} / {b['p90']:.1f} without; Kolmogorov-Smirnov p = {s['ks']['p_value']:.3g}."
     )

@@ -185,8 +185,9 @@ def _evaluate(
         report["online"], measured, report["vllm_refusal"] = _timed(timings, "online", online)
         if measured is not None:
             answers["vllm"], passes.served = measured.outputs, measured.prompt_ids
-            stepped = _per_request(cfg, target, measured, report, reporter)
-            report["thinking"] = _thinking(cfg, target, modes, report["online"].pop("modes"), generations_dir)
+            stepped, markers = _per_request(cfg, target, measured, report, reporter)
+            measured_modes = report["online"].pop("modes")
+            report["thinking"] = _thinking(cfg, target, modes, measured_modes, generations_dir, markers)
     if cfg.offline or report["vllm_refusal"]:
         done = _timed(timings, "offline", partial(run_pass, "offline", passes.loop, report, reporter))
         if done is not None:
@@ -205,35 +206,38 @@ def _evaluate(
 
 def _per_request(
     cfg: EvaluateConfig, target: TargetConfig, measured: Measurement, report: dict, reporter: Reporter
-) -> list:
-    """vLLM's own per-request figures into ``online.with_drafter.per_request``, and the answers that carried
-    their steps; where none did (a server without the flag), a warning line and the reason in ``left_out``."""
+) -> tuple[list, object]:
+    """vLLM's own per-request figures into ``online.with_drafter.per_request``; the answers that carried their
+    steps and the phase markers (checked against the tokenizer once: the thinking modes reuse them); where no
+    answer carried steps (a server without the flag), a warning line and the reason in ``left_out``."""
     from eagle3_core.evaluate.per_request import NOT_CARRIED, phase_markers, served_answers, summarize
 
     stepped, with_drafter = served_answers(measured.completions), report["online"]["with_drafter"]
     if not stepped:
         report["left_out"]["per_request"], with_drafter["per_request"] = NOT_CARRIED, None
         reporter.log(f"evaluate warning: {NOT_CARRIED}")
-        return []
+        return [], None
     markers, why_not = phase_markers(target)
     if why_not:
         report["left_out"]["by_phase"] = why_not
         reporter.log(f"evaluate warning: vLLM's per-request figures by phase left out: {why_not}")
     k = cfg.num_speculative_tokens
     with_drafter["per_request"] = summarize(measured.completions, markers, k, cfg.context_buckets, measured.counters)
-    return stepped
+    return stepped, markers
 
 
-def _thinking(cfg: EvaluateConfig, target: TargetConfig, modes: list, measured: dict, generations_dir) -> dict | None:
+def _thinking(
+    cfg: EvaluateConfig, target: TargetConfig, modes: list, measured: dict, generations_dir, markers
+) -> dict | None:
     """report.json's ``thinking``: each asked mode's figures (``thinking.py``) from its measurements on the same
     servers, vLLM's own steps summarized as the headline's are; None where the target has no switch asked."""
     from eagle3_core.evaluate.online import online_summary
-    from eagle3_core.evaluate.per_request import phase_markers, served_answers, summarize
+    from eagle3_core.evaluate.per_request import served_answers, summarize
     from eagle3_core.evaluate.thinking import mode_block, thinking_block, trained_in
 
     if not modes:
         return None
-    markers, k = phase_markers(target)[0], cfg.num_speculative_tokens
+    k = cfg.num_speculative_tokens
     blocks = {}
     for asked in modes:
         with_drafter, without = measured[asked.name]

@@ -14,7 +14,6 @@ switch left unset).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,12 +37,14 @@ def thinking_modes(cfg: EvaluateConfig, target: TargetConfig) -> list[Mode]:
 
 
 def trained_in(target: TargetConfig, generations_dir: str | Path | None) -> str:
-    """The mode the drafter's data was generated in: generate's recorded chat settings, else the recipe's."""
-    chat = target.chat
-    manifest = Path(generations_dir) / "manifest.json" if generations_dir else None
-    if manifest is not None and manifest.exists():
-        recorded = (json.loads(manifest.read_text(encoding="utf-8")).get("details") or {}).get("chat")
-        chat = ChatSettings.model_validate(recorded) if recorded else chat
+    """The mode the drafter's data was generated in: generate's recorded chat settings (the generations
+    manifest's, read through its contract), else the recipe's."""
+    from eagle3_core.contracts.details import GenerateDetails
+    from eagle3_core.manifest import read_manifest
+
+    manifest = read_manifest(generations_dir) if generations_dir else None
+    recorded = GenerateDetails.of(manifest).chat if manifest is not None else None
+    chat = ChatSettings.model_validate(recorded) if recorded else target.chat
     return STATES[target.thinking_state(chat)]
 
 

@@ -62,9 +62,10 @@ def test_a_mode_named_twice_is_refused():
 def test_the_mode_trained_in_is_what_generate_recorded_else_the_recipes(tmp_path):
     target = recipe_target("qwen3.yaml")
     assert trained_in(target, None) == "on"
-    (tmp_path / "manifest.json").write_text(
-        json.dumps({"details": {"chat": {"chat_template_kwargs": {"enable_thinking": False}}}})
-    )
+    from eagle3_core.manifest import StageManifest, write_manifest
+
+    off = {"chat": {"chat_template_kwargs": {"enable_thinking": False}}}  # as generate records it, by its writer
+    write_manifest(tmp_path, StageManifest(stage="generate", status="complete", config_hash="h", details=off))
     assert trained_in(target, tmp_path) == "off"
     hybrid = recipe_target("minimax-m3.yaml").model_copy(
         update={"chat": target.chat.model_copy(update={"chat_template_kwargs": {}})}
