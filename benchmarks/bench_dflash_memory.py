@@ -45,9 +45,9 @@ def one_step(shape: dict, T: int, args, device, dtype) -> dict:
 
     from eagle3_core.drafter.dflash import DFlashConfig, DFlashDrafter
     from eagle3_core.drafter.dspark import DSparkConfig, DSparkDrafter
-    from eagle3_core.train.kind_dflash import forward as dflash_forward
-    from eagle3_core.train.kind_dspark import forward as dspark_forward
-    from eagle3_core.train.loss import TargetHead
+    from eagle3_core.stages.train.kind_dflash import forward as dflash_forward
+    from eagle3_core.stages.train.kind_dspark import forward as dspark_forward
+    from eagle3_core.stages.train.loss import TargetHead
 
     c = DFlashConfig(
         hidden_size=shape["hidden"], intermediate_size=shape["intermediate"], num_attention_heads=shape["heads"],

@@ -28,7 +28,7 @@ K, PROMPTS, MAX_TOKENS = 3, 16, 96
 
 
 def target_config():
-    from eagle3_core.target import TargetConfig
+    from eagle3_core.target.config import TargetConfig
     from eagle3_core.toy.build import build_toy_target
     from eagle3_core.toy.config import ToyTargetConfig
     from tests.fixtures.toy import toy_recipe
@@ -39,10 +39,10 @@ def target_config():
 
 def train_one(root: Path, seed: int, layers: int) -> dict:
     """One run in this process (a child of main, so its trainer's RSS is ours to read)."""
-    from eagle3_core.evaluate.heldout import load_heldout
     from eagle3_core.prompts.source import PromptSource
-    from eagle3_core.train.config import TrainConfig
-    from eagle3_core.train.stage import run_train
+    from eagle3_core.stages.evaluate.heldout import load_heldout
+    from eagle3_core.stages.train.config import TrainConfig
+    from eagle3_core.stages.train.stage import run_train
     from tests.drafter.test_variants_vllm import offline_length
 
     target = target_config()
@@ -88,7 +88,7 @@ def main() -> None:
         print("ROW " + json.dumps(train_one(root, args.one, args.layers)), flush=True)
         return
     if not (root / "hidden").exists():
-        from tests.evaluate.trained import prepare_data
+        from tests.stages.evaluate.trained import prepare_data
 
         prepare_data(target_config(), root, prompts=160)
     rows = []

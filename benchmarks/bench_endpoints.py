@@ -95,7 +95,7 @@ def chaos(args, port: int, kill_at: float, back_at: float, servers: list, marks:
 def figures(out: Path, url0: str, args, marks: dict, started: float, ended: float) -> dict:
     import polars as pl
 
-    from eagle3_core.manifest import read_manifest
+    from eagle3_core.run.manifest import read_manifest
 
     manifest = read_manifest(out)
     marks.setdefault("back", ended)  # stayed down to the end
@@ -153,9 +153,9 @@ def main() -> None:
 
 def one_run(args, urls: list[str], ports: list[int], servers: list) -> dict:
     from eagle3_core.errors import StageError
-    from eagle3_core.generate.config import GenerateConfig
-    from eagle3_core.generate.stage import run_generate
     from eagle3_core.prompts.source import PromptSource
+    from eagle3_core.stages.generate.config import GenerateConfig
+    from eagle3_core.stages.generate.stage import run_generate
 
     expected = args.prompts / (args.endpoints * args.concurrency / args.delay)
     with tempfile.TemporaryDirectory() as tmp:

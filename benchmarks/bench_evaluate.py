@@ -35,7 +35,7 @@ def build(preset: str, device: str, dtype):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from eagle3_core.drafter.model import DrafterConfig, Eagle3Drafter
-    from eagle3_core.target import default_aux_layer_ids
+    from eagle3_core.target.config import default_aux_layer_ids
 
     config = LlamaConfig(**PRESETS[preset], max_position_embeddings=8192, tie_word_embeddings=False)
     torch.manual_seed(0)
@@ -90,8 +90,8 @@ def parse() -> argparse.Namespace:
 def main() -> None:
     import torch
 
-    from eagle3_core.evaluate.metrics import SpecCounters
-    from eagle3_core.evaluate.offline import ChainDecoder
+    from eagle3_core.stages.evaluate.metrics import SpecCounters
+    from eagle3_core.stages.evaluate.offline import ChainDecoder
 
     args = parse()
     dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32

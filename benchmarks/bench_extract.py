@@ -59,7 +59,7 @@ def write_sequences(directory: Path, samples: int, mean_len: int, vocab: int, se
     """Log-normal lengths around ``mean_len`` (a realistic spread of reasoning traces)."""
     import math
 
-    from tests.extract.helpers import write_sequences as write
+    from tests.stages.extract.helpers import write_sequences as write
 
     rng = random.Random(seed)
     lengths = [
@@ -73,7 +73,7 @@ def bare_pass(engine, plan) -> float:
     """Seconds for model.model(...) over the stage's own batches (rows loaded beforehand)."""
     import torch
 
-    from eagle3_core.extract.plan import load_shard_rows
+    from eagle3_core.stages.extract.plan import load_shard_rows
 
     work = []
     for shard in plan.shards:
@@ -90,7 +90,7 @@ def bare_pass(engine, plan) -> float:
 
 
 def extract_pass(engine, plan, out_dir: Path) -> float:
-    from eagle3_core.extract.shard import write_shard
+    from eagle3_core.stages.extract.shard import write_shard
 
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
@@ -111,13 +111,13 @@ def _sync() -> None:
 def bench_transformers(args, work: Path, shape: dict) -> dict:
     import torch
 
-    from eagle3_core.engines.batching import padding_share
-    from eagle3_core.engines.hf_engine import TransformersEngine
-    from eagle3_core.extract.config import ExtractConfig
-    from eagle3_core.extract.plan import load_shard_rows
-    from eagle3_core.extract.stage import plan_extract
+    from eagle3_core.stages.extract.config import ExtractConfig
+    from eagle3_core.stages.extract.plan import load_shard_rows
+    from eagle3_core.stages.extract.stage import plan_extract
+    from eagle3_core.states.engines.batching import padding_share
+    from eagle3_core.states.engines.hf_engine import TransformersEngine
     from eagle3_core.states.target_model import resolve_device
-    from eagle3_core.target import TargetConfig
+    from eagle3_core.target.config import TargetConfig
 
     device = resolve_device(args.device)
     dtype = torch.bfloat16 if device != "cpu" else torch.float32
@@ -164,10 +164,10 @@ def bench_vllm(args, work: Path, shape: dict, figures: dict) -> dict:
     """The vLLM engine over the same plan (same shards, same tokens); start-up reported apart."""
     import torch
 
-    from eagle3_core.engines.vllm_engine import VllmEngine
-    from eagle3_core.extract.config import ExtractConfig
-    from eagle3_core.extract.stage import plan_extract
-    from eagle3_core.target import TargetConfig
+    from eagle3_core.stages.extract.config import ExtractConfig
+    from eagle3_core.stages.extract.stage import plan_extract
+    from eagle3_core.states.engines.vllm_engine import VllmEngine
+    from eagle3_core.target.config import TargetConfig
 
     target = work / "target"
     build_target(target, shape, torch.float32, "cpu").save_pretrained(target)  # vLLM loads from disk

@@ -107,9 +107,9 @@ async def bare_loop(urls: list[str], n: int, concurrency: int, timeout: float, m
 def stage_round(urls: list[str], n: int, concurrency: int, timeout: float, max_retries: int, via: str) -> dict:
     """``eagle3 generate``'s flow (``via="flow"``: Prefect tasks, the shared endpoint limit held
     in leased chunks) or ``run_generate`` alone (``via="core"``)."""
-    from eagle3_core.generate.config import GenerateConfig
-    from eagle3_core.generate.stage import run_generate
     from eagle3_core.prompts.source import PromptSource
+    from eagle3_core.stages.generate.config import GenerateConfig
+    from eagle3_core.stages.generate.stage import run_generate
 
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "prompts.jsonl"

@@ -2,7 +2,7 @@
 
 Measures with tracemalloc, one structure at a time: the seen-keys set as it was (a Python
 ``set[int]``), the resume dict as it was (``{sample_id: outcome}`` from the shards, then
-``{int: outcome}``), and their replacements in ``eagle3_core/generate/keys.py``
+``{int: outcome}``), and their replacements in ``eagle3_core/stages/generate/keys.py``
 (``KeySet``, ``PersistedKeys``), plus the time to add and to look up every key.
 
     .venv/bin/python benchmarks/bench_keys.py [--keys 1000000]
@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eagle3_core.base import stable_hash  # noqa: E402
-from eagle3_core.generate.keys import KeySet, PersistedKeys, key64  # noqa: E402
+from eagle3_core.stages.generate.keys import KeySet, PersistedKeys, key64  # noqa: E402
 
 
 def traced(build):

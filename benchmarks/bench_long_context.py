@@ -58,8 +58,8 @@ def train_row(args, impl: str, T: int) -> dict:
     import torch
 
     from eagle3_core.drafter.attention_kernels import ttt_attention_for
-    from eagle3_core.train.config import TrainConfig
-    from eagle3_core.train.loop import forward_batch
+    from eagle3_core.stages.train.config import TrainConfig
+    from eagle3_core.stages.train.loop import forward_batch
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
@@ -96,11 +96,11 @@ def extract_rows(args) -> list[dict]:
     import bench_extract as ex
     import torch
 
-    from eagle3_core.engines.hf_engine import TransformersEngine
-    from eagle3_core.extract.config import ExtractConfig
-    from eagle3_core.extract.stage import plan_extract
-    from eagle3_core.target import TargetConfig
-    from tests.extract.helpers import write_sequences
+    from eagle3_core.stages.extract.config import ExtractConfig
+    from eagle3_core.stages.extract.stage import plan_extract
+    from eagle3_core.states.engines.hf_engine import TransformersEngine
+    from eagle3_core.target.config import TargetConfig
+    from tests.stages.extract.helpers import write_sequences
 
     shape, rows = ex.PRESETS[args.target_preset], []
     dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32

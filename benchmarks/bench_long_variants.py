@@ -105,7 +105,7 @@ def parse_args() -> argparse.Namespace:
 
 def prepare(base, run_dir: Path) -> dict:
     """generations/ .. hidden/ through the pipeline flow, once for every variant and seed."""
-    from eagle3_core.manifest import read_manifest
+    from eagle3_core.run.manifest import read_manifest
     from flows.pipeline import pipeline
 
     pipeline(base.model_copy(update={"out": str(run_dir), "stages": PREP_STAGES, "toy": None}))
@@ -120,7 +120,7 @@ def prepare(base, run_dir: Path) -> dict:
 def train_and_measure(base, run_dir: Path, name: str, train: dict, seed: int, steps: int) -> dict:
     """One drafter (``train``'s settings, ``steps`` steps from ``seed``), measured in vLLM (where it
     runs), offline where vLLM refuses it, and by context bucket."""
-    from eagle3_core.evaluate.stage import run_evaluate
+    from eagle3_core.stages.evaluate.stage import run_evaluate
 
     settings = {**base.train.model_dump(mode="json", exclude_unset=True), "seed": seed, "max_steps": steps, **train}
     train = type(base.train).model_validate(settings)  # validated: a kind's section becomes its model
@@ -159,7 +159,7 @@ def train_and_measure(base, run_dir: Path, name: str, train: dict, seed: int, st
 def train_in_child(train, target, run_dir: Path, drafter: Path) -> tuple[int, int]:
     """The train stage in this (pool) process; the peak RSS (KiB) of this process and of the trainer it
     started (its children: their largest)."""
-    from eagle3_core.train.stage import run_train
+    from eagle3_core.stages.train.stage import run_train
 
     run_train(train, target, str(run_dir / "hidden"), str(run_dir / "vocab"), str(drafter))
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss

@@ -39,13 +39,13 @@ def parse() -> argparse.Namespace:
 
 
 def inputs(args, root: Path):
-    from eagle3_core.target import TargetConfig
+    from eagle3_core.stages.vocab.config import VocabConfig
+    from eagle3_core.stages.vocab.stage import run_vocab
+    from eagle3_core.target.config import TargetConfig
     from eagle3_core.toy.build import build_toy_target
     from eagle3_core.toy.config import ToyTargetConfig
-    from eagle3_core.vocab.config import VocabConfig
-    from eagle3_core.vocab.stage import run_vocab
     from tests.fixtures.toy import toy_recipe
-    from tests.train.toy_data import write_toy_sequences
+    from tests.stages.train.toy_data import write_toy_sequences
 
     recipe = toy_recipe()
     toy = build_toy_target(ToyTargetConfig.model_validate(recipe["toy"]))
@@ -58,7 +58,7 @@ def inputs(args, root: Path):
 
 
 def train_cfg(args, mode: str, spool_gb: float = 1.0):
-    from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
+    from eagle3_core.stages.train.config import OnlineVllmConfig, TrainConfig
 
     return TrainConfig(
         mode=mode,
@@ -74,9 +74,9 @@ def train_cfg(args, mode: str, spool_gb: float = 1.0):
 
 
 def offline(args, root, target, sequences, vocab) -> dict:
-    from eagle3_core.extract.config import ExtractConfig
-    from eagle3_core.extract.stage import run_extract
-    from eagle3_core.train.stage import run_train
+    from eagle3_core.stages.extract.config import ExtractConfig
+    from eagle3_core.stages.extract.stage import run_extract
+    from eagle3_core.stages.train.stage import run_train
 
     started = time.monotonic()
     hidden = run_extract(ExtractConfig(engine="vllm", vllm_kv_cache_bytes=64 << 20), target, sequences, root / "hidden")
@@ -96,7 +96,7 @@ def offline(args, root, target, sequences, vocab) -> dict:
 
 
 def online(args, root, target, sequences, vocab, name: str, spool_gb: float) -> dict:
-    from eagle3_core.train.stage import run_train
+    from eagle3_core.stages.train.stage import run_train
 
     started = time.monotonic()
     trained = run_train(

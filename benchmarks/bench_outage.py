@@ -60,8 +60,8 @@ def outage(port: int, delay: float, up: float, down: float, server: list[subproc
 
 def one_run(args, outage_seconds: float) -> dict:
     from eagle3_core.errors import StageError
-    from eagle3_core.generate.stage import run_generate
-    from eagle3_core.manifest import read_manifest
+    from eagle3_core.run.manifest import read_manifest
+    from eagle3_core.stages.generate.stage import run_generate
 
     port = free_port()
     server = [serve(port, args.delay)]
@@ -93,8 +93,8 @@ def one_run(args, outage_seconds: float) -> dict:
 
 
 def outage_config(args, src: Path, port: int, outage_seconds: float):
-    from eagle3_core.generate.config import GenerateConfig
     from eagle3_core.prompts.source import PromptSource
+    from eagle3_core.stages.generate.config import GenerateConfig
 
     return GenerateConfig(
         prompts=PromptSource(input=str(src)),
@@ -108,7 +108,7 @@ def outage_config(args, src: Path, port: int, outage_seconds: float):
 
 def rerun(cfg, out: Path) -> dict:
     """The same run again once the server is back: what it sent and how it ended."""
-    from eagle3_core.generate.stage import run_generate
+    from eagle3_core.stages.generate.stage import run_generate
 
     again = run_generate(cfg, out)
     return {

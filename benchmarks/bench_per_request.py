@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 def arm(target, export: Path, prompts: list, args, detailed: bool, log_dir: Path) -> list[float]:
     """One server start: a warm-up pass, then ``args.passes`` timed passes; their output tokens/s."""
     from eagle3_core.drafter.card import speculative_config
-    from eagle3_core.evaluate.online import client_config, measure
     from eagle3_core.serve import ServeConfig, VLLMServer
+    from eagle3_core.stages.evaluate.online import client_config, measure
 
     serve = ServeConfig(log_dir=str(log_dir), max_model_len=args.max_model_len)
     flag = "detailed" if detailed else None
@@ -63,8 +63,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from eagle3_core.config import PipelineConfig
-    from eagle3_core.evaluate.heldout import load_heldout
     from eagle3_core.prompts.source import PromptSource
+    from eagle3_core.stages.evaluate.heldout import load_heldout
 
     target = PipelineConfig.from_yaml(args.recipe).target.model_copy(update={"path": str(args.target)})
     source = args.input or args.target / "prompts_heldout.jsonl"

@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.reconstruct.families import FAMILIES, KIMI_TEMPLATE  # noqa: E402
-from tests.reconstruct.records import record, write_generations  # noqa: E402
+from tests.stages.reconstruct.families import FAMILIES, KIMI_TEMPLATE  # noqa: E402
+from tests.stages.reconstruct.records import record, write_generations  # noqa: E402
 
 WORDS = (
     "the of and to in is that it for as with was on be by this are from at or an which first then "
@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
 
-    from eagle3_core.tokenizer import load_tokenizer
+    from eagle3_core.target.tokenizer import load_tokenizer
 
     root = Path(tempfile.mkdtemp(prefix="bench-reconstruct-"))
     try:
@@ -146,9 +146,9 @@ def encode_limits(tokenizer, texts: list[str], samples: int) -> tuple[int, float
 
 def time_reconstruct(tok_dir: Path, gen: Path, out: Path, workers: int, samples: int, tokens: int) -> float:
     """Seconds of one whole reconstruct run, checked to have made every sequence."""
-    from eagle3_core.reconstruct.config import ReconstructConfig
-    from eagle3_core.reconstruct.stage import run_reconstruct
-    from eagle3_core.target import TargetConfig
+    from eagle3_core.stages.reconstruct.config import ReconstructConfig
+    from eagle3_core.stages.reconstruct.stage import run_reconstruct
+    from eagle3_core.target.config import TargetConfig
 
     target = TargetConfig(path=str(tok_dir), family="kimi_k2_5", end_of_turn="<|im_end|>")
     started = time.perf_counter()

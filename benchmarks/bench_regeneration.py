@@ -166,7 +166,7 @@ def write_without_reasoning(generations: Path, path: Path) -> Path:
 
 def data_figures(run_dir: Path) -> dict:
     """What the arm trains on: rows, tokens and supervised tokens (sequences/), reject reasons."""
-    from eagle3_core.manifest import read_manifest
+    from eagle3_core.run.manifest import read_manifest
 
     gen, seq = read_manifest(run_dir / "generations"), read_manifest(run_dir / "sequences")
     return {
@@ -179,8 +179,8 @@ def data_figures(run_dir: Path) -> dict:
 
 def train_and_measure(base, run_dir: Path, seed: int, steps: int, init_from: str | None = None, name: str = "") -> dict:
     """One drafter (``steps`` steps from ``seed``) trained on the arm's hidden/, measured in vLLM."""
-    from eagle3_core.evaluate.stage import run_evaluate
-    from eagle3_core.train.stage import run_train
+    from eagle3_core.stages.evaluate.stage import run_evaluate
+    from eagle3_core.stages.train.stage import run_train
 
     tag = name or f"s{seed}"
     train = base.train.model_copy(update={"seed": seed, "max_steps": steps, "init_from": init_from})

@@ -85,8 +85,8 @@ def turns_runs(recipe, toy: Path, url: str, work: Path, count: int, turns: int) 
     per conversation printed for each; returns their folders."""
     import time
 
-    from eagle3_core.generate.stage import run_generate
     from eagle3_core.prompts.source import PromptSource
+    from eagle3_core.stages.generate.stage import run_generate
     from eagle3_core.toy.conversations import toy_conversations
 
     src = work / "conversations.jsonl"

@@ -64,7 +64,7 @@ def main() -> None:
 
 
 def generate(gen, out: Path) -> Path:
-    from eagle3_core.generate.stage import run_generate
+    from eagle3_core.stages.generate.stage import run_generate
 
     started = time.monotonic()
     manifest = run_generate(gen, out)
@@ -88,7 +88,7 @@ def preflight_line(target, gen, url: str) -> None:
 def report(t: float, target, recipe, gen_dir: Path, seq_dir: Path) -> None:
     import polars as pl
 
-    from eagle3_core.reconstruct.stage import run_reconstruct
+    from eagle3_core.stages.reconstruct.stage import run_reconstruct
 
     manifest = run_reconstruct(recipe.reconstruct, target, gen_dir, seq_dir)
     check = manifest.details["server_check"]
@@ -113,7 +113,7 @@ def report(t: float, target, recipe, gen_dir: Path, seq_dir: Path) -> None:
         f"rejects {manifest.details['reject_reasons'] or 'none'}; sequences on the server's ids: "
         f"{trained_on_ids} of {len(seqs)} (records with ids: {len(server)})"
     )
-    from eagle3_core.tokenizer import load_tokenizer
+    from eagle3_core.target.tokenizer import load_tokenizer
 
     tok = load_tokenizer(target.path)
     for m in manifest.details["mismatches"][:3]:

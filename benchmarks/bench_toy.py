@@ -99,7 +99,7 @@ def serve(
 ) -> dict:
     from eagle3_core.serve import ServeConfig, VLLMServer
     from eagle3_core.serve.vllm_server import resolve_dtype
-    from eagle3_core.target import TargetConfig
+    from eagle3_core.target.config import TargetConfig
     from eagle3_core.toy.corpus import parse_answer
 
     heldout = [json.loads(line)["messages"][0]["content"] for line in (path / "prompts_heldout.jsonl").open()][:prompts]

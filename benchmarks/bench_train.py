@@ -40,7 +40,7 @@ def parse() -> argparse.Namespace:
 
 def build(args, torch):
     from eagle3_core.drafter.model import DrafterConfig, Eagle3Drafter
-    from eagle3_core.train.loss import TargetHead
+    from eagle3_core.stages.train.loss import TargetHead
 
     H = args.hidden
     c = DrafterConfig(
@@ -92,7 +92,7 @@ def main() -> None:
     import deepspeed
     import torch
 
-    from eagle3_core.train.config import TrainConfig
+    from eagle3_core.stages.train.config import TrainConfig
 
     device = torch.device(args.device)
     bf16 = device.type == "cuda"
@@ -137,8 +137,8 @@ def _steps(args, cfg, device, dtype):
     import deepspeed
     import torch
 
-    from eagle3_core.train.ds_config import deepspeed_config
-    from eagle3_core.train.loop import forward_batch
+    from eagle3_core.stages.train.ds_config import deepspeed_config
+    from eagle3_core.stages.train.loop import forward_batch
 
     ds_model, head = build(args, torch)
     engine, _, _, _ = deepspeed.initialize(

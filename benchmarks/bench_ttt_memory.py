@@ -61,7 +61,7 @@ def build(preset: str, device, dtype):
     import torch
 
     from eagle3_core.drafter.model import DrafterConfig, Eagle3Drafter
-    from eagle3_core.train.loss import TargetHead
+    from eagle3_core.stages.train.loss import TargetHead
 
     s = PRESETS[preset]
     c = DrafterConfig(
@@ -112,8 +112,8 @@ def use_dense_attention() -> None:
 def child(args) -> dict:
     import torch
 
-    from eagle3_core.train.config import TrainConfig
-    from eagle3_core.train.loop import forward_batch
+    from eagle3_core.stages.train.config import TrainConfig
+    from eagle3_core.stages.train.loop import forward_batch
 
     if args.impl == "dense":
         use_dense_attention()
@@ -153,8 +153,8 @@ def saved_bytes(preset: str, T: int, steps: int, recompute: bool) -> int:
     """Bytes autograd keeps for backward after the forward of one T-token sample (full width, bf16)."""
     import torch
 
-    from eagle3_core.train.config import TrainConfig
-    from eagle3_core.train.loop import forward_batch
+    from eagle3_core.stages.train.config import TrainConfig
+    from eagle3_core.stages.train.loop import forward_batch
 
     model, head = build(preset, "cpu", torch.bfloat16)
     seen: dict[int, int] = {}

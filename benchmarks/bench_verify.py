@@ -21,8 +21,8 @@ def build(root: Path, shards: int, tokens: int, hidden: int) -> int:
     import pyarrow.parquet as pq
     import torch
 
-    from eagle3_core.checksums import shard_records
-    from eagle3_core.manifest import StageManifest, write_manifest
+    from eagle3_core.run.checksums import shard_records
+    from eagle3_core.run.manifest import StageManifest, write_manifest
     from eagle3_core.states.writer import ShardWriter
 
     index = {"sample_id": [], "shard": [], "offset": [], "length": []}

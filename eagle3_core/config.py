@@ -13,18 +13,18 @@ from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from eagle3_core.base import StrictModel
 from eagle3_core.errors import ConfigError
-from eagle3_core.evaluate.config import EvaluateConfig
-from eagle3_core.extract.config import ExtractConfig
-from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.layout import RunLayout
 from eagle3_core.recipe_file import format_validation_error, read_yaml
-from eagle3_core.reconstruct.config import ReconstructConfig
+from eagle3_core.run.layout import RunLayout
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.stages import stage_names
-from eagle3_core.target import TargetConfig
+from eagle3_core.stages.evaluate.config import EvaluateConfig
+from eagle3_core.stages.extract.config import ExtractConfig
+from eagle3_core.stages.generate.config import GenerateConfig
+from eagle3_core.stages.reconstruct.config import ReconstructConfig
+from eagle3_core.stages.train.config import TrainConfig
+from eagle3_core.stages.vocab.config import VocabConfig
+from eagle3_core.target.config import TargetConfig
 from eagle3_core.toy.config import ToyTargetConfig
-from eagle3_core.train.config import TrainConfig
-from eagle3_core.vocab.config import VocabConfig
 
 
 def _declared(names: list[str]) -> list[str]:

@@ -2,7 +2,7 @@
 
 1. Ask the endpoints which model they serve (the generate stage's probe). A recipe with ``toy``
    and ``serve`` gets the toy target served by vLLM for the night, as in the pipeline.
-2. Start today's version from the previous one's shards that still hold (``dataset_versions``):
+2. Start today's version from the previous one's shards that still hold (``nightly.versions``):
    a sample's id is the hash of its prompt messages and sampling config, model included (a served
    target's bytes, else the endpoints' served name), so a changed model or sampling config makes
    every prompt new and a new prompt is new; nothing else is requested again.
@@ -10,7 +10,7 @@
 4. Optionally continue into reconstruct -> vocab -> extract -> train, the drafter starting from
    the last drafter's weights (``train.init_from``), recorded as trained on the new version.
 5. Keep the newest ``keep_versions`` versions and every version a drafter was trained on.
-6. Leave a ``nightly-summary`` artifact on the run's page (``eagle3_core/nightly_summary.py``):
+6. Leave a ``nightly-summary`` artifact on the run's page (``eagle3_core/nightly/summary.py``):
    the version written, the served model, prompts new / reused / rejected / open, versions kept
    and pruned, the drafter's folder and held-out acceptance when one was trained.
 
@@ -27,14 +27,14 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 from pydantic import Field
 
-from eagle3_core import dataset_versions as dv
 from eagle3_core.base import StrictModel
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
-from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.nightly_summary import nightly_facts, nightly_markdown
-from eagle3_core.run_summary import Outcome
+from eagle3_core.nightly import versions as dv
+from eagle3_core.nightly.summary import nightly_facts, nightly_markdown
+from eagle3_core.run.summary import Outcome
 from eagle3_core.stages import BY_NAME, STAGES, upstream_of
+from eagle3_core.stages.generate.config import GenerateConfig
 from flows.pipeline import run_stage, served_for, settled, with_served_model, with_target
 from flows.stages import stage_flow
 from tasks.nightly import ask_served_model, prune_versions, start_version
@@ -107,7 +107,7 @@ def generate_into(cfg: GenerateConfig, version_dir: Path) -> None:
 
 
 def finish_version(version_dir: Path, cfg: GenerateConfig, reuse: dv.Reuse) -> None:
-    from eagle3_core.manifest import read_manifest
+    from eagle3_core.run.manifest import read_manifest
 
     manifest = read_manifest(version_dir / "generations")
     dv.mark_complete(

@@ -43,9 +43,9 @@ from pydantic import ValidationError
 
 from eagle3_core.config import PipelineConfig, format_validation_error
 from eagle3_core.errors import ConfigError, Eagle3Error, StagesBlocked
-from eagle3_core.lifecycle import StageRun
-from eagle3_core.manifest import read_manifest
-from eagle3_core.run_summary import Outcome, summary_markdown
+from eagle3_core.run.driver import StageRun
+from eagle3_core.run.manifest import read_manifest
+from eagle3_core.run.summary import Outcome, summary_markdown
 from eagle3_core.stages import BY_NAME, STAGE_NAMES, STAGES, StageSpec
 from flows.stages import stage_flow
 
@@ -146,7 +146,7 @@ def with_served_model(config: PipelineConfig) -> PipelineConfig:
             f"target.path is not a model directory: {path}",
             fix="point target.path at the local model directory vLLM serves (its config, tokenizer and weights)",
         )
-    from eagle3_core.fingerprint import model_fingerprint
+    from eagle3_core.target.fingerprint import model_fingerprint
 
     served = generate.model_copy(update={"model_fingerprint": model_fingerprint(path)})
     return config.model_copy(update={"generate": served})

@@ -2,7 +2,7 @@
 
 A built flow is named after the stage and takes exactly the stage class's parameters (less
 ``reporter``), typed as the class declares them, so the Prefect UI renders its form and validates
-it as the CLI does. It runs the stage through the one driver (``lifecycle.StageRun``): in one task
+it as the CLI does. It runs the stage through the one driver (``driver.StageRun``): in one task
 named after the stage, or, where the declaration names a ``unit``, in a task per unit between a
 plan task and a finish task (``tasks.stage``), with the stage's own hooks (``tasks/<name>.py``).
 
@@ -44,7 +44,7 @@ def stage_parameters(spec: StageSpec) -> inspect.Signature:
         for p in inspect.signature(init).parameters.values()
         if p.name not in ("self", "reporter")
     ]
-    from eagle3_core.manifest import StageManifest
+    from eagle3_core.run.manifest import StageManifest
 
     return inspect.Signature(parameters, return_annotation=StageManifest)
 

@@ -20,7 +20,7 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 
-from eagle3_core.manifest import StageManifest
+from eagle3_core.run.manifest import StageManifest
 
 
 def artifact_key(*parts: str) -> str:

@@ -3,7 +3,7 @@
 Each endpoint's capacity is a global concurrency limit named after it (``vllm:{host}:{port}``),
 shared by every run that sends to it. Any stage that states its endpoints (``Stage.endpoints()``:
 generate's served source) is given ``PrefectLimits`` by its tasks (``tasks/stage.py``), which lets
-the core hold slots of each limit in leased chunks (``eagle3_core/generate/slots.py``), so two runs
+the core hold slots of each limit in leased chunks (``eagle3_core/endpoint/slots.py``), so two runs
 split a server instead of doubling its queue, and a killed run's slots come back when its leases
 lapse: the API's sweep gives them back (``prefect server``'s repossessor; on the command's own
 ephemeral API, ``tasks/ephemeral_api.py``).
@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from tasks.common import ensure_limit
 
 if TYPE_CHECKING:
-    from eagle3_core.lifecycle import Stage
+    from eagle3_core.run.driver import Stage
 
 RUNS_LIMIT = 1_000_000  # the ``:runs`` counter bounds nothing: it only counts the runs with work
 

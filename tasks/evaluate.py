@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eagle3_core.manifest import StageManifest
+from eagle3_core.run.manifest import StageManifest
 from tasks.common import artifact_key, publish_image
 
 

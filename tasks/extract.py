@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import socket
 
-from eagle3_core.extract.stage import ExtractStage
-from eagle3_core.manifest import StageManifest
+from eagle3_core.run.manifest import StageManifest
+from eagle3_core.stages.extract.stage import ExtractStage
 from tasks.common import publish_table
 
 

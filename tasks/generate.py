@@ -19,8 +19,8 @@ from eagle3_core.contracts.details import GenerateDetails
 from tasks.common import publish_table
 
 if TYPE_CHECKING:
-    from eagle3_core.generate.stage import GenerateStage
-    from eagle3_core.manifest import StageManifest
+    from eagle3_core.run.manifest import StageManifest
+    from eagle3_core.stages.generate.stage import GenerateStage
 
 
 def publish(stage: GenerateStage, manifest: StageManifest) -> None:

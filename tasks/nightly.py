@@ -7,14 +7,14 @@ from pathlib import Path
 
 from prefect import get_run_logger, task
 
-from eagle3_core import dataset_versions as dv
-from eagle3_core.generate.config import GenerateConfig
+from eagle3_core.nightly import versions as dv
+from eagle3_core.stages.generate.config import GenerateConfig
 
 
 @task(name="ask-served-model", retries=2, retry_delay_seconds=[10, 60])
 def ask_served_model(cfg: GenerateConfig) -> GenerateConfig:
     """The generate config pinned to the model the endpoints serve (the probe's verdict)."""
-    from eagle3_core.generate.probe import probe_endpoints
+    from eagle3_core.stages.generate.probe import probe_endpoints
 
     report = probe_endpoints(cfg)
     get_run_logger().info(report.line())

@@ -6,7 +6,7 @@ in the UI, not discovered after training.
 from __future__ import annotations
 
 from eagle3_core.contracts.details import ReconstructDetails
-from eagle3_core.manifest import StageManifest
+from eagle3_core.run.manifest import StageManifest
 from tasks.common import publish_table
 
 

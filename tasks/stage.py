@@ -25,8 +25,8 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from eagle3_core.lifecycle import Stage, StageRun, drive
-from eagle3_core.manifest import StageManifest
+from eagle3_core.run.driver import Stage, StageRun, drive
+from eagle3_core.run.manifest import StageManifest
 from eagle3_core.stages import StageSpec, load
 from tasks.common import PrefectReporter, ensure_limit, publish_manifest
 from tasks.endpoints import share_endpoints

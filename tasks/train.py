@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from eagle3_core.contracts.details import TrainDetails
-from eagle3_core.manifest import StageManifest
+from eagle3_core.run.manifest import StageManifest
 from tasks.common import publish_image, publish_table
 
 
@@ -51,7 +51,7 @@ def publish_engine(manifest: StageManifest) -> None:
 
 def publish_training_artifacts(manifest: StageManifest, out_dir: Path) -> None:
     """The loss curve and the held-out acceptance table (before vs after training)."""
-    from eagle3_core.train.metrics import plot_loss_curve
+    from eagle3_core.stages.train.metrics import plot_loss_curve
 
     metrics = out_dir / "metrics.jsonl"
     if metrics.exists():

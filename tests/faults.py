@@ -18,7 +18,7 @@ def truncate(path: Path, keep: float = 0.5) -> None:
     path.write_bytes(data[: int(len(data) * keep)])
 
 
-LOCK = ".lock"  # the folder's OS lock (eagle3_core.lock): taken by every run, it holds no output
+LOCK = ".lock"  # the folder's OS lock (eagle3_core.run.lock): taken by every run, it holds no output
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -43,8 +43,8 @@ def flip(path: Path, count: int = 64) -> None:
 def list_shards(folder: Path, stage: str, *patterns: str) -> None:
     """A complete manifest for ``folder`` listing its files matching ``patterns`` with their sizes
     and checksums, as the stage's lifecycle writes it (for folders a test built by hand)."""
-    from eagle3_core.checksums import shard_records
-    from eagle3_core.manifest import StageManifest, read_manifest, write_manifest
+    from eagle3_core.run.checksums import shard_records
+    from eagle3_core.run.manifest import StageManifest, read_manifest, write_manifest
 
     files = sorted(p for pattern in patterns for p in folder.glob(pattern))
     manifest = read_manifest(folder) or StageManifest(stage=stage, status="complete", config_hash="test")
@@ -60,7 +60,7 @@ def held(folder: Path) -> Iterator[int]:
         [
             sys.executable,
             "-c",
-            "import sys, time; from eagle3_core.lock import acquire; "
+            "import sys, time; from eagle3_core.run.lock import acquire; "
             "acquire(sys.argv[1]); print('held', flush=True); time.sleep(300)",
             str(folder),
         ],

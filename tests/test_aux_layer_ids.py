@@ -6,8 +6,8 @@ from pydantic import ValidationError
 
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
-from eagle3_core.extract.config import ExtractConfig
-from eagle3_core.target import TargetConfig, aux_layer_problem
+from eagle3_core.stages.extract.config import ExtractConfig
+from eagle3_core.target.config import TargetConfig, aux_layer_problem
 
 
 def test_unsorted_repeated_or_out_of_range_ids_are_named_with_the_fix():

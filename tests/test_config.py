@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
-from eagle3_core.target import TargetConfig
+from eagle3_core.target.config import TargetConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,7 +39,7 @@ def test_think_tokens_must_come_in_pairs():
 
 
 def test_a_target_without_a_path_is_a_config_error_with_the_fix_not_a_traceback():
-    from eagle3_core.target import TargetConfig
+    from eagle3_core.target.config import TargetConfig
 
     with pytest.raises(ConfigError, match="target.path is not set") as err:
         TargetConfig().require_path()

@@ -7,8 +7,8 @@ The full disk is real: a 256 KiB tmpfs mounted for the test (``tests/full_disk.p
 import pytest
 
 from eagle3_core.errors import StageError
-from eagle3_core.fsio import DiskFullError, atomic_path, remove_tree
-from eagle3_core.lock import acquire, release
+from eagle3_core.run.fsio import DiskFullError, atomic_path, remove_tree
+from eagle3_core.run.lock import acquire, release
 from tests.full_disk import fill, small_disk
 
 
@@ -47,9 +47,9 @@ def test_a_symlinked_folder_is_cleared_as_a_link_and_what_it_points_to_is_kept(t
 
 
 def test_training_with_another_config_discards_a_symlinked_checkpoints_folder_for_real(tmp_path):
-    from eagle3_core.lifecycle import drive
-    from eagle3_core.manifest import StageManifest, write_manifest
-    from eagle3_core.train.stage import TrainStage
+    from eagle3_core.run.driver import drive
+    from eagle3_core.run.manifest import StageManifest, write_manifest
+    from eagle3_core.stages.train.stage import TrainStage
     from tests.work_stage import WorkStage
 
     other = tmp_path / "elsewhere"
@@ -85,9 +85,9 @@ def test_a_full_disk_inside_a_write_is_one_error_and_leaves_the_old_file_and_no_
 
 
 def test_reconstruct_clears_a_symlinked_stats_folder_as_a_link_and_keeps_what_it_points_to(tmp_path):
-    from eagle3_core.lifecycle import drive
-    from eagle3_core.manifest import StageManifest, write_manifest
-    from eagle3_core.reconstruct.stage import ReconstructStage
+    from eagle3_core.run.driver import drive
+    from eagle3_core.run.manifest import StageManifest, write_manifest
+    from eagle3_core.stages.reconstruct.stage import ReconstructStage
     from tests.work_stage import WorkStage
 
     other = tmp_path / "other-run-stats"
@@ -118,7 +118,7 @@ def test_a_writer_that_hides_the_errno_on_a_full_disk_is_still_one_error_naming_
 def test_torch_save_on_a_full_disk_is_one_error_naming_the_folder(disk):
     import torch
 
-    from eagle3_core.fsio import no_space_as_error
+    from eagle3_core.run.fsio import no_space_as_error
 
     fill(disk)
     with pytest.raises(DiskFullError, match=f"no space left on the disk of {disk}"):  # a bare RuntimeError
@@ -127,7 +127,7 @@ def test_torch_save_on_a_full_disk_is_one_error_naming_the_folder(disk):
 
 
 def test_a_runtime_error_on_a_disk_with_room_stays_what_it_is(tmp_path):
-    from eagle3_core.fsio import no_space_as_error
+    from eagle3_core.run.fsio import no_space_as_error
 
     with pytest.raises(RuntimeError, match="a bug"):
         with no_space_as_error(tmp_path):

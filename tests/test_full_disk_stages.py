@@ -64,7 +64,7 @@ def fill_after(monkeypatch, disk: Path, pattern: str) -> None:
 
 @pytest.fixture(scope="module")
 def llama_dir(tmp_path_factory):
-    from tests.reconstruct.families import FAMILIES, build_family_tokenizer
+    from tests.stages.reconstruct.families import FAMILIES, build_family_tokenizer
 
     return build_family_tokenizer(FAMILIES["llama3"], tmp_path_factory.mktemp("tok") / "llama3")
 
@@ -77,8 +77,8 @@ def vocab_argv(seq: Path, tokenizer: Path, out: Path) -> list[str]:
 def test_vocab_on_a_full_disk_is_one_error_naming_vocab_and_reruns_once_there_is_room(
     prefect_api, llama_dir, tmp_path, capsys, monkeypatch, when
 ):
-    from tests.vocab.test_faults import ROWS
-    from tests.vocab.test_vocab import write_sequences
+    from tests.stages.vocab.test_faults import ROWS
+    from tests.stages.vocab.test_vocab import write_sequences
 
     write_sequences(tmp_path / "seq", ROWS)
     with small_disk(tmp_path / "disk", "8m") as disk:  # vocab.safetensors: 1.1 MB of counts for 128K ids
@@ -119,7 +119,7 @@ def cli_ok(argv: list[str]) -> None:
 
 @pytest.fixture(scope="module")
 def qwen3_dir(tmp_path_factory):
-    from tests.reconstruct.families import FAMILIES, build_family_tokenizer
+    from tests.stages.reconstruct.families import FAMILIES, build_family_tokenizer
 
     return build_family_tokenizer(FAMILIES["qwen3"], tmp_path_factory.mktemp("tok") / "qwen3")
 
@@ -132,7 +132,7 @@ def reconstruct_argv(gen: Path, tokenizer: Path, out: Path) -> list[str]:
 def test_reconstruct_on_a_full_disk_is_one_error_naming_sequences_and_resumes(
     prefect_api, qwen3_dir, tmp_path, capsys, monkeypatch, when
 ):
-    from tests.reconstruct.records import record, write_generations
+    from tests.stages.reconstruct.records import record, write_generations
 
     user = [{"role": "user", "content": "What is 2 + 2?"}]
     records = [record(f"s{i}", user, "Two and two. " * 40, " 4.") for i in range(60)]
@@ -148,7 +148,7 @@ def test_reconstruct_on_a_full_disk_is_one_error_naming_sequences_and_resumes(
 
 @pytest.fixture(scope="module")
 def tiny_llama(tmp_path_factory):
-    from tests.extract.helpers import build_tiny_llama
+    from tests.stages.extract.helpers import build_tiny_llama
 
     return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama") / "model")
 
@@ -164,7 +164,7 @@ def extract_argv(seq: Path, target: Path, out: Path) -> list[str]:
 def test_extract_on_a_full_disk_is_one_error_naming_hidden_and_resumes(
     prefect_api, tiny_llama, tmp_path, capsys, monkeypatch, when
 ):
-    from tests.extract.helpers import write_sequences
+    from tests.stages.extract.helpers import write_sequences
 
     write_sequences(tmp_path / "seq", [[200, 200], [200, 200], [200, 200]])
     with small_disk(tmp_path / "disk", "4m") as disk:
@@ -180,7 +180,7 @@ def test_extract_on_a_full_disk_is_one_error_naming_hidden_and_resumes(
 
 @pytest.fixture(scope="module")
 def chat(tmp_path_factory):
-    from tests.evaluate.models import make_chat_target, make_export
+    from tests.stages.evaluate.models import make_chat_target, make_export
 
     target = make_chat_target(tmp_path_factory.mktemp("chat-target"))
     return target, make_export(tmp_path_factory.mktemp("chat-export"), target)
@@ -219,7 +219,7 @@ def test_generate_on_a_full_disk_is_one_error_naming_generations_and_resumes(
 ):
     import polars as pl
 
-    from tests.generate.helpers import accepted, prompts, write_jsonl
+    from tests.stages.generate.helpers import accepted, prompts, write_jsonl
 
     src = write_jsonl(tmp_path / "in.jsonl", prompts(30))
     with small_disk(tmp_path / "disk", "4m") as disk:
@@ -245,7 +245,7 @@ def test_generate_on_a_full_disk_is_one_error_naming_generations_and_resumes(
 
 @pytest.fixture(scope="module")
 def tiny_train(tmp_path_factory):
-    from tests.train import builders
+    from tests.stages.train import builders
 
     root = tmp_path_factory.mktemp("tiny-train")
     target = builders.build_target(root / "target")
@@ -299,7 +299,7 @@ def test_the_pipeline_on_a_full_disk_is_one_error_naming_the_stage_folder_and_re
 ):
     import yaml
 
-    from tests.generate.helpers import accepted, prompts, write_jsonl
+    from tests.stages.generate.helpers import accepted, prompts, write_jsonl
 
     src = write_jsonl(tmp_path / "in.jsonl", prompts(30))
     recipe = tmp_path / "recipe.yaml"

@@ -8,10 +8,10 @@ from eagle3_core.contracts import sequences
 
 
 def test_the_writer_and_every_stand_in_fixture_write_the_contracts_columns(tmp_path):
-    from eagle3_core.reconstruct.shards import write_sequences as reconstructs
-    from tests.evaluate.trained import write_sequences as evaluates
-    from tests.extract.helpers import write_sequences as extracts
-    from tests.vocab.test_vocab import write_sequences as vocabs
+    from eagle3_core.stages.reconstruct.shards import write_sequences as reconstructs
+    from tests.stages.evaluate.trained import write_sequences as evaluates
+    from tests.stages.extract.helpers import write_sequences as extracts
+    from tests.stages.vocab.test_vocab import write_sequences as vocabs
 
     reconstructs(tmp_path / "r.parquet", {n: [] for n, _ in sequences.COLUMNS})
     parts = [tmp_path / "r.parquet"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eagle3_core.lifecycle import Stage, drive
-from eagle3_core.progress import NullReporter
+from eagle3_core.run.driver import Stage, drive
+from eagle3_core.run.progress import NullReporter
 
 
 class WorkStage(Stage):

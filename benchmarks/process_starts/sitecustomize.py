@@ -24,7 +24,7 @@ import time
 KINDS = (  # (kind, a fragment of the joined argv that marks it), first match wins
     ("watchdogs", "serve/watchdog.py"),  # its argv carries its server's: counted before it
     ("vLLM API servers", ".venv-vllm/bin/python -m vllm.entrypoints.openai.api_server"),  # not the tests' stand-in
-    ("trainers", "eagle3_core.train.main"),
+    ("trainers", "eagle3_core.stages.train.main"),
     ("deepspeed launchers", "deepspeed --num_gpus"),
     ("eagle3 command lines", "bin/eagle3 "),
     ("Prefect flow runs", "prefect.engine"),

@@ -4,7 +4,7 @@ On disk ``details`` stays the JSON object it always was, with the same keys, so 
 written before these models stay readable and complete. A stage writes ``Model(...).dump()``
 (only the keys it gave: the JSON is what it wrote before); another stage, a task, the CLI or a
 summary reads ``Model.of(manifest)``. A key renamed on one side therefore breaks the other side's
-tests (``tests/test_manifest_details.py`` runs each writer through its model), not a run.
+tests (``tests/run/test_manifest_details.py`` runs each writer through its model), not a run.
 
 Strict on writing, lenient on reading, and why: the models refuse undeclared keys
 (``extra="forbid"``), so a writer's new or misspelt key fails in its own tests at once; ``of``
@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from eagle3_core.base import StrictModel
 from eagle3_core.errors import InputError
-from eagle3_core.manifest import StageManifest
+from eagle3_core.run.manifest import StageManifest
 
 
 class StageDetails(StrictModel):

@@ -2,7 +2,7 @@
 its manifest lists.
 
 A folder whose manifest is ``complete`` lists each shard it wrote with its size and blake2b
-(``eagle3_core.checksums``). ``check_listed`` holds the files to that list before anything is
+(``eagle3_core.run.checksums``). ``check_listed`` holds the files to that list before anything is
 read: a listed shard that is gone or has another size is named (sizes cost one ``stat`` each);
 with ``verify`` (or ``EAGLE3_VERIFY=1``) every checksum too. A folder still ``running``, or one
 written before manifests listed shards, is read as it is.
@@ -53,8 +53,8 @@ def listed_parts(stage_dir: str | Path, stage: str, found_what: str, under: str 
 
 def check_listed(stage_dir: str | Path, stage: str, verify: bool | None = None) -> None:
     """Every shard the folder's complete manifest lists is there with its size (and checksum)."""
-    from eagle3_core.checksums import shard_problem, verify_requested
-    from eagle3_core.manifest import read_manifest
+    from eagle3_core.run.checksums import shard_problem, verify_requested
+    from eagle3_core.run.manifest import read_manifest
 
     manifest = read_manifest(stage_dir)
     if manifest is None or manifest.status != "complete":

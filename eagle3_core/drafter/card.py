@@ -219,7 +219,7 @@ def context_rows(block: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _write(export_dir: Path, meta: dict[str, Any]) -> Path:
-    from eagle3_core.fsio import atomic_path
+    from eagle3_core.run.fsio import atomic_path
 
     path = export_dir / CARD_FILE
     meta = {**meta, "facts": portable_facts(meta.get("facts") or {})}

@@ -190,7 +190,7 @@ def write_export(out_dir: str | Path, state: dict, hf_config: dict) -> None:
     """Every drafter kind's export: its weights as ``model.safetensors`` and its ``config.json``."""
     from safetensors.torch import save_file
 
-    from eagle3_core.fsio import plain_file_mode
+    from eagle3_core.run.fsio import plain_file_mode
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from eagle3_core.base import StrictModel
-from eagle3_core.target import ChatSettings
+from eagle3_core.target.config import ChatSettings
 
 # Request fields that belong to `target.chat` (one source of truth) or to the client itself.
 RESERVED_EXTRA = (

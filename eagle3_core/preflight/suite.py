@@ -29,7 +29,7 @@ from typing import Any
 from eagle3_core.endpoint.config import RequestConfig
 from eagle3_core.errors import Eagle3Error, EndpointError
 from eagle3_core.preflight.history import ADD_TOOL, CALL
-from eagle3_core.target import TargetConfig
+from eagle3_core.target.config import TargetConfig
 
 QUESTION = {"role": "user", "content": "What is 17 + 25? Think it through, then answer."}
 SUITE: dict[str, tuple[list[dict], list[dict] | None]] = {
@@ -84,7 +84,7 @@ def preflight(
     ``EndpointError``. ``max_tokens`` defaults to the run's own ``generate.max_tokens``: the room the
     run gives. ``strict`` (``eagle3 probe``): a server that refuses tools is an error naming the
     recipe's tool parser, not a skipped case (generate's own probe stops on it when rows carry tools)."""
-    from eagle3_core.tokenizer import load_tokenizer, token_facts
+    from eagle3_core.target.tokenizer import load_tokenizer, token_facts
 
     tokenizer = load_tokenizer(target.require_path(), target.trust_remote_code)
     facts = token_facts(tokenizer, target, target.path)
@@ -206,7 +206,7 @@ def _ask(
 
 def _check(tokenizer: Any, facts: Any, target: TargetConfig, record: dict, url: str, name: str) -> CaseResult:
     """Rebuild the record from its text and compare with the server's ids; EndpointError on a difference."""
-    from eagle3_core.reconstruction.build import Reconstructor, TextPath
+    from eagle3_core.rebuild.build import Reconstructor, TextPath
 
     result = Reconstructor(tokenizer, facts, TextPath(), target.chat, target).run([record])
     if result.rejects:

@@ -62,9 +62,9 @@ def count_rows(source: PromptSource) -> int | None:
 
 
 def fingerprint(source: PromptSource) -> str:
-    """What identifies the input: its files' bytes (``stage_key.files_key``: the same prompts at
+    """What identifies the input: its files' bytes (``keys.files_key``: the same prompts at
     another path are the same input), or the dataset name and split."""
-    from eagle3_core.stage_key import files_key
+    from eagle3_core.run.keys import files_key
 
     path = Path(source.input).expanduser()
     if not path.exists():

@@ -15,14 +15,14 @@ FILE = "vllm_starts.json"
 
 
 def starts_file() -> Path:
-    from eagle3_core.fsio import cache_root
+    from eagle3_core.run.fsio import cache_root
 
     return cache_root() / FILE
 
 
 def record(device: str, seconds: float) -> None:
     """Keep ``seconds`` as the last start's on ``device``."""
-    from eagle3_core.fsio import write_json_atomic
+    from eagle3_core.run.fsio import write_json_atomic
 
     try:
         write_json_atomic(starts_file(), {**_read(), device: round(seconds, 1)})

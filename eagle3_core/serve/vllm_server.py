@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Literal
 
 from eagle3_core.errors import EndpointError
-from eagle3_core.hardware import cpu_computes_bf16
 from eagle3_core.ports import free_port
 from eagle3_core.serve import starts
 from eagle3_core.serve.config import ServeConfig
@@ -44,7 +43,8 @@ from eagle3_core.serve.locate import check_vllm, vllm_python, vllm_takes
 from eagle3_core.serve.process import start_engine, stop_engine
 from eagle3_core.serve.tokenizer_class import FIX as TOKENIZER_FIX
 from eagle3_core.serve.tokenizer_class import spaces_dropped
-from eagle3_core.target import TargetConfig
+from eagle3_core.target.config import TargetConfig
+from eagle3_core.target.hardware import cpu_computes_bf16
 
 QUIET_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 

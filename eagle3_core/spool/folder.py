@@ -36,7 +36,7 @@ from pydantic import Field
 from eagle3_core.base import StrictModel
 from eagle3_core.contracts.hidden import FORMAT, SEAL, UNSEALED, token_bytes
 from eagle3_core.errors import ConfigError, InputError, StageError
-from eagle3_core.fsio import atomic_path, read_json, stray_temps, write_json_atomic
+from eagle3_core.run.fsio import atomic_path, read_json, stray_temps, write_json_atomic
 
 REQUESTS = "requests.json"
 STATUS = "producer.json"

@@ -28,13 +28,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from eagle3_core.errors import ConfigError, EndpointError
-from eagle3_core.fsio import atomic_path
+from eagle3_core.run.fsio import atomic_path
 from eagle3_core.spool.folder import Requests, Spool, SpoolFeeder, StatusFile, Stopped, unit_name, wait_for_room
 from eagle3_core.spool.producer import refuse_other_target
 
 WAIT_S = 2.0  # a unit request is held this long before "not yet" (a long poll)
 CHUNK = 1 << 20
-START = "python -m eagle3_core.train.online_engine serve --spool DIR --target PATH --layers a,b,c --max-tokens N"
+START = "python -m eagle3_core.stages.train.online_engine serve --spool DIR --target PATH --layers a,b,c --max-tokens N"
 
 
 def is_url(endpoint: str | None) -> bool:

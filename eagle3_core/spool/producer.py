@@ -5,7 +5,7 @@ file with a new run id, refuse another target or other layers (``refuse_other_ta
 the units (``folder.produce``), and begin again when a newer run replaces the one in progress.
 ``EngineProducer`` is the engine a train stage starts for one run (loaded at once, so its
 start-up overlaps DeepSpeed's, closed when the run ends or fails). The engine itself comes from
-a factory, so this package knows no engine (they live in ``eagle3_core.extract``).
+a factory, so this package knows no engine (they live in ``eagle3_core.stages.extract``).
 """
 
 from __future__ import annotations

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eagle3_core.base import stable_hash
-from eagle3_core.fsio import write_json_atomic
-from eagle3_core.hardware import cpu_computes_bf16
-from eagle3_core.manifest import runtime_versions
-from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.run.fsio import write_json_atomic
+from eagle3_core.run.manifest import runtime_versions
+from eagle3_core.run.progress import NullReporter, Reporter
+from eagle3_core.target.hardware import cpu_computes_bf16
 from eagle3_core.toy.config import ToyTargetConfig
 from eagle3_core.toy.corpus import OPS, distinct_training_prompts, split_questions
 from eagle3_core.toy.countdown import split_countdowns
@@ -47,7 +47,7 @@ TRAIN_PROMPTS, HELDOUT_PROMPTS = "prompts_train.jsonl", "prompts_heldout.jsonl"
 
 def cache_root(cfg: ToyTargetConfig) -> Path:
     """``cfg.cache_dir``, else ``$EAGLE3_CACHE``, else ``~/.cache/eagle3``."""
-    from eagle3_core.fsio import cache_root as machine_cache
+    from eagle3_core.run.fsio import cache_root as machine_cache
 
     return Path(cfg.cache_dir).expanduser() if cfg.cache_dir else machine_cache()
 

@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from eagle3_core.fsio import atomic_path
+from eagle3_core.run.fsio import atomic_path
 from eagle3_core.toy.corpus import SYMBOL, Question
 from eagle3_core.toy.countdown import Countdown, ones_first
 

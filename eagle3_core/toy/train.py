@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from eagle3_core.hardware import cpu_computes_bf16
-from eagle3_core.progress import NullReporter, Reporter
+from eagle3_core.run.progress import NullReporter, Reporter
+from eagle3_core.target.hardware import cpu_computes_bf16
 from eagle3_core.toy.config import ToyTargetConfig
 from eagle3_core.toy.corpus import Question, parse_answer
 from eagle3_core.toy.countdown import CountdownSplit, training_batch

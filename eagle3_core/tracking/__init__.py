@@ -130,7 +130,7 @@ def flatten(prefix: str, value: Any) -> dict[str, float]:
 
 def write_run_file(out_dir: Path, names: list[str], ids: dict[str, dict], spec: RunSpec) -> None:
     """drafter/tracking.json: where the run lives, for the evaluate stage."""
-    from eagle3_core.fsio import write_json_atomic
+    from eagle3_core.run.fsio import write_json_atomic
 
     record = {
         "report_to": names,
@@ -146,7 +146,7 @@ def write_run_file(out_dir: Path, names: list[str], ids: dict[str, dict], spec: 
 
 def reopen(drafter_dir: str | Path, report: Callable[[str], None] = warn) -> Tracker:
     """The run tracking.json names, reopened to add figures; an empty tracker when none is named."""
-    from eagle3_core.fsio import read_json
+    from eagle3_core.run.fsio import read_json
 
     path = Path(drafter_dir) / RUN_FILE
     if not path.exists():

@@ -44,7 +44,7 @@ class StageCommands(click.Group):
 def cli(verify: bool) -> None:
     """Train an EAGLE-3 drafter on a reasoning model's own outputs."""
     if verify:
-        os.environ["EAGLE3_VERIFY"] = "1"  # read by every stage and reader of this run (eagle3_core.checksums)
+        os.environ["EAGLE3_VERIFY"] = "1"  # read by every stage and reader of this run (eagle3_core.run.checksums)
 
 
 # The declared stages' own commands (flows/cli/<stage>.py, for a stage useful alone), in DAG

@@ -34,7 +34,7 @@ def stage_command(name: str) -> click.Command:
     params += [_built(field_option(model, field)) for field in fields]
 
     def callback(**given):
-        from eagle3_core.target import TargetConfig
+        from eagle3_core.target.config import TargetConfig
 
         arguments = {k: given.pop(k) for k in [*folders, "out_dir"]}
         if "target" in hints:

@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 
 from eagle3_core.contracts.details import EvaluateDetails
-from eagle3_core.evaluate.config import EvaluateConfig
 from eagle3_core.prompts.source import PromptSource
 from eagle3_core.serve.config import ServeConfig
-from eagle3_core.target import TargetConfig
+from eagle3_core.stages.evaluate.config import EvaluateConfig
+from eagle3_core.target.config import TargetConfig
 from flows.cli.options import field_option, folder_option, run_stage, target_options
 
 
@@ -61,7 +61,7 @@ def command(
     **given,
 ) -> None:
     """Measure the drafter's acceptance length in real vLLM and offline."""
-    from eagle3_core.reconstruct.recipes import target_from_recipe
+    from eagle3_core.stages.reconstruct.recipes import target_from_recipe
 
     parser = (
         {}
@@ -104,7 +104,7 @@ def evaluate_config(
     **fields,
 ) -> EvaluateConfig:
     """The options as an EvaluateConfig: prompts default to the toy's held-out ones beside the target."""
-    from eagle3_core.evaluate.stage import TOY_HELDOUT
+    from eagle3_core.stages.evaluate.stage import TOY_HELDOUT
 
     if offline_only and online_only:
         raise click.UsageError("--offline-only and --online-only exclude each other")

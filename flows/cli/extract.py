@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from eagle3_core.contracts.details import ExtractDetails
-from eagle3_core.extract.config import ExtractConfig
-from eagle3_core.target import TargetConfig
+from eagle3_core.stages.extract.config import ExtractConfig
+from eagle3_core.target.config import TargetConfig
 from flows.cli.options import (
     field_option,
     field_options,
@@ -38,7 +38,7 @@ def command(
 ) -> None:
     """Store the target's low/mid/high and final hidden states for every token (bf16 safetensors)."""
     from eagle3_core.contracts.sequences import parts
-    from eagle3_core.reconstruct.recipes import target_from_recipe
+    from eagle3_core.stages.reconstruct.recipes import target_from_recipe
 
     parts(sequences_dir)  # the input folder first: a wrong --input is not a config error
     cfg = ExtractConfig(**fields, layers=parse_layers(layers))

@@ -7,9 +7,9 @@ import os
 import click
 
 from eagle3_core.contracts.details import GenerateDetails
-from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.generate.terminal import PROGRESS_ENV
 from eagle3_core.prompts.source import PromptSource
+from eagle3_core.stages.generate.config import GenerateConfig
+from eagle3_core.stages.generate.terminal import PROGRESS_ENV
 from flows.cli.options import field_option, field_options, folder_option, recipe_options, run_stage
 
 # GenerateConfig fields set as they are, each its own --option (default, help, bounds: the field's)
@@ -49,7 +49,7 @@ class ConcurrencyType(click.ParamType):
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def command(input_, base_urls, out_dir, split, max_samples, family, recipe, no_progress, **fields) -> None:
     """Send every prompt to the endpoints; keep each answer with its reasoning, resumably."""
-    from eagle3_core.reconstruct.recipes import target_from_recipe
+    from eagle3_core.stages.reconstruct.recipes import target_from_recipe
 
     target = target_from_recipe(recipe, family)  # with a local target.path, the probe runs the pre-flight suite
     cfg = GenerateConfig(

@@ -105,7 +105,7 @@ def parse_layers(text: str | None) -> list[int] | None:
         raise click.BadParameter(
             f"expected three comma-separated layer ids such as 2,16,29, got {text!r}", param_hint="--layers"
         ) from None
-    from eagle3_core.target import aux_layer_problem
+    from eagle3_core.target.config import aux_layer_problem
 
     problem = aux_layer_problem(layers)
     if problem:

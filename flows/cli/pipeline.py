@@ -48,7 +48,7 @@ def run_and_report(config) -> dict:
 
 
 def report(config, outcomes: dict) -> None:
-    from eagle3_core.run_summary import summary_lines
+    from eagle3_core.run.summary import summary_lines
 
     click.echo("")
     for line in summary_lines(config, outcomes):

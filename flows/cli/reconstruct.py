@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from eagle3_core.contracts.details import ReconstructDetails
-from eagle3_core.reconstruct.config import ReconstructConfig
-from eagle3_core.target import TargetConfig
+from eagle3_core.stages.reconstruct.config import ReconstructConfig
+from eagle3_core.target.config import TargetConfig
 from flows.cli.options import field_options, folder_option, run_stage, target_options
 
 
@@ -27,7 +27,7 @@ def command(
     **fields,
 ) -> None:
     """Rebuild the exact token ids the target produced, think tokens in place, with a loss mask."""
-    from eagle3_core.reconstruct.recipes import target_from_recipe
+    from eagle3_core.stages.reconstruct.recipes import target_from_recipe
 
     # Remote code runs only on this flag, whatever a recipe says.
     target = target_from_recipe(recipe, family, path=tokenizer, trust_remote_code=trust_remote_code)

@@ -149,7 +149,7 @@ def _configs(config_path: str | None):
 
 def _with_flags(target, model: str, reasoning_parser: str | None, tool_call_parser: str | None):
     """The target served from ``model``, the parsers given on the command line over the recipe's."""
-    from eagle3_core.target import ToolParsers
+    from eagle3_core.target.config import ToolParsers
 
     update: dict = {"path": model}
     if reasoning_parser:

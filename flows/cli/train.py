@@ -11,8 +11,8 @@ from pathlib import Path
 import click
 
 from eagle3_core.contracts.details import TrainDetails
-from eagle3_core.target import TargetConfig
-from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
+from eagle3_core.stages.train.config import OnlineVllmConfig, TrainConfig
+from eagle3_core.target.config import TargetConfig
 from flows.cli.options import (
     field_option,
     field_options,
@@ -69,7 +69,7 @@ def command(
     **fields,
 ) -> None:
     """Train the drafter with DeepSpeed and export it for vLLM / SGLang."""
-    from eagle3_core.reconstruct.recipes import target_from_recipe
+    from eagle3_core.stages.reconstruct.recipes import target_from_recipe
 
     online = OnlineVllmConfig(**{name: fields.pop(name) for name in ONLINE_FIELDS})
     report_to = trackers(fields.pop("report_to"))
@@ -97,7 +97,7 @@ def command(
 def input_folders(mode: str, input_dir: str) -> tuple[str | None, str | None]:
     """(hidden_dir, sequences_dir): --input is hidden/ offline, sequences/ online; in auto, hidden/
     when it is extract's complete folder (the stage then trains offline on it), else sequences/."""
-    from eagle3_core.train.plan import decide
+    from eagle3_core.stages.train.plan import decide
 
     return decide(mode, hidden_dir=input_dir).input_folders(input_dir)
 

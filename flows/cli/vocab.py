@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from eagle3_core.contracts.details import VocabDetails
-from eagle3_core.target import TargetConfig
-from eagle3_core.vocab.config import VocabConfig
+from eagle3_core.stages.vocab.config import VocabConfig
+from eagle3_core.target.config import TargetConfig
 from flows.cli.options import field_option, folder_option, run_stage, target_options
 
 
@@ -26,7 +26,7 @@ def command(
     **fields,
 ) -> None:
     """Pick the draft vocabulary: the most frequent supervised target tokens."""
-    from eagle3_core.reconstruct.recipes import target_from_recipe
+    from eagle3_core.stages.reconstruct.recipes import target_from_recipe
 
     target = target_from_recipe(recipe, family, path=tokenizer, trust_remote_code=trust_remote_code)
     manifest = run_stage(

@@ -6,7 +6,7 @@ import torch
 import eagle3_core.drafter.model as model_module
 from eagle3_core.drafter.attention import segment_positions, ttt_attention
 from eagle3_core.drafter.model import Eagle3Drafter
-from eagle3_core.train.loss import ttt_loss
+from eagle3_core.stages.train.loss import ttt_loss
 from tests.drafter.dense_reference import dense_ttt_attention
 from tests.drafter.test_model import tiny_config
 
@@ -89,7 +89,7 @@ def test_the_drafter_loss_and_every_weight_gradient_equal_the_dense_reference(T,
     mask = segments > 0
     monkeypatch.setattr("eagle3_core.drafter.attention.BLOCK_SCORES", 2 * 4 * 7 * T)  # 7-row blocks
     monkeypatch.setattr("eagle3_core.drafter.attention.MIN_BLOCK", 1)
-    monkeypatch.setattr("eagle3_core.train.loss.LOSS_CHUNK_ELEMENTS", 2 * 20 * 5)  # 5-position loss chunks
+    monkeypatch.setattr("eagle3_core.stages.train.loss.LOSS_CHUNK_ELEMENTS", 2 * 20 * 5)  # 5-position loss chunks
     loss = drafter_loss(drafter, ids, aux, probs, mask, segments, steps)
     grads = torch.autograd.grad(loss, [p for p in drafter.parameters() if p.requires_grad])
     monkeypatch.setattr(model_module, "ttt_attention", dense_ttt_attention)

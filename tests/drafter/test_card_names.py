@@ -5,10 +5,10 @@ config.json's `_name_or_path`, and for a run an older eagle3 served by its path,
 import json
 
 from eagle3_core.drafter.card import CARD_FILE, update_card, write_card
-from eagle3_core.manifest import StageManifest
-from eagle3_core.train.config import TrainConfig
-from eagle3_core.train.inputs import TrainInputs
-from eagle3_core.train.provenance import target_name
+from eagle3_core.run.manifest import StageManifest
+from eagle3_core.stages.train.config import TrainConfig
+from eagle3_core.stages.train.inputs import TrainInputs
+from eagle3_core.stages.train.provenance import target_name
 from tests.drafter.test_card import ABSOLUTE_PATH, FACTS, TRAINING, export, report  # noqa: F401 (fixture)
 
 

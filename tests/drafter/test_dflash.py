@@ -11,7 +11,7 @@ import torch
 from eagle3_core.drafter.dflash import DFlashConfig, DFlashDrafter, block_inputs, block_mask
 from eagle3_core.drafter.kinds import KINDS, kind_of_export
 from eagle3_core.errors import ConfigError
-from eagle3_core.train.config import TrainConfig
+from eagle3_core.stages.train.config import TrainConfig
 from tests.fixtures.requirements import vllm_source
 
 TARGET = {
@@ -115,8 +115,8 @@ def test_a_block_sees_the_context_before_its_anchor_in_its_own_sample_and_nothin
 
 
 def test_the_loss_counts_a_slot_only_where_its_token_is_supervised_in_the_anchors_sample():
-    from eagle3_core.train.kind_dflash import forward
-    from eagle3_core.train.loss import TargetHead
+    from eagle3_core.stages.train.kind_dflash import forward
+    from eagle3_core.stages.train.loss import TargetHead
 
     drafter = tiny()
     head = TargetHead(torch.randn(50, 32), drafter.d2t, drafter.t2d)
@@ -145,7 +145,7 @@ def test_a_dflash_run_without_a_mask_token_is_one_config_error_naming_the_field(
 def test_a_mask_token_outside_the_vocab_or_a_layer_id_vllm_cannot_name_is_refused_before_training():
     from types import SimpleNamespace
 
-    from eagle3_core.train.kind_dflash import check
+    from eagle3_core.stages.train.kind_dflash import check
 
     cfg = TrainConfig(kind="dflash", dflash={"mask_token_id": 400})
     inputs = SimpleNamespace(vocab_size=374, target_config={"num_hidden_layers": 4}, aux_layer_ids=[1, 2, 3])

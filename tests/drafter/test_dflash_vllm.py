@@ -8,9 +8,9 @@ import json
 import pytest
 
 from eagle3_core.drafter.card import speculative_config
-from eagle3_core.target import TargetConfig
-from eagle3_core.train.config import TrainConfig
-from eagle3_core.train.stage import run_train
+from eagle3_core.stages.train.config import TrainConfig
+from eagle3_core.stages.train.stage import run_train
+from eagle3_core.target.config import TargetConfig
 from tests.drafter.test_variants_vllm import PROMPTS, K, data, offline_length, prompts, vllm_length  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.deepspeed]

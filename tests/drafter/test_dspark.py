@@ -11,7 +11,7 @@ import torch
 from eagle3_core.drafter.dspark import DSparkConfig, DSparkDrafter
 from eagle3_core.drafter.kinds import KINDS, aux_layer_ids, drafter_class, kind_of_export
 from eagle3_core.errors import ConfigError
-from eagle3_core.train.config import TrainConfig
+from eagle3_core.stages.train.config import TrainConfig
 from tests.drafter.test_dflash import TARGET
 from tests.fixtures.requirements import vllm_source
 
@@ -106,8 +106,8 @@ def test_the_replay_counts_the_same_accepted_run_as_drafting_on_its_own_tokens()
 
 
 def test_the_loss_trains_the_markov_head_and_counts_the_anchor_slot_as_step_one():
-    from eagle3_core.train.kind_dspark import forward
-    from eagle3_core.train.loss import TargetHead
+    from eagle3_core.stages.train.kind_dspark import forward
+    from eagle3_core.stages.train.loss import TargetHead
 
     drafter = tiny().train()
     head = TargetHead(torch.randn(50, 32), drafter.d2t, drafter.t2d)
@@ -148,7 +148,7 @@ def test_a_dspark_run_without_a_noise_token_is_one_config_error_naming_the_field
     ],
 )
 def test_a_setting_the_target_cannot_meet_is_one_config_error_before_training(dspark, change, message):
-    from eagle3_core.train.kind_dspark import check
+    from eagle3_core.stages.train.kind_dspark import check
 
     target = {"num_hidden_layers": 4, "max_position_embeddings": change.pop("max_positions", 2048)}
     inputs = SimpleNamespace(vocab_size=374, draft_vocab_size=40, target_config=target, aux_layer_ids=[1, 2, 3])
@@ -158,7 +158,7 @@ def test_a_setting_the_target_cannot_meet_is_one_config_error_before_training(ds
 
 
 def test_the_toys_settings_pass_and_no_kinds_hash_moves_with_another_kinds_section():
-    from eagle3_core.train.kind_dspark import check
+    from eagle3_core.stages.train.kind_dspark import check
 
     inputs = SimpleNamespace(
         vocab_size=374, draft_vocab_size=40, target_config={"num_hidden_layers": 4}, aux_layer_ids=[1, 2, 3]

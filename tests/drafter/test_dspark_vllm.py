@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from eagle3_core.drafter.card import speculative_config
-from eagle3_core.evaluate.config import EvaluateConfig
-from eagle3_core.evaluate.stage import run_evaluate
 from eagle3_core.prompts.source import PromptSource
-from eagle3_core.target import TargetConfig
-from eagle3_core.train.config import TrainConfig
-from eagle3_core.train.stage import run_train
+from eagle3_core.stages.evaluate.config import EvaluateConfig
+from eagle3_core.stages.evaluate.stage import run_evaluate
+from eagle3_core.stages.train.config import TrainConfig
+from eagle3_core.stages.train.stage import run_train
+from eagle3_core.target.config import TargetConfig
 from tests.drafter.test_variants_vllm import MAX_TOKENS, PROMPTS, K, data, offline_length, prompts  # noqa: F401
 from tests.fixtures.requirements import require_vllm
 from tests.fixtures.toy import toy_serve

@@ -6,7 +6,7 @@ import pytest
 from eagle3_core.config import PipelineConfig
 from eagle3_core.drafter.model import DrafterConfig
 from eagle3_core.errors import ConfigError
-from eagle3_core.train.config import DrafterVariant
+from eagle3_core.stages.train.config import DrafterVariant
 from tests.drafter.test_model import tiny_config
 
 
@@ -74,6 +74,6 @@ def test_a_variant_no_loader_knows_is_a_config_error_naming_the_field(tmp_path, 
 
 
 def test_the_variant_is_part_of_what_decides_the_trained_weights():
-    from eagle3_core.train.config import TrainConfig
+    from eagle3_core.stages.train.config import TrainConfig
 
     assert TrainConfig().output_hash() != TrainConfig(variant=DrafterVariant(preset="eagle3.1")).output_hash()

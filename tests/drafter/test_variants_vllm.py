@@ -5,11 +5,11 @@ offline transformers loop on the same held-out prompts.
 One data set (greedy answers, vocab, hidden/) for all variants, the session's
 ``toy_drafter_data`` (tests/fixtures/drafters.py); one DeepSpeed run and one vLLM start per variant
 (about 3 minutes each on the shared 2-core machine), but the default ``eagle3`` is the session's
-``toy_eagle3_drafter``, trained once for this module and tests/evaluate/test_vllm.py (same data,
+``toy_eagle3_drafter``, trained once for this module and tests/stages/evaluate/test_vllm.py (same data,
 same settings, same steps), and its vLLM and offline figures are the evaluate stage's on it
 (``toy_eagle3_report``: the same k, answer length and held-out prompts as here). The other variants
 train the fewest steps that keep each check clear (``STEPS``, with the figures). The tolerance is
-today's (tests/evaluate/test_vllm.py): vLLM within 0.5 of the offline loop, and of the simulated
+today's (tests/stages/evaluate/test_vllm.py): vLLM within 0.5 of the offline loop, and of the simulated
 figure.
 """
 
@@ -19,14 +19,14 @@ import shutil
 import pytest
 
 from eagle3_core.drafter.card import speculative_config
-from eagle3_core.evaluate.heldout import load_heldout
-from eagle3_core.evaluate.online import client_config, measure
-from eagle3_core.evaluate.serving import serve_target
-from eagle3_core.evaluate.simulated import simulated_acceptance
 from eagle3_core.prompts.source import PromptSource
-from tests.evaluate.trained import train_on
+from eagle3_core.stages.evaluate.heldout import load_heldout
+from eagle3_core.stages.evaluate.online import client_config, measure
+from eagle3_core.stages.evaluate.serving import serve_target
+from eagle3_core.stages.evaluate.simulated import simulated_acceptance
 from tests.fixtures.drafters import DRAFTER_STEPS, EVAL_K, EVAL_MAX_TOKENS, EVAL_PROMPTS
 from tests.fixtures.toy import toy_serve
+from tests.stages.evaluate.trained import train_on
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.deepspeed]
 
@@ -67,7 +67,7 @@ def prompts(toy_target):
 
 
 def offline_length(target, export, prompts) -> float:
-    from eagle3_core.evaluate.offline import ChainDecoder, prompt_token_ids, run_offline
+    from eagle3_core.stages.evaluate.offline import ChainDecoder, prompt_token_ids, run_offline
 
     decoder = ChainDecoder.load(target.path, export, threads=1)
     ids = prompt_token_ids(target.path, prompts, target.chat)

@@ -5,11 +5,11 @@ from pydantic import ValidationError
 
 from eagle3_core.endpoint.client import request_body
 from eagle3_core.endpoint.config import RequestConfig
-from eagle3_core.generate.config import GenerateConfig
+from eagle3_core.stages.generate.config import GenerateConfig
 
 
 def test_evaluation_sends_its_prompts_with_request_settings_and_no_generate_config():
-    from eagle3_core.evaluate.online import client_config
+    from eagle3_core.stages.evaluate.online import client_config
 
     cfg = client_config(temperature=0.0, max_tokens=16, concurrency=2, timeout=30.0)
     assert type(cfg) is RequestConfig

@@ -325,7 +325,7 @@ def plain_tokens(family: str) -> frozenset[str] | None:
 def not_special(family: str) -> frozenset[str]:
     """``NOT_SPECIAL[family]``, checked against the recipe: its think markers are among them."""
     from eagle3_core.recipe_file import read_yaml
-    from eagle3_core.reconstruct.recipes import bundled_families
+    from eagle3_core.stages.reconstruct.recipes import bundled_families
 
     plain = NOT_SPECIAL.get(family, frozenset())
     if plain:
@@ -362,7 +362,7 @@ def build_tokenizer_folder(family: str, dest: Path) -> Path:
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     from eagle3_core.recipe_file import read_yaml
-    from eagle3_core.reconstruct.recipes import bundled_families
+    from eagle3_core.stages.reconstruct.recipes import bundled_families
 
     vocab = vocabulary(family)
     data = package_dir("quicktok") / "data"

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import polars as pl
 
-from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.generate.stage import run_generate
 from eagle3_core.prompts.source import PromptSource
-from eagle3_core.reconstruct.stage import run_reconstruct
-from eagle3_core.target import TargetConfig
+from eagle3_core.stages.generate.config import GenerateConfig
+from eagle3_core.stages.generate.stage import run_generate
+from eagle3_core.stages.reconstruct.stage import run_reconstruct
+from eagle3_core.target.config import TargetConfig
 
 HISTORY_REASONING = "The user greets me; greet back."
 LOOP_REASONING = "Rome's weather needs the tool."
@@ -147,8 +147,8 @@ def serve_family(
     ``target_update``: recipe target fields set for the test (Kimi-K2.5's ``trust_remote_code: true``)."""
     from eagle3_core.config import PipelineConfig
     from eagle3_core.serve import ServeConfig, VLLMServer
-    from eagle3_core.tokenizer import load_tokenizer
-    from eagle3_core.vocab.stage import run_vocab
+    from eagle3_core.stages.vocab.stage import run_vocab
+    from eagle3_core.target.tokenizer import load_tokenizer
     from tests.fixtures.requirements import require_vllm
     from tests.fixtures.vllm import machine_vllm_lock
 
@@ -204,9 +204,9 @@ def check_text_rebuild_where_the_ids_are_canonical(served: Served) -> None:
     text (``preflight.suite._same_text``), or a character the normaliser reads back as another; there
     the rebuild is the tokenizer's reading of the server's text. Which rows those are depends on the
     random model's arithmetic (a CPU without bf16 kernels serves it in fp32), never on the family."""
-    from eagle3_core.reconstruct.config import ReconstructConfig
-    from eagle3_core.reconstruction.build import Reconstructor
-    from eagle3_core.tokenizer import token_facts
+    from eagle3_core.rebuild.build import Reconstructor
+    from eagle3_core.stages.reconstruct.config import ReconstructConfig
+    from eagle3_core.target.tokenizer import token_facts
 
     tok, facts = served.tokenizer, token_facts(served.tokenizer, served.target, served.target.path)
     for run in (served.thinking, served.chat):

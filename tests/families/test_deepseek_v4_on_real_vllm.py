@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_core.preflight.history import check_rule
-from eagle3_core.tokenizer import token_facts
+from eagle3_core.target.tokenizer import token_facts
 from tests.families.served import (
     HISTORY_REASONING,
     LOOP_REASONING,
@@ -142,11 +142,11 @@ def test_evaluates_offline_loop_decodes_after_the_prompt_ids_this_server_returne
     """V4 has no chat template (vLLM encodes its prompts in Python), where evaluate's offline loop called
     ``apply_chat_template`` and died on a ValueError after vLLM had measured. It now takes the prompt ids
     vLLM returned (``return_token_ids``, here this module's server's) and decodes after them."""
-    from eagle3_core.evaluate.config import EvaluateConfig
-    from eagle3_core.evaluate.offline import LeftOut
-    from eagle3_core.evaluate.offline_passes import OfflinePasses
+    from eagle3_core.stages.evaluate.config import EvaluateConfig
+    from eagle3_core.stages.evaluate.offline import LeftOut
+    from eagle3_core.stages.evaluate.offline_passes import OfflinePasses
     from tests.cli_helpers import RecordingReporter
-    from tests.evaluate.models import make_export
+    from tests.stages.evaluate.models import make_export
 
     rows = list(served.thinking.rows.values())[:2]
     export = make_export(tmp_path / "export", Path(served.target.path), aux=(0, 1, 2))  # a 2-layer target

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_core.preflight.history import check_rule
-from eagle3_core.tokenizer import load_tokenizer, token_facts
+from eagle3_core.target.tokenizer import load_tokenizer, token_facts
 from tests.families.kimi_stand_in import KIMI_SPECIALS, PROBE_WORDS, VOCAB
 from tests.families.served import (
     HISTORY_REASONING,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_core.config import PipelineConfig
-from eagle3_core.reconstruct.recipes import bundled_families
+from eagle3_core.stages.reconstruct.recipes import bundled_families
 from tests.families.real_vocabularies import (
     ADDED_TOKENS_FILES,
     ENCODINGS,
@@ -278,7 +278,7 @@ def test_deepseek_v3_2s_dsml_is_special_and_the_recipe_keeps_it(tmp_path):
     """DeepSeek-V3.2's tokenizer.json: ``｜DSML｜`` is ONE special token, 128793 (V4's is 128825, not special).
     Decoded as the server decodes the answer, skip_special_tokens true drops it from the call markup the
     deepseek_v32 tool parser reads; the recipe's setting keeps it."""
-    from eagle3_core.tokenizer import load_tokenizer
+    from eagle3_core.target.tokenizer import load_tokenizer
 
     target = PipelineConfig.from_yaml(bundled_families()["deepseek_v3_2"]).target
     v32 = vocabulary("deepseek_v3_2")
@@ -302,20 +302,20 @@ def test_qwen3s_not_special_table_is_its_real_files():
 
 
 def stand_ins() -> dict:
-    from tests.reconstruct.families import FAMILIES
-    from tests.reconstruct.families_more import MORE_FAMILIES
+    from tests.stages.reconstruct.families import FAMILIES
+    from tests.stages.reconstruct.families_more import MORE_FAMILIES
 
     return FAMILIES | MORE_FAMILIES
 
 
-# family -> why the stand-in tokenizer's length is not the real tokenizer's: tests/reconstruct/families_more.py
+# family -> why the stand-in tokenizer's length is not the real tokenizer's: tests/stages/reconstruct/families_more.py
 # gives GLM-4.5 and MiniMax-M2 the model's config.json vocab_size (the recipe's comment), padded past the ids
 PADDED_STAND_INS = frozenset({"glm45", "minimax_m2"})
 
 
 @pytest.mark.parametrize("family", sorted(f for f in stand_ins() if f in FAMILY_ENCODINGS))
 def test_the_reconstruct_tests_family_tables_hold_the_real_ids(family):
-    """tests/reconstruct/families*.py's stand-in tokenizers: their special ids are the real ones, or the
+    """tests/stages/reconstruct/families*.py's stand-in tokenizers: their special ids are the real ones, or the
     family's own added tokens (``ADDED``), and their size is the real tokenizer's (or, ``PADDED_STAND_INS``,
     the model's vocab_size)."""
     table, vocab = stand_ins()[family], vocabulary(family)

@@ -92,7 +92,7 @@ NOT_YET: dict[str, str] = {
     "glm-4.7.yaml": "GLM-4.7: runs end to end on offline_tokenizer('glm-4.7-flash') (100 s); left out to keep the suite near 20 minutes",
     "minimax-m2.yaml": "MiniMax-M2: runs end to end on offline_tokenizer('minimax') (112 s); left out to keep the suite near 20 minutes",
     "minimax-m3.yaml": "MiniMax-M3: runs end to end on offline_tokenizer('minimax-m3') (116 s); left out to keep the suite near 20 minutes",
-    "gpt-oss.yaml": "gpt-oss: vLLM renders harmony only for a gpt_oss model (not a Llama stand-in), offline only with TIKTOKEN_ENCODINGS_BASE; tests/reconstruct/test_harmony_on_real_vllm.py covers it",
+    "gpt-oss.yaml": "gpt-oss: vLLM renders harmony only for a gpt_oss model (not a Llama stand-in), offline only with TIKTOKEN_ENCODINGS_BASE; tests/stages/reconstruct/test_harmony_on_real_vllm.py covers it",
     "llama3.yaml": "Llama-3.1: no package ships its chat template (quicktok's llama3 holds its ranks and Llama-3.0's specials only)",
     "deepseek-v4.1.yaml": "DeepSeek-V4.1: its encoder writes <｜System｜>, which no shipped tokenizer has (V4.1's tokenizer.json is in no package)",
     "toy.yaml": "the toy builds its own target; `eagle3 demo` and tests/integration run it",
@@ -208,7 +208,7 @@ def check_sequences_are_the_servers_ids(run: Path, rows: list[dict]) -> None:
     check of them against its own rebuild from the text differs only inside a completion: a random model
     writes ids the tokenizer would split otherwise (``served.check_text_rebuild_where_the_ids_are_canonical``);
     the prompt (Qwen3: the local render of its template; DeepSeek-V4: the server's, no template) never."""
-    from eagle3_core.manifest import read_manifest
+    from eagle3_core.run.manifest import read_manifest
 
     generated = {question(r): r for r in parquet_rows(run / "generations" / "accepted", "part-*.parquet")}
     sequences = {s["sample_id"]: s for s in parquet_rows(run / "sequences", "part-*.parquet")}
@@ -267,7 +267,7 @@ def test_the_shipped_recipe_runs_the_whole_dag_on_a_tiny_model_of_its_family(
     recipe, targets, prefect_api, tmp_path, capsys
 ):
     from eagle3_core.config import PipelineConfig
-    from eagle3_core.manifest import read_manifest
+    from eagle3_core.run.manifest import read_manifest
     from eagle3_core.stages import BY_NAME, STAGE_NAMES
     from tests.fixtures.vllm import each_server_takes_a_core
 

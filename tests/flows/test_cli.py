@@ -95,7 +95,7 @@ def test_a_users_error_ends_the_output_nothing_prefect_logs_at_shutdown_follows_
 
 
 def test_train_mode_auto_is_a_choice_and_reads_hidden_only_when_extract_wrote_it(tmp_path):
-    from eagle3_core.manifest import StageManifest, write_manifest
+    from eagle3_core.run.manifest import StageManifest, write_manifest
     from flows.cli.train import command, input_folders
 
     mode = next(p for p in command.params if p.name == "mode")

@@ -6,15 +6,15 @@ import importlib
 import click
 import pytest
 
-from eagle3_core.evaluate.config import EvaluateConfig
-from eagle3_core.extract.config import ExtractConfig
-from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.prompts.source import PromptSource
-from eagle3_core.reconstruct.config import ReconstructConfig
 from eagle3_core.serve.config import ServeConfig
-from eagle3_core.target import TargetConfig
-from eagle3_core.train.config import OnlineVllmConfig, TrainConfig
-from eagle3_core.vocab.config import VocabConfig
+from eagle3_core.stages.evaluate.config import EvaluateConfig
+from eagle3_core.stages.extract.config import ExtractConfig
+from eagle3_core.stages.generate.config import GenerateConfig
+from eagle3_core.stages.reconstruct.config import ReconstructConfig
+from eagle3_core.stages.train.config import OnlineVllmConfig, TrainConfig
+from eagle3_core.stages.vocab.config import VocabConfig
+from eagle3_core.target.config import TargetConfig
 
 # The configs each command builds; an option is checked against the field of the same name.
 COMMAND_CONFIGS = {

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from eagle3_core import dataset_versions as dv
 from eagle3_core.config import PipelineConfig
-from eagle3_core.generate.probe import PROBE_MESSAGES
+from eagle3_core.nightly import versions as dv
+from eagle3_core.stages.generate.probe import PROBE_MESSAGES
 from flows.nightly import NightlyConfig, nightly
 
 
@@ -127,7 +127,7 @@ def test_a_nightly_with_train_mode_auto_extracts_when_hidden_states_fit_as_the_p
 ):
     """train.mode auto is settled once sequences/ exist (offline when hidden/ fits on disk): the
     nightly must settle it too, or it never runs extract and always streams through a vLLM engine."""
-    from eagle3_core.manifest import read_manifest
+    from eagle3_core.run.manifest import read_manifest
     from tests.fixtures.toy import toy_recipe
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

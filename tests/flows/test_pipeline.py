@@ -7,8 +7,8 @@ import pytest
 
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError, StagesBlocked
-from eagle3_core.generate.config import GenerateConfig
 from eagle3_core.stages import STAGE_NAMES, STAGES
+from eagle3_core.stages.generate.config import GenerateConfig
 from flows.pipeline import pipeline
 from flows.stages import stage_flow
 from tests.prefect_reads import artifacts, logs_since
@@ -139,7 +139,7 @@ def test_every_declared_stage_has_a_flow_that_accepts_the_arguments_the_pipeline
 
 
 def test_a_stage_without_its_own_flow_gets_one_built_from_its_body_with_its_typed_parameters():
-    from eagle3_core.vocab.config import VocabConfig
+    from eagle3_core.stages.vocab.config import VocabConfig
 
     vocab = stage_flow("vocab")
 
@@ -191,8 +191,8 @@ def test_a_reused_generate_is_a_completed_subflow_that_reconstruct_waits_for_as_
 ):
     """The graph is the same shape whatever was reused: a reused generate started no subflow, so the
     run graph showed reconstruct with no input."""
-    from eagle3_core.manifest import read_manifest
-    from tests.reconstruct.families import FAMILIES, build_family_tokenizer
+    from eagle3_core.run.manifest import read_manifest
+    from tests.stages.reconstruct.families import FAMILIES, build_family_tokenizer
 
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "What is 2 + 2?"}\n')
     family = FAMILIES["qwen3"]
@@ -232,9 +232,9 @@ def stage_graph(flow_run_id) -> dict[str, set[str]]:
 
 def one_generation(config, tmp_path) -> None:
     """A complete generations/ of one answer, and a qwen3 target to reconstruct it with."""
-    from eagle3_core.manifest import StageManifest, write_manifest
-    from tests.reconstruct.families import FAMILIES, build_family_tokenizer
-    from tests.reconstruct.records import record, write_generations
+    from eagle3_core.run.manifest import StageManifest, write_manifest
+    from tests.stages.reconstruct.families import FAMILIES, build_family_tokenizer
+    from tests.stages.reconstruct.records import record, write_generations
 
     user = [{"role": "user", "content": "What is 2 + 2?"}]
     write_generations(config.layout.generations, [record("a", user, "Two and two.", "4.")])

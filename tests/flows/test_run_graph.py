@@ -9,7 +9,7 @@ links them, which is the same whatever a stage computes. The toy target task is 
 from pathlib import Path
 
 from eagle3_core.config import PipelineConfig
-from eagle3_core.manifest import StageManifest, read_manifest, write_manifest
+from eagle3_core.run.manifest import StageManifest, read_manifest, write_manifest
 from eagle3_core.stages import BY_NAME, STAGES
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,9 +8,9 @@ import pytest
 
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
-from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.generate.stage import stage_keys
 from eagle3_core.serve.config import ServeConfig
+from eagle3_core.stages.generate.config import GenerateConfig
+from eagle3_core.stages.generate.stage import stage_keys
 from flows.pipeline import with_served_model
 
 DEAD = "http://127.0.0.1:9/v1"  # nothing listens there: a key that asked it would fail

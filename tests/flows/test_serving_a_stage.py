@@ -7,11 +7,11 @@ import pytest
 
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
-from eagle3_core.generate.config import GenerateConfig
-from eagle3_core.run_summary import Outcome
+from eagle3_core.run.summary import Outcome
 from eagle3_core.stages import BY_NAME
+from eagle3_core.stages.generate.config import GenerateConfig
 from flows.pipeline import endpoint_field, require_endpoint, with_endpoints
-from tests.generate.helpers import prompts, write_jsonl
+from tests.stages.generate.helpers import prompts, write_jsonl
 
 GENERATE = BY_NAME["generate"]
 
@@ -30,7 +30,7 @@ def test_a_stage_that_asks_a_server_names_its_field_and_one_that_asks_none_names
 
 
 def test_a_stage_that_would_skip_asks_no_endpoint(tmp_path):
-    from eagle3_core.generate.stage import run_generate
+    from eagle3_core.stages.generate.stage import run_generate
 
     config = recipe(tmp_path, source="dataset")
     config.generate.prompts.input = str(write_jsonl(tmp_path / "answered.jsonl", [answered()]))

@@ -1,7 +1,7 @@
 """The `<stage>-summary` artifact every stage leaves on its flow run page: what a browser showed before was
 raw `None` and 16-digit floats (evaluate's acceptance length, 3.139784946236559)."""
 
-from eagle3_core.manifest import StageManifest
+from eagle3_core.run.manifest import StageManifest
 from tasks.common import manifest_markdown
 
 

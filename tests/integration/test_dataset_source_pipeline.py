@@ -8,8 +8,8 @@ own answers, reconstruct rebuilds them on the text path and says so in its count
 from pathlib import Path
 
 from eagle3_core.config import PipelineConfig
-from eagle3_core.manifest import read_manifest
 from eagle3_core.prompts.source import PromptSource
+from eagle3_core.run.manifest import read_manifest
 from flows.pipeline import pipeline
 
 TOY_RECIPE = Path(__file__).resolve().parents[2] / "configs" / "toy.yaml"
@@ -64,8 +64,8 @@ def _answer_of(tmp_path: Path, sample_id: str) -> str:
 
 
 def test_the_generate_command_takes_a_datasets_answers_without_any_endpoint(prefect_api, tmp_path):
-    from tests.generate.helpers import write_jsonl
-    from tests.generate.test_cli import EAGLE3, run_cli
+    from tests.stages.generate.helpers import write_jsonl
+    from tests.stages.generate.test_cli import EAGLE3, run_cli
 
     rows = [{"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A", "reasoning": "R"}]}]
     src = write_jsonl(tmp_path / "in.jsonl", rows)

@@ -108,8 +108,8 @@ def run_deployment(env: dict, name: str) -> subprocess.CompletedProcess:
 
 
 def _manifest_times(out: Path, recipe: Path) -> dict[str, float | None]:
-    from eagle3_core.layout import RunLayout
-    from eagle3_core.manifest import read_manifest
+    from eagle3_core.run.layout import RunLayout
+    from eagle3_core.run.manifest import read_manifest
 
     manifests = {
         s: read_manifest(getattr(RunLayout(root=out), BY_NAME[s].folder))
@@ -123,8 +123,8 @@ def _flow_run_id(output: str) -> str:
 
 
 def _manifest_status(out: Path, stage: str) -> str | None:
-    from eagle3_core.layout import RunLayout
-    from eagle3_core.manifest import read_manifest
+    from eagle3_core.run.layout import RunLayout
+    from eagle3_core.run.manifest import read_manifest
 
     manifest = read_manifest(getattr(RunLayout(root=out), BY_NAME[stage].folder))
     return manifest.status if manifest else None

@@ -24,9 +24,9 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "VLLM_CPU_KVCACHE_SPACE": "1"}
 
 ONLINE_STARTER = """
 import sys, time
-from eagle3_core.target import TargetConfig
-from eagle3_core.train.config import OnlineVllmConfig
-from eagle3_core.train.online_engine import build_engine
+from eagle3_core.target.config import TargetConfig
+from eagle3_core.stages.train.config import OnlineVllmConfig
+from eagle3_core.stages.train.online_engine import build_engine
 cfg = OnlineVllmConfig(engine="vllm", vllm_kv_cache_bytes=64 << 20)
 engine = build_engine(cfg, TargetConfig(path=sys.argv[1]), [1, 2, 3], 6, 64, sys.argv[2])
 print(engine.proc.pid, flush=True)
@@ -79,7 +79,7 @@ def sigkill_and_find_left(starter: subprocess.Popen, engine: list[int]) -> list[
 
 
 def test_a_sigkilled_evaluate_leaves_no_vllm_process_and_its_log_is_in_the_run(tmp_path, toy_target):
-    from tests.evaluate.models import make_export
+    from tests.stages.evaluate.models import make_export
 
     require_vllm()
     target = toy_target  # a served model of the toy recipe's size (max_model_len 2048, evaluate's default)
@@ -103,7 +103,7 @@ def test_a_sigkilled_evaluate_leaves_no_vllm_process_and_its_log_is_in_the_run(t
 
 
 def test_a_sigkilled_trainer_leaves_no_online_extraction_engine(tmp_path):
-    from tests.extract.helpers import build_tiny_llama
+    from tests.stages.extract.helpers import build_tiny_llama
 
     require_vllm()
     target = build_tiny_llama(tmp_path / "target", layers=6)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.generate.helpers import prompts, write_jsonl
 from tests.processes import alive, environ
+from tests.stages.generate.helpers import prompts, write_jsonl
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -22,12 +22,12 @@ import json
 import polars as pl
 import pytest
 
-from eagle3_core.generate.stage import run_generate
 from eagle3_core.prompts.source import PromptSource
+from eagle3_core.stages.generate.stage import run_generate
 from eagle3_core.toy.build import TRAIN_PROMPTS
 from eagle3_core.toy.conversations import FOREIGN_ANSWER, toy_conversations
 from eagle3_core.toy.corpus import parse_answer
-from tests.generate.helpers import toy_vllm_config
+from tests.stages.generate.helpers import toy_vllm_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 SAMPLES = 24
@@ -120,7 +120,7 @@ def test_rows_with_tools_are_answered_by_the_vllm_eagle3_starts(toy_vllm, tmp_pa
     """The module's server is started as eagle3 starts one (VLLMServer.for_target: the recipe's
     tool parser with --enable-auto-tool-choice); without it vLLM answered 0 of 20 such rows (HTTP
     400). A realistic mix: 20 rows with tools among plain ones, a too-long prompt among them."""
-    from tests.generate.helpers import Recorder, write_jsonl
+    from tests.stages.generate.helpers import Recorder, write_jsonl
 
     questions = [json.loads(line) for line in (toy_vllm.path / TRAIN_PROMPTS).open()][:30]
     rows = [{**q, "tools": TOOLS} if i % 3 else q for i, q in enumerate(questions)]
@@ -188,7 +188,7 @@ def generated_turns(toy_vllm, tmp_path_factory):
 
 
 def test_every_turn_is_regenerated_on_the_targets_own_earlier_answers(generated_turns, toy_target):
-    from eagle3_core.tokenizer import load_tokenizer
+    from eagle3_core.target.tokenizer import load_tokenizer
 
     manifest, finals, turns, _ = generated_turns
     think_close = load_tokenizer(str(toy_target)).convert_tokens_to_ids("</think>")
@@ -216,7 +216,7 @@ def test_every_turn_is_regenerated_on_the_targets_own_earlier_answers(generated_
 
 
 def test_the_sequence_trains_on_the_last_turns_ids_with_the_history_masked(generated_turns, toy_target):
-    from eagle3_core.reconstruct.stage import run_reconstruct
+    from eagle3_core.stages.reconstruct.stage import run_reconstruct
 
     _, finals, _, work = generated_turns
     recipe = toy_pipeline_recipe()
@@ -237,8 +237,8 @@ def test_the_sequence_trains_on_the_last_turns_ids_with_the_history_masked(gener
 
 
 def test_a_supervised_history_trains_on_exactly_the_earlier_turns_own_ids(generated_turns, toy_target):
-    from eagle3_core.reconstruct.stage import run_reconstruct
-    from eagle3_core.tokenizer import load_tokenizer
+    from eagle3_core.stages.reconstruct.stage import run_reconstruct
+    from eagle3_core.target.tokenizer import load_tokenizer
 
     _, finals, turns, work = generated_turns
     recipe = toy_pipeline_recipe()

@@ -50,7 +50,7 @@ def test_a_spool_budget_too_small_shows_what_was_given_and_a_figure_that_holds_i
 def test_train_offers_every_mode_the_config_has_and_its_endpoint_takes_a_url():
     import typing
 
-    from eagle3_core.train.config import TrainConfig
+    from eagle3_core.stages.train.config import TrainConfig
     from flows.cli.train import command
 
     options = {o.name: o for o in command.params}

@@ -8,7 +8,7 @@ import pytest
 from eagle3_core.errors import InputError
 from eagle3_core.prompts.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.prompts.source import PromptSource
-from tests.generate.helpers import prompts, write_jsonl
+from tests.stages.generate.helpers import prompts, write_jsonl
 
 
 def test_a_json_array_a_jsonl_file_and_a_parquet_file_read_the_same_rows(tmp_path):

@@ -4,7 +4,7 @@ float32 is the fast choice (benchmarks/bench_toy.py --dtype: the toy, AVX2 simul
 tokens/s in bf16 against 2,823 in fp32).
 
 Whether this CPU has bf16 kernels is a fact of the machine a test cannot change: the AVX2 case
-replaces the one probe (``eagle3_core.hardware.cpu_computes_bf16``, as the server module sees it)
+replaces the one probe (``eagle3_core.target.hardware.cpu_computes_bf16``, as the server module sees it)
 with that CPU's answer.
 """
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from eagle3_core.errors import ConfigError
-from eagle3_core.extract.config import ExtractConfig
 from eagle3_core.serve import ServeConfig, VLLMServer, locate
 from eagle3_core.serve.locate import vllm_python
-from tests.extract.helpers import build_tiny_llama, write_sequences
+from eagle3_core.stages.extract.config import ExtractConfig
+from tests.stages.extract.helpers import build_tiny_llama, write_sequences
 
 
 @pytest.fixture
@@ -66,8 +66,8 @@ def test_no_vllm_anywhere_says_run_make_setup(nowhere):
 
 def test_serving_and_extraction_share_the_locator(tmp_path):
     """Both callers name the same missing Python the same way (extraction before any vLLM starts)."""
-    from eagle3_core.extract.stage import run_extract
-    from eagle3_core.target import TargetConfig
+    from eagle3_core.stages.extract.stage import run_extract
+    from eagle3_core.target.config import TargetConfig
 
     tiny_llama = build_tiny_llama(tmp_path / "model", layers=4)
     with pytest.raises(ConfigError, match="/no/such/python does not exist"):

@@ -23,7 +23,7 @@ import shutil
 import pytest
 
 from eagle3_core.errors import ConfigError
-from eagle3_core.tokenizer import load_tokenizer
+from eagle3_core.target.tokenizer import load_tokenizer
 
 STAND_IN = '''
 """Stands in for a target's own tokenizer code (Kimi-K2.5's tokenization_kimi.py) in eagle3's tests."""
@@ -57,7 +57,7 @@ def test_a_remote_code_tokenizer_loads_only_when_the_recipe_trusts_it(toy_target
 
 def test_the_server_eagle3_starts_from_the_recipe_trusts_the_code_only_when_the_recipe_does(toy_target, tmp_path):
     from eagle3_core.serve import ServeConfig, VLLMServer
-    from eagle3_core.target import TargetConfig
+    from eagle3_core.target.config import TargetConfig
     from tests.fixtures.toy import toy_recipe
 
     folder = remote_code_copy(toy_target, tmp_path / "target")

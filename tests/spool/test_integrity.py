@@ -8,8 +8,8 @@ import torch
 from eagle3_core.contracts.hidden import SEAL, read_metadata
 from eagle3_core.errors import InputError
 from eagle3_core.spool.folder import Spool, UnitWriter
-from eagle3_core.train.data import Sample
-from eagle3_core.train.online_vllm import SpoolReader, plan_units
+from eagle3_core.stages.train.data import Sample
+from eagle3_core.stages.train.online_vllm import SpoolReader, plan_units
 from tests.spool.helpers import HIDDEN, requests_for
 
 BATCH = [Sample("a", 3, "p", 0), Sample("b", 2, "p", 1)]

@@ -27,7 +27,7 @@ class RemoteTinyForCausalLM(LlamaForCausalLM):
 
 def make_remote_target(path: Path) -> Path:
     """Weights of a random 6-layer Llama under a config that names the folder's own classes (``auto_map``)."""
-    from tests.evaluate.models import make_target
+    from tests.stages.evaluate.models import make_target
 
     make_target(path, num_hidden_layers=6)
     (path / "configuration_remote_tiny.py").write_text(CONFIGURATION)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from eagle3_core.states.target_model import load_target_model
-from eagle3_core.target import TargetConfig
+from eagle3_core.target.config import TargetConfig
 from tests.states.remote_target import make_remote_target
 
 LAYERS = [1, 2, 3]
@@ -28,8 +28,8 @@ def test_the_target_really_needs_trust_remote_code(remote_target):
 
 
 def test_extract_loads_a_target_that_ships_its_own_code(remote_target, tmp_path):
-    from eagle3_core.extract.config import ExtractConfig
-    from eagle3_core.extract.engines import get_engine, release_engines
+    from eagle3_core.stages.extract.config import ExtractConfig
+    from eagle3_core.stages.extract.engines import get_engine, release_engines
 
     target = TargetConfig(path=str(remote_target), trust_remote_code=True)
     engine = get_engine(ExtractConfig(device="cpu"), target, LAYERS, 6, longest=8, workdir=tmp_path)
@@ -42,8 +42,8 @@ def test_extract_loads_a_target_that_ships_its_own_code(remote_target, tmp_path)
 
 
 def test_the_online_engine_loads_a_target_that_ships_its_own_code(remote_target, tmp_path):
-    from eagle3_core.train.config import OnlineVllmConfig
-    from eagle3_core.train.online_engine import build_engine
+    from eagle3_core.stages.train.config import OnlineVllmConfig
+    from eagle3_core.stages.train.online_engine import build_engine
 
     target = TargetConfig(path=str(remote_target), trust_remote_code=True)
     engine = build_engine(
@@ -56,15 +56,15 @@ def test_the_online_engine_loads_a_target_that_ships_its_own_code(remote_target,
 
 
 def test_the_in_trainer_reader_loads_a_target_that_ships_its_own_code(remote_target, tmp_path):
-    from eagle3_core.train.data import OnlineReader
+    from eagle3_core.stages.train.data import OnlineReader
 
     reader = OnlineReader(tmp_path, str(remote_target), LAYERS, trust_remote_code=True)
     assert _is_remote(reader._target(torch.float32, "cpu"))
 
 
 def test_offline_evaluation_loads_a_target_that_ships_its_own_code(remote_target, tmp_path):
-    from eagle3_core.evaluate.offline import ChainDecoder
-    from tests.evaluate.models import make_export
+    from eagle3_core.stages.evaluate.offline import ChainDecoder
+    from tests.stages.evaluate.models import make_export
 
     export = make_export(tmp_path / "export", remote_target)
     decoder = ChainDecoder.load(remote_target, export, trust_remote_code=True)
@@ -72,9 +72,9 @@ def test_offline_evaluation_loads_a_target_that_ships_its_own_code(remote_target
 
 
 def test_a_standing_engine_loads_a_target_that_ships_its_own_code(remote_target, tmp_path, monkeypatch):
-    """``python -m eagle3_core.train.online_engine serve --trust-remote-code ...``: the engine it
+    """``python -m eagle3_core.stages.train.online_engine serve --trust-remote-code ...``: the engine it
     would serve with (the serving loop is replaced by one that builds the engine and returns)."""
-    from eagle3_core.train import online_engine
+    from eagle3_core.stages.train import online_engine
 
     built = []
     monkeypatch.setattr(online_engine, "serve", lambda spool, factory, *a, **k: built.append(factory()))

@@ -2,7 +2,7 @@
 
 import json
 
-from eagle3_core.generate.dataset_answer import dataset_answer
+from eagle3_core.stages.generate.dataset_answer import dataset_answer
 from eagle3_core.toy.build import REPORT_NAME, TRAIN_PROMPTS, build_toy_target, recipe_hash, toy_target_dir
 from eagle3_core.toy.config import ToyTargetConfig
 from eagle3_core.toy.corpus import Question, parse_answer

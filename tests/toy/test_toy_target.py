@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from eagle3_core.hardware import cpu_computes_bf16
+from eagle3_core.target.hardware import cpu_computes_bf16
 from eagle3_core.toy.build import HELDOUT_PROMPTS, TRAIN_PROMPTS, read_report
 from tests.fixtures.toy import toy_recipe
 

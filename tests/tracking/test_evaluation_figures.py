@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from eagle3_core.evaluate.tracking import evaluation_figures, log_evaluation
+from eagle3_core.stages.evaluate.tracking import evaluation_figures, log_evaluation
+from eagle3_core.stages.train.tracking import log_record, metrics_of
 from eagle3_core.tracking import RunSpec, Tracker, write_run_file
-from eagle3_core.train.tracking import log_record, metrics_of
 from tests.tracking.records import tensorboard_layout, tensorboard_scalars, tensorboard_texts, wandb_runs
 
 K, SWEEP, LABELS = 3, [1, 2, 3, 4, 5], ["0-512", "512-2K", "2K-4K", "8K+"]

@@ -8,10 +8,10 @@ import socket
 
 import pytest
 
-from eagle3_core.evaluate.tracking import log_evaluation
+from eagle3_core.stages.evaluate.tracking import log_evaluation
+from eagle3_core.stages.train.config import TrainConfig
+from eagle3_core.stages.train.tracking import start_tracker
 from eagle3_core.tracking import RunSpec, Tracker
-from eagle3_core.train.config import TrainConfig
-from eagle3_core.train.tracking import start_tracker
 from tests.fixtures.mlflow_server import running_mlflow_server, stop
 from tests.tracking.records import tensorboard_scalars
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 from eagle3_core.base import stable_hash
 from eagle3_core.contracts import sequences
-from eagle3_core.fsio import atomic_path
-from eagle3_core.lifecycle import Stage
-from eagle3_core.manifest import StageManifest, input_fingerprint
-from eagle3_core.progress import Reporter
-from eagle3_core.rejects import Rejects
+from eagle3_core.run.driver import Stage
+from eagle3_core.run.fsio import atomic_path
+from eagle3_core.run.manifest import StageManifest, input_fingerprint
+from eagle3_core.run.progress import Reporter
+from eagle3_core.run.rejects import Rejects
 from tests.flows.lengths.config import LengthsConfig
 
 

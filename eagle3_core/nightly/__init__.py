@@ -1,0 +1,1 @@
+"""The nightly regeneration: dated dataset versions, and what its run page shows."""

@@ -1,0 +1,71 @@
+"""One way to key a stage's work: inputs by their bytes, config by its hash, never a path.
+
+A stage is skipped when its manifest holds the same config hash and input fingerprints. A path in
+either made a moved model folder, a moved prompts file or another vLLM environment redo extract
+and evaluate (hours for a large target) for the same bytes; so every stage builds its config hash
+with ``config_hash`` (the fields that only say where something lives are left out) and knows a
+file input by ``files_key`` (its bytes), a model folder by ``fingerprint.model_fingerprint``.
+
+``files_key`` hashes each file in full (a prompts file edited in its middle must not look
+complete), once: the digest is kept in ``$EAGLE3_CACHE/fingerprints/files/`` under the file's
+resolved path, size and mtime, so a rerun reads nothing and a moved file is hashed once again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from eagle3_core.base import stable_hash
+
+# Config fields that say where something is, not what it is: its bytes are keyed as an input.
+LOCATIONS = frozenset(
+    {"path", "input", "python", "vllm_python", "log_dir", "cache_dir", "spool_dir", "deepspeed_config", "hostfile"}
+)
+CHUNK = 1 << 20
+
+
+def config_hash(**parts: Any) -> str:
+    """The stage's config hash: ``parts`` (JSON-ready dumps) without the location fields, at any depth."""
+    return stable_hash({name: without_locations(value) for name, value in parts.items()})
+
+
+def without_locations(value: Any) -> Any:
+    """``value`` with every mapping's location fields (``LOCATIONS``) that are set left out (an unset
+    one names no place, and keeps the keys of configs without it as they were)."""
+    if isinstance(value, dict):
+        return {k: without_locations(v) for k, v in value.items() if k not in LOCATIONS or v is None}
+    if isinstance(value, list):
+        return [without_locations(v) for v in value]
+    return value
+
+
+def files_key(files: list[Path], root: Path) -> str:
+    """The bytes of ``files``, named relative to ``root`` (a folder's layout is part of it; a file
+    given alone is its bytes, whatever it is called): ``bytes:<hex>``."""
+    digest = hashlib.blake2b(digest_size=16)
+    for file in files:
+        name = file.relative_to(root).as_posix() if file != root else ""
+        digest.update(f"{name}\0{file.stat().st_size}\0".encode())
+        digest.update(bytes.fromhex(file_digest(file)))
+    return f"bytes:{digest.hexdigest()}"
+
+
+def file_digest(file: Path) -> str:
+    """The full blake2b of ``file``, read once per (path, size, mtime)."""
+    from eagle3_core.run.fsio import write_json_atomic
+    from eagle3_core.target.fingerprint import fingerprint_cache
+
+    stat = file.stat()
+    seen = stable_hash([str(file.resolve()), stat.st_size, stat.st_mtime_ns], 32)
+    record = fingerprint_cache() / "files" / f"{seen}.json"
+    if record.exists():
+        return json.loads(record.read_text(encoding="utf-8"))["blake2b"]
+    digest = hashlib.blake2b(digest_size=16)
+    with open(file, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            digest.update(chunk)
+    write_json_atomic(record, {"blake2b": digest.hexdigest()})
+    return digest.hexdigest()

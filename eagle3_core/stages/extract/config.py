@@ -1,0 +1,80 @@
+"""Configuration of the extract stage."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from eagle3_core.base import StrictModel
+from eagle3_core.states.engines.vllm_engine import VllmOptions
+
+
+class ExtractConfig(StrictModel):
+    """Capture the target's auxiliary and final hidden states for every training token."""
+
+    engine: Literal["transformers", "vllm"] = Field(
+        "transformers", description="transformers for targets that fit; vllm for targets only a serving engine holds."
+    )
+    layers: list[int] | None = Field(
+        None, description="Auxiliary layer ids (vLLM counting); None = target.aux_layer_ids or (2, N//2, N-3)."
+    )
+    device: str = Field("auto", description="`auto` (cuda when present, else cpu), `cpu`, `cuda`, or `cuda:N`.")
+    max_tokens_per_batch: int = Field(
+        16384, ge=1, description="Token budget per forward batch, padding included (batches are bucketed by length)."
+    )
+    shard_tokens: int = Field(
+        65536,
+        ge=1,
+        description="Tokens per safetensors shard (a shard holds whole samples; 65536 tokens = 2 GiB at H = 4096). It is the unit of resume.",
+    )
+    mode: Literal["offline", "online"] = Field(
+        "offline", description="offline stores hidden/; online leaves it to training."
+    )
+    disk_headroom: float = Field(
+        1.05, ge=1.0, description="Refuse to start unless free space >= headroom x the bytes still to write."
+    )
+    vllm_python: str | None = Field(
+        None,
+        description="Python of the vLLM environment (engine=vllm); None = $EAGLE3_VLLM_PYTHON, then the repo's .venv-vllm/bin/python, then ./.venv-vllm/bin/python, then this Python if it has vllm.",
+    )
+    vllm_kv_cache_bytes: int | None = Field(
+        None,
+        ge=1 << 20,
+        description="KV-cache bytes for vLLM (engine=vllm); None = vLLM's GPU memory share on a GPU, 256 MiB on CPU.",
+    )
+    vllm_tensor_parallel_size: int = Field(1, ge=1, description="vLLM tensor parallel size (engine=vllm).")
+    vllm_max_model_len: int | None = Field(
+        None,
+        ge=16,
+        description="vLLM max model length (engine=vllm); None = the longest sequence + 1 (keeps vLLM's activation reserve small).",
+    )
+
+    @model_validator(mode="after")
+    def _three_layers(self) -> "ExtractConfig":
+        from eagle3_core.target.config import aux_layer_problem
+
+        problem = aux_layer_problem(self.layers) if self.layers is not None else None
+        if problem:
+            raise ValueError(f"extract.layers: {problem}")
+        return self
+
+    def output_hash(self, layers: list[int]) -> str:
+        """What decides the bytes in hidden/ beside the target's bytes (an input, never its path):
+        engine, layers, sharding.
+
+        The device, batch budget and vLLM sizing only change speed, so a run may resume on
+        another machine with another budget.
+        """
+        from eagle3_core.run.keys import config_hash
+
+        return config_hash(engine=self.engine, layers=layers, shard_tokens=self.shard_tokens, mode=self.mode)
+
+    def vllm_options(self) -> VllmOptions:
+        """The vLLM engine's start options from the ``vllm_*`` fields."""
+        return VllmOptions(
+            python=self.vllm_python,
+            kv_cache_bytes=self.vllm_kv_cache_bytes,
+            tensor_parallel_size=self.vllm_tensor_parallel_size,
+            max_model_len=self.vllm_max_model_len,
+        )
