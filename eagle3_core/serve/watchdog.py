@@ -12,7 +12,10 @@ runs as its child in that one process group, and so do the processes the engine 
   EngineCore and Worker serving, 2 GB), and exit with the child's code, so the starter reads it.
 
 A SIGTERM to the group (the starter's own stop) reaches the engine directly; the watchdog stays
-to reap it and the leftovers. A pidfd, not PR_SET_PDEATHSIG: the kernel sends that signal when the
+to reap it and the leftovers, then removes the engine's socket folder: vLLM binds its ZeroMQ sockets
+as files in ``$VLLM_RPC_BASE_PATH`` (the temp folder by default) and leaves them behind when it is
+stopped, some thousands in /tmp after a day of runs; the watchdog gives it a folder of its own
+(``eagle3-ipc-*``) unless the environment names one. A pidfd, not PR_SET_PDEATHSIG: the kernel sends that signal when the
 parent *thread* exits, and Prefect starts engines from worker threads. Standard library only, run
 by path with any Python (it imports nothing of eagle3).
 """
@@ -21,9 +24,11 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 GRACE_S = 10.0  # vLLM stops within a second of SIGTERM (measured here); a GPU engine takes a few
@@ -77,7 +82,17 @@ def main(argv: list[str]) -> int:
         return 1  # the starter is already gone: start nothing
     if os.getppid() != parent:  # it died before the pidfd was opened (and its pid may be another's now)
         return 1
-    child = subprocess.Popen(command)
+    ipc = None if "VLLM_RPC_BASE_PATH" in os.environ else tempfile.mkdtemp(prefix="eagle3-ipc-")
+    env = os.environ if ipc is None else {**os.environ, "VLLM_RPC_BASE_PATH": ipc}
+    try:
+        return watch(parent_fd, subprocess.Popen(command, env=env))
+    finally:
+        if ipc is not None:
+            shutil.rmtree(ipc, ignore_errors=True)
+
+
+def watch(parent_fd: int, child: subprocess.Popen) -> int:
+    """Wait for the parent or the child to go; the child's exit code (1 when the parent went first)."""
     detach_stdio()
     child_fd = os.pidfd_open(child.pid)
     ready, _, _ = select.select([parent_fd, child_fd], [], [])
