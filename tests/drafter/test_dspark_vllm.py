@@ -129,7 +129,7 @@ def test_a_trained_dspark_drafter_is_what_vllms_loader_reads_and_its_cpu_runner_
     assert loaded["layers"] == 2 and loaded["aux"] == [128, 3 * 128]  # three aux states of the 128-wide toy
 
     offline = offline_length(target, export, prompts)
-    assert offline > 1.5  # 1.839 measured (40 steps, seed 0): see STEPS (100 steps: benchmarks/README.md)
+    assert offline > 1.5  # 1.839 measured (40 steps, seed 0): see STEPS (100 steps: benchmarks/drafter-kinds.md)
 
 
 def test_the_evaluate_stage_reports_vllms_refusal_in_its_words_and_measures_dspark_offline(

@@ -166,10 +166,10 @@ def test_only_the_prompts_own_answer_settles_it(reason, left_open):
     assert is_open(reason) is left_open
 
 
-def test_the_table_of_reasons_is_in_contributing():
+def test_the_table_of_reasons_is_in_the_troubleshooting_page():
     from pathlib import Path
 
-    text = (Path(__file__).parents[3] / "CONTRIBUTING.md").read_text()
+    text = (Path(__file__).parents[3] / "docs" / "troubleshooting.md").read_text()
     for reason, (kind, _) in REASONS.items():
         assert f"| `{reason}` | {kind} |" in text
 

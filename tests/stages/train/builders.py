@@ -1,4 +1,4 @@
-"""Build train-stage inputs per CONTRIBUTING.md from a tiny random LlamaForCausalLM, in seconds.
+"""Build train-stage inputs per the folder contracts in docs/stages/ from a tiny random LlamaForCausalLM, in seconds.
 
 sequences/ holds the target's own greedy continuations of random prompts (loss on the
 continuation), so a drafter can learn to predict them; hidden/ and vocab/ follow the contracts

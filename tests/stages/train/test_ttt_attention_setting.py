@@ -1,6 +1,6 @@
 """train.ttt_attention: EAGLE-3's unroll through compiled flex on a GPU, the blocked form elsewhere.
 
-The speed is measured on a GPU (benchmarks/README.md, "Long context on one GPU"); here: what the
+The speed is measured on a GPU (benchmarks/train.md, "Long context on one GPU"); here: what the
 setting changes (the drafter's attention, not the weights' key), and where it is refused."""
 
 from types import SimpleNamespace
