@@ -5,9 +5,11 @@
 The deployments are the ones ``deployments/prefect.yaml`` defines for the process pool (that
 file is their one definition: names, entrypoints, schedules, concurrency limits, descriptions,
 tags, parameters). Here their parameters are pointed at ``--recipe`` (wherever prefect.yaml
-holds the toy recipe or its generate section) and ``--out`` (the recipe's run directory; other
-``runs/...`` paths move under it). They are registered with the Prefect API in
-``PREFECT_API_URL`` and their flow runs run in subprocesses until stopped (SIGTERM or Ctrl-C).
+holds the toy recipe; the generate deployment's generate and target sections where the recipe can
+generate on its own, ``generate_alone``) and ``--out`` (the recipe's run directory; other
+``runs/...`` paths move under it). No parameter holds a field its form leaves out (what the run fills
+in). They are registered with the Prefect API in ``PREFECT_API_URL`` and their flow runs run in
+subprocesses until stopped (SIGTERM or Ctrl-C).
 """
 
 from __future__ import annotations
@@ -32,30 +34,58 @@ def defined_deployments() -> list[dict[str, Any]]:
     return [d for d in data["deployments"] if d["work_pool"]["name"] == PROCESS_POOL]
 
 
-def repoint(value: Any, toy: dict, config, out: str) -> Any:
-    """``value`` with the toy recipe (or its generate or target section) replaced by ``config``'s,
-    and ``runs/...`` paths moved under ``out``. Generate's fields the run fills in (``run_filled``:
-    its copies of the target's settings, the target's fingerprint) are left out of every parameter:
-    a run whose form edits target.chat is not refused over a stale copy, the form never shows a
-    value the run ignores, and Prefect refuses a parameter its form's schema does not have (422)."""
-    hidden = run_filled(type(config.generate))
+def repoint(value: Any, recipes: dict, config, out: str) -> Any:
+    """``value`` with prefect.yaml's toy recipe replaced by ``config`` and, where ``config`` can
+    generate on its own, the generate deployment's toy sections by its generate and target sections;
+    ``runs/...`` paths moved under ``out``."""
+    from eagle3_core.config import PipelineConfig
+    from eagle3_core.stages.generate.config import GenerateConfig
+    from eagle3_core.target.config import TargetConfig
+
+    toy = recipes["toy_recipe"]
     if value == toy:
-        return config.model_dump(mode="json", exclude={"generate": hidden})
-    if value == toy["generate"]:
-        return config.generate.model_dump(mode="json", exclude=hidden)
-    if value == toy["target"]:
-        return config.target.model_dump(mode="json")
+        return form_fields(config.model_dump(mode="json"), PipelineConfig)
+    if generate_alone(config) and value == recipes["toy_answers"]:
+        return form_fields(config.generate.model_dump(mode="json"), GenerateConfig)
+    if generate_alone(config) and value == toy["target"]:
+        return form_fields(config.target.model_dump(mode="json"), TargetConfig)
     if isinstance(value, dict):
-        return {k: repoint(v, toy, config, out) for k, v in value.items()}
+        return {k: repoint(v, recipes, config, out) for k, v in value.items()}
     if isinstance(value, str) and value.startswith(RUNS):
         return str(Path(out) / value.removeprefix(RUNS))
     return value
 
 
-def run_filled(model: type) -> set[str]:
-    """The fields a run fills in itself: those its JSON schema (the form) leaves out (``SkipJsonSchema``:
-    GenerateConfig's copies of the target's settings and the served target's fingerprint)."""
-    return set(model.model_fields) - set(model.model_json_schema()["properties"])
+def generate_alone(config) -> bool:
+    """Whether the recipe's generate section runs as the generate deployment's form: from its rows' own
+    answers, or with its endpoints named. Otherwise (a recipe whose `serve:` serves generate in the
+    pipeline) the generate flow, which starts no vLLM, keeps prefect.yaml's: the toy's own answers."""
+    return config.generate.prompts is not None and (
+        config.generate.source == "dataset" or bool(config.generate.base_urls)
+    )
+
+
+def form_fields(value: Any, model: type) -> Any:
+    """``value`` (a model's JSON dump) without the fields its form's schema leaves out: those the run
+    fills in itself (``SkipJsonSchema``: generate's copies of the target's settings and the served
+    target's fingerprint, train's recipe hash). A form never shows a value the run overwrites, and
+    Prefect refuses a parameter its form's schema does not have (409)."""
+    schema = model.model_json_schema()
+    return within_schema(value, schema, schema.get("$defs", {}))
+
+
+def within_schema(value: Any, node: dict, definitions: dict) -> Any:
+    """``value`` with every mapping cut to the properties of its schema ``node`` (``$ref`` and a
+    model-or-null ``anyOf`` followed); a value whose node names no properties stays as it is."""
+    if "$ref" in node:
+        node = definitions[node["$ref"].split("/")[-1]]
+    options = [o for o in node.get("anyOf", node.get("allOf", [])) if "$ref" in o or "properties" in o]
+    if isinstance(value, dict) and "properties" not in node and len(options) == 1:  # X | None, a model
+        return within_schema(value, options[0], definitions)
+    properties = node.get("properties")
+    if not isinstance(value, dict) or properties is None:
+        return value
+    return {k: within_schema(v, properties[k], definitions) for k, v in value.items() if k in properties}
 
 
 def build_deployments(recipe_path: Path, out: str) -> list:
@@ -67,7 +97,7 @@ def build_deployments(recipe_path: Path, out: str) -> list:
     from eagle3_core.stages import load
 
     data = yaml.safe_load(PREFECT_YAML.read_text(encoding="utf-8"))
-    toy = data["definitions"]["recipes"]["toy_recipe"]
+    recipes = data["definitions"]["recipes"]
     config = PipelineConfig.from_yaml(recipe_path).model_copy(update={"out": out})
     built = []
     for d in defined_deployments():
@@ -76,7 +106,7 @@ def build_deployments(recipe_path: Path, out: str) -> list:
         built.append(
             load(f"{path.removesuffix('.py').replace('/', '.')}:{name}").to_deployment(
                 d["name"],
-                parameters=repoint(d["parameters"], toy, config, out),
+                parameters=repoint(d["parameters"], recipes, config, out),
                 description=d.get("description"),  # none: the flow's own
                 tags=d.get("tags", []),
                 schedules=[

@@ -25,18 +25,20 @@ import time
 from pathlib import Path
 
 from prefect import flow, get_run_logger
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from eagle3_core.base import StrictModel
 from eagle3_core.config import PipelineConfig
 from eagle3_core.errors import ConfigError
 from eagle3_core.nightly import versions as dv
 from eagle3_core.nightly.summary import nightly_facts, nightly_markdown
+from eagle3_core.recipe_file import format_validation_error
 from eagle3_core.run.summary import Outcome
 from eagle3_core.stages import BY_NAME, STAGES, upstream_of
 from eagle3_core.stages.generate.config import GenerateConfig
 from flows.pipeline import run_stage, served_for, settled, with_served_model, with_target
 from flows.stages import stage_flow
+from tasks.common import failing_in_one_line
 from tasks.nightly import ask_served_model, prune_versions, start_version
 
 TRAINED = "train"  # the stage the nightly continues to; every stage it reads except generate runs first
@@ -58,7 +60,9 @@ class NightlyConfig(StrictModel):
     train: bool = Field(False, description="Continue into reconstruct, vocab, extract and train on the new version.")
 
 
-@flow(name="nightly", log_prints=True)
+# validated in the body, as the pipeline's: a form that breaks a rule fails with the config's one-line
+# error naming the field (Prefect's refusal said "Validation of flow parameters failed ...")
+@flow(name="nightly", log_prints=True, validate_parameters=False)
 def nightly(config: NightlyConfig) -> dict:
     """Regenerate what is new into a dated dataset version; optionally train; prune old versions.
 
@@ -66,6 +70,12 @@ def nightly(config: NightlyConfig) -> dict:
         config: The dataset root, the recipe to generate (and train) with, how many versions to keep, and
             whether to train a drafter on the new version.
     """
+    return failing_in_one_line(regenerate, config)
+
+
+def regenerate(config: NightlyConfig | dict) -> dict:
+    """The night's steps 1-6 (the module's docstring)."""
+    config = validated(config)
     recipe = with_target(config.recipe.model_copy(update={"out": config.root}), {})
     require_endpoints(recipe)
     recipe = with_served_model(recipe)  # a served target is keyed by its bytes, as in the pipeline
@@ -79,6 +89,17 @@ def nightly(config: NightlyConfig) -> dict:
     facts = nightly_facts(config.root, version_dir.name, generate.model, deleted, drafter)
     publish_nightly(facts)
     return {"version": version_dir.name, "reuse": vars(reuse), "deleted": deleted, "summary": facts}
+
+
+def validated(config: NightlyConfig | dict) -> NightlyConfig:
+    """The flow's parameter as a ``NightlyConfig``; a form's values that are not one are one
+    ``ConfigError`` (one line per problem, each naming its dotted field)."""
+    if isinstance(config, NightlyConfig):
+        return config
+    try:
+        return NightlyConfig.model_validate(config)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc)) from None
 
 
 def publish_nightly(facts: dict) -> None:

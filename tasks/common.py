@@ -1,4 +1,5 @@
-"""What every stage task shares: a Prefect-aware reporter and artifact helpers.
+"""What every flow and stage task shares: a Prefect-aware reporter, artifact helpers, and a
+user's mistake failing a run in its one line.
 
 Artifact keys must be lowercase letters, digits and dashes; ``artifact_key`` makes them so.
 """
@@ -8,8 +9,9 @@ from __future__ import annotations
 import base64
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from prefect import get_run_logger
@@ -19,8 +21,13 @@ from prefect.artifacts import (
     create_table_artifact,
     update_progress_artifact,
 )
+from prefect.states import Failed, State
 
+from eagle3_core.errors import Eagle3Error
 from eagle3_core.run.manifest import StageManifest
+from tasks.user_errors import quiet_user_error_tracebacks
+
+T = TypeVar("T")
 
 
 def artifact_key(*parts: str) -> str:
@@ -121,3 +128,19 @@ def ensure_limit(name: str, slots: int) -> None:
                 client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=slots))
             except ObjectAlreadyExists:  # another run created it a moment ago
                 pass
+
+
+def failing_in_one_line(body: Callable[..., T], *args: Any) -> T | State:
+    """``body(*args)``, a flow's body. A user's mistake (an ``Eagle3Error``: what was wrong, where, the
+    fix) fails the run with its one line, ``error.message``, as the state's message, the line the run's
+    page and `prefect flow-run ls` show, and is logged once, with its fix, without a traceback: Prefect
+    logged a traceback for it three times (the task, the flow, the engine) and put
+    ``Flow run encountered an exception: ConfigError: ...`` and the fix on one state. The exception
+    stays the state's result: a parent flow's ``state.result()`` and a direct call raise it unchanged.
+    Anything else is a bug and keeps Prefect's traceback."""
+    quiet_user_error_tracebacks()
+    try:
+        return body(*args)
+    except Eagle3Error as exc:
+        get_run_logger().error("error: %s", exc)
+        return Failed(message=exc.message, data=exc)

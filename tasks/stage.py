@@ -5,10 +5,8 @@ runs ``<name>-plan``, one ``<name>-<unit>`` task per unit (run name ``<name>-<un
 holding a slot of the declared ``unit_limit`` when there is one, ``<name>-release`` and
 ``<name>-finish``. A stage that states serving endpoints (``Stage.endpoints()``) is given its share
 of each one's global concurrency limit once it is built (``tasks/endpoints.py``), whichever stage it
-is. A stage's own Prefect parts are hooks in ``tasks/<name>.py`` where it has them:
-``prepare(stage)`` once the stage is built, before the driver opens its folder (generate's
-pre-flight), and ``publish(stage, manifest)``, its own artifacts beside the manifest's
-``<name>-summary``.
+is. A stage's own Prefect part is a hook in ``tasks/<name>.py`` where it has one:
+``publish(stage, manifest)``, its own artifacts beside the manifest's ``<name>-summary``.
 
 No Prefect cache on any of them: the stage's own skip (its manifest and the sizes of its shards)
 costs a stat per shard, and a cached result would hide a deleted shard that the stage should redo.
@@ -24,16 +22,25 @@ from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from prefect.states import State
 
 from eagle3_core.run.driver import Stage, StageRun, drive
 from eagle3_core.run.manifest import StageManifest
 from eagle3_core.stages import StageSpec, load
-from tasks.common import PrefectReporter, ensure_limit, publish_manifest
+from tasks.common import PrefectReporter, ensure_limit, failing_in_one_line, publish_manifest
 from tasks.endpoints import share_endpoints
+from tasks.toy import with_toy_dir
 
 
-def run_declared(spec: StageSpec, arguments: dict[str, Any]) -> StageManifest:
-    """The body of a built flow (``flows.stages``)."""
+def run_declared(spec: StageSpec, arguments: dict[str, Any]) -> StageManifest | State:
+    """The body of a built flow (``flows.stages``): ``{toy}`` in its arguments expanded (a deployment's
+    form cannot know the toy's directory), a user's mistake failing the run in its one line."""
+    return failing_in_one_line(run_units, spec, arguments)
+
+
+def run_units(spec: StageSpec, arguments: dict[str, Any]) -> StageManifest:
+    """The stage in one task, or its plan, a task per unit, release and finish."""
+    arguments = with_toy_dir(arguments)
     if spec.unit is None:
         return whole_task.with_options(name=spec.name)(spec, arguments)
     run = plan_task.with_options(name=f"{spec.name}-plan")(spec, arguments)
@@ -54,12 +61,9 @@ def run_declared(spec: StageSpec, arguments: dict[str, Any]) -> StageManifest:
 
 
 def stage_of(spec: StageSpec, arguments: dict[str, Any]) -> Stage:
-    """The stage built from the flow's arguments, given its endpoints' limits, then prepared by its own hook."""
+    """The stage built from the flow's arguments, given its endpoints' limits."""
     stage = load(spec.stage)(**arguments, reporter=PrefectReporter(spec.name))
     share_endpoints(stage)
-    prepare = own_hook(spec.name, "prepare")
-    if prepare is not None:
-        prepare(stage)
     return stage
 
 

@@ -64,8 +64,43 @@ def test_the_parameters_are_the_toy_recipe(deployments):
     assert nightly == expected, message
     toy = yaml.safe_load(TOY.read_text())
     # the generate flow takes the target too: its chat settings are what every request sends
-    assert deployments["eagle3-generate"]["parameters"]["cfg"] == toy["generate"]
     assert deployments["eagle3-generate"]["parameters"]["target"] == toy["target"]
+
+
+def test_the_generate_deployment_answers_the_toys_prompts_from_its_own_rows_with_no_server(deployments):
+    """A stage flow starts no vLLM and a form cannot know an endpoint, so the served toy failed in 1 s;
+    the rows' own answers need no server and write the same folder (it runs to completion, unedited,
+    in tests/integration/test_deployments.py)."""
+    from eagle3_core.toy.dataset_answers import REASONED
+
+    cfg = deployments["eagle3-generate"]["parameters"]["cfg"]
+    toy = yaml.safe_load(TOY.read_text())["generate"]
+
+    assert cfg["source"] == "dataset" and cfg["prompts"] == {**toy["prompts"], "input": f"{{toy}}/{REASONED}"}
+    assert {k: v for k, v in cfg.items() if k not in ("source", "prompts")} == {
+        k: v for k, v in toy.items() if k != "prompts"
+    }
+
+
+def test_toy_in_any_string_of_a_flows_parameters_is_the_toy_directory():
+    from eagle3_core.stages.generate.config import GenerateConfig
+    from eagle3_core.target.config import TargetConfig
+    from tasks.toy import holds, replaced
+
+    recipe = PipelineConfig.from_yaml(TOY)
+    arguments = {
+        "cfg": GenerateConfig.model_validate({"prompts": {"input": "{toy}/dataset_answers.jsonl"}}),
+        "target": TargetConfig(path="{toy}"),
+        "out_dir": "runs/generate",
+    }
+
+    expanded, config = replaced(arguments, "{toy}", "/cache/toy/abc"), replaced(recipe, "{toy}", "/cache/toy/abc")
+
+    assert expanded["cfg"].prompts.input == "/cache/toy/abc/dataset_answers.jsonl"
+    assert expanded["target"].path == "/cache/toy/abc" and expanded["out_dir"] == "runs/generate"
+    assert config.generate.prompts.input == "/cache/toy/abc/prompts_train.jsonl"
+    assert config.evaluate.prompts.input == "/cache/toy/abc/prompts_heldout.jsonl"
+    assert holds(recipe, "{toy}") and not holds(config, "{toy}") and replaced(config, "{toy}", "x") is config
 
 
 def load(entrypoint: str):
@@ -116,12 +151,24 @@ def test_a_served_run_that_edits_target_chat_in_its_form_is_accepted_and_generat
 
     assert ran.generate.chat.chat_template_kwargs == {"enable_thinking": False}
     assert ran_nightly.generate.chat.chat_template_kwargs == {"enable_thinking": False}
-    # the generate flow takes the target: its chat is the recipe's, and generate's copy is no parameter
-    generate = built["eagle3-generate"].parameters
-    assert (
-        generate["target"]["chat"]["chat_template_kwargs"] == {"enable_thinking": True}
-        and "chat" not in generate["cfg"]
-    )
+    # qwen3.yaml names no endpoint for generate (its `serve:` serves the pipeline), so the generate
+    # flow, which starts no vLLM, keeps prefect.yaml's parameters: the toy's own answers, which run
+    assert built["eagle3-generate"].parameters["cfg"]["source"] == "dataset"
+
+
+def test_serve_py_gives_the_generate_deployment_a_recipes_generate_and_target_where_it_runs_alone(tmp_path):
+    from deployments.serve import build_deployments
+
+    recipe = yaml.safe_load((ROOT / "configs" / "qwen3.yaml").read_text())
+    recipe["generate"] = {"prompts": {"input": "mlabonne/open-perfectblend"}, "base_urls": ["http://gpu:8000/v1"]}
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(recipe))
+
+    generate = {d.name: d for d in build_deployments(tmp_path / "mine.yaml", str(tmp_path))}["eagle3-generate"]
+
+    assert generate.parameters["cfg"]["base_urls"] == ["http://gpu:8000/v1"]
+    # the target's chat settings are what every request sends; generate's copy of them is no parameter
+    assert generate.parameters["target"]["chat"]["chat_template_kwargs"] == {"enable_thinking": True}
+    assert "chat" not in generate.parameters["cfg"] and "model_fingerprint" not in generate.parameters["cfg"]
 
 
 def test_serve_py_reads_a_relative_recipe_from_where_it_was_typed(tmp_path):

@@ -1,6 +1,7 @@
 """Every deployment runs from its Prefect UI form: with nothing edited, and with any one field
 edited to another valid value (the parameters the form sends, validated as the flow run does).
-The same forms go to a real `prefect server` in tests/integration/test_deployment_forms.py."""
+The same forms go to a real `prefect server`, and each runs to completion unedited, in
+tests/integration/test_deployments.py."""
 
 from pathlib import Path
 
@@ -58,6 +59,10 @@ def test_a_form_shows_only_what_the_run_uses_and_says_what_each_parameter_is(dep
     setting, is no parameter at all now."""
     schema, _ = form_of(deployments[name])
     assert _generate_fields(schema) and not _generate_fields(schema) & {"chat", "refuse_tool_rows", "model_fingerprint"}
+    if name != "eagle3-generate":  # train's recipe hash is the pipeline's to fill in: the form pre-filled it
+        tracking = schema["definitions"]["TrackingConfig"]["properties"]
+        assert "project" in tracking and "recipe_hash" not in tracking
+        assert "recipe_hash" not in str(deployments[name].parameters)
     assert "progress_bar" not in schema["properties"]
     undescribed = [p for p, v in schema["properties"].items() if not v.get("description")]
     assert undescribed == [], f"{name}: parameters without a description: {undescribed}"
@@ -103,3 +108,19 @@ def test_a_copy_set_to_another_value_than_its_source_is_one_line_naming_both_fie
     message = format_validation_error(error.value)
     assert "\n" not in message
     assert message.startswith("invalid config: generate.chat {") and "differs from target.chat {" in message
+
+
+def test_a_nightly_form_that_breaks_a_rule_fails_in_the_configs_one_line_naming_the_fields(deployments):
+    """The nightly validates its own parameter, as the pipeline does: Prefect's refusal came as
+    "Validation of flow parameters failed with error: ..." around pydantic's own text."""
+    from eagle3_core.errors import ConfigError
+    from flows.nightly import validated
+
+    _, form = form_of(deployments["eagle3-nightly"])
+    form["config"]["recipe"]["target"].update(history_reasoning="drop", history_supervised=True)
+
+    with pytest.raises(ConfigError) as refused:
+        validated(form["config"])
+
+    (line,) = [line for line in refused.value.message.splitlines() if "history_supervised" in line]
+    assert line.startswith("invalid config: recipe.target: target.history_supervised") and "history_reasoning" in line

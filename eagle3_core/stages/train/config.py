@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from eagle3_core.base import StrictModel
 from eagle3_core.drafter.kinds import KINDS, KindName
@@ -67,7 +68,7 @@ class DrafterShape(StrictModel):
     A dense target's drafter copies its heads and MLP width. An MoE/MLA target (Kimi-K2.5,
     DeepSeek-V3, Qwen3-MoE) has no dense shape worth copying: MLA's 64 heads x 112 with 64 KV heads
     would give the drafter 7x the KV cache per token of the public drafters, which use GQA
-    (benchmarks/README.md, "Drafter shapes"). The hidden size is always the target's.
+    (benchmarks/train.md, "Drafter shapes"). The hidden size is always the target's.
     """
 
     num_attention_heads: int | None = Field(None, ge=1, description="Query heads; None = the target's.")
@@ -119,7 +120,7 @@ class TrackingConfig(StrictModel):
         None,
         description="The hub repository the export is uploaded to (org/name): the model card's vLLM and SGLang lines load the drafter from it; None = a placeholder the card says to replace. Never a local path: the card travels.",
     )
-    recipe_hash: str | None = Field(
+    recipe_hash: SkipJsonSchema[str | None] = Field(  # the run fills it in: no field of a form
         None,
         description="Hash of the pipeline recipe this drafter comes from; filled in by the pipeline (PipelineConfig.recipe_hash), None for a train stage run on its own.",
     )
@@ -269,7 +270,7 @@ class DSparkTrainConfig(StrictModel):
 
 
 class TrainConfig(StrictModel):
-    """Train the EAGLE-3 drafter with DeepSpeed."""
+    """Train a drafter of the chosen kind (EAGLE-3, DFlash or DSpark: `kind`) with DeepSpeed."""
 
     mode: Literal["offline", "online", "online-vllm", "auto"] = Field(
         "offline",
@@ -300,11 +301,11 @@ class TrainConfig(StrictModel):
     ttt_steps: int = Field(7, ge=1, description="Training-time-test unroll length K.")
     recompute_ttt_steps: bool = Field(
         False,
-        description="Recompute each unroll step's activations in backward (about 1.3x the compute): what the unroll keeps per token drops from 2.10 MB to 0.24 MB at Llama-8B shape, which 32K-token micro-batches need on an 80 GB GPU (benchmarks/README.md).",
+        description="Recompute each unroll step's activations in backward (about 1.3x the compute): what the unroll keeps per token drops from 2.10 MB to 0.24 MB at Llama-8B shape, which 32K-token micro-batches need on an 80 GB GPU (benchmarks/train.md, TTT memory).",
     )
     ttt_attention: Literal["blocked", "flex"] = Field(
         "blocked",
-        description="EAGLE-3's unroll attention: blocked (exact, any device) or flex (the same masks through compiled flex_attention; GPU only). On an H200 at 8B width flex trained 3x faster at 2K tokens, 4.9x at 8K and 8.6x at 16K with a little less memory (benchmarks/README.md, Long context on one GPU); its loss has not yet been compared with blocked's on a GPU, so blocked stays the default.",
+        description="EAGLE-3's unroll attention: blocked (exact, any device) or flex (the same masks through compiled flex_attention; GPU only). On an H200 at 8B width flex trained 3x faster at 2K tokens, 4.9x at 8K and 8.6x at 16K with a little less memory (benchmarks/train.md, Long context on one GPU); its loss has not yet been compared with blocked's on a GPU, so blocked stays the default.",
     )
     ttt_decay: float = Field(0.8, gt=0, le=1, description="Loss weight decay per unroll step.")
     epochs: float = Field(1.0, gt=0, description="Passes over the data.")
@@ -312,7 +313,7 @@ class TrainConfig(StrictModel):
     micro_batch_tokens: int = Field(
         16384,
         ge=1,
-        description="Tokens per micro-batch; a longer sample is cut to it (16K trains whole reasoning traces: benchmarks/README.md, TTT memory).",
+        description="Tokens per micro-batch; a longer sample is cut to it (16K trains whole reasoning traces: benchmarks/train.md, TTT memory).",
     )
     grad_accum: int = Field(
         1,
