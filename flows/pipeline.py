@@ -8,16 +8,22 @@ validates it exactly as ``eagle3 pipeline --config`` does.
 Guarantees:
 - With ``config.toy`` set, the toy target is built (or loaded from its cache) and becomes
   ``target.path``; prompts left unset become the toy's own train / held-out prompts, and
-  ``{toy}`` in a prompts input stands for the toy's directory. With ``config.serve`` set, vLLM is started for the target only while a
+  ``{toy}`` in any string of the recipe stands for the toy's directory (without ``toy:``, the default
+  toy's: ``tasks/toy.py``). With ``config.serve`` set, vLLM is started for the target only while a
   stage that asks a server runs (its stage's ``endpoint_field``: generate's ``base_urls``, with
   ``source: server``), its URL in that field of the stage's section, and is stopped after it, error
   or not; when that stage has nothing left to do, vLLM is not started at all. Without ``serve``,
-  such a stage with no endpoint in that field fails before its subflow, naming the field.
+  such a stage with no endpoint in that field fails in its subflow, with its own error naming it.
+- A stage's input checks run in its own subflow, once (its keys; with ``serve``, a stage that asks a
+  server is also asked whether it would skip before vLLM starts, a second time): an input error fails
+  that subflow, so the run graph and the summary show the stage failed with its error.
 - A stage runs only when every stage it reads has a ``complete`` manifest on disk (from this run
   or an earlier one); otherwise it is ``blocked``, never run on missing inputs. Whether a stage's
   work is reused is decided by the stage itself; the pipeline reports it (``reused`` when the
   manifest did not change).
-- A failed stage fails this flow run with the stage's own exception and message. A selected stage
+- A failed stage fails this flow run with the stage's own exception and message; a user's mistake
+  (an ``Eagle3Error``) with its one line as the run's state message and no traceback in its logs
+  (``tasks.common.failing_in_one_line``). A selected stage
   that was blocked fails it too (``StagesBlocked``, raised once every other stage has run, with
   every stage's outcome), so a run that shows Completed in the UI ran all it was asked to.
 - Every run, failed or not, leaves a keyed markdown artifact, ``pipeline-summary``, with each
@@ -48,6 +54,8 @@ from eagle3_core.run.manifest import read_manifest
 from eagle3_core.run.summary import Outcome, summary_markdown
 from eagle3_core.stages import BY_NAME, STAGE_NAMES, STAGES, StageSpec
 from flows.stages import stage_flow
+from tasks.common import failing_in_one_line
+from tasks.toy import TOY_DIR, replaced, with_toy_dir
 
 
 # validated in the body, not by Prefect: a refused run then fails with the config's own one-line error
@@ -66,6 +74,11 @@ def pipeline(config: PipelineConfig) -> dict[str, dict]:
         config: The pipeline recipe (configs/*.yaml as a form): the run folder, the stages to run, and each
             stage's section; target.chat is set once there (generate's copy follows it).
     """
+    return failing_in_one_line(run_pipeline, config)  # a user's mistake: its one line on the run's page
+
+
+def run_pipeline(config: PipelineConfig | dict) -> dict[str, dict]:
+    """The pipeline's body: every selected stage in turn, then the run's summary, failed or not."""
     config = validated(config)
     outcomes: dict[str, Outcome] = {}
     results: dict[str, Any] = {}  # stage -> its StageDone token, passed on as the DAG's edges
@@ -77,8 +90,7 @@ def pipeline(config: PipelineConfig) -> dict[str, dict]:
         config = with_served_model(config)
         for spec in STAGES:
             config = settled(spec, config)
-            with served_for(spec, config, outcomes) as served:
-                run_stage(spec.name, served, outcomes, results)
+            run_stage(spec.name, config, outcomes, results)
         refuse_blocked(outcomes)
     except BaseException as exc:
         error = exc
@@ -115,9 +127,10 @@ def refuse_blocked(outcomes: dict[str, Outcome]) -> None:
 
 
 def with_target(config: PipelineConfig, outcomes: dict[str, Outcome]) -> PipelineConfig:
-    """The config with ``target.path`` filled in by the toy builder when ``toy`` is set."""
+    """The config with ``target.path`` filled in by the toy builder when ``toy`` is set, and ``{toy}``
+    expanded wherever it is (without ``toy:``, to the default toy's directory: ``tasks.toy``)."""
     if config.toy is None:
-        return config
+        return with_toy_dir(config)
     from eagle3_core.toy.build import is_built, toy_target_dir
     from tasks.toy import build_toy
 
@@ -152,20 +165,16 @@ def with_served_model(config: PipelineConfig) -> PipelineConfig:
     return config.model_copy(update={"generate": served})
 
 
-TOY_DIR = "{toy}"  # in a prompts `input`, stands for the built toy target's directory
-
-
 def with_toy_paths(config: PipelineConfig, path: str) -> PipelineConfig:
     """target.path = the toy target; prompts left unset = the toy's own train / held-out prompts,
-    and ``{toy}`` in a prompts input = the toy's directory (its path holds the recipe hash)."""
+    and ``{toy}`` in any string of the recipe = the toy's directory (its path holds the recipe hash)."""
     from eagle3_core.prompts.source import PromptSource
     from eagle3_core.toy.build import HELDOUT_PROMPTS, TRAIN_PROMPTS
 
     def prompts(given: PromptSource | None, default: str) -> PromptSource:
-        given = given or PromptSource(input=f"{TOY_DIR}/{default}")
-        return given.model_copy(update={"input": given.input.replace(TOY_DIR, path)})
+        return given or PromptSource(input=f"{TOY_DIR}/{default}")
 
-    return config.model_copy(
+    config = config.model_copy(
         update={
             "target": config.target.model_copy(update={"path": path}),
             "generate": config.generate.model_copy(update={"prompts": prompts(config.generate.prompts, TRAIN_PROMPTS)}),
@@ -174,6 +183,7 @@ def with_toy_paths(config: PipelineConfig, path: str) -> PipelineConfig:
             ),
         }
     )
+    return replaced(config, TOY_DIR, path)
 
 
 def settled(spec: StageSpec, config: PipelineConfig) -> PipelineConfig:
@@ -199,7 +209,9 @@ def missing_inputs(spec: StageSpec, config: PipelineConfig) -> list[str]:
 def run_stage(
     name: str, config: PipelineConfig, outcomes: dict[str, Outcome], results: dict[str, Any] | None = None
 ) -> Outcome:
-    """Run one stage's flow (a subflow of the caller) unless it is unselected or blocked.
+    """Run one stage's flow (a subflow of the caller, served by vLLM where it asks for it) unless it is
+    unselected or blocked. Nothing of the stage is built here without ``serve``: its inputs are checked
+    in its subflow, so an input error is that subflow's failure, in the run graph and the summary.
 
     The subflow waits for the results of the stages it reads that ran in this flow run
     (``results``), which makes those runs its parents in Prefect's run graph.
@@ -209,12 +221,9 @@ def run_stage(
     outcomes[name] = outcome
     if name not in config.stages or not_to_run(spec, config, outcome, outcomes):
         return outcome
-    with failing(outcome):  # asking whether it would skip reads its inputs (and generate's /models)
-        field = endpoint_field(spec, config)
-    if field is not None:
-        require_endpoint(spec, config, field, outcome)
     before = read_manifest(spec.out(config))
-    run_subflow(spec, config, outcome, results)
+    with failing(outcome), serving(spec, config, field_to_serve(spec, config), outcomes) as served:
+        run_subflow(spec, served, outcome, results)
     after = read_manifest(spec.out(config))
     unchanged = before is not None and after is not None and before.updated_at == after.updated_at
     outcome.status = "reused" if unchanged and before.status == "complete" else "ran"
@@ -239,31 +248,17 @@ def endpoint_field(spec: StageSpec, config: PipelineConfig) -> str | None:
     """The field of ``spec``'s section listing the endpoints its stage asks for this config, None when
     it asks none or has nothing left to do: complete for these inputs and config, its subflow still
     runs and skips at once (the stage's own skip, before any endpoint is asked), so the run graph has
-    it whatever was reused."""
+    it whatever was reused. Asked only to start vLLM for it (``serve``): whether it would skip runs
+    its input checks, a second time after its subflow's."""
     stage = spec.build(config)
     if stage.endpoint_field is None or StageRun(stage).life.would_skip():
         return None
     return stage.endpoint_field
 
 
-def require_endpoint(spec: StageSpec, config: PipelineConfig, field: str, outcome: Outcome) -> None:
-    """A stage that asks a server and has no endpoint stops here: the stage's own fix names a CLI flag
-    pipeline lacks."""
-    if not getattr(spec.section(config), field):
-        outcome.status = "failed"
-        outcome.reason = f"no endpoint: {spec.name}.{field} is empty and serve is not set"
-        raise ConfigError(
-            f"{spec.name} has {outcome.reason}",
-            fix=f"set {spec.name}.{field} to your endpoints (http://host:port/v1) in the recipe, or serve: to start "
-            "vLLM for target.path",
-        )
-
-
 def with_endpoints(spec: StageSpec, config: PipelineConfig, field: str, urls: list[str]) -> PipelineConfig:
-    """The config with ``urls`` in ``field`` of the stage's section: a stage served by the pipeline
-    takes its config from the PipelineConfig section of its name (no ``config=`` rule)."""
-    assert spec.config is None, f"{spec.name}: a served stage's config is its section of the pipeline config"
-    section = getattr(config, spec.name)
+    """The config with ``urls`` in ``field`` of the stage's section (the PipelineConfig section of its name)."""
+    section = spec.section(config)
     return config.model_copy(update={spec.name: section.model_copy(update={field: urls})})
 
 
@@ -311,15 +306,37 @@ def edge_token(name: str, state: Any) -> StageDone:
     return token
 
 
+def served_field(spec: StageSpec, config: PipelineConfig) -> str | None:
+    """The field of the stage's section vLLM's URL goes into, None when nothing is to be served for it:
+    the recipe names its own endpoints (``serve`` unset), the stage is not selected, is blocked (its
+    run_stage says so), asks no server, or has nothing to do (``endpoint_field``)."""
+    if config.serve is None or spec.name not in config.stages or missing_inputs(spec, config):
+        return None
+    return endpoint_field(spec, config)
+
+
+def field_to_serve(spec: StageSpec, config: PipelineConfig) -> str | None:
+    """``served_field``, except that inputs the stage refuses start nothing: its subflow then fails
+    with the stage's own error, in the run graph."""
+    try:
+        return served_field(spec, config)
+    except Eagle3Error:
+        return None
+
+
+def served_for(
+    spec: StageSpec, config: PipelineConfig, outcomes: dict[str, Outcome]
+) -> contextlib.AbstractContextManager[PipelineConfig]:
+    """``serving`` the stage where ``served_field`` says so (an input it refuses raises here)."""
+    return serving(spec, config, served_field(spec, config), outcomes)
+
+
 @contextlib.contextmanager
-def served_for(spec: StageSpec, config: PipelineConfig, outcomes: dict[str, Outcome]) -> Iterator[PipelineConfig]:
-    """Yield the config with vLLM serving the target for a stage that asks a server (its
-    ``endpoint_field``) while that stage runs, and stop vLLM afterwards, error or not. Not started
-    when the recipe names its own endpoints (``serve`` unset), the stage is not selected, or it has
-    nothing to do (or is blocked: its run_stage says so)."""
-    field = None
-    if config.serve is not None and spec.name in config.stages and not missing_inputs(spec, config):
-        field = endpoint_field(spec, config)
+def serving(
+    spec: StageSpec, config: PipelineConfig, field: str | None, outcomes: dict[str, Outcome]
+) -> Iterator[PipelineConfig]:
+    """Yield the config with vLLM serving the target, its URL in ``field``, while the stage runs, and
+    stop vLLM afterwards, error or not; the config as it is when ``field`` is None."""
     if field is None:
         yield config
         return

@@ -12,11 +12,13 @@ A deployment's entrypoint names a built flow as ``flows/stages.py:<name>_flow`` 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import typing
 
 from prefect import Flow, flow
+from pydantic import BaseModel
 
 from eagle3_core.stages import BY_NAME, StageSpec, load
 
@@ -69,10 +71,37 @@ STAGE_HELP = {  # where a stage uses a parameter for less than its name says
 
 
 def flow_docstring(spec: StageSpec, signature: inspect.Signature) -> str:
-    """The stage class's first line, and every parameter's meaning (``PARAMETER_HELP``)."""
+    """The stage class's first line, and every parameter's meaning (``parameter_help``)."""
     first = (load(spec.stage).__doc__ or spec.name).strip().splitlines()[0]
-    args = [f"    {name}: {STAGE_HELP.get((spec.name, name)) or PARAMETER_HELP[name]}" for name in signature.parameters]
+    args = [f"    {name}: {parameter_help(spec, p)}" for name, p in signature.parameters.items()]
     return "\n".join([first, "", "Args:", *args])
+
+
+def parameter_help(spec: StageSpec, parameter: inspect.Parameter) -> str:
+    """What a parameter is: the stage's own words for it (``STAGE_HELP``), the shared ones
+    (``PARAMETER_HELP``), the declaration's for an input folder, else the field's description (the
+    stage's dataclass field ``metadata={"description": ...}``, else its type's docstring)."""
+    name = parameter.name
+    said = STAGE_HELP.get((spec.name, name)) or PARAMETER_HELP.get(name)
+    if said:
+        return said
+    from eagle3_core.config import PipelineConfig
+
+    upstream = spec.inputs(PipelineConfig()).get(name)
+    if upstream is not None:
+        stage, _, inside = upstream.partition("/")
+        folder = BY_NAME[stage].folder + "/" + (inside + "/" if inside else "")
+        return f"The folder {stage} wrote ({folder}), read by this stage."
+    field = {f.name: f for f in dataclasses.fields(load(spec.stage))}.get(name)
+    if field is not None and field.metadata.get("description"):
+        return field.metadata["description"]
+    kinds = [k for k in typing.get_args(parameter.annotation) if k is not type(None)] or [parameter.annotation]
+    if isinstance(kinds[0], type) and issubclass(kinds[0], BaseModel) and kinds[0].__doc__:
+        return kinds[0].__doc__.strip().splitlines()[0]
+    raise TypeError(
+        f"{spec.stage}: parameter {name!r} has no description for its flow's form: give its field "
+        'metadata={"description": "..."} (dataclasses.field), or add it to flows/stages.py PARAMETER_HELP'
+    )
 
 
 def build_flow(spec: StageSpec) -> Flow:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from eagle3_core.stages import STAGE_NAMES
+
 CORE = Path(__file__).resolve().parents[1] / "eagle3_core"
 
-STAGE_PACKAGES = tuple(
-    f"stages.{name}" for name in ("generate", "reconstruct", "vocab", "extract", "train", "evaluate")
-)
+STAGE_PACKAGES = tuple(f"stages.{name}" for name in STAGE_NAMES)  # every declared stage's package, one layer
 # folders that group units: a module under one belongs to the unit ``group.name`` (``run.fsio``, ``stages.train``)
 GROUPS = ("run", "target", "states", "stages", "nightly")
 

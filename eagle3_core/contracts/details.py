@@ -12,7 +12,9 @@ hands the model only the keys it declares, so a manifest holding a key since dro
 A key an older manifest may lack defaults to None (or empty); the few a reader cannot do without,
 which the writer has always written, are required: a manifest without one is one ``InputError``
 naming the stage and the key. The driver's own keys (``reject_reasons``, ``error``) are declared
-on the base, since any stage's manifest may carry them.
+on the base, since any stage's manifest may carry them. A stage's model is found by its name
+(``details_model``: the subclass whose ``stage`` it is), so a stage added with its own model in its
+package needs no entry here, and one without reads through ``StageDetails``.
 """
 
 from __future__ import annotations
@@ -166,7 +168,11 @@ class EvaluateDetails(StageDetails):
     lossless: str | None = None  # the lossless sentence (lossless.py): greedy outputs identical with and without
 
 
-BY_STAGE: dict[str, type[StageDetails]] = {
-    m.stage: m
-    for m in (GenerateDetails, ReconstructDetails, VocabDetails, ExtractDetails, TrainDetails, EvaluateDetails)
-}
+def details_model(stage: str) -> type[StageDetails]:
+    """The model of ``stage``'s details: the ``StageDetails`` subclass naming it (the built-in stages'
+    above; a stage added later may declare one in its own package), else ``StageDetails`` itself (the
+    driver's keys): a new stage needs no entry here."""
+    return {m.stage: m for m in StageDetails.__subclasses__()}.get(stage, StageDetails)
+
+
+BY_STAGE: dict[str, type[StageDetails]] = {m.stage: m for m in StageDetails.__subclasses__()}  # the ones above

@@ -3,13 +3,16 @@
     generate -> reconstruct -> vocab ─┐
                            └-> extract ┴> train -> evaluate
 
-The pipeline flow, the nightly, the CLI's stage commands, the recipes' ``stages`` list, the run
-summary and the deployments all read ``STAGES``; nothing else states the order or the inputs. A
-stage is one declaration here plus its package ``eagle3_core/<name>/`` whose ``stage.py`` holds
-``<Name>Stage``, a ``driver.Stage`` (keys, ``plan() -> units``, ``run(unit)``, ``finish``), run
-by the one driver (``driver.StageRun``). Its Prefect flow is built from the declaration and the
-class's parameters (``flows.stages.stage_flow``): one task, or, where the declaration names its
-``unit``, a task per unit (generate's one ``stream`` unit: the whole input in one task).
+The pipeline flow and its config (a section per stage: ``PipelineConfig.<name>``, typed as the
+stage's ``cfg``), the nightly, the CLI's stage commands, the recipes' ``stages`` list, the run
+summary, the stage flows' parameter help and the deployments all read ``STAGES``; nothing else
+states the stages, their order or their inputs. A stage is one line here plus its package
+``eagle3_core/stages/<name>/`` whose ``stage.py`` holds ``<Name>Stage``, a ``driver.Stage`` (keys,
+``plan() -> units``, ``run(unit)``, ``finish``), run by the one driver (``driver.StageRun``). Its
+Prefect flow is built from the declaration and the class's parameters (``flows.stages.stage_flow``):
+one task, or, where the declaration names its ``unit``, a task per unit (generate's one ``stream``
+unit: the whole input in one task). ``tests/flows/test_adding_a_stage.py`` adds one that way, to a
+copy of the tree, and runs it.
 What a stage states for a config (the endpoints it asks, ``endpoint_field``; whether it would skip)
 is asked of the stage built from its arguments (``StageSpec.build``), so no field here exists for
 one stage only.
@@ -20,6 +23,7 @@ No Prefect here: the declarations are plain data, read by the flows.
 from __future__ import annotations
 
 import importlib
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,17 +47,20 @@ class StageSpec:
     # its inputs, {argument: upstream stage} ("train/export": a folder inside train's); may depend on config
     inputs: Callable[[PipelineConfig], dict[str, str]]
     extra: Callable[[PipelineConfig], dict[str, Any]] = _target  # its other arguments in a run directory
-    config: Callable[[PipelineConfig], Any] | None = None  # its config; None = the PipelineConfig section `name`
     unit: str | None = None  # names its units ("shard": tasks extract-shard-00000, ...): a Prefect task each
     unit_limit: str | None = None  # a global concurrency limit each unit task holds a slot of ("gpu:{host}")
-    package: str | None = None  # where its package lives; None = eagle3_core.<name>
     # settles a choice the recipe left to the run, once upstream folders exist: (config, why) before it runs
     settle: Callable[[PipelineConfig], tuple[PipelineConfig, str | None]] | None = None
 
     @property
     def stage(self) -> str:
         """Its shape: ``eagle3_core.stages.<name>.stage:<Name>Stage``."""
-        return f"{self.package or 'eagle3_core.stages.' + self.name}.stage:{self.name.capitalize()}Stage"
+        return f"eagle3_core.stages.{self.name}.stage:{self.name.capitalize()}Stage"
+
+    @property
+    def config_model(self) -> type:
+        """Its config's model, the type of its stage's ``cfg``: the PipelineConfig section of its name."""
+        return typing.get_type_hints(load(self.stage).__init__)["cfg"]
 
     def out(self, config: PipelineConfig) -> Path:
         """Its folder: the RunLayout property ``folder``, else ``folder`` under the run directory."""
@@ -65,8 +72,8 @@ class StageSpec:
         return tuple(s.name for s in STAGES if s.name in wanted)
 
     def section(self, config: PipelineConfig) -> Any:
-        """Its config: ``config``'s rule, else the PipelineConfig section of its name."""
-        return self.config(config) if self.config else getattr(config, self.name)
+        """Its config: the PipelineConfig section of its name."""
+        return getattr(config, self.name)
 
     def arguments(self, config: PipelineConfig) -> dict[str, Any]:
         """Its flow's keyword arguments in a run directory."""
@@ -149,24 +156,7 @@ STAGES: list[StageSpec] = [
     StageSpec("evaluate", "eval", lambda c: {"export_dir": "train/export"}, _evaluate_extra),
 ]
 BY_NAME: dict[str, StageSpec] = {s.name: s for s in STAGES}
-
-
-def stage_names() -> tuple[str, ...]:
-    """The declared stages' names, in DAG order (as declared now: a test may declare one more)."""
-    return tuple(s.name for s in STAGES)
-
-
-def declare(spec: StageSpec, after: str) -> None:
-    """Add a stage to the DAG after ``after`` (a plug-in's or a test's; the built-in ones are above)."""
-    STAGES.insert(stage_names().index(after) + 1, spec)
-    BY_NAME[spec.name] = spec
-
-
-def undeclare(name: str) -> None:
-    STAGES.remove(BY_NAME.pop(name))
-
-
-STAGE_NAMES: tuple[str, ...] = stage_names()  # the built-in stages
+STAGE_NAMES: tuple[str, ...] = tuple(BY_NAME)  # in DAG order
 
 
 def upstream_of(name: str, config: PipelineConfig) -> list[str]:
@@ -178,4 +168,4 @@ def upstream_of(name: str, config: PipelineConfig) -> list[str]:
         if stage not in found:
             found.add(stage)
             todo += BY_NAME[stage].reads(config)
-    return [s for s in stage_names() if s in found]
+    return [s for s in STAGE_NAMES if s in found]

@@ -15,7 +15,7 @@ import sys
 
 import click
 
-from eagle3_core.stages import STAGE_NAMES, stage_names
+from eagle3_core.stages import STAGE_NAMES
 
 
 class StageCommands(click.Group):
@@ -23,10 +23,10 @@ class StageCommands(click.Group):
     declared stage without a ``flows/cli/<name>.py`` of its own."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [*self.commands, *(n for n in stage_names() if n not in self.commands)]
+        return [*self.commands, *(n for n in STAGE_NAMES if n not in self.commands)]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name in self.commands or name not in stage_names():
+        if name in self.commands or name not in STAGE_NAMES:
             return self.commands.get(name)
         from flows.cli.built import stage_command
 
@@ -57,6 +57,7 @@ for name in (*STAGE_NAMES, "pipeline", "demo", "serve", "probe"):
 def main() -> None:
     """Console entry point: a user's error is one clear message and exit 2, never a traceback."""
     from eagle3_core.errors import Eagle3Error
+    from tasks.user_errors import quiet_user_error_tracebacks
 
     quiet_user_error_tracebacks()
     try:
@@ -108,27 +109,12 @@ def watch_ephemeral_api() -> contextlib.AbstractContextManager:
 
     def ephemeral_popen(args: list[str], env: dict[str, str], **popen) -> subprocess.Popen:
         args, env = ephemeral_command(args, env)
+        # its telemetry heartbeat raced the run for the SQLite database: a 200-line "database is
+        # locked" traceback at the start of every command run without a Prefect API of the user's
+        env = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", **env}
         return WatchedPopen(args, env=env, **popen)
 
     # The module calls `subprocess.Popen` and catches `subprocess.TimeoutExpired`, nothing else of it.
     server.subprocess = types.SimpleNamespace(Popen=ephemeral_popen, TimeoutExpired=subprocess.TimeoutExpired)
     timeout = max(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value(), EPHEMERAL_STARTUP_S)
     return temporary_settings(updates={PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: timeout})
-
-
-def quiet_user_error_tracebacks() -> None:
-    """Prefect logs a failed run's exception with its traceback, once per task and flow level;
-    for a user's mistake (an ``Eagle3Error``) drop those records: ``main`` prints the error and
-    its fix itself, and each run's one-line ``Finished in state Failed(...)`` still says why."""
-    import logging
-
-    from eagle3_core.errors import Eagle3Error
-
-    class DropUserErrorTraceback(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            return not (record.exc_info and isinstance(record.exc_info[1], Eagle3Error))
-
-    # Prefect logs a run's failure on these loggers; a logger-level filter sees every record
-    # logged there, whatever handlers Prefect installs later.
-    for name in ("prefect.task_runs", "prefect.flow_runs", "prefect.engine"):
-        logging.getLogger(name).addFilter(DropUserErrorTraceback())

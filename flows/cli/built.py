@@ -24,7 +24,7 @@ def stage_command(name: str) -> click.Command:
     spec = BY_NAME[name]
     stage = load(spec.stage)
     hints = typing.get_type_hints(stage.__init__)
-    model = hints["cfg"]
+    model = spec.config_model
     folders = list(spec.inputs(PipelineConfig()))
     params = [_built(folder_option(_flag(argument), argument, f"{argument} folder.")) for argument in folders]
     params.append(_built(folder_option("--out", "out_dir", f"{spec.folder}/ folder to write.")))

@@ -51,7 +51,49 @@ def test_a_failed_stage_fails_the_run_with_the_stages_own_error(prefect_api, con
     assert "input not found" in state.message
     with pytest.raises(InputError, match="input not found"):
         state.result()
-    assert "| generate | failed |" in summary_of(state)
+    assert "| generate | failed |" in summary_of(state) and "input not found" in summary_of(state)
+    # checked in its own subflow, so the run graph shows generate failed with its error
+    failed, message = stage_states(state.state_details.flow_run_id)["generate"]
+    assert failed == "FAILED" and "input not found" in message
+
+
+def test_with_serve_an_input_the_stage_refuses_starts_no_server_and_fails_its_subflow(prefect_api, config, tmp_path):
+    from eagle3_core.errors import InputError
+    from eagle3_core.prompts.source import PromptSource
+    from eagle3_core.serve.config import ServeConfig
+
+    one_generation(config, tmp_path)  # a target folder for serve: to start, were it asked to
+    config.stages, config.serve = ["generate"], ServeConfig()
+    (tmp_path / "prompts.txt").write_text("Q1\n")  # refused by its keys, which say whether it would skip
+    config.generate = config.generate.model_copy(update={"prompts": PromptSource(input=str(tmp_path / "prompts.txt"))})
+
+    state = pipeline(config, return_state=True)
+
+    with pytest.raises(InputError, match="unsupported input file type"):
+        state.result()
+    failed, message = stage_states(state.state_details.flow_run_id)["generate"]
+    assert failed == "FAILED" and "unsupported input file type" in message
+    assert "| generate | failed |" in summary_of(state) and "| serve |" not in summary_of(state)
+
+
+def test_a_stages_input_checks_run_once_in_its_own_subflow(
+    prefect_api, config, tmp_path, monkeypatch, make_fake_server
+):
+    from eagle3_core.stages.generate.stage import GenerateStage
+
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "What is 2 + 2?"}\n')
+    config.stages = ["generate"]
+    config.generate = GenerateConfig(
+        prompts={"input": str(tmp_path / "prompts.jsonl")}, base_urls=[make_fake_server().url], return_token_ids=False
+    )
+    checked = []
+    keys = GenerateStage.keys
+    monkeypatch.setattr(GenerateStage, "keys", lambda stage: checked.append(stage) or keys(stage))
+
+    state = pipeline(config, return_state=True)
+
+    assert state.is_completed(), state.message
+    assert len(checked) == 1  # the pipeline built it and asked whether it would skip first: twice
 
 
 def test_a_run_of_generate_without_prompts_is_refused_before_any_stage(prefect_api, config):
@@ -72,9 +114,11 @@ def test_a_recipe_without_endpoints_is_told_which_recipe_fields_to_set(prefect_a
 
     state = pipeline(config, return_state=True)
 
-    with pytest.raises(ConfigError) as error:
+    with pytest.raises(ConfigError, match="generate needs at least one endpoint") as error:
         state.result()
-    assert "generate.base_urls" in str(error.value) and "serve" in str(error.value)  # not a flag pipeline lacks
+    assert "generate.base_urls in a recipe" in error.value.fix  # not only a flag pipeline lacks
+    assert "| generate | failed | " in summary_of(state)
+    assert stage_states(state.state_details.flow_run_id)["generate"][0] == "FAILED"  # its subflow said so
 
 
 def test_every_run_leaves_a_keyed_summary_artifact(prefect_api, config, tmp_path):
@@ -228,6 +272,18 @@ def stage_graph(flow_run_id) -> dict[str, set[str]]:
         names = {run.id: client.read_flow(run.flow_id).name for run in runs}
         inputs = {names[run.id]: client.read_task_run(run.parent_task_run_id).task_inputs for run in runs}
     return {name: {names.get(i.id, str(i.id)) for i in found.get("wait_for", [])} for name, found in inputs.items()}
+
+
+def stage_states(flow_run_id) -> dict[str, tuple[str, str]]:
+    """Stage subflow -> its final state's type and message, as the run graph shows them."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id]))
+        )
+        return {client.read_flow(run.flow_id).name: (run.state.type.name, run.state.message or "") for run in runs}
 
 
 def one_generation(config, tmp_path) -> None:

@@ -1,16 +1,14 @@
-"""What the pipeline asks of a stage before it runs it: the endpoint field the stage states, whether
-it would skip, and the served URL put into that field; no stage's config is named in the pipeline."""
+"""What the pipeline asks of a stage before it runs it, with ``serve`` only: the endpoint field the stage
+states, whether it would skip, and the served URL put into that field; no stage's config is named in
+the pipeline. Without ``serve`` it asks nothing: the stage's subflow checks its inputs and endpoints."""
 
 from __future__ import annotations
 
-import pytest
-
 from eagle3_core.config import PipelineConfig
-from eagle3_core.errors import ConfigError
-from eagle3_core.run.summary import Outcome
+from eagle3_core.serve.config import ServeConfig
 from eagle3_core.stages import BY_NAME
 from eagle3_core.stages.generate.config import GenerateConfig
-from flows.pipeline import endpoint_field, require_endpoint, with_endpoints
+from flows.pipeline import endpoint_field, served_field, with_endpoints
 from tests.stages.generate.helpers import prompts, write_jsonl
 
 GENERATE = BY_NAME["generate"]
@@ -41,19 +39,17 @@ def test_a_stage_that_would_skip_asks_no_endpoint(tmp_path):
     assert endpoint_field(GENERATE, config) is None  # complete: nothing would be asked
 
 
-def test_no_endpoint_is_refused_naming_the_stages_own_field(tmp_path):
-    outcome = Outcome("generate", "not selected", "")
+def test_without_serve_nothing_of_the_stage_is_asked_before_its_subflow(tmp_path):
+    missing = recipe(tmp_path).model_copy(update={"generate": GenerateConfig(prompts={"input": str(tmp_path / "no")})})
 
-    with pytest.raises(ConfigError, match=r"generate\.base_urls is empty and serve is not set") as error:
-        require_endpoint(GENERATE, recipe(tmp_path), "base_urls", outcome)
-    assert "set generate.base_urls" in error.value.fix and outcome.status == "failed"
+    assert served_field(GENERATE, missing) is None  # its input is not read here: its subflow refuses it
+    assert served_field(GENERATE, recipe(tmp_path).model_copy(update={"serve": ServeConfig()})) == "base_urls"
 
 
 def test_the_served_url_goes_into_the_stages_own_field(tmp_path):
     served = with_endpoints(GENERATE, recipe(tmp_path), "base_urls", ["http://127.0.0.1:8000/v1"])
 
     assert served.generate.base_urls == ["http://127.0.0.1:8000/v1"]
-    require_endpoint(GENERATE, served, "base_urls", Outcome("generate", "not selected", ""))  # no error
 
 
 def answered() -> dict:

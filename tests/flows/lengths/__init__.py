@@ -1,1 +1,2 @@
-"""A throwaway stage, as a new stage is added: this package plus one declaration (``test_adding_a_stage``)."""
+"""A new stage's package, as a contributor writes it: ``test_adding_a_stage`` copies this folder to
+``eagle3_core/stages/lengths/`` in a copy of the tree (nothing here is imported where it lies)."""

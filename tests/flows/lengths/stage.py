@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import ClassVar
 
 from eagle3_core.base import stable_hash
 from eagle3_core.contracts import sequences
+from eagle3_core.contracts.details import StageDetails
 from eagle3_core.run.driver import Stage
 from eagle3_core.run.fsio import atomic_path
 from eagle3_core.run.manifest import StageManifest, input_fingerprint
 from eagle3_core.run.progress import Reporter
 from eagle3_core.run.rejects import Rejects
-from tests.flows.lengths.config import LengthsConfig
+from eagle3_core.stages.lengths.config import LengthsConfig
+
+
+class LengthsDetails(StageDetails):
+    """lengths/: the label its counts were written under."""
+
+    stage: ClassVar[str] = "lengths"
+
+    label: str
 
 
 @dataclass
@@ -43,3 +53,4 @@ class LengthsStage(Stage):
     def finish(self, manifest: StageManifest) -> None:
         kept = [json.loads(p.read_text())["num_tokens"] for p in sorted(self.out_dir.glob("part-*.json"))]
         manifest.counts = {"sequences": sum(len(k) for k in kept), "tokens": sum(sum(k) for k in kept)}
+        manifest.details = LengthsDetails(label=self.cfg.label).dump()
