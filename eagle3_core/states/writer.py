@@ -6,6 +6,9 @@ batch writes its samples at their token offsets, so memory stays at one batch an
 2 GiB costs 2 GiB of disk and nothing more: the only overhead is the JSON header (< 1 KiB).
 The shard's ``key`` goes into ``__metadata__``; ``contracts.hidden.finished_key`` reads it back
 from the header alone, which is how resume decides that a shard is done.
+
+``refuse_non_finite`` is the one NaN/Inf check on hidden states: the writers here (extract's shards,
+the spool's units) and the trainer's readers (states read from hidden/, or made in process) call it.
 """
 
 from __future__ import annotations
@@ -14,11 +17,16 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eagle3_core.contracts.folder import redo_fix
 from eagle3_core.contracts.hidden import NAMES, build_header, tensor_layout
-from eagle3_core.errors import StageError
+from eagle3_core.errors import InputError, StageError
 
 if TYPE_CHECKING:
     import torch
+
+TARGET_FIX = (
+    "check the target's weights and dtype (fp16 overflows; use bf16 or fp32), or drop this sample from sequences/"
+)
 
 
 class ShardWriter:
@@ -81,14 +89,28 @@ def seal(path: str | Path) -> str:
     return digest
 
 
-def refuse_non_finite(aux, final, sample_id: str, file_name: str) -> None:
-    """Stop before a NaN/Inf state is written: one error naming the sample and the file."""
+def refuse_non_finite(aux, final, sample_id: str, path: str | Path, written_by: str | None = None) -> None:
+    """Stop on NaN/Inf hidden states of one sample before they are written or trained on: one error
+    naming the sample and its file (DeepSpeed's fp16 overflow skip would otherwise be their only trace).
+
+    States the target has just made (extract, a spool unit, online training: ``written_by`` None) are
+    the target's fault: a ``StageError`` whose fix is its weights and dtype. States read back from a
+    stage's file (``written_by``, the stage that wrote it) are a damaged input: an ``InputError`` whose
+    fix redoes that shard. Checked per sample, so the name is right whatever the batch layout."""
     import torch
 
-    if not (torch.isfinite(aux).all() and torch.isfinite(final).all()):
+    if bool(torch.isfinite(aux).all()) and bool(torch.isfinite(final).all()):
+        return
+    if written_by is None:
         raise StageError(
-            f"the target produced NaN or Inf hidden states ({file_name})",
+            f"the target produced NaN or Inf in the hidden states of sample {sample_id}",
             sample_id=sample_id,
-            fix="check the target's weights and dtype (fp16 overflows; use bf16 or fp32), "
-            "or drop this sample from sequences/",
+            path=str(path),
+            fix=TARGET_FIX,
         )
+    raise InputError(
+        f"NaN or Inf in the hidden states of sample {sample_id}",
+        sample_id=sample_id,
+        path=str(path),
+        fix=redo_fix(written_by),
+    )

@@ -1,5 +1,6 @@
-"""What this machine's CPU computes well, for the choices that depend on it (the toy's training
-precision, the dtype a local vLLM server runs in on CPU).
+"""What this machine computes on, and what its CPU computes well, for the choices that depend on it
+(the device an ``auto`` setting means, the toy's training precision, the dtype a local vLLM server runs
+in on CPU).
 
 torch imports lazily: the check costs nothing until a caller needs it.
 """
@@ -17,3 +18,17 @@ def cpu_computes_bf16() -> bool:
     import torch
 
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def resolve_device(device: str) -> str:
+    """``device``, or for ``auto`` ``cuda`` when torch sees a GPU here (``CUDA_VISIBLE_DEVICES``
+    honoured), else ``cpu``. The one rule for every ``auto`` device: the transformers engines, the
+    target model, and a vLLM server's own settings (its dtype, eager mode, the CPU temperature refusal),
+    the same answer the trainer and offline evaluation get from torch. A server was once judged by
+    ``nvidia-smi`` on PATH or ``/dev/nvidia0`` instead, which calls a machine whose GPUs are hidden
+    (``CUDA_VISIBLE_DEVICES=``), or a container with the tool and no device, a GPU machine."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"

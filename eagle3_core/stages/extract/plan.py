@@ -4,7 +4,7 @@ A shard holds rows of one ``part-*.parquet`` file (files in name order), taken i
 length (shortest first, ties by row), up to ``shard_tokens`` tokens (one longer sample makes
 a shard of its own). Samples of like length share a shard, so its length-bucketed batches
 carry little padding (a shard of contiguous rows left 29% padding on log-normal lengths; see
-benchmarks/README.md), and a shard reads one file only. The plan depends only on the input
+benchmarks/extract.md), and a shard reads one file only. The plan depends only on the input
 files and ``shard_tokens``, so a restarted run plans the same shards and can skip the
 finished ones. Each shard carries a ``key`` (a hash of its
 sample ids, lengths and the output config) that is stored in the shard file: a shard on disk

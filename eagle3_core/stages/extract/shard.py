@@ -62,7 +62,7 @@ def write_shard(
     def store(members: tuple[int, ...], states: list) -> None:
         for i, (aux, final) in zip(members, states):
             sample_id, ids, mask = rows[i]
-            refuse_non_finite(aux, final, sample_id, shard.name)
+            refuse_non_finite(aux, final, sample_id, Path(out_dir) / shard.name)
             writer.write(
                 offsets[i], aux, final, torch.tensor(ids, dtype=torch.int32), torch.tensor(mask, dtype=torch.uint8)
             )

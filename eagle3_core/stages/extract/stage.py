@@ -1,4 +1,4 @@
-"""The extract stage: sequences/ -> hidden/ (see CONTRIBUTING.md for the on-disk contract).
+"""The extract stage: sequences/ -> hidden/ (see docs/stages/extract.md for the on-disk contract).
 
 ``ExtractStage`` has one unit per shard, so a flow runs one task per shard and ``run_extract`` is
 a loop (``driver.drive``): ``keys`` reads the target's facts and plans the shards, ``plan``
@@ -135,8 +135,8 @@ class ExtractStage(Stage):
 def check_engine_memory(cfg: ExtractConfig, target: TargetConfig) -> None:
     """The transformers engine holds the whole target in this process: sized from its config.json
     before any load, so a target too large is one line naming the vLLM engine, not exit 137."""
-    from eagle3_core.states.target_model import resolve_device
     from eagle3_core.states.target_size import check_target_fits
+    from eagle3_core.target.hardware import resolve_device
 
     check_target_fits(
         target.require_path(),

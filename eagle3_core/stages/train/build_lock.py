@@ -25,7 +25,7 @@ from eagle3_core.errors import StageError
 # ShareMemCommBuilder.NAME (deepspeed/ops/op_builder/cpu/comm.py): the folder torch builds it in.
 SHM_OP = "deepspeed_shm_comm"
 # A build of the op takes about a minute on 2 cores (56 s in the demo's train stage on a fresh
-# machine, benchmarks/README.md), so a lock ten times as old belongs to no live build.
+# machine, benchmarks/demo.md), so a lock ten times as old belongs to no live build.
 STALE_AFTER_S = 600.0
 
 

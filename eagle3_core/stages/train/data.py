@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from eagle3_core.contracts.folder import redo_fix
+from eagle3_core.states.writer import refuse_non_finite
 
 # Sorting by length inside windows of this many samples keeps padding low (most batches hold
 # similar lengths) while the window order stays shuffled.
@@ -155,24 +155,6 @@ def pad_stack(rows: list[torch.Tensor], length: int) -> torch.Tensor:
     return out
 
 
-def refuse_non_finite(
-    aux: list[torch.Tensor], final: list[torch.Tensor], samples: list[Sample], folder: Path, fix: str
-) -> None:
-    """Stop on NaN/Inf input states before any step, naming the sample and its file: DeepSpeed's
-    fp16 overflow skip would otherwise be the only trace of a rotten shard. Per sample, before
-    packing, so the name is right whatever the batch layout."""
-    for sample, a, f in zip(samples, aux, final):
-        if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(f).all())):
-            from eagle3_core.errors import InputError
-
-            raise InputError(
-                f"NaN or Inf in the hidden states of sample {sample.sample_id} ({sample.where})",
-                sample_id=sample.sample_id,
-                path=str(folder / sample.where),
-                fix=fix,
-            )
-
-
 class Reader:
     """The trainer's side of a source of hidden states (``sources.py``): ``samples()``, then
     ``load(batch, budget, dtype, device, pack)`` -> the batch dict above."""
@@ -215,7 +197,8 @@ class OfflineReader(Reader):
         self, batch: list[Sample], budget: int, dtype: torch.dtype, device, pack: bool = False
     ) -> dict[str, torch.Tensor]:
         rows = slice_rows((self._shard(s.where), s.offset, s.offset + min(s.length, budget)) for s in batch)
-        refuse_non_finite(rows["aux"], rows["final"], batch, self.hidden_dir, redo_fix("extract"))
+        for sample, aux, final in zip(batch, rows["aux"], rows["final"]):
+            refuse_non_finite(aux, final, sample.sample_id, self.hidden_dir / sample.where, written_by="extract")
         return on_device(collate(rows, pack), device, dtype)
 
 
@@ -267,11 +250,6 @@ class OnlineReader(Reader):
             "loss_mask": mask & attention.bool(),
             "segments": attention,
         }
-        refuse_non_finite(
-            list(padded["aux"]),
-            list(padded["final"]),
-            batch,
-            self.sequences_dir,
-            "the target made them: check its weights and dtype (fp16 overflows; use bf16 or fp32)",
-        )
+        for sample, aux, final in zip(batch, padded["aux"], padded["final"]):  # the target's: its dtype is the fix
+            refuse_non_finite(aux, final, sample.sample_id, self.sequences_dir / sample.where)
         return pack_padded(padded) if pack else padded

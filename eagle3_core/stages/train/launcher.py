@@ -40,7 +40,9 @@ QUIET = (
 
 
 @dataclass
-class Outcome:
+class TrainerExit:
+    """How the trainer process ended: its exit code and its last output lines (``TAIL_LINES``)."""
+
     returncode: int
     tail: list[str] = field(default_factory=list)
 
@@ -114,7 +116,7 @@ def handle_line(line: str, reporter: Reporter) -> None:
         reporter.log(line)
 
 
-def launch(cfg: TrainConfig, spec_file: Path, reporter: Reporter) -> Outcome:
+def launch(cfg: TrainConfig, spec_file: Path, reporter: Reporter) -> TrainerExit:
     """Run the trainer to its end; its exit code and last lines."""
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
     log = spec_file.parent / LOG_FILE
@@ -144,4 +146,4 @@ def launch(cfg: TrainConfig, spec_file: Path, reporter: Reporter) -> Outcome:
             proc.kill()  # a cancelled caller must not leave a trainer behind
             raise
         returncode = proc.wait()
-    return Outcome(returncode, list(tail))
+    return TrainerExit(returncode, list(tail))

@@ -158,9 +158,9 @@ class TrainStage(Stage):
         write_json_atomic(out / SPEC_FILE, spec)
         # an engine (online-vllm) lives as long as the trainer
         with self.source.running(cfg, self.target, inputs, out, self.reporter) as engine_figures:
-            outcome = launch(cfg, out / SPEC_FILE, self.reporter)
-        if outcome.returncode != 0:
-            raise trainer_error(out, outcome.tail, outcome.returncode)
+            ended = launch(cfg, out / SPEC_FILE, self.reporter)
+        if ended.returncode != 0:
+            raise trainer_error(out, ended.tail, ended.returncode)
         self.engine_figures = engine_figures
 
     def finish(self, manifest: StageManifest) -> None:

@@ -3,7 +3,7 @@
 Samples are sorted by length (longest first) and packed greedily: a batch takes the next
 sample while ``batch_size * longest <= max_tokens`` (padding counted). A sample longer than
 the budget runs alone. Sorting neighbours of similar length keeps the padding share to a few
-percent on realistic length spreads (see benchmarks/README.md).
+percent on realistic length spreads (see benchmarks/extract.md).
 """
 
 from __future__ import annotations

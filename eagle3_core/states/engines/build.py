@@ -43,8 +43,9 @@ def build_engine(
             vllm, target, layers, num_hidden_layers, max_model_len=longest + 1, workdir=workdir, devices=devices
         )
     from eagle3_core.states.engines.hf_engine import TransformersEngine
-    from eagle3_core.states.target_model import load_target_model, resolve_device
+    from eagle3_core.states.target_model import load_target_model
     from eagle3_core.states.target_size import check_target_fits
+    from eagle3_core.target.hardware import resolve_device
 
     on = resolve_device(device)
     check_target_fits(target.require_path(), on, None, what="the transformers hidden-state engine", fix=TOO_LARGE)

@@ -98,8 +98,8 @@ def test_the_launcher_clears_the_lock_and_says_so_in_train_log_and_the_reporter(
     lock = make_lock(extensions, age_s=STALE_AFTER_S * 2)
     monkeypatch.setattr(launcher, "trainer_command", lambda cfg, spec: [sys.executable, "-c", "print('trained')"])
     reporter = Recorder()
-    outcome = launcher.launch(TrainConfig(), tmp_path / "run_spec.json", reporter)
-    assert outcome.returncode == 0 and not lock.exists()
+    ended = launcher.launch(TrainConfig(), tmp_path / "run_spec.json", reporter)
+    assert ended.returncode == 0 and not lock.exists()
     assert reporter.lines[0].startswith("train: warning: removed the stale DeepSpeed build lock")
     assert reporter.lines[1:] == ["trained"]
     assert (tmp_path / "train.log").read_text().splitlines() == [reporter.lines[0], "trained"]

@@ -1,5 +1,7 @@
-"""The held-out split and the batch plan are pure functions: a resumed run reads the same batches."""
+"""The held-out split and the batch plan are pure functions: a resumed run reads the same batches; a
+batch of states that are not finite is refused, naming the sample."""
 
+import pytest
 import torch
 
 from eagle3_core.stages.train.data import (
@@ -64,3 +66,28 @@ def test_collate_packs_samples_end_to_end_as_numbered_segments_or_pads_them():
     assert padding_share(padded) == 2 / 6 and padding_share(packed) == 0.0
     assert pack_padded(padded)["input_ids"].tolist() == packed["input_ids"].tolist()
     assert pack_padded(padded)["segments"].tolist() == packed["segments"].tolist()
+
+
+def test_nan_states_the_target_makes_in_process_are_its_fault_naming_the_sample_and_its_part(tmp_path):
+    """train.mode online: the same refusal, error and fix as extract's (``states.writer.refuse_non_finite``)."""
+    from transformers import LlamaForCausalLM
+
+    from eagle3_core.errors import StageError
+    from eagle3_core.stages.train.data import OnlineReader
+    from tests.stages.extract.helpers import build_tiny_llama, write_sequences
+
+    model_dir = build_tiny_llama(tmp_path / "m", layers=4)
+    model = LlamaForCausalLM.from_pretrained(model_dir)
+    with torch.no_grad():
+        model.model.embed_tokens.weight[7] = float("nan")  # only token 7 poisons a sample
+    model.save_pretrained(model_dir)
+    rows = write_sequences(tmp_path / "seq", [[12, 12, 12]])
+    reader = OnlineReader(tmp_path / "seq", str(model_dir), [1, 2, 3], trust_remote_code=False)
+    poisoned_id = next(r["sample_id"] for r in rows if 7 in r["input_ids"])
+    poisoned = next(s for s in reader.samples() if s.sample_id == poisoned_id)
+    with pytest.raises(
+        StageError, match=f"the target produced NaN or Inf in the hidden states of sample {poisoned.sample_id}"
+    ) as err:
+        reader.load([poisoned], 64, torch.float32, "cpu")
+    assert err.value.path == str(tmp_path / "seq" / poisoned.where)
+    assert "dtype" in err.value.fix
