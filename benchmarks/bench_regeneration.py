@@ -19,7 +19,7 @@ steps (``--steps``, micro-batches of the recipe's ``micro_batch_tokens``, packed
 stage measures it in real vLLM on the held-out prompts while the target reasons (greedy, k = 3).
 ``--finetune`` also trains from ``dataset``'s first drafter (``train.init_from``) on the
 regenerated set and reads from its metrics the held-out simulated acceptance at each step.
-Prints a markdown table for benchmarks/README.md and writes ``results.json`` under ``--out``.
+Prints a markdown table for benchmarks/regeneration.md and writes ``results.json`` under ``--out``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def main() -> None:
 
     for key, value in OFFLINE.items():  # the demo's environment: no hub, no telemetry
         os.environ.setdefault(key, value)
-    # one thread per process: 2-thread torch ran ~30x slower on this shared box (benchmarks/README.md, train)
+    # one thread per process: 2-thread torch ran ~30x slower on this shared box (benchmarks/train.md)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     out = Path(args.out)
     base = toy_config(args)
@@ -153,8 +153,7 @@ def write_without_reasoning(generations: Path, path: Path) -> Path:
     """The target's accepted answers as dataset rows whose final turn keeps the answer only."""
     import polars as pl
 
-    from eagle3_core.chat.rows import sent_messages
-    from eagle3_core.contracts.generations import accepted_parts
+    from eagle3_core.contracts.generations import accepted_parts, sent_messages
 
     records = [r for part in accepted_parts(generations) for r in pl.read_parquet(part).iter_rows(named=True)]
     with open(path, "w", encoding="utf-8") as fh:

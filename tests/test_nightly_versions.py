@@ -5,41 +5,42 @@ import os
 
 import polars as pl
 
+from eagle3_core.contracts import generations
 from eagle3_core.nightly import versions as dv
-from eagle3_core.stages.generate.shards import ShardWriter, read_persisted
+from eagle3_core.stages.generate.shards import RowShardWriter, read_persisted
 
 
 def accepted_row(sample_id):
-    return {
-        "sample_id": sample_id,
-        "messages": [{"role": "user", "content": sample_id}],
-        "reasoning": "r",
-        "content": "c",
-        "reasoning_source": "reasoning",
-        "finish_reason": "stop",
-        "prompt_token_ids": [1],
-        "completion_token_ids": [2],
-        "model": "m",
-        "endpoint": "e",
-        "prompt_tokens": 1,
-        "completion_tokens": 1,
-        "attempts": 1,
-        "latency_s": 0.1,
-        "created_at": 0.0,
-    }
+    return generations.accepted_row(
+        sample_id=sample_id,
+        messages=[{"role": "user", "content": sample_id}],
+        reasoning="r",
+        content="c",
+        reasoning_source="reasoning",
+        finish_reason="stop",
+        model="m",
+        endpoint="e",
+        prompt_token_ids=[1],
+        completion_token_ids=[2],
+        prompt_tokens=1,
+        completion_tokens=1,
+        attempts=1,
+        latency_s=0.1,
+        created_at=0.0,
+    )
 
 
 def write_version(root, name, shards, rejected=(), complete=True):
     """A version whose generations hold one accepted shard per list of ids (written by generate's writer)."""
     gen = dv.versions_dir(root) / name / "generations"
-    writer = ShardWriter(gen / "accepted", "accepted", shard_rows=10_000, flush_seconds=1e9)
+    writer = RowShardWriter(gen / "accepted", "accepted", shard_rows=10_000, flush_seconds=1e9)
     for ids in shards:
         for sid in ids:
             writer.add(accepted_row(sid))
         writer.flush()
-    rejects = ShardWriter(gen / "rejected", "rejected", shard_rows=10_000, flush_seconds=1e9)
+    rejects = RowShardWriter(gen / "rejected", "rejected", shard_rows=10_000, flush_seconds=1e9)
     for sid in rejected:
-        rejects.add({"sample_id": sid, "row_index": 0, "input": "{}", "reason": "empty_reasoning", "detail": ""})
+        rejects.add(generations.rejected_row(sid, 0, "{}", "empty_reasoning", ""))
     rejects.flush()
     if complete:
         dv.mark_complete(gen.parent, {"version": name})

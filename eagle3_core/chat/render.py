@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from eagle3_core.chat.rows import Messages, sent_messages
+from eagle3_core.chat.rows import Messages
+from eagle3_core.contracts.generations import sent_messages
 
 
 def server_messages(stored: list[dict[str, Any]]) -> Messages:

@@ -7,7 +7,8 @@ short reason code; normalising never raises.
 
 A row may carry ``tools`` (OpenAI function definitions): they are sent with the request, so the
 server renders its template with them, and kept in the record, so reconstruct renders the same
-prompt. They are part of the sample's key: the same prompt with other tools is another sample.
+prompt. They are part of the sample's key (``contracts.generations.sample_key``): the same prompt
+with other tools is another sample.
 
 An agent's history keeps its tool use (OpenAI ``messages`` only): an earlier assistant turn's
 ``tool_calls`` (its ``content`` may then be null) and a tool turn's ``tool_call_id`` and ``name``
@@ -24,7 +25,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from eagle3_core.base import stable_hash
 from eagle3_core.prompts.inputs import BAD_LINE
 
 SHAREGPT_ROLES = {
@@ -180,51 +180,6 @@ def _trim(messages: Messages) -> Messages | RowRejection:
     if messages[-1]["role"] == "user" and not messages[-1]["content"].strip():
         return RowRejection("empty_prompt", "the last user turn is empty")
     return messages
-
-
-TOOL_FIELDS = ("tool_calls", "tool_call_id", "name", "reasoning")
-
-
-def stored_messages(messages: Messages) -> list[dict[str, Any]]:
-    """The messages as a generations/ record holds them: every field present (a Parquet struct is
-    fixed; null where not given) and ``tool_calls`` as JSON text (arguments vary in shape)."""
-    stored = []
-    for m in messages:
-        calls = m.get("tool_calls")
-        stored.append(
-            {
-                "role": m["role"],
-                "content": m["content"],
-                "tool_calls": json.dumps(calls, ensure_ascii=False) if calls else None,
-                "tool_call_id": m.get("tool_call_id"),
-                "name": m.get("name"),
-                "reasoning": m.get("reasoning"),
-            }
-        )
-    return stored
-
-
-def sent_messages(stored: list[dict[str, Any]]) -> Messages:
-    """The messages as they were sent, from a record's stored form (older records: role, content)."""
-    sent = []
-    for m in stored:
-        message = {"role": m["role"], "content": m["content"]}
-        if m.get("tool_calls"):
-            message["tool_calls"] = json.loads(m["tool_calls"])
-        message |= {k: m[k] for k in TOOL_FIELDS[1:] if m.get(k) is not None}
-        if message.get("reasoning"):  # sent under both names (module docstring)
-            message["reasoning_content"] = message["reasoning"]
-        sent.append(message)
-    return sent
-
-
-def sample_id(messages: Messages, sampling_key: dict, tools: list[dict] | None = None) -> str:
-    """The stable key of one sample: its prompt messages (and tools, when it has some) plus the
-    sampling settings."""
-    key = {"messages": messages, "sampling": sampling_key}
-    if tools:
-        key["tools"] = tools
-    return stable_hash(key, length=24)
 
 
 def row_json(row: Any) -> str:

@@ -26,12 +26,13 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from eagle3_core.contracts import generations
 from eagle3_core.run.fsio import atomic_path, read_json, write_json_atomic
 from eagle3_core.stages.generate.config import GenerateConfig
 
 VERSION_FILE = "version.json"
 TRAINED_ON_FILE = "trained_on.json"
-KINDS = ("accepted", "rejected")
+KINDS = (generations.ACCEPTED, generations.REJECTED)
 
 
 @dataclass(frozen=True)
@@ -151,9 +152,10 @@ def prune(root: str | Path, keep: int) -> list[str]:
 
 
 def current_sample_ids(cfg: GenerateConfig) -> set[str]:
-    """The sample id of every prompt under ``cfg``'s model and sampling config (as generate keys
-    them: tools included, so a row with tools is carried over like any other)."""
-    from eagle3_core.chat.rows import RowRejection, normalize_prompt, sample_id
+    """The sample id of every prompt under ``cfg``'s model and sampling config, as the served source
+    keys them (``generations.sample_key``: tools included, so a row with tools is carried over like
+    any other)."""
+    from eagle3_core.chat.rows import RowRejection, normalize_prompt
     from eagle3_core.prompts.inputs import iter_rows
 
     key, ids = cfg.sampling_key(), set()
@@ -161,5 +163,5 @@ def current_sample_ids(cfg: GenerateConfig) -> set[str]:
         prompt = normalize_prompt(row)
         if not isinstance(prompt, RowRejection):
             messages, tools = prompt
-            ids.add(sample_id(messages, key, tools))
+            ids.add(generations.sample_key(messages, key, tools))
     return ids

@@ -22,10 +22,10 @@ that returns no completion ids cannot be checked, and says so.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from eagle3_core.contracts import generations
 from eagle3_core.endpoint.config import RequestConfig
 from eagle3_core.errors import Eagle3Error, EndpointError
 from eagle3_core.preflight.history import ADD_TOOL, CALL
@@ -164,7 +164,6 @@ def generate_preflight(target: TargetConfig | None):
 def _record(url: str, name: str, messages: list[dict], tools: list[dict] | None, body: dict) -> tuple[dict, str]:
     """The generation record generate would write for this answer, and its id layout."""
     from eagle3_core.chat.parse import parse_completion
-    from eagle3_core.chat.rows import stored_messages
 
     completion = parse_completion(body)
     if completion.completion_token_ids is None:
@@ -173,17 +172,20 @@ def _record(url: str, name: str, messages: list[dict], tools: list[dict] | None,
             "checked, and training will rest on re-tokenized text alone",
             fix="serve with vLLM or SGLang, which return ids with `return_token_ids: true`",
         )
-    record = {
-        "sample_id": f"preflight-{name}",
-        "messages": stored_messages(messages),
-        "reasoning": completion.reasoning,
-        "content": completion.content,
-        "finish_reason": completion.finish_reason,
-        "prompt_token_ids": completion.prompt_token_ids,
-        "completion_token_ids": completion.completion_token_ids,
-        "tools": json.dumps(tools) if tools else None,
-        "tool_calls": json.dumps(completion.tool_calls) if completion.tool_calls else None,
-    }
+    record = generations.accepted_row(
+        sample_id=f"preflight-{name}",
+        messages=messages,
+        reasoning=completion.reasoning,
+        content=completion.content,
+        reasoning_source=completion.reasoning_source,
+        finish_reason=completion.finish_reason,
+        model=body.get("model") or "",
+        endpoint=url,
+        prompt_token_ids=completion.prompt_token_ids,
+        completion_token_ids=completion.completion_token_ids,
+        tools=tools,
+        tool_calls=completion.tool_calls,
+    )
     return record, completion.id_layout
 
 

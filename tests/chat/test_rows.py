@@ -2,7 +2,8 @@
 
 import pytest
 
-from eagle3_core.chat.rows import RowRejection, normalize, sample_id, sent_messages, stored_messages
+from eagle3_core.chat.rows import RowRejection, normalize
+from eagle3_core.contracts.generations import sent_messages, stored_messages
 
 
 def test_prompt_string_becomes_one_user_turn():
@@ -51,14 +52,6 @@ def test_a_row_that_cannot_be_sent_is_a_rejection_with_a_reason(row, reason):
     result = normalize(row)
     assert isinstance(result, RowRejection)
     assert result.reason == reason and result.detail
-
-
-def test_sample_id_is_stable_and_changes_with_prompt_or_sampling():
-    messages = [{"role": "user", "content": "x"}]
-    key = {"model": "m", "temperature": 0.6}
-    assert sample_id(messages, key) == sample_id([dict(m) for m in messages], dict(key))
-    assert sample_id(messages, key) != sample_id([{"role": "user", "content": "x "}], key)
-    assert sample_id(messages, key) != sample_id(messages, key | {"temperature": 0.7})
 
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 3}'}}

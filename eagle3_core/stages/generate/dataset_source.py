@@ -5,7 +5,7 @@ SpecForge does by default) and a first drafter before any server time is spent. 
 prompt is what the served path would send (``chat.rows.normalize_prompt``: trailing assistant turns
 dropped); its answer is the row's own final assistant turn (``dataset_answer.py``).
 
-The folder keeps the served run's contract (CONTRIBUTING.md, generations/), so no downstream
+The folder keeps the served run's contract (docs/stages/generate.md, "The folder: generations/"), so no downstream
 stage changes:
 - the same stage, shards, writer and resume (``generate.stage.GenerateStage``, every source's part
   in ``source.py``): atomic shards with checksums, ``complete`` written last, the folder's lock;
@@ -25,12 +25,13 @@ input and what it looked for, raised before anything is written.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
-from eagle3_core.chat.rows import RowRejection, normalize_prompt, sample_id, stored_messages
+from eagle3_core.chat.rows import RowRejection, normalize_prompt, row_json
+from eagle3_core.contracts import generations
 from eagle3_core.contracts.details import GenerateDetails
+from eagle3_core.contracts.generations import REJECTED
 from eagle3_core.endpoint.slots import SharedLimits
 from eagle3_core.errors import InputError
 from eagle3_core.prompts.inputs import fingerprint, iter_rows
@@ -38,14 +39,13 @@ from eagle3_core.run.keys import config_hash as stage_config_hash
 from eagle3_core.run.manifest import StageManifest
 from eagle3_core.stages.generate.config import GenerateConfig
 from eagle3_core.stages.generate.dataset_answer import LOOKED_FOR, DatasetAnswer, dataset_answer, has_answer
-from eagle3_core.stages.generate.engine import rejected_record
 from eagle3_core.stages.generate.keys import key64
-from eagle3_core.stages.generate.shards import REJECTED, ShardWriter
+from eagle3_core.stages.generate.shards import RowShardWriter
 from eagle3_core.stages.generate.source import Source
 
 SOURCE = "dataset"
 MODEL = "dataset"  # the record's `model` and `endpoint` when the recipe names no model
-SAMPLING_KEY = {"source": SOURCE}  # the whole sample key besides the prompt: nothing is sampled
+SETTINGS = {"source": SOURCE}  # the whole sample key besides the prompt (generations.sample_key): nothing is sampled
 
 
 class DatasetSource(Source):
@@ -87,12 +87,14 @@ class DatasetSource(Source):
             self._reject_unkeyed(index, row, prompt)
             return
         messages, tools = prompt
-        key = sample_id(messages, SAMPLING_KEY, tools)
+        key = generations.sample_key(messages, SETTINGS, tools)
         if not self._is_new(key64(key)):
             return
         answer = self._checked(dataset_answer(row))
         if isinstance(answer, RowRejection):
-            self._write(self.rejected, rejected_record(key, index, row, answer.reason, answer.detail))
+            self._write(
+                self.rejected, generations.rejected_row(key, index, row_json(row), answer.reason, answer.detail)
+            )
             self.stats.reject(answer.reason)
             return
         record = dataset_record(key, messages, tools, answer, self.model)
@@ -109,7 +111,7 @@ class DatasetSource(Source):
             )
         return answer
 
-    def _write(self, writer: ShardWriter, row: dict[str, Any]) -> None:
+    def _write(self, writer: RowShardWriter, row: dict[str, Any]) -> None:
         """Flushed when full or due (no loop flushes here), with the progress after each shard."""
         if writer.add(row) or writer.due():
             writer.flush()
@@ -129,26 +131,20 @@ class DatasetSource(Source):
 
 
 def dataset_record(key: str, messages: list, tools: list | None, answer: DatasetAnswer, model: str) -> dict:
-    """An accepted generations/ row for a dataset answer: the served record's fields, no ids."""
-    return {
-        "sample_id": key,
-        "messages": stored_messages(messages),
-        "reasoning": answer.reasoning,
-        "content": answer.content,
-        "reasoning_source": answer.reasoning_source,
-        "finish_reason": "stop",  # the dataset's turn is whole
-        "prompt_token_ids": None,
-        "completion_token_ids": None,
-        "model": model,
-        "endpoint": SOURCE,
-        "prompt_tokens": None,
-        "completion_tokens": None,
-        "attempts": 0,
-        "latency_s": 0.0,
-        "created_at": time.time(),
-        "tools": json.dumps(tools, ensure_ascii=False) if tools else None,
-        "tool_calls": json.dumps(answer.tool_calls, ensure_ascii=False) if answer.tool_calls else None,
-    }
+    """An accepted row for a dataset answer (``generations.accepted_row``): nothing was requested,
+    so no ids, token counts, attempts or latency; the dataset's turn is whole."""
+    return generations.accepted_row(
+        sample_id=key,
+        messages=messages,
+        reasoning=answer.reasoning,
+        content=answer.content,
+        reasoning_source=answer.reasoning_source,
+        finish_reason="stop",
+        model=model,
+        endpoint=SOURCE,
+        tools=tools,
+        tool_calls=answer.tool_calls,
+    )
 
 
 def _check_answers_exist(cfg: GenerateConfig) -> None:

@@ -5,7 +5,7 @@ items are pulled from the (lazy) planner only when there is room: at most twice 
 capacity are sending or waiting for a slot, so memory holds a window of prompts, never the
 dataset. A prompt waiting to retry leaves the window (and holds no slot) while it sleeps, so a
 new prompt takes its place; it comes back without waiting for room. Rows go into shards as they
-finish (``ShardWriter``), written off the loop. A row's failure (a 400, retries run out) becomes
+finish (``RowShardWriter``), written off the loop. A row's failure (a 400, retries run out) becomes
 a rejected record, final or open by its reason (``endpoint.health.is_open``); a failure to write (a full
 disk), an outage (every endpoint down for ``outage_seconds``), endpoints that all refuse, or a
 failure every request shares (``endpoint.health.SharedFailure``: distinct prompts' first answers, never
@@ -19,21 +19,21 @@ the requests and the endpoints' bounds follow the slots it holds.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from eagle3_core.chat.rows import Messages, row_json, stored_messages
+from eagle3_core.chat.rows import Messages, row_json
+from eagle3_core.contracts import generations
 from eagle3_core.endpoint.client import Answer, Requester, RequestFailed, check_overdue, close_clients, open_clients
 from eagle3_core.endpoint.concurrency import EndpointPool
 from eagle3_core.endpoint.health import Outage, is_open, refused_everywhere
 from eagle3_core.endpoint.slots import SlotKeeper
 from eagle3_core.errors import StageError
-from eagle3_core.stages.generate.shards import ShardWriter
+from eagle3_core.stages.generate.shards import RowShardWriter
 from eagle3_core.stages.generate.stats import RunStats
-from eagle3_core.stages.generate.turns import Conversation, answer_turns, turn_record
+from eagle3_core.stages.generate.turns import Conversation, answer_turns
 
 
 @dataclass(frozen=True)
@@ -77,13 +77,13 @@ class Engine:
         self,
         requester: Requester,
         pool: EndpointPool,
-        accepted: ShardWriter,
-        rejected: ShardWriter,
+        accepted: RowShardWriter,
+        rejected: RowShardWriter,
         stats: RunStats,
         model: str,
         on_progress: Callable[[], None],
         on_shard: Callable[[str, str, int], None] = lambda kind, name, rows: None,
-        turns: ShardWriter | None = None,
+        turns: RowShardWriter | None = None,
     ) -> None:
         self.requester, self.pool, self.stats, self.model = requester, pool, stats, model
         self.accepted, self.rejected, self.on_progress, self.on_shard = accepted, rejected, on_progress, on_shard
@@ -179,7 +179,9 @@ class Engine:
             self.stats.requests += failure.attempts
             if self._stop is not None:
                 return  # the run is stopping: this prompt stays open, resent by the next run
-            record = rejected_record(item.sample_id, item.row_index, item.row, failure.reason, failure.detail)
+            record = generations.rejected_row(
+                item.sample_id, item.row_index, row_json(item.row), failure.reason, failure.detail
+            )
             if not is_open(failure.reason) and self.requester.shared.signature == (failure.reason, failure.last):
                 self.held.append(record)
                 self.held_signature = (failure.reason, failure.last)
@@ -207,7 +209,7 @@ class Engine:
             self.stats.requests += answer.attempts
             self.stats.turns += 1
             record = accepted_record(replace(item, messages=messages), answer, self.model)
-            await self._store(self.turns, turn_record(record, item.sample_id, turn))
+            await self._store(self.turns, generations.turn_row(record, item.sample_id, turn))
 
         return store
 
@@ -232,11 +234,11 @@ class Engine:
         for record in held:
             await self._store_reject(record)
 
-    async def _store(self, writer: ShardWriter, record: dict[str, Any]) -> None:
+    async def _store(self, writer: RowShardWriter, record: dict[str, Any]) -> None:
         if writer.add(record):
             await self._flush(writer)
 
-    async def _flush(self, writer: ShardWriter) -> None:
+    async def _flush(self, writer: RowShardWriter) -> None:
         """Write the buffer in a thread (polars releases the GIL): a 1,000-row shard of 1,000-token
         answers took 75-100 ms to build and write here, a stall of every request in flight."""
         taken = writer.take()
@@ -269,32 +271,23 @@ def shared_error(why: str) -> StageError:
 
 
 def accepted_record(item: WorkItem, answer: Answer, model: str) -> dict[str, Any]:
+    """The served answer as an accepted row (``generations.accepted_row``)."""
     c = answer.completion
-    return {
-        "sample_id": item.sample_id,
-        "messages": stored_messages(item.messages),
-        "reasoning": c.reasoning,
-        "content": c.content,
-        "reasoning_source": c.reasoning_source,
-        "finish_reason": c.finish_reason,
-        "prompt_token_ids": c.prompt_token_ids,
-        "completion_token_ids": c.completion_token_ids,
-        "model": model,
-        "endpoint": answer.endpoint,
-        "prompt_tokens": c.prompt_tokens,
-        "completion_tokens": c.completion_tokens,
-        "attempts": answer.attempts,
-        "latency_s": round(answer.latency_s, 6),
-        "created_at": time.time(),
-        "tools": _json_or_none(item.tools),
-        "tool_calls": _json_or_none(c.tool_calls),
-    }
-
-
-def _json_or_none(value: Any) -> str | None:
-    """Tool definitions and calls as JSON text: their shapes vary too much for one Parquet struct."""
-    return None if not value else json.dumps(value, ensure_ascii=False)
-
-
-def rejected_record(sample_id: str | None, row_index: int, row: Any, reason: str, detail: str) -> dict[str, Any]:
-    return {"sample_id": sample_id, "row_index": row_index, "input": row_json(row), "reason": reason, "detail": detail}
+    return generations.accepted_row(
+        sample_id=item.sample_id,
+        messages=item.messages,
+        reasoning=c.reasoning,
+        content=c.content,
+        reasoning_source=c.reasoning_source,
+        finish_reason=c.finish_reason,
+        model=model,
+        endpoint=answer.endpoint,
+        prompt_token_ids=c.prompt_token_ids,
+        completion_token_ids=c.completion_token_ids,
+        prompt_tokens=c.prompt_tokens,
+        completion_tokens=c.completion_tokens,
+        attempts=answer.attempts,
+        latency_s=answer.latency_s,
+        tools=item.tools,
+        tool_calls=c.tool_calls,
+    )

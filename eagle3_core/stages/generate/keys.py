@@ -1,7 +1,7 @@
 """Sample keys in memory at 8 bytes each: the one thing in generate that grows with the dataset.
 
 A sample id becomes a 63-bit integer (``key64``: blake2b; two prompts clash with odds about
-n^2 / 2^64, 5e-8 at a million). Measured at 1M prompts (benchmarks/README.md): a Python
+n^2 / 2^64, 5e-8 at a million). Measured at 1M prompts (benchmarks/generate.md): a Python
 ``set[int]`` of them takes 70 MB, the persisted ``{sample_id: outcome}`` dict a resume used to
 build 144 MB more; ``KeySet`` and ``PersistedKeys`` hold the same in about 8 and 9 MB.
 

@@ -5,7 +5,7 @@ What it adds to every source's contract (``source.py``; the stage's guarantees i
   with a warning (its breaker starts open) as long as another answers; given a pre-flight, it runs
   on each endpoint that is up;
 - an input whose first rows all match no known shape is one ``InputError`` before any request;
-- a sample is keyed by its prompt messages and sampling settings (``rows.sample_id``), the model
+- a sample is keyed by its prompt messages and sampling settings (``generations.sample_key``), the model
   that answers included: its bytes when eagle3 serves it, else its served name; the run's key
   holds it too (``settled`` asks ``/models`` before the skip when ``generate.model`` is unset);
 - one streaming engine sends every row (``engine.py``); given ``shared`` (``SharedLimits``), the
@@ -21,7 +21,8 @@ import time
 from collections.abc import Iterator
 from itertools import islice
 
-from eagle3_core.chat.rows import RowRejection, normalize_prompt, sample_id
+from eagle3_core.chat.rows import RowRejection, normalize_prompt
+from eagle3_core.contracts import generations
 from eagle3_core.contracts.details import GenerateDetails
 from eagle3_core.endpoint.client import Requester, run_coroutine
 from eagle3_core.endpoint.concurrency import AimdController, Endpoint, EndpointPool, controller_for
@@ -253,7 +254,7 @@ class ServedSource(Source):
                 self._reject_unkeyed(index, row, prompt)
                 continue
             messages, tools = prompt
-            key = sample_id(messages, self.sampling, tools)
+            key = generations.sample_key(messages, self.sampling, tools)
             if self._is_new(key64(key)):
                 yield WorkItem(index, key, messages, row, tools, self.turn_book.conversation(key, messages))
 

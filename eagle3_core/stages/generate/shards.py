@@ -1,13 +1,14 @@
 """Accepted and rejected rows into Parquet shards, atomically; what is already on disk, for resume.
 
-On-disk layout (CONTRIBUTING.md): ``<out>/accepted/part-NNNNN.parquet`` and
+On-disk layout (docs/stages/generate.md, generations/): ``<out>/accepted/part-NNNNN.parquet`` and
 ``<out>/rejected/part-NNNNN.parquet`` (and ``<out>/turns/part-NNNNN.parquet``, the earlier turns of
-``generate.turns: all``, ``turns.py``). A shard is written to a temp name unique to its process and
-renamed into place (``fsio.atomic_path``), so a SIGKILL leaves finished shards plus at most one
-stray ``.tmp`` (deleted at the next start); a row is durable exactly when its shard is. Rows are
-buffered and flushed every ``shard_rows`` rows or ``flush_seconds``, whichever comes first: a
-killed run loses at most that much work, and loses it cleanly (it is requested again).
-A failed write (a full disk) raises ``StageError`` and leaves no partial shard behind.
+``generate.turns: all``, ``turns.py``), each of the columns ``contracts.generations`` declares. A
+shard is written to a temp name unique to its process and renamed into place (``fsio.atomic_path``),
+so a SIGKILL leaves finished shards plus at most one stray ``.tmp`` (deleted at the next start); a
+row is durable exactly when its shard is. Rows are buffered and flushed every ``shard_rows`` rows or
+``flush_seconds``, whichever comes first: a killed run loses at most that much work, and loses it
+cleanly (it is requested again). A failed write (a full disk) raises ``StageError`` and leaves no
+partial shard behind.
 """
 
 from __future__ import annotations
@@ -17,68 +18,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from eagle3_core.contracts import generations
 from eagle3_core.contracts.folder import damaged
+from eagle3_core.contracts.generations import ACCEPTED, REJECTED
 from eagle3_core.endpoint.health import is_open
 from eagle3_core.errors import StageError
 from eagle3_core.run.fsio import atomic_path, stray_temps
 from eagle3_core.stages.generate.keys import PersistedKeys, key64, key_array
-
-ACCEPTED, REJECTED, TURNS = "accepted", "rejected", "turns"  # turns/: generate.turns: all (turns.py)
-
-
-def _messages_type():
-    """rows.stored_messages: tool fields null where a turn has none."""
-    import polars as pl
-
-    fields = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning")
-    return pl.List(pl.Struct({name: pl.String for name in fields}))
-
-
-def _schemas() -> dict[str, dict]:
-    import polars as pl
-
-    ids = pl.List(pl.Int64)
-    accepted = {
-        "sample_id": pl.String,
-        "messages": _messages_type(),
-        "reasoning": pl.String,
-        "content": pl.String,
-        "reasoning_source": pl.String,
-        "finish_reason": pl.String,
-        "prompt_token_ids": ids,
-        "completion_token_ids": ids,
-        "model": pl.String,
-        "endpoint": pl.String,
-        "prompt_tokens": pl.Int64,
-        "completion_tokens": pl.Int64,
-        "attempts": pl.Int64,
-        "latency_s": pl.Float64,
-        "created_at": pl.Float64,
-        "tools": pl.String,
-        "tool_calls": pl.String,
-    }
-    rejected = {
-        "sample_id": pl.String,
-        "row_index": pl.Int64,
-        "input": pl.String,
-        "reason": pl.String,
-        "detail": pl.String,
-    }
-    turns = accepted | {"conversation_id": pl.String, "turn": pl.Int64}
-    return {ACCEPTED: accepted, REJECTED: rejected, TURNS: turns}
 
 
 def shard_files(directory: Path) -> list[Path]:
     return sorted(directory.glob("part-*.parquet")) if directory.is_dir() else []
 
 
-class ShardWriter:
-    """Buffers rows of one kind and writes them as numbered shards."""
+class RowShardWriter:
+    """Buffers rows of one kind (accepted, rejected, turns) and writes them as numbered Parquet shards."""
 
     def __init__(self, directory: Path, kind: str, shard_rows: int, flush_seconds: float) -> None:
-        self.directory, self.kind = directory, kind
+        self.directory, self.kind = directory, kind  # kind: a key of generations.COLUMNS
         self.shard_rows, self.flush_seconds = shard_rows, flush_seconds
-        self.schema = _schemas()[kind]
         self.rows: list[dict[str, Any]] = []
         self.written = 0
         self._last_flush = time.monotonic()
@@ -119,7 +77,7 @@ class ShardWriter:
         import polars as pl
 
         try:
-            frame = pl.DataFrame(rows, schema=self.schema, orient="row")
+            frame = generations.frame(self.kind, rows)
             with atomic_path(path, record=True) as tmp:
                 frame.write_parquet(tmp, compression="zstd", statistics=False)
         except (OSError, pl.exceptions.PolarsError) as exc:

@@ -14,8 +14,8 @@ run of it has the stage's phases: ``open`` (checks and the resume scan, before `
 written), ``run_all(shared)`` (every row, within ``shared``'s share of each endpoint's limit),
 ``finish(manifest)`` and ``fill(manifest)`` (its figures into the manifest the driver writes).
 
-Written once here, for every source, the folder's contract (CONTRIBUTING.md, generations/):
-- the accepted and rejected shard writers (``shards.ShardWriter``: atomic shards);
+Written once here, for every source, the folder's contract (docs/stages/generate.md, generations/):
+- the accepted and rejected shard writers (``shards.RowShardWriter``: atomic shards);
 - the resume scan: every durable row's key and outcome (``shards.read_persisted``); a sample on
   disk is counted ``resumed`` and never produced again, a repeat in the input ``skipped``;
 - an unkeyed reject (a malformed row) found on disk at its row index is kept, not written twice;
@@ -32,14 +32,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from eagle3_core.chat.rows import RowRejection
+from eagle3_core.chat.rows import RowRejection, row_json
+from eagle3_core.contracts import generations
+from eagle3_core.contracts.generations import ACCEPTED, REJECTED
 from eagle3_core.endpoint.slots import SharedLimits
 from eagle3_core.run.manifest import StageManifest
 from eagle3_core.run.progress import Reporter
 from eagle3_core.stages.generate.config import GenerateConfig
-from eagle3_core.stages.generate.engine import rejected_record
 from eagle3_core.stages.generate.keys import KeySet
-from eagle3_core.stages.generate.shards import ACCEPTED, REJECTED, ShardWriter, drop_stale, read_persisted, shard_files
+from eagle3_core.stages.generate.shards import RowShardWriter, drop_stale, read_persisted, shard_files
 from eagle3_core.stages.generate.stats import RunStats
 
 
@@ -103,8 +104,8 @@ class Source:
 
     def _open_writers(self) -> None:
         cfg = self.cfg
-        self.accepted = ShardWriter(self.out_dir / ACCEPTED, ACCEPTED, cfg.shard_rows, cfg.flush_seconds)
-        self.rejected = ShardWriter(self.out_dir / REJECTED, REJECTED, cfg.shard_rows, cfg.flush_seconds)
+        self.accepted = RowShardWriter(self.out_dir / ACCEPTED, ACCEPTED, cfg.shard_rows, cfg.flush_seconds)
+        self.rejected = RowShardWriter(self.out_dir / REJECTED, REJECTED, cfg.shard_rows, cfg.flush_seconds)
 
     def _scan_folder(self) -> None:
         """What earlier runs left here: the rows to skip, and the open ones to produce again."""
@@ -152,10 +153,10 @@ class Source:
             self._bad_rows.add(index)
             self.stats.resume(REJECTED)
             return
-        self._write(self.rejected, rejected_record(None, index, row, why.reason, why.detail))
+        self._write(self.rejected, generations.rejected_row(None, index, row_json(row), why.reason, why.detail))
         self.stats.reject(why.reason)
 
-    def _write(self, writer: ShardWriter, row: dict[str, Any]) -> None:
+    def _write(self, writer: RowShardWriter, row: dict[str, Any]) -> None:
         if writer.add(row):
             writer.flush()  # a long run of bad rows never waits for the next flush
 

@@ -1,9 +1,9 @@
 """The generate stage: prompts -> ``accepted/`` and ``rejected/`` Parquet shards + ``manifest.json``.
 
-Guarantees (CONTRIBUTING.md, "generations/"):
+Guarantees (docs/stages/generate.md, "The folder: generations/"):
 - every input row ends accepted, rejected (with a reason code) or skipped (a repeated prompt):
   accepted + rejected + skipped == input, in the manifest;
-- a sample is keyed by its prompt messages and sampling settings (``chat.rows.sample_id``); a run
+- a sample is keyed by its prompt messages and sampling settings (``generations.sample_key``); a run
   started again after a kill reads the keys of every durable shard first and requests none of
   them again, so no sample is written twice; rows an earlier run left for other prompts or
   settings (another temperature, a smaller ``max_samples``) leave the folder at finish;

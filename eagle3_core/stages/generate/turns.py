@@ -10,13 +10,13 @@ prompt is what the target sees serving an agent that sends its answers back. An 
 that calls tools stays the dataset's: the tool results after it answer those calls, and no tool
 can be run again here.
 
-On disk (CONTRIBUTING.md, generations/):
+On disk (docs/stages/generate.md, "Multi-turn rows"):
 - the final answer is the conversation's one accepted (or rejected) record, keyed by
-  ``chat.rows.sample_id`` of the row's prompt with ``turns: all`` in the sampling key, so a ``last``
+  ``contracts.generations.sample_key`` of the row's prompt with ``turns: all`` in the sampling key, so a ``last``
   run never takes it and it never takes a ``last`` run's; its ``messages`` hold the history the
   target wrote;
-- each earlier turn is a row of ``turns/part-*.parquet`` (the accepted columns plus
-  ``conversation_id`` and ``turn``, 0-based), buffered and written like the other shards. It is
+- each earlier turn is a row of ``turns/part-*.parquet`` (``generations.turn_row``: the accepted
+  columns plus ``conversation_id`` and ``turn``, 0-based), buffered and written like the other shards. It is
   the conversation's checkpoint: a killed run resumes an unfinished conversation from its latest
   durable turn (that row's messages plus its answer are the whole history so far), so no durable
   turn is requested again and none is written twice. Rows of conversations this run does not
@@ -34,13 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle3_core.base import stable_hash
-from eagle3_core.chat.rows import Messages, sent_messages
+from eagle3_core.chat.rows import Messages
+from eagle3_core.contracts.generations import TURNS, sent_messages
 from eagle3_core.stages.generate.config import GenerateConfig
 from eagle3_core.stages.generate.keys import key64
-from eagle3_core.stages.generate.shards import TURNS, ShardWriter, shard_files
+from eagle3_core.stages.generate.shards import RowShardWriter, shard_files
 
-TURN_COLUMNS = ("conversation_id", "turn", "messages", "content", "reasoning", "tool_calls")
+RESUME_COLUMNS = ("conversation_id", "turn", "messages", "content", "reasoning", "tool_calls")  # read at resume
 
 
 def turn_points(messages: Messages) -> list[int]:
@@ -48,11 +48,6 @@ def turn_points(messages: Messages) -> list[int]:
     without tool calls, then ``len(messages)`` (the final answer, after the last user/tool turn)."""
     points = [i for i, m in enumerate(messages) if m["role"] == "assistant" and not m.get("tool_calls")]
     return points + [len(messages)]
-
-
-def turn_key(conversation_id: str, turn: int) -> str:
-    """The key of one earlier turn's row: its conversation's key and its place."""
-    return stable_hash({"conversation": conversation_id, "turn": turn}, length=24)
 
 
 def own_turn(content: str | None, reasoning: str | None, tool_calls: list | None) -> dict[str, Any]:
@@ -115,7 +110,7 @@ class TurnBook:
         self.active = cfg.turns == "all"  # with `last` the book only drops what an `all` run left
         self.directory = out_dir / TURNS
         self.files = shard_files(self.directory)  # what earlier runs left
-        self.writer = ShardWriter(self.directory, TURNS, cfg.shard_rows, cfg.flush_seconds) if self.active else None
+        self.writer = RowShardWriter(self.directory, TURNS, cfg.shard_rows, cfg.flush_seconds) if self.active else None
         self.resumed: dict[int, Progress] = {}
 
     def scan(self, finished: Callable[[int], bool]) -> int:
@@ -124,7 +119,7 @@ class TurnBook:
         import polars as pl
 
         for file in self.files if self.active else ():
-            frame = pl.read_parquet(file, columns=list(TURN_COLUMNS))
+            frame = pl.read_parquet(file, columns=list(RESUME_COLUMNS))
             for row in frame.iter_rows(named=True):
                 key = key64(row["conversation_id"])
                 if finished(key) or row["turn"] < self.resumed.get(key, Progress()).done:
@@ -171,8 +166,3 @@ def _progress(row: dict[str, Any]) -> Progress:
     calls = json.loads(row["tool_calls"]) if row["tool_calls"] else None
     history = sent_messages(row["messages"]) + [own_turn(row["content"], row["reasoning"], calls)]
     return Progress(row["turn"] + 1, tuple(history))
-
-
-def turn_record(record: dict[str, Any], conversation_id: str, turn: int) -> dict[str, Any]:
-    """An earlier turn's accepted-shaped record, keyed as that turn of its conversation."""
-    return record | {"sample_id": turn_key(conversation_id, turn), "conversation_id": conversation_id, "turn": turn}

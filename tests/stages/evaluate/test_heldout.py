@@ -2,23 +2,19 @@
 
 import json
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from eagle3_core.errors import InputError
 from eagle3_core.prompts.source import PromptSource
 from eagle3_core.stages.evaluate.heldout import check_no_overlap, load_heldout
+from tests.stages.reconstruct.records import record
+from tests.stages.reconstruct.records import write_generations as write_accepted
 
 
 def write_generations(root, prompts):
-    (root / "accepted").mkdir(parents=True)
-    rows = [
-        {"sample_id": f"s{i}", "messages": [{"role": "user", "content": p}], "reasoning": "r", "content": "c"}
-        for i, p in enumerate(prompts)
-    ]
-    pq.write_table(pa.Table.from_pylist(rows), root / "accepted" / "part-00000.parquet")
-    return root
+    """generations/accepted of the contract's columns (``tests.stages.reconstruct.records``)."""
+    rows = [record(f"s{i}", [{"role": "user", "content": p}], "r", "c") for i, p in enumerate(prompts)]
+    return write_accepted(root, rows)
 
 
 def write_prompts(path, rows):

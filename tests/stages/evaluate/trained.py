@@ -74,12 +74,11 @@ def write_sequences(out: Path, pairs: list[tuple[list[int], list[int]]]) -> Path
 
 def write_generations(out: Path, prompts: list[list[dict]]) -> Path:
     """generations/accepted with the training prompts' messages (what the overlap check reads)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from tests.stages.reconstruct.records import record
+    from tests.stages.reconstruct.records import write_generations as write_accepted
 
-    (out / "accepted").mkdir(parents=True, exist_ok=True)
-    rows = [{"sample_id": f"s{i:05d}", "messages": m, "reasoning": "", "content": ""} for i, m in enumerate(prompts)]
-    pq.write_table(pa.Table.from_pylist(rows), out / "accepted" / "part-00000.parquet")
+    rows = [record(f"s{i:05d}", m, "", "") for i, m in enumerate(prompts)]
+    write_accepted(out, rows)
     write_manifest(
         out, StageManifest(stage="generate", status="complete", config_hash="eval-test", counts={"accepted": len(rows)})
     )

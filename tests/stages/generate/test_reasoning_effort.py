@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from eagle3_core.chat.rows import sample_id
 from eagle3_core.config import PipelineConfig
+from eagle3_core.contracts.generations import sample_key
 from eagle3_core.endpoint.client import request_body
 from eagle3_core.stages.generate.config import GenerateConfig
 from eagle3_core.stages.generate.stage import run_generate
@@ -55,8 +55,8 @@ def test_an_unset_effort_is_not_sent_and_leaves_the_sampling_key_as_it_was():
 
 def test_answers_at_another_effort_are_other_samples(tmp_path, fake_server):
     keys = {e: GenerateConfig(chat=ChatSettings(reasoning_effort=e)).sampling_key() for e in ("low", "medium", "high")}
-    assert len({sample_id(MESSAGES, key) for key in keys.values()}) == 3
-    assert sample_id(MESSAGES, GenerateConfig().sampling_key()) not in {sample_id(MESSAGES, k) for k in keys.values()}
+    assert len({sample_key(MESSAGES, key) for key in keys.values()}) == 3
+    assert sample_key(MESSAGES, GenerateConfig().sampling_key()) not in {sample_key(MESSAGES, k) for k in keys.values()}
     src = write_jsonl(tmp_path / "in.jsonl", prompts(1))
     run_generate(config(src, [fake_server.url], chat=ChatSettings(reasoning_effort="low")), tmp_path / "low")
     run_generate(config(src, [fake_server.url], chat=ChatSettings(reasoning_effort="high")), tmp_path / "high")

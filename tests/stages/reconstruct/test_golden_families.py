@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_core.chat.render import server_messages
-from eagle3_core.chat.rows import stored_messages
+from eagle3_core.contracts.generations import stored_messages
 from eagle3_core.rebuild.build import Reconstructor
 from eagle3_core.stages.reconstruct.config import ReconstructConfig
 from eagle3_core.target.config import ChatSettings, TargetConfig

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from eagle3_core.chat.rows import stored_messages
+from eagle3_core.contracts.generations import stored_messages
 from eagle3_core.rebuild.build import Reconstructor
 from eagle3_core.stages.reconstruct.config import ReconstructConfig
 from eagle3_core.target.config import ChatSettings, TargetConfig

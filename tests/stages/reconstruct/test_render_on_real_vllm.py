@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from eagle3_core.chat.render import server_messages
-from eagle3_core.chat.rows import sent_messages, stored_messages
+from eagle3_core.contracts.generations import sent_messages, stored_messages
 from eagle3_core.target.tokenizer import load_tokenizer
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
