@@ -91,7 +91,7 @@ class BlockAttention(torch.autograd.Function):
     backward: it saves q, k, v and lse, never the (bq, S) probabilities, and rebuilds them with one
     exp. A query always sees itself (its own key is in the block's span, same sample), so no row is
     all -inf. Autograd through a checkpointed block took the scores' exp five times a step: with
-    ``_probabilities``, a 2K-token step runs twice as fast here (benchmarks/README.md, TTT memory)."""
+    ``_probabilities``, a 2K-token step runs twice as fast here (benchmarks/train.md, TTT memory)."""
 
     @staticmethod
     def forward(ctx, q, k, v, seg_q, seg_k, first_query: int, first_key: int, scale: float):

@@ -9,8 +9,9 @@ so evaluate re-renders the card from the card itself. The body holds:
   (``train.tracking.base_model``, else ``train.provenance.target_name``'s: a hub id or name, never
   a path; a path an older run recorded is shown as its folder's name) and the drafter by its hub
   repository (``train.tracking.hub_repo``, else a placeholder the card says to replace), never a
-  path of this machine; once evaluated, with the speculative config evaluate ran (its k), beside
-  the command it ran, marked as this machine's, its paths replaced by those names;
+  path of this machine; before evaluation at a block export's trained k (its config's
+  ``eagle3_num_speculative_tokens``), else 3; once evaluated, with the speculative config evaluate
+  ran (its k), beside the command it ran, marked as this machine's, its paths replaced by those names;
 - the acceptance figures with k, temperature, prompt source and the engine's version; the lossless
   line (greedy outputs identical with and without the drafter); by output position and by phase
   (vLLM's own per-request steps), thinking on and off, and by context length, where the report has them;
@@ -30,10 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eagle3_core.drafter.kinds import block_kind, kind_of_export
+from eagle3_core.drafter.kinds import block_kind, kind_of_export, trained_k
 
 CARD_FILE = "README.md"
-DEFAULT_K = 3  # evaluate.num_speculative_tokens' default: the k a card shows before evaluation
+DEFAULT_K = 3  # evaluate.num_speculative_tokens' default: the k an EAGLE-3 card shows before evaluation
 TAGS = ["eagle3", "speculative-decoding", "draft-model"]
 SHAPE_KEYS = (
     "hidden_size",
@@ -294,7 +295,7 @@ def launch_lines(export_dir: Path, meta: dict[str, Any]) -> tuple[str, str]:
     if command:
         spec = {**json.loads(_arg(command, "--speculative-config")), "model": drafter}
     else:
-        spec = {**speculative_config(export_dir, evaluation.get("k") or DEFAULT_K), "model": drafter}
+        spec = {**speculative_config(export_dir, evaluation.get("k") or default_k(export_dir)), "model": drafter}
     spec_json = json.dumps(spec)
     vllm = f"vllm serve {shlex.quote(model)} --speculative-config {shlex.quote(spec_json)}"
     k = spec["num_speculative_tokens"]
@@ -304,6 +305,13 @@ def launch_lines(export_dir: Path, meta: dict[str, Any]) -> tuple[str, str]:
         f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}"
     )
     return vllm, sglang
+
+
+def default_k(export_dir: Path) -> int:
+    """The k a card launches before evaluation: a block export's trained k (``kinds.trained_k``), else
+    ``DEFAULT_K``."""
+    config = json.loads((export_dir / "config.json").read_text(encoding="utf-8"))
+    return trained_k(config) or DEFAULT_K
 
 
 def _arg(command: list[str], flag: str) -> str:

@@ -27,8 +27,10 @@ vLLM 0.32 loads the export as ``architectures: ["DFlashDraftModel"]``, ``model_t
 with ``dflash_config.{target_layer_ids, mask_token_id}`` (target layer ids count layer *outputs*
 from 0: vLLM adds 1, so eagle3's aux id k, the input of decoder layer k, is written k - 1) and
 ``--speculative-config '{"method": "dflash", "num_speculative_tokens": Bk - 1}'`` (its query is the
-anchor plus k masks). It shares the target's embedding when the export ships none; the mask
-token's row is then the target's own row for ``mask_token_id``.
+anchor plus k masks). vLLM reads no k from a DFlash config: the export states it as
+``eagle3_num_speculative_tokens`` (``kinds.TRAINED_K``), which evaluate and the model card read.
+It shares the target's embedding when the export ships none; the mask token's row is then the
+target's own row for ``mask_token_id``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from eagle3_core.drafter.kinds import TRAINED_K
 from eagle3_core.drafter.model import (
     EXPORT_CONFIG,
     EXPORT_WEIGHTS,
@@ -102,6 +105,7 @@ class DFlashConfig:
                 "target_layer_ids": [k - 1 for k in self.aux_layer_ids],  # vLLM adds 1 back
                 "mask_token_id": self.mask_token_id,
             },
+            TRAINED_K: self.block_size - 1,  # the anchor's slot predicts nothing (drafter/kinds.py)
             "torch_dtype": "bfloat16",
         }
 

@@ -18,7 +18,8 @@ at the anchor's input id; ``qwen3_dspark.py``: ``compute_draft_logits`` + ``mark
 
 The export: ``architectures: ["Qwen3DSparkModel"]``, ``model_type: "qwen3"``, ``block_size`` (N),
 ``dspark_target_layer_ids`` (aux id - 1: vLLM adds 1), ``dspark_noise_token_id``, ``markov_rank``,
-``markov_head_type: "vanilla"``, ``sample_from_anchor: true``, ``dspark_bonus_anchor: false``;
+``markov_head_type: "vanilla"``, ``sample_from_anchor: true``, ``dspark_bonus_anchor: false``,
+``eagle3_num_speculative_tokens`` (N: the k it was trained for; vLLM itself defaults k to ``block_size``);
 weights DFlash's plus ``markov_head.markov_w1.weight`` (V x r) and ``markov_head.markov_w2.weight``
 (V_d x r). No confidence head: vLLM drops it when the checkpoint ships none, and uses it only for
 adaptive verification. vLLM 0.32 runs DSpark only in its V2 GPU model runner (``config/vllm.py``:
@@ -33,6 +34,7 @@ import torch
 from torch import nn
 
 from eagle3_core.drafter.dflash import HF_FIELDS, DFlashConfig, DFlashDrafter
+from eagle3_core.drafter.kinds import TRAINED_K
 from eagle3_core.drafter.model import _rope_theta
 
 ARCHITECTURE = "Qwen3DSparkModel"
@@ -61,6 +63,7 @@ class DSparkConfig(DFlashConfig):
             "markov_rank": self.markov_rank,
             "markov_head_type": "vanilla",
             "sample_from_anchor": True,  # the anchor slot predicts: k = block_size
+            TRAINED_K: self.block_size,  # vLLM's default k is block_size itself (config/speculative.py)
             "dspark_bonus_anchor": False,
             "use_aux_hidden_state": True,
         }

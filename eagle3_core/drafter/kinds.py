@@ -4,12 +4,14 @@ The data (sequences/, vocab/, hidden/ or the online spool) is the same for every
 its model module (here in ``drafter/``) and its training module (``train/kind_<name>.py``: build,
 loss, export, the ``TRAINING`` hooks), named here; training, evaluation and the model card read
 this table and nothing else, so a new kind is its modules plus one line below (CONTRIBUTING.md,
-"Adding a drafter kind"). Light on purpose: no torch import, so the card and the config read it.
+"A drafter kind"). Light on purpose: no torch import, so the card and the config read it.
 
 ``block`` kinds propose k tokens in one forward pass from a block of ``block_size`` slots (the
 anchor and ``block_size - 1`` masks): vLLM's ``num_speculative_tokens`` is ``block_size - 1`` for
 DFlash, whose anchor slot predicts nothing, and ``block_size`` for DSpark, whose anchor slot predicts
-the first draft (``sample_from_anchor``).
+the first draft (``sample_from_anchor``). A block export states the k it was trained for
+(``TRAINED_K``, ``trained_k``): drafting past the block collapsed acceptance from 2.74 to 1.31 in a
+vLLM user's report (vLLM PR #41834), so evaluate refuses a larger k and the model card launches this one.
 """
 
 from __future__ import annotations
@@ -86,6 +88,27 @@ def block_kind(config: dict) -> DrafterKind | None:
     """The block kind an export's ``config.json`` declares, or None (EAGLE-3, or no architecture)."""
     arch = (config.get("architectures") or [""])[0]
     return next((k for k in KINDS.values() if k.block and k.architecture == arch), None)
+
+
+# A block export's config.json field: the most tokens it drafts, as trained (DFlash block_size - 1,
+# DSpark block_size). eagle3's own: vLLM 0.32 reads no such field for DFlash, and for DSpark only
+# ``block_size``, as the default num_speculative_tokens (config/speculative.py, ``use_dspark()``).
+TRAINED_K = "eagle3_num_speculative_tokens"
+
+
+def trained_k(config: dict) -> int | None:
+    """The k a block export was trained to draft; None for EAGLE-3 (no block: any k) or a block export
+    without a ``block_size``. An export written before ``TRAINED_K`` existed keeps working: its k is
+    read from its ``block_size`` as vLLM reads the block, the anchor's slot drafting only where
+    ``sample_from_anchor`` is set (DSpark's top-level field; DFlash's ``dflash_config`` holds none)."""
+    if block_kind(config) is None:
+        return None
+    if TRAINED_K in config:
+        return int(config[TRAINED_K])
+    if config.get("block_size") is None:
+        return None
+    anchor_drafts = config.get("sample_from_anchor", (config.get("dflash_config") or {}).get("sample_from_anchor"))
+    return int(config["block_size"]) - 1 + bool(anchor_drafts)
 
 
 def drafter_class(kind: DrafterKind):

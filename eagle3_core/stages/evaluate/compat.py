@@ -5,6 +5,10 @@ worse, runs and accepts nothing. The check reads two ``config.json`` files and t
 header (no tensor is loaded) and compares what must agree: the target's hidden size (the
 drafter's ``fc`` reads three target states of that width and shares the target's embedding),
 its vocabulary (``vocab_size``, ``t2d``, ``d2t``), and auxiliary layer ids that exist in it.
+
+``check_draft_length`` refuses a k past the block a DFlash or DSpark export was trained for
+(``drafter/kinds.py``, ``trained_k``): served past it, acceptance collapsed from 2.74 to 1.31 in a
+vLLM user's report (vLLM PR #41834). EAGLE-3 has no block and drafts any k.
 """
 
 from __future__ import annotations
@@ -12,11 +16,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eagle3_core.contracts.header import tensors
 from eagle3_core.contracts.target import language_config
-from eagle3_core.drafter.kinds import KINDS, aux_layer_ids
-from eagle3_core.errors import InputError
+from eagle3_core.drafter.kinds import KINDS, aux_layer_ids, block_kind, trained_k
+from eagle3_core.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from eagle3_core.stages.evaluate.config import EvaluateConfig
 
 REQUIRED_TENSORS = ("fc.weight", "norm.weight", "lm_head.weight")
 
@@ -69,6 +77,33 @@ def check_drafter(export_dir: str | Path, target_dir: str | Path) -> DrafterInfo
     _compare(info, target, target_dir)
     _check_tensors(info)
     return info
+
+
+def check_draft_length(cfg: "EvaluateConfig", export_dir: str | Path) -> "EvaluateConfig":
+    """``cfg`` with its k sweep resolved (``EvaluateConfig.sweep``), or a ``ConfigError`` naming the
+    first field whose k drafts past the drafter's trained block. An export written before the block
+    exports stated their k has it read from its ``block_size`` (``trained_k``); EAGLE-3 passes any k."""
+    config = read_config(export_dir, "drafter export")
+    kind, trained = block_kind(config), trained_k(config)
+    sweep = cfg.sweep(trained)
+    if trained is None:  # EAGLE-3: no block
+        return cfg.model_copy(update={"k_sweep": sweep})
+    k = cfg.num_speculative_tokens
+    asked = (  # field, its value, the largest k in it, how to lower it
+        ("num_speculative_tokens", k, k, f"`eagle3 evaluate -k {trained}`"),
+        ("k_sweep", sweep, max(sweep, default=0), f"or leave it unset: 1 to {trained}"),
+    )
+    for field, value, largest, how in asked:
+        if largest > trained:
+            raise ConfigError(
+                f"evaluate.{field} {value} drafts past the block this {kind.title} drafter was trained for "
+                f"(block_size {config.get('block_size')}: at most k = {trained}); beyond it acceptance "
+                "collapses (2.74 to 1.31 in vLLM PR #41834)",
+                path=str(Path(export_dir) / "config.json"),
+                fix=f"lower evaluate.{field} to at most {trained} ({how}), "
+                f"or retrain with a larger train.{kind.name}.block_size",
+            )
+    return cfg.model_copy(update={"k_sweep": sweep})
 
 
 def _mismatch(what: str, drafter_value: object, target_value: object, target_dir: str | Path) -> InputError:

