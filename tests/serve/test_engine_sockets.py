@@ -6,8 +6,10 @@ a Unix socket where vLLM would, as vLLM's ``get_open_zmq_ipc_path`` names it (``
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,8 +45,13 @@ def test_an_engine_that_exits_on_its_own_leaves_no_folder():
     assert not bound.parent.exists()
 
 
-def test_a_folder_the_environment_names_is_the_users_and_stays(tmp_path):
-    proc, bound = started(60, env={**os.environ, "VLLM_RPC_BASE_PATH": str(tmp_path)})
-    assert bound.parent == tmp_path
-    stop_engine(proc)
-    assert tmp_path.is_dir()
+def test_a_folder_the_environment_names_is_the_users_and_stays():
+    # short: a Unix socket's path holds at most 107 bytes, and a worker's tmp_path leaves no room for a uuid
+    users = Path(tempfile.mkdtemp(prefix="e3-ipc-"))
+    try:
+        proc, bound = started(60, env={**os.environ, "VLLM_RPC_BASE_PATH": str(users)})
+        assert bound.parent == users
+        stop_engine(proc)
+        assert users.is_dir()
+    finally:
+        shutil.rmtree(users)
