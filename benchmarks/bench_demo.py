@@ -7,7 +7,7 @@ unless PREFECT_API_URL is set) while a sampler thread reads the resident memory 
 and all its children (the vLLM server, DeepSpeed workers) every 0.2 s. A stage's peak is the
 highest total seen while it ran. ``--fresh-toy`` builds the toy target in an empty cache, so its
 training is timed too; ``--out`` defaults to a fresh temporary directory (a run with nothing to
-reuse). Prints a markdown table for benchmarks/README.md.
+reuse). Prints a markdown table for benchmarks/demo.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DSpark on the toy, set up as benchmarks/README.md's "Drafter kinds side by side" (EAGLE-3, DFlash).
+"""DSpark on the toy, set up as benchmarks/drafter-kinds.md (EAGLE-3, DFlash).
 
 160 of the toy's train prompts (greedy answers, draft vocab 40, hidden/ from layers 1, 2, 3), 100
 steps of 2048-token micro-batches, lr 3e-3, then the offline loop at temperature 0, k = 3, on 16

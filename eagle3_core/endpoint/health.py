@@ -38,7 +38,7 @@ from collections.abc import Callable
 BUSY_STATUS = {408, 409, 425, 429}  # the server is busy, not the request wrong
 ACCESS_STATUS = {401, 403, 407}  # the key or a proxy refused: the same prompt passes with a good key
 
-# reason -> (class, why); the table in CONTRIBUTING.md. ``http_5xx`` etc. stand for their codes.
+# reason -> (class, why); the table in docs/troubleshooting.md. ``http_5xx`` etc. stand for their codes.
 REASONS: dict[str, tuple[str, str]] = {
     "connection": ("open", "the connection failed or dropped"),
     "timeout": ("open", "no whole answer within request_timeout"),

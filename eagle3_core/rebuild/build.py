@@ -7,7 +7,7 @@ in ``tokenizer.token_facts``.
 
 Cost: one template render per record (Jinja, in Python) and ONE batched encode of all the
 prompt, reasoning and content texts of the batch (Rust), so reconstruction runs close to the
-tokenizer's own batched speed (benchmarks/README.md).
+tokenizer's own batched speed (benchmarks/reconstruct.md).
 """
 
 from __future__ import annotations

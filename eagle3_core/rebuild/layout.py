@@ -31,7 +31,7 @@ the open marker.
   ``<think>``. An empty answer does not tell whether the turn ended inside its reasoning
   (end-of-turn or a tool call before ``</think>``) or right after ``</think>`` (a length cut
   there, or nothing said after it): such a record without ids is rejected, counted as
-  ``think_undecidable`` (CONTRIBUTING.md, "Reconstruction never invents a token").
+  ``think_undecidable`` (docs/stages/reconstruct.md, "The token rules").
 - Tool calls: the server parses the target's tool-call tokens into ``message.tool_calls`` and
   each family writes them differently, so only the server's ids hold them; a record with tool
   calls trains on those ids (without them it is rejected as ``tool_calls_without_ids``). The

@@ -1,7 +1,7 @@
 """What the text path may decide from a record's text alone, from the recipe's declarations.
 
 A record without the server's ids is rebuilt from its texts only where the texts show every
-token the target wrote (CONTRIBUTING.md, "Reconstruction never invents or drops a token"). The
+token the target wrote (docs/stages/reconstruct.md, "The token rules"). The
 recipe says where they cannot, and each such record is a counted reject under its own reason:
 
 - ``stripped_reasoning_without_ids``: the server's reasoning parser strips whitespace

@@ -197,7 +197,7 @@ def encode_batch(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     """Ids of each text, specials in the text kept as their ids, none added.
 
     Uses the Rust backend's batch encoder when there is one (one call for the whole batch:
-    the measured limit in benchmarks/README.md); a slow tokenizer (Kimi's tiktoken) encodes
+    the measured limit in benchmarks/reconstruct.md); a slow tokenizer (Kimi's tiktoken) encodes
     one text at a time.
     """
     backend = getattr(tokenizer, "backend_tokenizer", None)

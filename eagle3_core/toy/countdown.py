@@ -12,7 +12,7 @@ digit just written, as a person borrows right to left. Written the usual way a d
 borrows not yet written, and a 1 M-parameter target got one line in 200 wrong (10 of 48 traces
 of 300 lines whole). Why everywhere: a target that had to turn the question's numbers round
 for the first line, and the last line's round for the answer, got those two wrong where the
-lines between held (benchmarks/README.md, the long-reasoning toy). Padding fixes the line's
+lines between held (benchmarks/toy.md, the long-reasoning toy). Padding fixes the line's
 length, so the digit above is always the same distance back. The answer is the countdown's end
 state, written as a line begins (``000 left, 7202.``): a target that copied the last result into
 ``The answer is 7202.`` got it wrong after thousands of tokens (an answer comes once a trace,

@@ -4,7 +4,7 @@ The accepted generation shards are read in sorted file order as one row sequence
 shard k holds input rows ``[k * shard_rows, (k + 1) * shard_rows)``. For each output shard:
 
 ```
-sequences/part-00007.parquet          the rows (contract in CONTRIBUTING.md)
+sequences/part-00007.parquet          the rows (contract in docs/stages/reconstruct.md)
 sequences/stats/part-00007.json       its counts, rejects and server mismatches
 ```
 
