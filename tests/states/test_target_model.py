@@ -29,7 +29,7 @@ def test_the_target_really_needs_trust_remote_code(remote_target):
 
 def test_extract_loads_a_target_that_ships_its_own_code(remote_target, tmp_path):
     from eagle3_core.stages.extract.config import ExtractConfig
-    from eagle3_core.stages.extract.engines import get_engine, release_engines
+    from eagle3_core.stages.extract.engine_cache import get_engine, release_engines
 
     target = TargetConfig(path=str(remote_target), trust_remote_code=True)
     engine = get_engine(ExtractConfig(device="cpu"), target, LAYERS, 6, longest=8, workdir=tmp_path)

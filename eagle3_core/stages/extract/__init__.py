@@ -2,5 +2,5 @@
 
 Entry point: ``stage.ExtractStage`` (one unit per shard; ``run_extract`` drives it whole).
 Engines: ``eagle3_core.states.engines`` (transformers, default, and a vLLM worker in the vLLM venv),
-shared with online training; ``engines.py`` here holds one loaded engine per process.
+shared with online training; ``engine_cache.py`` here holds one loaded engine per process.
 """

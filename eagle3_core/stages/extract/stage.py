@@ -127,7 +127,7 @@ class ExtractStage(Stage):
 
     def close(self) -> None:
         """Free the cached target (GPU memory, a vLLM worker)."""
-        from eagle3_core.stages.extract.engines import release_engines
+        from eagle3_core.stages.extract.engine_cache import release_engines
 
         release_engines()
 
@@ -168,7 +168,7 @@ def extract_shard(
     plan: ExtractPlan, cfg: ExtractConfig, target: TargetConfig, index: int, reporter: Reporter | None = None
 ) -> dict[str, float]:
     """Compute one shard unless it is already finished; returns its figures (``skipped`` 0/1)."""
-    from eagle3_core.stages.extract.engines import get_engine
+    from eagle3_core.stages.extract.engine_cache import get_engine
     from eagle3_core.stages.extract.shard import shard_figures, shard_is_done, write_shard
 
     shard = plan.shards[index]

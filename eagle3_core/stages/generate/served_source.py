@@ -8,7 +8,7 @@ What it adds to every source's contract (``source.py``; the stage's guarantees i
 - a sample is keyed by its prompt messages and sampling settings (``generations.sample_key``), the model
   that answers included: its bytes when eagle3 serves it, else its served name; the run's key
   holds it too (``settled`` asks ``/models`` before the skip when ``generate.model`` is unset);
-- one streaming engine sends every row (``engine.py``); given ``shared`` (``SharedLimits``), the
+- one streaming engine sends every row (``request_loop.py``); given ``shared`` (``SharedLimits``), the
   run holds only its share of each endpoint's limit (``slots.py``);
 - a prompt is settled only by its own answer (``health.py``): a run that ends with open rows ends
   failed (``StageError``: how many and why, in one line), and the next run sends them again;
@@ -33,9 +33,9 @@ from eagle3_core.prompts.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.run.keys import config_hash as config_hash_of
 from eagle3_core.run.manifest import StageManifest
 from eagle3_core.stages.generate.config import GenerateConfig
-from eagle3_core.stages.generate.engine import Engine, WorkItem
 from eagle3_core.stages.generate.keys import key64
 from eagle3_core.stages.generate.probe import ProbeReport, listed_model, probe_endpoints, probe_tools
+from eagle3_core.stages.generate.request_loop import Engine, WorkItem
 from eagle3_core.stages.generate.shape import check_shape
 from eagle3_core.stages.generate.source import Source
 from eagle3_core.stages.generate.stats import RunStats

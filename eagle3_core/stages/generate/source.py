@@ -1,7 +1,7 @@
 """Where generate's answers come from: the one interface of its sources, and what they all share.
 
 A source is a class the stage picks by ``generate.source`` (``stage.source_for``, the one place the
-string is branched on), as train picks its hidden states (``train/sources.py``):
+string is branched on), as train picks its hidden states (``train/hidden_sources.py``):
 
 - ``ServedSource`` (``server``, ``served_source.py``): each prompt sent to the endpoints;
 - ``DatasetSource`` (``dataset``, ``dataset_source.py``): each input row's own answer, no server.

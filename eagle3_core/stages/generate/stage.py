@@ -23,7 +23,7 @@ Guarantees (docs/stages/generate.md, "The folder: generations/"):
 
 Its answers come from one of two sources behind one interface (``source.py``), chosen here once
 (``source_for``): the endpoints (``served_source.py``) or the rows' own (``dataset_source.py``).
-Its one unit streams the whole input through one engine (``engine.py``), so no boundary waits
+Its one unit streams the whole input through one engine (``request_loop.py``), so no boundary waits
 for stragglers; its Prefect flow is built from its declaration like every stage's (the driver's
 steps as the tasks ``generate-plan``, ``generate-stream``, ``generate-release``, ``generate-finish``).
 It states the endpoints it sends to (``endpoints()``, ``endpoint_field``, as any stage that asks a

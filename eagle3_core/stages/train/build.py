@@ -126,6 +126,6 @@ def build_target_head(inputs: TrainInputs, drafter: Eagle3Drafter, device) -> Ta
 
 def build_reader(inputs: TrainInputs):
     """The reader of the run's source of hidden states (``sources.source_for``)."""
-    from eagle3_core.stages.train.sources import source_for
+    from eagle3_core.stages.train.hidden_sources import source_for
 
     return source_for(inputs.mode).reader(inputs)

@@ -393,7 +393,7 @@ class TrainConfig(StrictModel):
         """What decides the trained weights: everything but cadences (log, eval, checkpoint), the port,
         where and how fast online-vllm's engine runs (only its engine kind changes the states), and
         where the run is reported (report_to, tracking). ``source_facts``: what the mode's source adds
-        (``Source.decides``: online-vllm's engine kind), given by the stage from its ``TrainPlan``.
+        (``HiddenSource.decides``: online-vllm's engine kind), given by the stage from its ``TrainPlan``.
 
         A rerun that changes only those resumes from the existing checkpoints. A DeepSpeed config
         or hostfile is keyed by its bytes (an input), never its path.

@@ -156,7 +156,7 @@ def pad_stack(rows: list[torch.Tensor], length: int) -> torch.Tensor:
 
 
 class Reader:
-    """The trainer's side of a source of hidden states (``sources.py``): ``samples()``, then
+    """The trainer's side of a source of hidden states (``hidden_sources.py``): ``samples()``, then
     ``load(batch, budget, dtype, device, pack)`` -> the batch dict above."""
 
     def start(self, trainer) -> None:

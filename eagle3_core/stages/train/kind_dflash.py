@@ -31,7 +31,7 @@ from torch.utils.checkpoint import checkpoint
 
 from eagle3_core.drafter.attention import segment_positions
 from eagle3_core.drafter.dflash import DFlashConfig, DFlashDrafter, block_inputs, block_mask
-from eagle3_core.stages.train.kinds import KindTraining
+from eagle3_core.stages.train.kind_hooks import KindTraining
 from eagle3_core.stages.train.loss import StepCounts
 
 # Attention scores per block group: 2^26 fp32 elements is 256 MiB, a few copies in backward.

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from eagle3_core.drafter.dspark import DSparkDrafter
 from eagle3_core.stages.train import kind_dflash
-from eagle3_core.stages.train.kinds import KindTraining
+from eagle3_core.stages.train.kind_hooks import KindTraining
 
 
 def build(inputs, cfg, init_from: str | None = None) -> DSparkDrafter:

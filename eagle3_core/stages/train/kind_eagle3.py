@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eagle3_core.stages.train.kinds import KindTraining
+from eagle3_core.stages.train.kind_hooks import KindTraining
 
 
 def build(inputs, cfg, init_from: str | None = None):

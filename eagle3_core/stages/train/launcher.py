@@ -80,7 +80,7 @@ def trainer_command(cfg: TrainConfig, spec_file: Path) -> list[str]:
 
 
 def train_devices(cfg: TrainConfig) -> str | None:
-    from eagle3_core.stages.train.sources import source_for
+    from eagle3_core.stages.train.hidden_sources import source_for
 
     return source_for(cfg.mode).train_devices(cfg)
 

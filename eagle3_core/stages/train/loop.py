@@ -31,7 +31,7 @@ from eagle3_core.stages.train.data import BatchPlan, Sample, plan_batches, split
 from eagle3_core.stages.train.ds_config import deepspeed_config
 from eagle3_core.stages.train.export import full_state
 from eagle3_core.stages.train.inputs import TrainInputs
-from eagle3_core.stages.train.kinds import training_for
+from eagle3_core.stages.train.kind_hooks import training_for
 from eagle3_core.stages.train.loss import StepCounts, TargetHead, shift, simulated_acceptance_length, ttt_loss
 from eagle3_core.stages.train.metrics import MetricsLog
 from eagle3_core.stages.train.tracking import Tracker, log_record, start_tracker

@@ -3,7 +3,7 @@
 ``decide`` turns the configured mode into a ``TrainPlan`` (the mode training runs in, and why, in
 words). Everything that depends on the mode reads the plan, never the string: the DAG declaration
 (the folder train waits for, whether extract runs: ``eagle3_core.stages``), the CLI (what
-``--input`` is), the stage (its ``Source``, ``sources.source_for``, a lookup by the settled name)
+``--input`` is), the stage (its ``HiddenSource``, ``sources.source_for``, a lookup by the settled name)
 and, through the source, provenance and the config hash.
 
 auto's rule, whoever asks: a complete hidden/ written by extract is used as it is (offline); else,
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from eagle3_core.stages.train.sources import SOURCES, HiddenShards, Source, Spooled, source_for
+from eagle3_core.stages.train.hidden_sources import SOURCES, HiddenShards, HiddenSource, Spooled, source_for
 from eagle3_core.target.config import TargetConfig
 
 AUTO = "auto"
@@ -46,7 +46,7 @@ class TrainPlan:
         return self.mode == AUTO
 
     @property
-    def source(self) -> type[Source]:
+    def source(self) -> type[HiddenSource]:
         return source_for(self.mode)
 
     @property

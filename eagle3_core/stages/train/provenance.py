@@ -16,8 +16,8 @@ from eagle3_core import __version__
 from eagle3_core.contracts.details import GenerateDetails, ReconstructDetails
 from eagle3_core.run.manifest import StageManifest, read_manifest
 from eagle3_core.stages.train.config import TrainConfig
+from eagle3_core.stages.train.hidden_sources import source_for
 from eagle3_core.stages.train.inputs import TrainInputs
-from eagle3_core.stages.train.sources import source_for
 
 HF_PREFIX = "hf:"  # generate's fingerprint of a hub dataset: hf:<name>:<split>:<max_samples>
 

@@ -32,13 +32,13 @@ from eagle3_core.run.manifest import StageManifest, input_fingerprint
 from eagle3_core.run.progress import Reporter
 from eagle3_core.stages.train.config import TrainConfig
 from eagle3_core.stages.train.ds_config import read_user_file
+from eagle3_core.stages.train.hidden_sources import check_inputs, source_for
 from eagle3_core.stages.train.inputs import TrainInputs
-from eagle3_core.stages.train.kinds import training_for
+from eagle3_core.stages.train.kind_hooks import training_for
 from eagle3_core.stages.train.launcher import launch
 from eagle3_core.stages.train.main import ERROR_FILE, ERROR_PREFIX, SPEC_FILE, SUMMARY_FILE
 from eagle3_core.stages.train.plan import decide
 from eagle3_core.stages.train.provenance import run_facts
-from eagle3_core.stages.train.sources import check_inputs, source_for
 from eagle3_core.target.config import TargetConfig
 from eagle3_core.target.fingerprint import model_fingerprint
 from eagle3_core.tracking import RUN_FILE, check_backends

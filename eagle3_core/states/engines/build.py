@@ -1,6 +1,6 @@
 """One hidden-state engine built from its settings: the one place that chooses vLLM or transformers.
 
-Extract (``extract/engines.py``, one cached per process) and online training (``train/online_engine.py``,
+Extract (``extract/engine_cache.py``, one cached per process) and online training (``train/online_engine.py``,
 one behind a spool) both build theirs here, so the two stages load a target the same way. The
 transformers engine sizes the target before loading it (``states.target_size``): one ``ConfigError``
 naming the vLLM engine where it cannot fit.

@@ -173,7 +173,7 @@ def test_a_run_with_other_inputs_refused_for_disk_space_leaves_no_complete_manif
 
 
 def test_a_complete_run_is_skipped_without_loading_the_target(tiny_llama, tmp_path, monkeypatch):
-    import eagle3_core.stages.extract.engines as engines
+    import eagle3_core.stages.extract.engine_cache as engines
 
     write_sequences(tmp_path / "seq", [[30, 25]])
     out = tmp_path / "hidden"

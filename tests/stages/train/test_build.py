@@ -6,7 +6,7 @@ import torch
 from eagle3_core.drafter.model import load_target_tensor
 from eagle3_core.errors import InputError
 from eagle3_core.stages.train.build import build_drafter
-from eagle3_core.stages.train.sources import check_inputs
+from eagle3_core.stages.train.hidden_sources import check_inputs
 from eagle3_core.target.config import TargetConfig
 
 

@@ -8,8 +8,8 @@ from eagle3_core.errors import InputError
 from eagle3_core.stages.train.build import build_drafter, build_target_head
 from eagle3_core.stages.train.config import TrainConfig
 from eagle3_core.stages.train.data import OfflineReader
+from eagle3_core.stages.train.hidden_sources import check_inputs
 from eagle3_core.stages.train.loop import Device, evaluate
-from eagle3_core.stages.train.sources import check_inputs
 from eagle3_core.target.config import TargetConfig
 
 

@@ -5,7 +5,7 @@ import pytest
 
 def test_online_trainings_aux_layer_error_does_not_ask_to_extract_hidden_again(tiny_run):
     from eagle3_core.errors import InputError
-    from eagle3_core.stages.train.sources import check_inputs
+    from eagle3_core.stages.train.hidden_sources import check_inputs
     from eagle3_core.target.config import TargetConfig
 
     target = TargetConfig(path=str(tiny_run.target), aux_layer_ids=[1, 2, 40])  # past the target's layers

@@ -26,7 +26,7 @@ from eagle3_core.stages.train.inputs import TrainInputs, check_hidden, check_seq
 from eagle3_core.target.config import TargetConfig, aux_layer_problem, default_aux_layer_ids
 
 
-class Source:
+class HiddenSource:
     """The defaults: a source that starts nothing beside the trainer and reads sequences/."""
 
     mode = ""
@@ -83,7 +83,7 @@ class Source:
         return "transformers (inside the trainer)"
 
 
-class HiddenShards(Source):
+class HiddenShards(HiddenSource):
     mode, reads_hidden = "offline", True
     layers_fix = "extract hidden/ again with increasing, distinct --layers (or set target.aux_layer_ids)"
 
@@ -120,7 +120,7 @@ class HiddenShards(Source):
         return OfflineReader(inputs.hidden_dir)
 
 
-class TargetInProcess(Source):
+class TargetInProcess(HiddenSource):
     mode = "online"
 
     @staticmethod
@@ -149,7 +149,7 @@ class TargetInProcess(Source):
         return OnlineReader(inputs.sequences_dir, inputs.target_path, inputs.aux_layer_ids, inputs.trust_remote_code)
 
 
-class Spooled(Source):
+class Spooled(HiddenSource):
     mode = "online-vllm"
 
     @staticmethod
@@ -194,10 +194,10 @@ class Spooled(Source):
         return SpoolReader(inputs.sequences_dir, spool["dir"], spool["run_id"], spool["timeout_s"])
 
 
-SOURCES: dict[str, type[Source]] = {s.mode: s for s in (HiddenShards, TargetInProcess, Spooled)}
+SOURCES: dict[str, type[HiddenSource]] = {s.mode: s for s in (HiddenShards, TargetInProcess, Spooled)}
 
 
-def source_for(mode: str) -> type[Source]:
+def source_for(mode: str) -> type[HiddenSource]:
     """The source of ``train.mode`` (``auto`` must be settled first)."""
     if mode not in SOURCES:
         raise ConfigError(f"train.mode {mode!r} is not settled here", fix=f"use one of {sorted(SOURCES)}")
