@@ -42,8 +42,8 @@ LAYERS: list[tuple[str, ...]] = [
     ),  # recipe_file: every YAML recipe read
     ("run.fsio",),
     ("run.manifest", "run.lock", "target.fingerprint", "tracking"),  # tracking: the trackers, below train and evaluate
-    # metadata of the on-disk contracts; the stage driver; run.keys: every stage's skip key
-    ("contracts", "drafter", "run.driver", "serve", "run.keys"),
+    ("contracts",),  # metadata of the on-disk contracts, below every reader of them (the card reads report.json)
+    ("drafter", "run.driver", "serve", "run.keys"),  # the stage driver; run.keys: every stage's skip key
     # tensors (the shard writer, the target model); what several stages share, below all of them: the one
     # tokenizer loader and its facts, the disk figures, the prompt inputs
     ("states.target_size", "states.writer", "toy", "target.tokenizer", "target.storage", "prompts"),
@@ -161,12 +161,12 @@ def test_a_stage_importing_another_is_caught():
     edges = {
         "eagle3_core.stages.vocab.stage": {"eagle3_core.stages.reconstruct.stage", "eagle3_core.target.tokenizer"},
         "eagle3_core.stages.evaluate.online": {
-            "eagle3_core.stages.generate.engine",
+            "eagle3_core.stages.generate.request_loop",
             "eagle3_core.stages.evaluate.metrics",
         },
     }
     assert stage_imports(edges) == [
-        "eagle3_core.stages.evaluate.online imports eagle3_core.stages.generate.engine",
+        "eagle3_core.stages.evaluate.online imports eagle3_core.stages.generate.request_loop",
         "eagle3_core.stages.vocab.stage imports eagle3_core.stages.reconstruct.stage",
     ]
     assert len(upward_imports(edges)) == 2

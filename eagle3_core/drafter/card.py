@@ -31,6 +31,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eagle3_core.contracts.evaluation import (
+    ByContext,
+    Engine,
+    EvaluationReport,
+    Lossless,
+    Offline,
+    Online,
+    PerRequest,
+    Refusal,
+    StepRow,
+    Thinking,
+)
 from eagle3_core.drafter.kinds import block_kind, kind_of_export, trained_k
 
 CARD_FILE = "README.md"
@@ -61,7 +73,7 @@ def write_card(export_dir: str | Path, facts: dict[str, Any], training: dict[str
     return _write(export_dir, meta)
 
 
-def update_card(export_dir: str | Path, report: dict[str, Any]) -> Path:
+def update_card(export_dir: str | Path, report: EvaluationReport) -> Path:
     """The card with the evaluate report's figures (a card is started when the export has none)."""
     export_dir = Path(export_dir)
     meta = read_meta(export_dir / CARD_FILE) or {"facts": {}, "training": {}, "drafter": drafter_shape(export_dir)}
@@ -150,73 +162,72 @@ def portable_source(source: str) -> str:
 
 
 def evaluation_facts(
-    report: dict[str, Any], names: tuple[str, str] = ("TARGET", DRAFTER_PLACEHOLDER)
+    report: EvaluationReport, names: tuple[str, str] = ("TARGET", DRAFTER_PLACEHOLDER)
 ) -> dict[str, Any]:
     """The report's figures the card shows, each with what it was measured at."""
-    settings, online, offline = report["settings"], report.get("online") or {}, report.get("offline") or {}
-    with_drafter, engine = online.get("with_drafter") or {}, online.get("engine") or {}
-    per_request = with_drafter.get("per_request") or {}
-    refusal = report.get("vllm_refusal") or {}
+    settings, online, offline = report.settings, report.online or Online(), report.offline or Offline()
+    with_drafter, engine = report.with_drafter, online.engine or Engine()
+    per_request, refusal = report.per_request or PerRequest(), report.vllm_refusal or Refusal()
+    lossless = report.lossless or Lossless()
     return {
-        "k": settings["num_speculative_tokens"],
-        "temperature": settings["temperature"],
-        "prompt_source": portable_source(report["heldout"]["source"]),
-        "prompts": report["heldout"]["prompts"],
-        "vllm_acceptance_length": with_drafter.get("acceptance_length"),
-        "vllm_acceptance_per_position": with_drafter.get("acceptance_per_position"),
-        "vllm_version": engine.get("version") or refusal.get("vllm_version"),
-        "vllm_refused": refusal.get("message"),  # vLLM's words where it refused the method on the evaluating machine
-        "acceptance_measured_by": "vllm" if with_drafter else "offline" if offline else None,
-        "vllm_command": portable_command(engine.get("argv"), names),
-        "offline_acceptance_length": offline.get("acceptance_length"),
-        "offline_prompts": offline.get("prompts"),
-        "offline_acceptance_per_position": offline.get("acceptance_per_position"),
-        "simulated_acceptance_length": (report.get("simulated") or {}).get("acceptance_length"),
-        "speedup": online.get("speedup"),
-        "by_context": context_rows(report.get("by_context")),
-        "by_output_position": step_rows(per_request.get("by_position")),
-        "by_phase": step_rows(list((per_request.get("by_phase") or {}).values()), per_request.get("by_phase")),
-        "thinking": thinking_rows(report.get("thinking")),
-        "lossless": (online.get("lossless") or {}).get("line"),
-        "output_hash": (online.get("lossless") or {}).get("output_hash"),
+        "k": settings.num_speculative_tokens,
+        "temperature": settings.temperature,
+        "prompt_source": portable_source(report.heldout.source),
+        "prompts": report.heldout.prompts,
+        "vllm_acceptance_length": with_drafter.acceptance_length if with_drafter else None,
+        "vllm_acceptance_per_position": with_drafter.acceptance_per_position if with_drafter else None,
+        "vllm_version": engine.version or refusal.vllm_version,
+        "vllm_refused": refusal.message,  # vLLM's words where it refused the method on the evaluating machine
+        "acceptance_measured_by": "vllm" if with_drafter else "offline" if report.offline else None,
+        "vllm_command": portable_command(engine.argv, names),
+        "offline_acceptance_length": offline.acceptance_length,
+        "offline_prompts": offline.prompts,
+        "offline_acceptance_per_position": offline.acceptance_per_position,
+        "simulated_acceptance_length": report.simulated.acceptance_length if report.simulated else None,
+        "speedup": online.speedup,
+        "by_context": context_rows(report.by_context),
+        "by_output_position": step_rows({r.label: r for r in per_request.by_position or []}),
+        "by_phase": step_rows(per_request.by_phase),
+        "thinking": thinking_rows(report.thinking),
+        "lossless": lossless.line,
+        "output_hash": lossless.output_hash,
         "evaluated": time.strftime("%Y-%m-%d", time.gmtime()),
     }
 
 
-def step_rows(rows: list[dict] | None, named: dict | None = None) -> list[dict] | None:
-    """vLLM's per-request rows that hold a verify step: label (or phase name), steps, acceptance length."""
-    labels = list(named) if named is not None else [r["label"] for r in rows or []]
+def step_rows(named: dict[str, StepRow] | None) -> list[dict] | None:
+    """vLLM's per-request rows that hold a verify step: label (bucket or phase name), steps, acceptance length."""
     held = [
-        {"label": label, "steps": r["drafts"], "acceptance_length": r["acceptance_length"]}
-        for label, r in zip(labels, rows or [])
-        if r["drafts"]
+        {"label": label, "steps": r.drafts, "acceptance_length": r.acceptance_length}
+        for label, r in (named or {}).items()
+        if r.drafts
     ]
     return held or None
 
 
-def thinking_rows(block: dict[str, Any] | None) -> dict[str, Any] | None:
+def thinking_rows(block: Thinking | None) -> dict[str, Any] | None:
     """Thinking on and off: each mode's acceptance, speed-up and identical outputs."""
     if not block:
         return None
     modes = {}
-    for name, m in block["modes"].items():
-        greedy = (m.get("lossless") or {}).get("greedy") or {}
+    for name, m in block.modes.items():
+        greedy = m.lossless.greedy if m.lossless else None
         modes[name] = {
-            "acceptance_length": m["acceptance_length"],
-            "acceptance_per_position": m["acceptance_per_position"],
-            "speedup": m["speedup"],
-            "identical_outputs": f"{greedy['identical']} of {greedy['compared']}" if greedy.get("compared") else None,
+            "acceptance_length": m.acceptance_length,
+            "acceptance_per_position": m.acceptance_per_position,
+            "speedup": m.speedup,
+            "identical_outputs": f"{greedy.identical} of {greedy.compared}" if greedy and greedy.compared else None,
         }
-    return {"switch": block["switch"], "trained_in": block["trained_in"], "modes": modes}
+    return {"switch": block.switch, "trained_in": block.trained_in, "modes": modes}
 
 
-def context_rows(block: dict[str, Any] | None) -> dict[str, Any] | None:
+def context_rows(block: ByContext | None) -> dict[str, Any] | None:
     """The report's by-context buckets that hold a round: label, rounds, acceptance length."""
-    held = [b for b in (block or {}).get("buckets") or [] if b["drafts"]]
+    held = block.held() if block else []
     if not held:
         return None
-    rows = [{"context": b["label"], "rounds": b["drafts"], "acceptance_length": b["acceptance_length"]} for b in held]
-    return {"source": block["source"], "buckets": rows}
+    rows = [{"context": b.label, "rounds": b.drafts, "acceptance_length": b.acceptance_length} for b in held]
+    return {"source": block.source, "buckets": rows}
 
 
 def _write(export_dir: Path, meta: dict[str, Any]) -> Path:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from eagle3_core.config import PipelineConfig
 from eagle3_core.contracts.details import GenerateDetails, ReconstructDetails, TrainDetails
-from eagle3_core.run.fsio import read_json
+from eagle3_core.contracts.evaluation import ByContext, EvaluationReport
 from eagle3_core.run.layout import RunLayout
 from eagle3_core.run.manifest import StageManifest, read_manifest
 from eagle3_core.stages.reconstruct.server_check import MATCH_FLOOR
@@ -34,23 +34,12 @@ class Outcome:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def _pick(figures: dict[str, Any], *keys: str) -> Any:
-    """The first of ``keys`` found in ``figures`` (dotted keys go into nested dicts)."""
-    for key in keys:
-        value: Any = figures
-        for part in key.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        if value is not None:
-            return value
-    return None
-
-
 def headline(layout: RunLayout) -> dict[str, Any]:
     """The figures a user looks at first, None where the stage has not produced them."""
     gen, seq = read_manifest(layout.generations), read_manifest(layout.sequences)
     check = (ReconstructDetails.of(seq).server_check if seq is not None else None) or {}
     report_path = layout.eval / "report.json"
-    report = read_json(report_path) if report_path.exists() else {}
+    report = EvaluationReport.read(report_path) if report_path.exists() else EvaluationReport()
     figures = {
         "samples accepted": gen.counts.get("accepted") if gen is not None else None,
         "samples rejected": gen.counts.get("rejected") if gen is not None else None,
@@ -58,18 +47,17 @@ def headline(layout: RunLayout) -> dict[str, Any]:
         "token-exact reconstruction": _percent(check.get("match_rate"), check.get("warning")),
         "training loss": _training_loss(layout),
         "acceptance length (vLLM)": _vllm_acceptance(report),
-        "acceptance length (offline)": _pick(report, "offline.acceptance_length"),
+        "acceptance length (offline)": report.offline.acceptance_length if report.offline else None,
     }
-    by_context = _by_context(report.get("by_context"))
+    by_context = _by_context(report.by_context)
     if by_context is not None:  # reports written before buckets existed keep their headline
         figures["acceptance by context"] = by_context
-    modes = (report.get("thinking") or {}).get("modes") or {}
-    if modes:  # a target with a thinking switch: both modes side by side
+    if report.modes:  # a target with a thinking switch: both modes side by side
         figures["acceptance by thinking mode"] = (
-            ", ".join(f"{mode} {_show(m['acceptance_length'])}" for mode, m in modes.items())
-            + f" (trained with thinking {report['thinking']['trained_in']})"
+            ", ".join(f"{mode} {_show(m.acceptance_length)}" for mode, m in report.modes.items())
+            + f" (trained with thinking {report.thinking.trained_in})"
         )
-    lossless = _pick(report, "online.lossless.line")
+    lossless = report.lossless.line if report.lossless else None
     if lossless is not None:
         figures["lossless"] = lossless
     engine = _engine(read_manifest(layout.drafter))
@@ -78,12 +66,12 @@ def headline(layout: RunLayout) -> dict[str, Any]:
     return figures
 
 
-def _vllm_acceptance(report: dict) -> float | str | None:
+def _vllm_acceptance(report: EvaluationReport) -> float | str | None:
     """vLLM's acceptance length, or its own words where it refused the drafter on this machine."""
-    refused = _pick(report, "vllm_refusal.message")
+    refused = report.vllm_refusal.message if report.vllm_refusal else None
     if refused is not None:
         return f"refused by vLLM on this machine: {refused} (the offline figure stands)"
-    return _pick(report, "online.with_drafter.acceptance_length")
+    return report.with_drafter.acceptance_length if report.with_drafter else None
 
 
 def _engine(drafter: StageManifest | None) -> str | None:
@@ -98,16 +86,14 @@ def _engine(drafter: StageManifest | None) -> str | None:
     )
 
 
-def _by_context(block: dict | None) -> str | None:
+def _by_context(block: ByContext | None) -> str | None:
     """The first and last context buckets of eval/report.json that hold a round: where long answers
     lose acceptance (the toy's 80-token answers hold one bucket only)."""
-    from eagle3_core.stages.evaluate.buckets import ends
-
-    held = ends(block or {})
+    held = block.ends() if block else []
     if not held:
         return None
-    shown = ", ".join(f"{b['label']} tokens {_show(b['acceptance_length'])}" for b in held)
-    return f"{shown} (k = {block['k']}, {block['source']} answers)"
+    shown = ", ".join(f"{b.label} tokens {_show(b.acceptance_length)}" for b in held)
+    return f"{shown} (k = {block.k}, {block.source} answers)"
 
 
 def _percent(rate: float | None, warning: str | None = None) -> str | None:

@@ -7,6 +7,7 @@ import shlex
 
 import pytest
 
+from eagle3_core.contracts.evaluation import EvaluationReport
 from eagle3_core.drafter.card import CARD_FILE, launch_lines, read_meta, update_card, write_card
 from eagle3_core.drafter.model import Eagle3Drafter
 from tests.drafter.test_model import tiny_config
@@ -100,7 +101,7 @@ def test_the_card_travels_no_absolute_path_of_this_machine_is_in_it(export):
     from huggingface_hub import ModelCard
 
     write_card(export, FACTS, TRAINING)
-    update_card(export, report(export))
+    update_card(export, EvaluationReport.of(report(export)))
     text = (export / CARD_FILE).read_text()
     assert ABSOLUTE_PATH.findall(text) == [], ABSOLUTE_PATH.findall(text)
     for local in ("/models/kimi k2.5", str(export.resolve()), "/venv/bin/python", "/data/heldout.jsonl"):
@@ -113,7 +114,7 @@ def test_evaluate_puts_its_figures_and_the_command_it_ran_into_the_card(export):
 
     write_card(export, FACTS, TRAINING)
     ran = report(export)
-    update_card(export, ran)
+    update_card(export, EvaluationReport.of(ran))
     card = ModelCard.load(export / CARD_FILE)
     assert card.data.base_model == "moonshotai/Kimi-K2.5"  # the export's facts survive the update
     vllm, sglang = launch_lines(export, card.data.eagle3)
@@ -130,7 +131,7 @@ def test_evaluate_puts_its_figures_and_the_command_it_ran_into_the_card(export):
 
 
 def test_an_export_without_a_card_gets_one_from_evaluate(export):
-    update_card(export, report(export, k=2))
+    update_card(export, EvaluationReport.of(report(export, k=2)))
     meta = read_meta(export / CARD_FILE)
     assert meta["evaluation"]["k"] == 2 and meta["drafter"]["draft_vocab_size"] == 20
 
@@ -150,7 +151,7 @@ def test_the_card_shows_acceptance_by_context_bucket_when_the_report_has_them(ex
     empty = {**bucket, "label": "512-2K", "drafts": 0, "acceptance_length": None}
     ran["by_context"] = {"source": "vllm", "buckets": [{**bucket, "label": "0-512"}, empty]}
     write_card(export, FACTS, TRAINING)
-    update_card(export, ran)
+    update_card(export, EvaluationReport.of(ran))
     text = ModelCard.load(export / CARD_FILE).text
     assert "greedy replay of the target's answers from vllm" in text and "| 0-512 | 40 | 3.25 |" in text
     assert "512-2K" not in text  # a bucket no round fell in has no figure to show
@@ -165,7 +166,7 @@ def test_where_vllm_refused_the_drafter_the_card_quotes_it_and_says_the_offline_
     message = "Model Runner V1 does not support: dspark speculative decoding"
     refused["vllm_refusal"] = {"message": message, "vllm_version": "0.32.0", "device": "cpu", "argv": argv}
     write_card(export, FACTS, TRAINING)
-    update_card(export, refused)
+    update_card(export, EvaluationReport.of(refused))
     card = ModelCard.load(export / CARD_FILE)
     evaluation = card.data.eagle3["evaluation"]
     assert evaluation["vllm_refused"] == message and evaluation["acceptance_measured_by"] == "offline"
@@ -185,5 +186,5 @@ def test_where_vllm_refused_the_drafter_the_card_quotes_it_and_says_the_offline_
 
 def test_where_vllm_ran_the_card_says_its_figure_stands(export):
     write_card(export, FACTS, TRAINING)
-    update_card(export, report(export))
+    update_card(export, EvaluationReport.of(report(export)))
     assert "The acceptance figure is vLLM's" in (export / CARD_FILE).read_text()

@@ -4,6 +4,7 @@ config.json's `_name_or_path`, and for a run an older eagle3 served by its path,
 
 import json
 
+from eagle3_core.contracts.evaluation import EvaluationReport
 from eagle3_core.drafter.card import CARD_FILE, update_card, write_card
 from eagle3_core.run.manifest import StageManifest
 from eagle3_core.stages.train.config import TrainConfig
@@ -43,7 +44,7 @@ def test_a_card_written_from_an_older_runs_facts_shows_no_path(export):  # noqa:
 
     older = FACTS | {"target": "/models/kimi k2.5", "data": FACTS["data"] | {"served_model": "/models/kimi k2.5"}}
     write_card(export, older, TRAINING)
-    update_card(export, report(export))
+    update_card(export, EvaluationReport.of(report(export)))
     text = (export / CARD_FILE).read_text()
 
     assert ABSOLUTE_PATH.findall(text) == [], ABSOLUTE_PATH.findall(text)

@@ -42,6 +42,7 @@ def test_a_writer_keeps_its_keys_and_refuses_one_its_model_does_not_declare():
 
 
 def test_train_and_evaluate_write_details_their_readers_read():
+    from eagle3_core.contracts.evaluation import EvaluationReport
     from eagle3_core.stages.evaluate.stage import headline
     from eagle3_core.stages.train.inputs import TrainInputs
     from eagle3_core.stages.train.stage import complete_manifest
@@ -54,5 +55,5 @@ def test_train_and_evaluate_write_details_their_readers_read():
     assert (details.sim_acceptance_length_final, details.mode, details.heldout_final) == (1.5, "offline", final)
     assert set(trained.details) == set(TrainDetails.model_fields) - {"online", "reject_reasons", "error"}
     report = {"settings": {"num_speculative_tokens": 3, "temperature": 0.0}, "offline": {"acceptance_length": 2.0}}
-    evaluated = BY_STAGE["evaluate"].of(manifest("evaluate", headline(report)))
+    evaluated = BY_STAGE["evaluate"].of(manifest("evaluate", headline(EvaluationReport.of(report))))
     assert (evaluated.k, evaluated.offline_acceptance_length, evaluated.online_acceptance_length) == (3, 2.0, None)

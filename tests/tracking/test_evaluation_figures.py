@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from eagle3_core.contracts.evaluation import EvaluationReport
 from eagle3_core.stages.evaluate.tracking import evaluation_figures, log_evaluation
 from eagle3_core.stages.train.tracking import log_record, metrics_of
 from eagle3_core.tracking import RunSpec, Tracker, write_run_file
@@ -93,7 +94,7 @@ def trained_run(out, names) -> list[dict]:
 
 def test_the_evaluation_is_a_handful_of_scalars_one_chart_and_one_table():
     report = evaluate_report()
-    figures = evaluation_figures(report)
+    figures = evaluation_figures(EvaluationReport.of(report))
     assert set(figures.scalars) == HEADLINE and len(figures.scalars) + len(SWEEP) <= MAX_SCALAR_SERIES
     assert figures.scalars["vllm_eval/acceptance_length"] == 3.57 and figures.scalars["vllm_eval/speedup"] == 2.0
     curve = figures.curves["vllm_eval/by_context"]
@@ -136,7 +137,7 @@ def test_thinking_on_and_off_are_a_scalar_each_and_a_line_each_by_output_positio
         "line": "Lossless (greedy): 7 of 8 outputs identical",
     }
     report["thinking"] = {"switch": "thinking", "trained_in": "on", "modes": {"on": on, "off": off}}
-    figures = evaluation_figures(report)
+    figures = evaluation_figures(EvaluationReport.of(report))
     assert figures.scalars["vllm_eval/thinking_off/acceptance_length"] == 2.1
     assert figures.scalars["vllm_eval/identical_outputs_share"] == 0.875
     positions, phases = figures.curves["vllm_eval/by_output_position"], figures.curves["vllm_eval/by_phase"]
@@ -155,7 +156,7 @@ def test_thinking_on_and_off_are_a_scalar_each_and_a_line_each_by_output_positio
 
 def test_without_vllm_the_offline_loop_gives_the_figures_per_position():
     report = {**evaluate_report(), "online": None, "by_context": None}
-    figures = evaluation_figures(report)
+    figures = evaluation_figures(EvaluationReport.of(report))
     assert set(figures.scalars) == {"vllm_eval/offline_acceptance_length"} | {
         f"vllm_eval/offline_acceptance_per_position/{i}" for i in range(K)
     }
@@ -173,7 +174,7 @@ def test_tensorboard_shows_the_evaluation_at_a_glance_beside_training_untouched(
     before = tensorboard_scalars(tmp_path / "tensorboard")
     lines = []
     report = evaluate_report()
-    log_evaluation(tmp_path, report, lines.append)
+    log_evaluation(tmp_path, EvaluationReport.of(report), lines.append)
     after = tensorboard_scalars(tmp_path / "tensorboard")
     assert lines == ["evaluate: figures logged to the training run (tensorboard)"]
     assert {t: v for t, v in after.items() if t in before} == before  # training's series as they were
@@ -202,7 +203,7 @@ def test_mlflow_shows_the_same_shape_and_the_report_as_one_markdown_artifact(tmp
     ids = json.loads((tmp_path / "tracking.json").read_text())["ids"]["mlflow"]
     client = MlflowClient(tracking_uri=ids["tracking_uri"])
     before = set(client.get_run(ids["run_id"]).data.metrics)
-    log_evaluation(tmp_path, evaluate_report(), print)
+    log_evaluation(tmp_path, EvaluationReport.of(evaluate_report()), print)
     run = client.get_run(ids["run_id"])
     added = set(run.data.metrics) - before
     assert added == HEADLINE | CURVES and len(added) <= MAX_SCALAR_SERIES
@@ -218,7 +219,7 @@ def test_mlflow_shows_the_same_shape_and_the_report_as_one_markdown_artifact(tmp
 
 def test_wandb_shows_the_same_shape_summary_scalars_one_line_chart_and_one_table(tmp_path):
     trained_run(tmp_path, ["wandb"])
-    log_evaluation(tmp_path, evaluate_report(), print)
+    log_evaluation(tmp_path, EvaluationReport.of(evaluate_report()), print)
     training, evaluation = wandb_runs(tmp_path)
     assert training["id"] == evaluation["id"]
     assert [row["_step"] for row in training["history"]] == list(range(7))  # training's as it was

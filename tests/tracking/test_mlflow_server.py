@@ -8,6 +8,7 @@ import socket
 
 import pytest
 
+from eagle3_core.contracts.evaluation import EvaluationReport
 from eagle3_core.stages.evaluate.tracking import log_evaluation
 from eagle3_core.stages.train.config import TrainConfig
 from eagle3_core.stages.train.tracking import start_tracker
@@ -55,7 +56,7 @@ def test_a_killed_run_resumes_into_the_same_run_on_the_server_and_evaluate_adds_
         resumed.log({"train/loss": 100.0 + step}, step)
     ids = resumed.ids()
     resumed.close()
-    log_evaluation(out, {"online": {"with_drafter": {"acceptance_length": 2.5}}}, print)
+    log_evaluation(out, EvaluationReport.of({"online": {"with_drafter": {"acceptance_length": 2.5}}}), print)
 
     assert ids == client_state["tracking"] and ids["mlflow"]["tracking_uri"] == mlflow_uri
     client = MlflowClient(tracking_uri=mlflow_uri)

@@ -146,12 +146,6 @@ def context_block(by_k: dict[int, ContextCounters], k: int, source: str) -> dict
     return {"k": k, "edges": counters.edges, "source": source, "buckets": buckets, "total": counters.total().summary(k)}
 
 
-def ends(block: dict) -> list[dict]:
-    """The first and last buckets that hold a round (one when only one does; none when none does)."""
-    held = [b for b in block.get("buckets") or [] if b["drafts"]]
-    return held[:1] + held[-1:] if len(held) > 1 else held
-
-
 def context_report(cfg, decoder, prompt_ids: list, answers: list, online: dict | None, source: str) -> dict:
     """Replay ``answers`` (target ids per prompt, None where a request failed) after ``prompt_ids`` (each
     prompt as the server rendered it, None where unknown) at every k of the sweep, with ``decoder`` (a loaded

@@ -100,7 +100,8 @@ class OfflinePasses:
 
     def by_context(self, answers: dict, online: dict | None) -> dict:
         """Acceptance per context bucket, replayed on vLLM's answers (else the offline loop's)."""
-        from eagle3_core.stages.evaluate.buckets import context_report, ends
+        from eagle3_core.contracts.evaluation import ByContext
+        from eagle3_core.stages.evaluate.buckets import context_report
         from eagle3_core.stages.evaluate.offline import offline_prompt_ids
 
         if self.too_large:
@@ -108,12 +109,13 @@ class OfflinePasses:
         source = "vllm" if "vllm" in answers else "offline"
         ids = offline_prompt_ids(self.target, self.prompts, self.served) if source == "vllm" else self.loop_ids
         block = context_report(self.cfg, self.decoder(), ids, answers[source], online, source)
-        shown = ends(block) or block["buckets"]
+        typed = ByContext.model_validate(block)
+        shown = typed.ends() or typed.buckets
         buckets = [shown[0]] if shown[0] is shown[-1] else [shown[0], shown[-1]]  # one bucket is named once
         self.reporter.log(
             f"evaluate: acceptance by context (k={self.cfg.num_speculative_tokens}, {source} answers): "
-            + ", ".join(f"{b['label']} {b['acceptance_length']}" for b in buckets)
-            + f"; total {block['total']['acceptance_length']} (vLLM {block['vllm_acceptance_length']})"
+            + ", ".join(f"{b.label} {b.acceptance_length}" for b in buckets)
+            + f"; total {typed.total.acceptance_length} (vLLM {typed.vllm_acceptance_length})"
         )
         return block
 

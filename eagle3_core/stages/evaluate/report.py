@@ -2,7 +2,9 @@
 
 ``report.json`` carries every figure with its definition, so a number never travels without
 saying whether the bonus token is counted, at which k, temperature and batch it was measured,
-and how far the online (vLLM) and offline (transformers) greedy figures are apart.
+and how far the online (vLLM) and offline (transformers) greedy figures are apart. It is written through its
+typed model (``contracts/evaluation.py`` ``EvaluationReport``), the JSON the stage's dict makes, key for key;
+report.md and the plots are drawn from the model, as the card and the trackers read it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from eagle3_core.contracts.evaluation import (
+    Agreement,
+    ByContext,
+    EvaluationReport,
+    Lossless,
+    Offline,
+    Online,
+    PerRequest,
+    Simulated,
+    SpecFigures,
+    Spread,
+    StepRow,
+    Thinking,
+)
 from eagle3_core.run.fsio import atomic_path, write_json_atomic
 
 DEFINITIONS = {
@@ -69,36 +85,43 @@ def agreement(online: dict | None, offline: dict | None) -> dict | None:
     }
 
 
-def write_report(out_dir: str | Path, report: dict[str, Any]) -> list[Path]:
-    """Write report.json, report.md and the plots; returns the files written."""
-    out_dir = Path(out_dir)
+def report_object(report: dict[str, Any]) -> dict[str, Any]:
+    """report.json's object from the stage's figures: the definitions and, greedy, the online/offline agreement."""
     report = {**report, "definitions": DEFINITIONS}
     # The offline loop is greedy: it is comparable with vLLM only when vLLM was greedy too.
     greedy = report["settings"]["temperature"] == 0
     report["agreement"] = agreement(report.get("online"), report.get("offline")) if greedy else None
-    written = [out_dir / "report.json", out_dir / "report.md"]
-    write_json_atomic(written[0], report)
-    with atomic_path(written[1]) as tmp:
-        tmp.write_text(render_markdown(report), encoding="utf-8")
-    written += plot_report(out_dir, report)
-    return written
+    return report
+
+
+def write_report(out_dir: str | Path, report: dict[str, Any]) -> EvaluationReport:
+    """Write report.json (through ``EvaluationReport``: a key it does not declare fails here), report.md and the
+    plots; returns the report the readers (card, trackers, manifest) take."""
+    out_dir = Path(out_dir)
+    typed = EvaluationReport.built(report_object(report))
+    written = typed.dump()
+    write_json_atomic(out_dir / "report.json", written)
+    with atomic_path(out_dir / "report.md") as tmp:
+        tmp.write_text(render_markdown(typed), encoding="utf-8")
+    plot_report(out_dir, typed)
+    return typed
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def render_markdown(report: EvaluationReport) -> str:
     """A human summary: settings, the headline figures with their definitions, agreement."""
-    s = report["settings"]
+    s = report.settings
     lines = [
         "# eagle3 evaluation",
         "",
-        f"k = {s['num_speculative_tokens']}, temperature = {s['temperature']}, batch (concurrent requests) = "
-        f"{s['concurrency']}, max tokens = {s['max_tokens']}, held-out prompts = {report['heldout']['prompts']}",
+        f"k = {s.num_speculative_tokens}, temperature = {s.temperature}, batch (concurrent requests) = "
+        f"{s.concurrency}, max tokens = {s.max_tokens}, held-out prompts = {report.heldout.prompts}",
         "",
         *_refusal_lines(report),
-        *_left_out_lines(report),
+        *_left_out_lines(report.left_out),
         # short headers: Prefect's artifact page clipped the last column of a table this wide at 1600 px
         "Acceptance length counts the bonus token (1 + accepted / drafts); acceptance rate does not.",
         "",
@@ -106,30 +129,27 @@ def render_markdown(report: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for name, prompts, m in _measurements(report):
-        per_pos = ", ".join(_fmt(v, 2) for v in m["acceptance_per_position"])
+        per_pos = ", ".join(_fmt(v, 2) for v in m.acceptance_per_position or [])
         lines.append(
-            f"| {name} | {prompts} | {_fmt(m['acceptance_length'])} | {_fmt(m['acceptance_rate'])} | "
-            f"{per_pos} | {m['drafts']} |"
+            f"| {name} | {prompts} | {_fmt(m.acceptance_length)} | {_fmt(m.acceptance_rate)} | {per_pos} | {m.drafts} |"
         )
-    lines += _simulated_lines(report.get("simulated"))
-    lines += _speed_lines(report.get("online")) + _lossless_lines(report.get("online"))
-    lines += _agreement_lines(report.get("agreement"))
-    lines += _per_request_lines(((report.get("online") or {}).get("with_drafter") or {}).get("per_request"))
-    lines += _thinking_lines(report.get("thinking"))
-    lines += _context_lines(report.get("by_context")) + _sweep_lines(report.get("offline"))
-    lines += ["", "## Definitions", ""] + [f"- **{k}**: {v}" for k, v in report["definitions"].items()]
+    lines += _simulated_lines(report.simulated)
+    lines += _speed_lines(report.online) + _lossless_lines(report.lossless)
+    lines += _agreement_lines(report.agreement)
+    lines += _per_request_lines(report.per_request)
+    lines += _thinking_lines(report.thinking)
+    lines += _context_lines(report.by_context) + _sweep_lines(report.offline)
+    lines += ["", "## Definitions", ""] + [f"- **{k}**: {v}" for k, v in report.definitions.items()]
     return "\n".join(lines) + "\n"
 
 
-def _measurements(report: dict[str, Any]) -> list[tuple[str, int, dict]]:
+def _measurements(report: EvaluationReport) -> list[tuple[str, int, SpecFigures]]:
     """(name, prompts, figures) of each acceptance measurement the report holds: online, offline."""
-    s, rows = report["settings"], []
-    if report.get("online"):
-        name = f"vLLM, batch {s['concurrency']}, {s['dtype_online']}"
-        rows.append((name, report["heldout"]["prompts"], report["online"]["with_drafter"]))
-    if report.get("offline"):
-        name = f"offline loop, batch 1, {s['dtype_offline']}"
-        rows.append((name, report["offline"]["prompts"], report["offline"]))
+    s, rows = report.settings, []
+    if report.with_drafter is not None:
+        rows.append((f"vLLM, batch {s.concurrency}, {s.dtype_online}", report.heldout.prompts, report.with_drafter))
+    if report.offline is not None:
+        rows.append((f"offline loop, batch 1, {s.dtype_offline}", report.offline.prompts, report.offline))
     return rows
 
 
@@ -137,21 +157,21 @@ def _paragraph(text: str) -> list[str]:
     return ["", text]
 
 
-def _refusal_lines(report: dict[str, Any]) -> list[str]:
+def _refusal_lines(report: EvaluationReport) -> list[str]:
     """vLLM's refusal of the drafter's method on this machine, in its words, and what stands instead."""
-    refusal = report.get("vllm_refusal")
-    if not refusal:
+    refusal = report.vllm_refusal
+    if refusal is None:
         return []
-    offline = (report.get("offline") or {}).get("prompts")
+    offline = report.offline.prompts if report.offline else None
     return [
-        f"vLLM {refusal['vllm_version'] or '(version not logged)'} refused this drafter's method "
-        f"({refusal['method']}) on this machine ({refusal['device']}): `{refusal['message']}`. The acceptance "
+        f"vLLM {refusal.vllm_version or '(version not logged)'} refused this drafter's method "
+        f"({refusal.method}) on this machine ({refusal.device}): `{refusal.message}`. The acceptance "
         f"figures are the offline loop's, at the same k on {offline} of the same held-out prompts.",
         "",
     ]
 
 
-def _left_out_lines(report: dict[str, Any]) -> list[str]:
+def _left_out_lines(left: dict[str, str]) -> list[str]:
     """The passes left out here and why (``evaluate/offline_passes.py``)."""
     names = {
         "offline": "The offline loop",
@@ -159,139 +179,136 @@ def _left_out_lines(report: dict[str, Any]) -> list[str]:
         "per_request": "The per-request figure (vLLM's own verify steps)",
         "by_phase": "The per-request figure by phase",
     }
-    left = report.get("left_out") or {}
     return [f"- {names.get(name, name)} was left out: {why}." for name, why in left.items()] + ([""] if left else [])
 
 
-def _simulated_lines(sim: dict | None) -> list[str]:
-    if not sim:
+def _simulated_lines(sim: Simulated | None) -> list[str]:
+    if sim is None:
         return []
     return _paragraph(
-        f"Simulated acceptance length from the training metrics ({sim['split']} split, step "
-        f"{sim['training_step']}): {_fmt(sim['acceptance_length'])}"
+        f"Simulated acceptance length from the training metrics ({sim.split} split, step "
+        f"{sim.training_step}): {_fmt(sim.acceptance_length)}"
     )
 
 
-def _sweep_lines(offline: dict | None) -> list[str]:
-    sweep = (offline or {}).get("k_sweep") or []
+def _sweep_lines(offline: Offline | None) -> list[str]:
+    sweep = (offline.k_sweep if offline else None) or []
     if not sweep:
         return []
     return ["", "| k | offline acceptance length |", "|---|---|"] + [
-        f"| {p['k']} | {_fmt(p['acceptance_length'])} |" for p in sweep
+        f"| {p.k} | {_fmt(p.acceptance_length)} |" for p in sweep
     ]
 
 
-def _speed_lines(online: dict | None) -> list[str]:
-    if not online or not online.get("without_drafter"):
+def _speed_lines(online: Online | None) -> list[str]:
+    if online is None or online.without_drafter is None:
         return []
-    w, wo = online["with_drafter"], online["without_drafter"]
-    spread = online.get("speedup_spread") or [None, None]
+    w, wo = online.with_drafter, online.without_drafter
+    spread = online.speedup_spread or [None, None]
     speed = (
-        f"measurement error: {online['speedup_error']}"
-        if online.get("speedup_error")
-        else f"speed-up {_fmt(online.get('speedup'), 2)}x, {_fmt(spread[0], 2)}-{_fmt(spread[1], 2)}x over "
-        f"{len(w.get('output_tokens_per_s_repeats') or [])} repeats after a warm-up"
+        f"measurement error: {online.speedup_error}"
+        if online.speedup_error
+        else f"speed-up {_fmt(online.speedup, 2)}x, {_fmt(spread[0], 2)}-{_fmt(spread[1], 2)}x over "
+        f"{len(w.output_tokens_per_s_repeats or [])} repeats after a warm-up"
     )
     return _paragraph(
-        f"Output tokens/s (median): {_fmt(w['output_tokens_per_s'], 1)} with the drafter, "
-        f"{_fmt(wo['output_tokens_per_s'], 1)} without ({speed})."
+        f"Output tokens/s (median): {_fmt(w.output_tokens_per_s, 1)} with the drafter, "
+        f"{_fmt(wo.output_tokens_per_s, 1)} without ({speed})."
     )
 
 
-def _lossless_lines(online: dict | None) -> list[str]:
-    line = ((online or {}).get("lossless") or {}).get("line")
-    if not line:
+def _lossless_lines(lossless: Lossless | None) -> list[str]:
+    if lossless is None or not lossless.line:
         return []
-    hashes = online["lossless"]["output_hash"]
+    hashes = lossless.output_hash or {}
     shown = ", ".join(f"{arm.replace('_', ' ')} `{h[:16]}`" for arm, h in hashes.items() if h)
-    return _paragraph(f"{line} Output hashes (SHA-256 of the ids in prompt order): {shown}.")
+    return _paragraph(f"{lossless.line} Output hashes (SHA-256 of the ids in prompt order): {shown}.")
 
 
-def _thinking_lines(block: dict | None) -> list[str]:
+def _thinking_lines(block: Thinking | None) -> list[str]:
     """Thinking on and off side by side: the same drafter, prompts and servers."""
-    if not block:
+    if block is None:
         return []
     lines = [
         "",
-        f"## Thinking on and off (`{block['switch']}`; the drafter was trained with thinking {block['trained_in']})",
+        f"## Thinking on and off (`{block.switch}`; the drafter was trained with thinking {block.trained_in})",
         "",
         "| thinking | acceptance length | per position | reasoning | answer | output tokens | speed-up | identical outputs |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name, m in block["modes"].items():
-        phases = (m.get("per_request") or {}).get("by_phase") or {}
-        greedy = (m.get("lossless") or {}).get("greedy") or {}
-        identical = f"{greedy['identical']} of {greedy['compared']}" if greedy.get("compared") else "n/a"
+    for name, m in block.modes.items():
+        phases = (m.per_request.by_phase if m.per_request else None) or {}
+        greedy = m.lossless.greedy if m.lossless else None
+        identical = f"{greedy.identical} of {greedy.compared}" if greedy and greedy.compared else "n/a"
+        reasoning, answer = (phases[p].acceptance_length if p in phases else None for p in ("reasoning", "answer"))
         lines.append(
-            f"| {name} | {_fmt(m['acceptance_length'])} | {', '.join(_fmt(v, 2) for v in m['acceptance_per_position'])} | "
-            f"{_fmt((phases.get('reasoning') or {}).get('acceptance_length'))} | "
-            f"{_fmt((phases.get('answer') or {}).get('acceptance_length'))} | {m['output_tokens']} | "
-            f"{_fmt(m['speedup'], 2)} | {identical} |"
+            f"| {name} | {_fmt(m.acceptance_length)} | {', '.join(_fmt(v, 2) for v in m.acceptance_per_position or [])} "
+            f"| {_fmt(reasoning)} | {_fmt(answer)} | {m.output_tokens} | {_fmt(m.speedup, 2)} | {identical} |"
         )
     return lines
 
 
-def _agreement_lines(agree: dict | None) -> list[str]:
-    if not agree:
+def _agreement_lines(agree: Agreement | None) -> list[str]:
+    if agree is None:
         return []
     return _paragraph(
-        f"Online vs offline (greedy, same k): {_fmt(agree['online_acceptance_length'])} vs "
-        f"{_fmt(agree['offline_acceptance_length'])}, difference {_fmt(agree['difference'])} "
-        f"({_fmt(100 * agree['relative_difference'], 1)} %)."
+        f"Online vs offline (greedy, same k): {_fmt(agree.online_acceptance_length)} vs "
+        f"{_fmt(agree.offline_acceptance_length)}, difference {_fmt(agree.difference)} "
+        f"({_fmt(100 * agree.relative_difference, 1)} %)."
     )
 
 
-def _per_request_lines(block: dict | None) -> list[str]:
+def _per_request_lines(block: PerRequest | None) -> list[str]:
     """vLLM's own per-request figures: the total beside /metrics, the spread, by output position and by phase."""
-    if not block:
+    if block is None:
         return []
-    spread, agree = block["spread"] or {}, block["agreement_with_metrics"]
+    spread, agree = block.spread or Spread(), block.agreement_with_metrics
     lines = [
         "",
-        f"## vLLM's per-request acceptance ({block['requests']} answers, {block['drafts']} verify steps)",
+        f"## vLLM's per-request acceptance ({block.requests} answers, {block.drafts} verify steps)",
         "",
-        f"Acceptance length {_fmt(block['acceptance_length'])} ({_fmt(agree['metrics_acceptance_length'])} in "
-        f"/metrics for the same pass, difference {_fmt(agree['difference'], 6)}); over prompts p10 "
-        f"{_fmt(spread.get('p10'))}, p50 {_fmt(spread.get('p50'))}, p90 {_fmt(spread.get('p90'))}.",
+        f"Acceptance length {_fmt(block.acceptance_length)} ({_fmt(agree.metrics_acceptance_length)} in "
+        f"/metrics for the same pass, difference {_fmt(agree.difference, 6)}); over prompts p10 "
+        f"{_fmt(spread.p10)}, p50 {_fmt(spread.p50)}, p90 {_fmt(spread.p90)}.",
     ]
-    lines += _step_table("output position (tokens)", [(r["label"], r) for r in block["by_position"]])
-    return lines + _step_table("phase", list((block["by_phase"] or {}).items()))
+    lines += _step_table("output position (tokens)", [(r.label, r) for r in block.by_position or []])
+    return lines + _step_table("phase", list((block.by_phase or {}).items()))
 
 
-def _step_table(name: str, rows: list[tuple[str, dict]]) -> list[str]:
+def _step_table(name: str, rows: list[tuple[str, StepRow]]) -> list[str]:
     if not rows:
         return []
     head = ["", f"| {name} | verify steps | acceptance length |", "|---|---|---|"]
-    return head + [f"| {label} | {r['drafts']} | {_fmt(r['acceptance_length'])} |" for label, r in rows]
+    return head + [f"| {label} | {r.drafts} | {_fmt(r.acceptance_length)} |" for label, r in rows]
 
 
-def _context_lines(block: dict | None) -> list[str]:
+def _context_lines(block: ByContext | None) -> list[str]:
     """One row per context bucket: rounds, acceptance length at the evaluated k and at each swept k."""
-    if not block or not block["buckets"]:
+    if block is None or not block.buckets:
         return []
-    ks = sorted(block["buckets"][0]["acceptance_length_by_k"], key=int)
-    steps = block["source"] == "vllm-per-request"  # vLLM's own verify steps where the replay did not run
-    measured = "vLLM's own verify steps" if steps else f"replayed on {block['source']}'s answers"
+    ks = sorted(block.buckets[0].acceptance_length_by_k or {}, key=int)
+    steps = block.source == "vllm-per-request"  # vLLM's own verify steps where the replay did not run
+    measured = "vLLM's own verify steps" if steps else f"replayed on {block.source}'s answers"
     lines = [
         "",
-        f"## Acceptance by context length (k = {block['k']}, {measured}, {block['answers']} answers)",
+        f"## Acceptance by context length (k = {block.k}, {measured}, {block.answers} answers)",
         "",
         "| context (tokens) | rounds | acceptance length | " + " | ".join(f"k={k}" for k in ks) + " |",
         "|---|---|---|" + "---|" * len(ks),
     ]
-    for b in block["buckets"]:
-        by_k = " | ".join(_fmt(b["acceptance_length_by_k"][k]) for k in ks)
-        lines.append(f"| {b['label']} | {b['drafts']} | {_fmt(b['acceptance_length'])} | {by_k} |")
+    for b in block.buckets:
+        by_k = " | ".join(_fmt(b.acceptance_length_by_k[k]) for k in ks)
+        lines.append(f"| {b.label} | {b.drafts} | {_fmt(b.acceptance_length)} | {by_k} |")
     lines += [
         "",
-        f"Total {_fmt(block['total']['acceptance_length'])} {'in the steps' if steps else 'replayed'}, "
-        f"{_fmt(block['vllm_acceptance_length'])} "
-        f"in vLLM's counters (difference {_fmt(block['difference_from_vllm'])}).",
+        f"Total {_fmt(block.total.acceptance_length)} {'in the steps' if steps else 'replayed'}, "
+        f"{_fmt(block.vllm_acceptance_length)} "
+        f"in vLLM's counters (difference {_fmt(block.difference_from_vllm)}).",
     ]
     return lines
 
 
-def plot_report(out_dir: Path, report: dict[str, Any]) -> list[Path]:
+def plot_report(out_dir: Path, report: EvaluationReport) -> list[Path]:
     """The PNG plots (matplotlib, headless): each one the report has the figures for."""
     import matplotlib
 
@@ -300,16 +317,16 @@ def plot_report(out_dir: Path, report: dict[str, Any]) -> list[Path]:
 
     paths = []
     series = [
-        (name, m["acceptance_per_position"])
-        for name, m in (("vLLM", (report.get("online") or {}).get("with_drafter")), ("offline", report.get("offline")))
-        if m
+        (name, m.acceptance_per_position or [])
+        for name, m in (("vLLM", report.with_drafter), ("offline", report.offline))
+        if m is not None
     ]
     if series:
         paths.append(_plot_per_position(out_dir, series, plt))
-    if (report.get("offline") or {}).get("k_sweep"):
+    if report.offline is not None and report.offline.k_sweep:
         paths.append(_plot_length_vs_k(out_dir, report, plt))
-    if (report.get("by_context") or {}).get("buckets"):
-        paths.append(_plot_by_context(out_dir, report["by_context"], plt))
+    if report.by_context is not None and report.by_context.buckets:
+        paths.append(_plot_by_context(out_dir, report.by_context, plt))
     from eagle3_core.stages.evaluate.tracking import step_curves  # the trackers' charts of the same steps
 
     for name, curve in step_curves(report).items():
@@ -349,29 +366,29 @@ def _plot_per_position(out_dir: Path, series: list[tuple[str, list]], plt) -> Pa
     return _save(fig, out_dir / PER_POSITION_PNG)
 
 
-def _plot_length_vs_k(out_dir: Path, report: dict[str, Any], plt) -> Path:
+def _plot_length_vs_k(out_dir: Path, report: EvaluationReport, plt) -> Path:
     """The offline k sweep's acceptance length, with vLLM's one k beside it."""
-    sweep, k = report["offline"]["k_sweep"], report["settings"]["num_speculative_tokens"]
+    sweep, k = report.offline.k_sweep, report.settings.num_speculative_tokens
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot([p["k"] for p in sweep], [p["acceptance_length"] or 1.0 for p in sweep], marker="o", label="offline")
-    online = (report.get("online") or {}).get("with_drafter")
-    if online and online["acceptance_length"] is not None:
-        ax.plot([k], [online["acceptance_length"]], "s", label="vLLM")
-    ax.set_xticks(sorted({p["k"] for p in sweep} | {k}))
+    ax.plot([p.k for p in sweep], [p.acceptance_length or 1.0 for p in sweep], marker="o", label="offline")
+    online = report.with_drafter
+    if online is not None and online.acceptance_length is not None:
+        ax.plot([k], [online.acceptance_length], "s", label="vLLM")
+    ax.set_xticks(sorted({p.k for p in sweep} | {k}))
     ax.set(xlabel="k (draft tokens per step)", ylabel="acceptance length (bonus incl.)", title="Acceptance length vs k")
     ax.legend()
     return _save(fig, out_dir / LENGTH_VS_K_PNG)
 
 
-def _plot_by_context(out_dir: Path, block: dict, plt) -> Path:
+def _plot_by_context(out_dir: Path, block: ByContext, plt) -> Path:
     """Acceptance length against context position (one point per bucket), one line per k."""
-    buckets = block["buckets"]
+    buckets = block.buckets
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for k in sorted(buckets[0]["acceptance_length_by_k"], key=int):
-        values = [b["acceptance_length_by_k"][k] for b in buckets]
+    for k in sorted(buckets[0].acceptance_length_by_k or {}, key=int):
+        values = [(b.acceptance_length_by_k or {}).get(k) for b in buckets]
         xs = [i for i, v in enumerate(values) if v is not None]
         ax.plot(xs, [values[i] for i in xs], marker="o", label=f"k={k}")
-    ax.set_xticks(range(len(buckets)), [b["label"] for b in buckets])
+    ax.set_xticks(range(len(buckets)), [b.label for b in buckets])
     ax.set(
         xlabel="context position (tokens, prompt included)",
         ylabel="acceptance length (bonus incl.)",

@@ -34,6 +34,7 @@ from functools import partial
 from pathlib import Path
 
 from eagle3_core.contracts.details import EvaluateDetails
+from eagle3_core.contracts.evaluation import ByContext, EvaluationReport, Offline, Online
 from eagle3_core.drafter.card import CARD_FILE
 from eagle3_core.errors import ConfigError
 from eagle3_core.prompts.source import PromptSource
@@ -98,16 +99,16 @@ class EvaluateStage(Stage):
         serve = (
             serve if serve.log_dir else serve.model_copy(update={"log_dir": str(self.out_dir / "logs")})
         )  # not $TMPDIR
-        self.report = _evaluate(
+        figures = _evaluate(
             self.cfg, self.target, self.export_dir, serve, self.generations_dir, self.reporter, self.timings
         )
-        write_report(self.out_dir, self.report)
+        self.report = write_report(self.out_dir, figures)
         publish(self.export_dir, self.report, self.reporter)
 
     def finish(self, manifest: StageManifest) -> None:
         """The headline of the report into the manifest."""
-        heldout = self.report["heldout"]
-        manifest.counts = {"prompts": heldout["prompts"], "skipped_rows": heldout["skipped_rows"]}
+        heldout = self.report.heldout
+        manifest.counts = {"prompts": heldout.prompts, "skipped_rows": heldout.skipped_rows}
         manifest.details = headline(self.report)
         manifest.timings.update(self.timings)
 
@@ -117,7 +118,7 @@ def run_evaluate(*args, **kwargs) -> StageManifest:
     return drive(EvaluateStage(*args, **kwargs))
 
 
-def publish(export_dir: Path, report: dict, reporter: Reporter) -> None:
+def publish(export_dir: Path, report: EvaluationReport, reporter: Reporter) -> None:
     """The figures into the training run's trackers and the model card: a warning line each
     when they cannot be written, never a failed evaluation (the report is already on disk)."""
     from eagle3_core.drafter.card import update_card
@@ -426,41 +427,35 @@ def _measure_modes(run: OnlineRun, server) -> dict:
     return measured
 
 
-def headline(report: dict) -> dict:
+def headline(report: EvaluationReport) -> dict:
     """The manifest's details: the few numbers a reader looks for first (``EvaluateDetails``)."""
-    online = (report.get("online") or {}).get("with_drafter") or {}
-    offline = report.get("offline") or {}
+    online, offline, with_drafter = report.online or Online(), report.offline or Offline(), report.with_drafter
     details = EvaluateDetails(
-        k=report["settings"]["num_speculative_tokens"],
-        temperature=report["settings"]["temperature"],
-        online_acceptance_length=online.get("acceptance_length"),
-        online_acceptance_per_position=online.get("acceptance_per_position"),
-        vllm_refused=(report.get("vllm_refusal") or {}).get("message"),
-        offline_acceptance_length=offline.get("acceptance_length"),
-        speedup=(report.get("online") or {}).get("speedup"),
-        speedup_spread=(report.get("online") or {}).get("speedup_spread"),
-        speedup_error=(report.get("online") or {}).get("speedup_error"),
-        simulated_acceptance_length=(report.get("simulated") or {}).get("acceptance_length"),
-        acceptance_by_context=context_headline(report.get("by_context")),
-        acceptance_by_thinking={
-            mode: m["acceptance_length"] for mode, m in ((report.get("thinking") or {}).get("modes") or {}).items()
-        }
-        or None,
-        lossless=((report.get("online") or {}).get("lossless") or {}).get("line"),
+        k=report.settings.num_speculative_tokens,
+        temperature=report.settings.temperature,
+        online_acceptance_length=with_drafter.acceptance_length if with_drafter else None,
+        online_acceptance_per_position=with_drafter.acceptance_per_position if with_drafter else None,
+        vllm_refused=report.vllm_refusal.message if report.vllm_refusal else None,
+        offline_acceptance_length=offline.acceptance_length,
+        speedup=online.speedup,
+        speedup_spread=online.speedup_spread,
+        speedup_error=online.speedup_error,
+        simulated_acceptance_length=report.simulated.acceptance_length if report.simulated else None,
+        acceptance_by_context=context_headline(report.by_context),
+        acceptance_by_thinking={mode: m.acceptance_length for mode, m in report.modes.items()} or None,
+        lossless=report.lossless.line if report.lossless else None,
     )
     return details.dump()
 
 
-def context_headline(block: dict | None) -> dict | None:
+def context_headline(block: ByContext | None) -> dict | None:
     """The first and last context buckets' acceptance lengths (the pipeline summary shows them)."""
-    from eagle3_core.stages.evaluate.buckets import ends
-
-    held = ends(block or {})
+    held = block.ends() if block else []
     if not held:
         return None
     first, last = held[0], held[-1]
     return {
-        "k": block["k"],
-        "first": {"label": first["label"], "acceptance_length": first["acceptance_length"]},
-        "last": {"label": last["label"], "acceptance_length": last["acceptance_length"]},
+        "k": block.k,
+        "first": {"label": first.label, "acceptance_length": first.acceptance_length},
+        "last": {"label": last.label, "acceptance_length": last.acceptance_length},
     }

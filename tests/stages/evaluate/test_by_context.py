@@ -111,8 +111,8 @@ def test_an_evaluation_reports_acceptance_by_context_with_its_plot_and_headline(
 
 
 def test_the_summary_shows_only_buckets_that_hold_a_round():
-    from eagle3_core.stages.evaluate.buckets import ends
+    from eagle3_core.contracts.evaluation import ByContext
 
     block = {"buckets": [{"label": "0-512", "drafts": 9}, {"label": "512-2K", "drafts": 0}]}
-    assert [b["label"] for b in ends(block)] == ["0-512"]
-    assert ends({"buckets": [{"label": "0-512", "drafts": 0}]}) == []
+    assert [b.label for b in ByContext.model_validate(block).ends()] == ["0-512"]
+    assert ByContext.model_validate({"buckets": [{"label": "0-512", "drafts": 0}]}).ends() == []
