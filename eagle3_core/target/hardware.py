@@ -7,7 +7,12 @@ torch imports lazily: the check costs nothing until a caller needs it.
 
 from __future__ import annotations
 
+import os
 from functools import cache
+from pathlib import Path
+
+NVIDIA_DEVICE = Path("/dev/nvidia0")  # the first GPU's device node, present wherever a container is given one
+HIDDEN = {"", "-1", "none", "void", "nodevfiles"}  # CUDA_VISIBLE_DEVICES values that show no GPU
 
 
 @cache
@@ -22,13 +27,23 @@ def cpu_computes_bf16() -> bool:
 
 def resolve_device(device: str) -> str:
     """``device``, or for ``auto`` ``cuda`` when torch sees a GPU here (``CUDA_VISIBLE_DEVICES``
-    honoured), else ``cpu``. The one rule for every ``auto`` device: the transformers engines, the
-    target model, and a vLLM server's own settings (its dtype, eager mode, the CPU temperature refusal),
-    the same answer the trainer and offline evaluation get from torch. A server was once judged by
-    ``nvidia-smi`` on PATH or ``/dev/nvidia0`` instead, which calls a machine whose GPUs are hidden
-    (``CUDA_VISIBLE_DEVICES=``), or a container with the tool and no device, a GPU machine."""
+    honoured), else ``cpu``: for work in this process, with this environment's torch (the transformers
+    engines, the target model, the trainer and offline evaluation get the same answer from torch)."""
     if device != "auto":
         return device
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def server_device(device: str) -> str:
+    """``device``, or for ``auto`` the device a vLLM server started from here runs on: ``cuda`` when the
+    machine has an NVIDIA GPU and ``CUDA_VISIBLE_DEVICES`` leaves one visible, else ``cpu``. Not this
+    process's torch: the server runs in its own environment (vLLM's venv, its own CUDA torch), and
+    eagle3's may be a CPU build on a GPU machine, which would serve a GPU target as a CPU one (eager,
+    a CPU KV-cache size, fp32). Nor ``nvidia-smi`` on PATH alone, which a container without a device has."""
+    if device != "auto":
+        return device
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    hidden = visible is not None and visible.strip().lower() in HIDDEN
+    return "cuda" if NVIDIA_DEVICE.exists() and not hidden else "cpu"

