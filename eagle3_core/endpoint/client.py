@@ -29,9 +29,8 @@ only httpx's per-read timeout: a body that trickles in past it is abandoned and 
 The request goes through the client's generic ``post`` with the JSON payload as is, and the body
 comes back raw and is JSON-decoded here: the typed ``chat.completions.create`` walks every
 message through its TypedDict transform and builds pydantic models, which would file vLLM's
-extra fields (``prompt_token_ids``, ``choices[].token_ids``) under ``model_extra``; measured,
-the stage spends 1.7 ms of CPU per request where a bare ``create`` loop spends 2.5-2.7 ms
-(benchmarks/generate.md).
+extra fields (``prompt_token_ids``, ``choices[].token_ids``) under ``model_extra`` and cost more
+CPU per request than the whole raw path (the per-request CPU figures: benchmarks/generate.md).
 
 One endpoint gets several clients of ``CONNECTIONS_PER_CLIENT`` connections each: httpx's pool
 checks all of its connections (a poll syscall each) for every request; with one pool of 128

@@ -2,8 +2,7 @@
 
 Every answer is ``<think>`` + one operation per line of working + ``</think>`` + the answer +
 ``<|im_end|>``. One operation a step is what makes it learnable by a 1 M-parameter model in a
-few CPU minutes (benchmarks/toy.md: 100% held-out within 5 minutes that way, 85%
-on multiplication when two operations shared a step).
+few CPU minutes (its held-out accuracy by operation: benchmarks/toy.md).
 
 Guarantees: the question universe is enumerated, so the held-out split never overlaps the
 training pool; everything is a pure function of the seed.

@@ -1,9 +1,9 @@
 """Sample keys in memory at 8 bytes each: the one thing in generate that grows with the dataset.
 
 A sample id becomes a 63-bit integer (``key64``: blake2b; two prompts clash with odds about
-n^2 / 2^64, 5e-8 at a million). Measured at 1M prompts (benchmarks/generate.md): a Python
-``set[int]`` of them takes 70 MB, the persisted ``{sample_id: outcome}`` dict a resume used to
-build 144 MB more; ``KeySet`` and ``PersistedKeys`` hold the same in about 8 and 9 MB.
+n^2 / 2^64, 5e-8 at a million). ``KeySet`` and ``PersistedKeys`` hold them in a fraction of what
+a Python ``set[int]`` and the ``{sample_id: outcome}`` dict a resume used to build took; measured
+at 1M prompts in benchmarks/generate.md, "Memory at a million prompts".
 
 - ``KeySet``: a sorted int64 array plus a small set of recent keys, merged into the array every
   ``MERGE_EVERY`` adds (a merge costs one pass over the array: 16 merges at a million keys).
