@@ -36,7 +36,7 @@ from typing import Literal
 
 from eagle3_core.errors import EndpointError
 from eagle3_core.ports import free_port
-from eagle3_core.serve import starts
+from eagle3_core.serve import one_process, starts
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.serve.locate import check_vllm, vllm_python, vllm_takes
 from eagle3_core.serve.process import start_engine, stop_engine
@@ -215,7 +215,14 @@ class VLLMServer:
             cmd += ["--speculative-config", json.dumps(self.speculative_config)]
         if self.speculative_config and self.spec_decode_metrics:
             cmd += ["--per-request-spec-decode-metrics", self.spec_decode_metrics]
+        if self.in_one_process:
+            cmd += list(one_process.FLAGS)
         return cmd + self.cfg.extra_args + self.extra_args
+
+    @property
+    def in_one_process(self) -> bool:
+        """The model in the engine's process (``one_process.py``): a CPU server computing in one thread."""
+        return one_process.one_process(server_device(self.cfg.device), [*self.cfg.extra_args, *self.extra_args])
 
     def start(self) -> "VLLMServer":
         if not Path(self.model_path).is_dir():
@@ -246,7 +253,7 @@ class VLLMServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env={**os.environ, **QUIET_ENV, **self.extra_env},
+                env={**os.environ, **QUIET_ENV, **(one_process.ENV if self.in_one_process else {}), **self.extra_env},
             )
         try:
             self._wait_healthy()

@@ -276,3 +276,37 @@ def supervised_runs(mask: list[int]) -> list[tuple[int, int]]:
             runs.append((start, i))
             start = None
     return runs
+
+
+def greedy_ids(base_url: str, model: str, messages: list[dict]) -> list[int]:
+    """The completion's token ids of one greedy chat request (its reasoning included)."""
+    import httpx
+
+    body = {"model": model, "messages": messages, "max_tokens": 48, "temperature": 0.0, "return_token_ids": True}
+    reply = httpx.post(f"{base_url}/chat/completions", json=body, timeout=60.0)
+    reply.raise_for_status()
+    return reply.json()["choices"][0]["token_ids"]
+
+
+def test_the_model_in_the_engines_own_process_answers_as_vllms_worker_process_does(toy_vllm, tmp_path):
+    """This module's server is started as eagle3 starts one: on a CPU of two cores, the model runs in the
+    engine's own process (serve/one_process.py: one vLLM and torch import fewer, about 6 s a start). The
+    same target under vLLM's own worker-process executor (``mp``, named in ``serve.extra_args``) answers
+    the same greedy token ids, reasoning included; only the first has no worker process in its log."""
+    from eagle3_core.serve import ServeConfig, VLLMServer
+    from eagle3_core.serve.one_process import computes_in_one_thread
+    from eagle3_core.target.config import TargetConfig
+    from tests.fixtures.toy import toy_recipe
+    from tests.fixtures.vllm import machine_vllm_lock
+
+    rows = [json.loads(line) for line in (toy_vllm.path / TRAIN_PROMPTS).open()][:4]
+    target = TargetConfig.model_validate({**toy_recipe()["target"], "path": str(toy_vllm.path)})
+    fields = {**(toy_recipe().get("serve") or {}), "log_dir": str(tmp_path)}
+    cfg = ServeConfig.model_validate({**fields, "extra_args": ["--distributed-executor-backend", "mp"]})
+    with machine_vllm_lock(), VLLMServer.for_target(target, cfg) as two_process:
+        theirs = [greedy_ids(two_process.base_url, two_process.model, row["messages"]) for row in rows]
+        their_log = two_process.log_path.read_text(errors="replace")
+    ours = [greedy_ids(toy_vllm.base_url, toy_vllm.model, row["messages"]) for row in rows]
+    assert ours == theirs and all(len(ids) == 48 for ids in ours)
+    assert "(Worker pid=" in their_log
+    assert ("(Worker pid=" in toy_vllm.log_path.read_text(errors="replace")) is not computes_in_one_thread()

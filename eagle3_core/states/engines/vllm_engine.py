@@ -31,8 +31,11 @@ from typing import TYPE_CHECKING
 
 from eagle3_core.errors import ConfigError, StageError
 from eagle3_core.serve.locate import vllm_python
+from eagle3_core.serve.one_process import ENV as ENGINE_IN_PROCESS
+from eagle3_core.serve.one_process import one_process
 from eagle3_core.serve.process import start_engine
 from eagle3_core.states.engines.batching import Batch
+from eagle3_core.target.hardware import server_device
 
 if TYPE_CHECKING:
     import torch
@@ -133,6 +136,9 @@ class VllmEngine:
             command += ["--kv-cache-bytes", str(options.kv_cache_bytes)]
         if target.trust_remote_code:
             command.append("--trust-remote-code")
+        single = one_process(server_device("auto"), ranks=options.tensor_parallel_size)
+        if single:  # the model in this worker's own process (serve/one_process.py): two vLLM starts fewer
+            command.append("--one-process")
         env = {
             **os.environ,
             "PYTHONPATH": str(SIDE),
@@ -143,6 +149,8 @@ class VllmEngine:
         }
         if self.devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.devices
+        if single:
+            env.update(ENGINE_IN_PROCESS)
         log = open(self.log_path, "wb")
         return start_engine(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, text=True)
 

@@ -24,6 +24,8 @@ import sys
 import threading
 import time
 
+MAX_DRAIN_STEPS = 16  # a finished batch's states are written in one step; more is a fault
+
 
 def _protocol_stream():
     """Keep the real stdout for the protocol; send everything else printed to stderr."""
@@ -63,6 +65,7 @@ def build_llm(args):
         enable_chunked_prefill=False,
         max_num_batched_tokens=max(args.max_model_len, 2048),
         trust_remote_code=args.trust_remote_code,
+        **({"distributed_executor_backend": "uni"} if args.one_process else {}),
         **({"kv_cache_memory_bytes": args.kv_cache_bytes} if args.kv_cache_bytes else {}),
         speculative_config={
             "method": "extract_hidden_states",
@@ -78,7 +81,21 @@ def build_llm(args):
     )
 
 
-def serve(llm, proto) -> None:
+def write_finished_states(llm) -> None:
+    """With the engine in this process (``--one-process``) nothing steps it between calls, and a finished
+    request's states are written in the step after it ends (the connector's ``pending_saves``): step it
+    until no finished request is left, as vLLM's own engine process does in its busy loop. Without this the
+    driver waited forever on the file's lock."""
+    client = llm.llm_engine.engine_core
+    core = getattr(client, "engine_core", None)  # InprocClient's EngineCore; None for a client of another process
+    for _ in range(MAX_DRAIN_STEPS):
+        if core is None or not core.scheduler.has_requests():
+            return
+        client.get_output()
+    raise RuntimeError(f"finished requests still held after {MAX_DRAIN_STEPS} empty steps")
+
+
+def serve(llm, proto, one_process: bool) -> None:
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
@@ -89,6 +106,8 @@ def serve(llm, proto) -> None:
             return
         prompts = [TokensPrompt(prompt_token_ids=ids) for ids in message["prompts"]]
         outputs = llm.generate(prompts, params, use_tqdm=False)
+        if one_process:
+            write_finished_states(llm)
         paths = [(out.kv_transfer_params or {}).get("hidden_states_path") for out in outputs]
         proto.write(json.dumps({"paths": paths}) + "\n")
 
@@ -107,6 +126,8 @@ def main() -> None:
     parser.add_argument("--kv-cache-bytes", type=int, default=None)
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
     parser.add_argument("--trust-remote-code", action="store_true")
+    # the model in this process (eagle3's serve/one_process.py; VLLM_ENABLE_V1_MULTIPROCESSING=0 comes with it)
+    parser.add_argument("--one-process", action="store_true")
     args = parser.parse_args()
     if args.dtype == "auto":  # as the transformers engine: bf16 on a GPU, fp32 on CPU
         args.dtype = "bfloat16" if torch.cuda.is_available() else "float32"
@@ -117,7 +138,7 @@ def main() -> None:
     proto.write(
         json.dumps({"ready": True, "startup_s": round(time.perf_counter() - started, 1), "dtype": args.dtype}) + "\n"
     )
-    serve(llm, proto)
+    serve(llm, proto, args.one_process)
 
 
 if __name__ == "__main__":
