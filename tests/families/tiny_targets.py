@@ -39,16 +39,24 @@ def offline_tokenizer(model: str) -> Callable[[Path], Path]:
     return lambda dest: offline_folder(model, dest)
 
 
-def tiny_llama(folder: Path, seed: int = 0, trust_remote_code: bool = False, layers: int = 2) -> Path:
+def tiny_llama(
+    folder: Path, seed: int = 0, trust_remote_code: bool = False, layers: int = 2, body: str = "llama"
+) -> Path:
     """Write a ``layers``-layer LlamaForCausalLM (hidden 128, 4 heads of 32) with random weights for the
     tokenizer already in ``folder``: about 66 MB in bf16 for a 129K vocabulary. ``trust_remote_code``:
     the folder's tokenizer is its own code (Kimi-K2.5's stand-in, ``tests/families/kimi_stand_in.py``);
-    ``layers``: 7 or more where a recipe leaves EAGLE-3's default aux layers (2, N//2, N-3)."""
+    ``layers``: 7 or more where a recipe leaves EAGLE-3's default aux layers (2, N//2, N-3); ``body``:
+    ``qwen2`` for a Qwen2ForCausalLM of the same shape, where the family's real model is one (vLLM's
+    transformers picks the tokenizer class by ``model_type``: R1-Distill-Qwen's LlamaTokenizerFast over a
+    byte-level tokenizer.json loses its spaces under ``llama`` and keeps them under ``qwen2``)."""
     import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
+    config_class, model_class = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM)}[
+        body
+    ]
     tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=trust_remote_code)
-    config = LlamaConfig(
+    config = config_class(
         vocab_size=-(-len(tokenizer) // 64) * 64,  # rows for every id, padded as real checkpoints pad them
         hidden_size=128,
         intermediate_size=256,
@@ -63,5 +71,5 @@ def tiny_llama(folder: Path, seed: int = 0, trust_remote_code: bool = False, lay
         eos_token_id=tokenizer.eos_token_id,
     )
     torch.manual_seed(seed)
-    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(str(folder), safe_serialization=True)
+    model_class(config).to(torch.bfloat16).save_pretrained(str(folder), safe_serialization=True)
     return folder
