@@ -138,3 +138,19 @@ def test_no_stage_loads_a_tokenizer_but_through_the_shared_loader():
         if path not in (OWN_LOADER, TOY_BUILD) and (lines := _calls_from_pretrained_on_a_tokenizer(path))
     }
     assert found == {}, f"load tokenizers with eagle3_core.target.tokenizer.load_tokenizer (trust_remote_code): {found}"
+
+
+def test_a_folder_is_loaded_once_a_process_until_one_of_its_files_changes(toy_target, tmp_path):
+    folder = tmp_path / "tokenizer"
+    folder.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(toy_target / name, folder / name)
+    first = load_tokenizer(folder)
+    assert load_tokenizer(folder) is first and load_tokenizer(str(folder) + "/") is first
+    # another template written into the folder: the next load reads it
+    (folder / "chat_template.jinja").write_text("{% for m in messages %}[{{ m.content }}]{% endfor %}")
+    changed = load_tokenizer(folder)
+    assert changed is not first
+    assert changed.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False) == "[hi]"
+    # the code switch is part of what was loaded
+    assert load_tokenizer(folder, trust_remote_code=True) is not changed
