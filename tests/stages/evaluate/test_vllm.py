@@ -134,7 +134,10 @@ def test_vllm_feeds_the_drafter_the_layers_in_its_config_and_acceptance_collapse
     # target the defaults are distinct and acceptance collapses instead. Either way: not these ids.
     if without_ids is None:
         hidden = json.loads((Path(trained.target.path) / "config.json").read_text())["hidden_size"]
-        assert "WorkerProc hit an exception" in log and fc_got_two_states(log, hidden), log[-4000:]
+        # the engine died on it: in vLLM's worker process, or in its engine core where the model runs there
+        # (serve/one_process.py, a CPU of two cores)
+        died = "WorkerProc hit an exception" in log or "EngineCore encountered" in log
+        assert died and fc_got_two_states(log, hidden), log[-4000:]
     else:
         assert without_ids < with_ids - 0.3
 
