@@ -39,6 +39,7 @@ neither dict, so a new recipe is covered (or explained) without a new test.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -97,12 +98,20 @@ RECIPES: dict[str, Callable[[Path], Path]] = {
     "kimi-k2.5.yaml": kimi_tokenizer,
     "glm-4.7.yaml": offline_tokenizer("glm-4.7-flash"),  # GLM-4.7's vocabulary and template, vLLM's glm47 parsers
     "minimax-m3.yaml": offline_tokenizer("minimax-m3"),  # <mm:think>, thinking_mode, vLLM's minimax_m3 parsers
-    "glm-4.5.yaml": offline_tokenizer("glm-4.5v"),  # GLM-4.5V ships GLM-4.5's vocabulary
-    "minimax-m2.yaml": offline_tokenizer("minimax"),
-    "deepseek-r1-distill-qwen.yaml": offline_tokenizer("deepseek-r1-distill-qwen-7b"),
-    "deepseek-r1-distill-llama.yaml": with_the_tokenizer_class_fix(offline_tokenizer("deepseek-r1-distill-llama-8b")),
     "deepseek-v3.1.yaml": offline_tokenizer("deepseek-v3.1"),
-    "deepseek-v3.2.yaml": offline_tokenizer("deepseek-v3.2"),  # vLLM renders it in Python (deepseek_v32)
+}
+# Run end to end here (2026-12-07: each passed this test), and left out of the default suite for its 20-minute
+# budget (the suite with them: 22:46 on this project's 2-core VM); EAGLE3_ALL_RECIPES=1 runs them too.
+# recipe file -> (its builder, the test's seconds in that suite)
+OVER_BUDGET: dict[str, tuple[Callable[[Path], Path], float]] = {
+    "glm-4.5.yaml": (offline_tokenizer("glm-4.5v"), 157.5),  # GLM-4.5V ships GLM-4.5's vocabulary
+    "minimax-m2.yaml": (offline_tokenizer("minimax"), 93.8),
+    "deepseek-r1-distill-qwen.yaml": (offline_tokenizer("deepseek-r1-distill-qwen-7b"), 97.6),
+    "deepseek-r1-distill-llama.yaml": (
+        with_the_tokenizer_class_fix(offline_tokenizer("deepseek-r1-distill-llama-8b")),
+        96.2,
+    ),
+    "deepseek-v3.2.yaml": (offline_tokenizer("deepseek-v3.2"), 152.6),  # vLLM renders it in Python (deepseek_v32)
 }
 # recipe file -> the tiny model's body where a Llama one would not stand in (tiny_targets.tiny_llama's ``body``):
 # the real model's own architecture, whose model_type keeps its byte-level tokenizer's spaces in vLLM (under
@@ -112,6 +121,8 @@ RECIPE_BODIES = {
     "deepseek-v3.1.yaml": "deepseek_v3",  # MLA and a routed MoE, at vLLM's CPU MLA kernel's latent size
     "deepseek-v3.2.yaml": "deepseek_v3",  # V3.2's own (deepseek_v32) adds a sparse-attention indexer to it
 }
+if os.environ.get("EAGLE3_ALL_RECIPES") == "1":
+    RECIPES.update({recipe: build for recipe, (build, _) in OVER_BUDGET.items()})
 # the families whose thinking-off run is in their real-vLLM module (tests/families/test_*_on_real_vllm.py)
 OFF_ELSEWHERE = {"qwen3.yaml", "deepseek-v4.yaml", "kimi-k2.5.yaml"}
 REMOTE_CODE = {"kimi-k2.5.yaml"}  # the overlay trusts the target's own code, as the recipe tells its user to
@@ -125,6 +136,12 @@ NOT_YET: dict[str, str] = {
     "deepseek-v4.1.yaml": "DeepSeek-V4.1: its encoder writes <｜System｜>, which no shipped tokenizer has (V4.1's tokenizer.json is in no package)",
     "toy.yaml": "the toy builds its own target; `eagle3 demo` and tests/integration run it",
     "toy-long.yaml": "the long toy builds its own target; `eagle3 demo --recipe configs/toy-long.yaml` runs it",
+}
+NOT_YET |= {
+    recipe: f"runs end to end ({seconds:.0f} s in a suite beside it, 2026-12-07); out of the default suite for its "
+    "20-minute budget: EAGLE3_ALL_RECIPES=1 runs it"
+    for recipe, (_, seconds) in OVER_BUDGET.items()
+    if recipe not in RECIPES
 }
 
 # What the overlay may change, and nothing else (test_the_overlay_changes_only_what_a_user_with_a_tiny_model_changes)
