@@ -87,9 +87,11 @@ def write_finished_states(llm) -> None:
     until no finished request is left, as vLLM's own engine process does in its busy loop. Without this the
     driver waited forever on the file's lock."""
     client = llm.llm_engine.engine_core
-    core = getattr(client, "engine_core", None)  # InprocClient's EngineCore; None for a client of another process
+    scheduler = getattr(getattr(client, "engine_core", None), "scheduler", None)  # vLLM 0.32's InprocClient
+    if scheduler is None:  # another vLLM's layout: say so, never leave the driver waiting on the states' lock
+        raise RuntimeError(f"--one-process: no in-process engine to step in {type(client).__name__}")
     for _ in range(MAX_DRAIN_STEPS):
-        if core is None or not core.scheduler.has_requests():
+        if not scheduler.has_requests():
             return
         client.get_output()
     raise RuntimeError(f"finished requests still held after {MAX_DRAIN_STEPS} empty steps")
