@@ -186,16 +186,21 @@ def check_recorded_ids(served: Served) -> None:
         assert recorded["end_of_turn_id"] == target.end_of_turn_id
 
 
+def check_run_trains_on_the_servers_ids(run: Run, rows: list[dict]) -> None:
+    """Every row of the run answered, and each sequence exactly the server's prompt + completion ids."""
+    assert run.generated.counts["accepted"] == len(rows), run.generated.counts
+    assert set(run.rows) == {question(r) for r in rows}
+    assert run.rebuilt.status == "complete" and len(run.sequences) == len(rows), run.rebuilt.counts
+    for row in run.rows.values():
+        seq = run.sequences[row["sample_id"]]
+        assert seq["input_ids"] == list(row["prompt_token_ids"]) + list(row["completion_token_ids"])
+        assert seq["source"] == "server" and sum(seq["loss_mask"]) > 0
+
+
 def check_rows_train_on_the_servers_ids(served: Served) -> None:
-    """Every row of both runs answered, and each sequence exactly the server's prompt + completion ids."""
+    """Both runs' rows (thinking and not) train on the server's ids (``check_run_trains_on_the_servers_ids``)."""
     for run, rows in ((served.thinking, THINKING_ROWS), (served.chat, CHAT_ROWS)):
-        assert run.generated.counts["accepted"] == len(rows), run.generated.counts
-        assert set(run.rows) == {question(r) for r in rows}
-        assert run.rebuilt.status == "complete" and len(run.sequences) == len(rows), run.rebuilt.counts
-        for row in run.rows.values():
-            seq = run.sequences[row["sample_id"]]
-            assert seq["input_ids"] == list(row["prompt_token_ids"]) + list(row["completion_token_ids"])
-            assert seq["source"] == "server" and sum(seq["loss_mask"]) > 0
+        check_run_trains_on_the_servers_ids(run, rows)
 
 
 def check_text_rebuild_where_the_ids_are_canonical(served: Served) -> None:

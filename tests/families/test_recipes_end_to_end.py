@@ -101,18 +101,14 @@ RECIPES: dict[str, Callable[[Path], Path]] = {
     "minimax-m3.yaml": offline_tokenizer("minimax-m3"),  # <mm:think>, thinking_mode, vLLM's minimax_m3 parsers
     "deepseek-v3.1.yaml": offline_tokenizer("deepseek-v3.1"),
 }
-# Run end to end here (2026-12-07: each passed this test), and left out of the default suite for its 20-minute
-# budget (the suite with them: 22:46 on this project's 2-core VM); EAGLE3_ALL_RECIPES=1 runs them too.
-# recipe file -> (its builder, the test's seconds in that suite)
-OVER_BUDGET: dict[str, tuple[Callable[[Path], Path], float]] = {
-    "glm-4.5.yaml": (offline_tokenizer("glm-4.5v"), 157.5),  # GLM-4.5V ships GLM-4.5's vocabulary
-    "minimax-m2.yaml": (offline_tokenizer("minimax"), 93.8),
-    "deepseek-r1-distill-qwen.yaml": (offline_tokenizer("deepseek-r1-distill-qwen-7b"), 97.6),
-    "deepseek-r1-distill-llama.yaml": (
-        with_the_tokenizer_class_fix(offline_tokenizer("deepseek-r1-distill-llama-8b")),
-        96.2,
-    ),
-    "deepseek-v3.2.yaml": (offline_tokenizer("deepseek-v3.2"), 152.6),  # vLLM renders it in Python (deepseek_v32)
+# Run end to end here, and left out of the default suite for its 20-minute budget (each one's seconds in the suite
+# with them: benchmarks/test-suite.md, run f3c6229); EAGLE3_ALL_RECIPES=1 runs them too. recipe file -> builder
+OVER_BUDGET: dict[str, Callable[[Path], Path]] = {
+    "glm-4.5.yaml": offline_tokenizer("glm-4.5v"),  # GLM-4.5V ships GLM-4.5's vocabulary
+    "minimax-m2.yaml": offline_tokenizer("minimax"),
+    "deepseek-r1-distill-qwen.yaml": offline_tokenizer("deepseek-r1-distill-qwen-7b"),
+    "deepseek-r1-distill-llama.yaml": with_the_tokenizer_class_fix(offline_tokenizer("deepseek-r1-distill-llama-8b")),
+    "deepseek-v3.2.yaml": offline_tokenizer("deepseek-v3.2"),  # vLLM renders it in Python (deepseek_v32)
 }
 # recipe file -> the tiny model's body where a Llama one would not stand in (tiny_targets.tiny_llama's ``body``):
 # the real model's own architecture, whose model_type keeps its byte-level tokenizer's spaces in vLLM (under
@@ -123,7 +119,7 @@ RECIPE_BODIES = {
     "deepseek-v3.2.yaml": "deepseek_v3",  # V3.2's own (deepseek_v32) adds a sparse-attention indexer to it
 }
 if os.environ.get("EAGLE3_ALL_RECIPES") == "1":
-    RECIPES.update({recipe: build for recipe, (build, _) in OVER_BUDGET.items()})
+    RECIPES.update(OVER_BUDGET)
 # the families whose thinking-off run is in their real-vLLM module (tests/families/test_*_on_real_vllm.py)
 OFF_ELSEWHERE = {"qwen3.yaml", "deepseek-v4.yaml", "kimi-k2.5.yaml"}
 REMOTE_CODE = {"kimi-k2.5.yaml"}  # the overlay trusts the target's own code, as the recipe tells its user to
@@ -139,10 +135,9 @@ NOT_YET: dict[str, str] = {
     "toy-long.yaml": "the long toy builds its own target; `eagle3 demo --recipe configs/toy-long.yaml` runs it",
 }
 NOT_YET |= {
-    recipe: f"runs end to end ({seconds:.0f} s in a suite beside it, 2026-12-07); out of the default suite for its "
-    "20-minute budget: EAGLE3_ALL_RECIPES=1 runs it"
-    for recipe, (_, seconds) in OVER_BUDGET.items()
-    if recipe not in RECIPES
+    recipe: "passes end to end here (benchmarks/test-suite.md); out of the default suite for its 20-minute budget: "
+    "EAGLE3_ALL_RECIPES=1 runs it"
+    for recipe in OVER_BUDGET.keys() - RECIPES.keys()
 }
 
 # What the overlay may change, and nothing else (test_the_overlay_changes_only_what_a_user_with_a_tiny_model_changes)
@@ -270,24 +265,19 @@ def check_sequences_are_the_servers_ids(run: Path, rows: list[dict]) -> None:
 
 def check_thinking_off(recipe: str, config, root: Path) -> None:
     """Generate -> reconstruct with the family's switch turned off (``target.chat_thinking(False)``), on one
-    server of the run's model started as eagle3 starts one: each row answered, reasoning not required,
-    and each sequence exactly the server's prompt + completion ids."""
-    from eagle3_core.serve import ServeConfig, VLLMServer
-    from tests.families.served import CHAT_ROWS, generate_and_rebuild
+    server of the run's model started as eagle3 starts one (the overlay's ``serve:`` sizes): each row
+    answered, reasoning not required, and each sequence exactly the server's prompt + completion ids."""
+    from eagle3_core.serve import VLLMServer
+    from tests.families.served import CHAT_ROWS, check_run_trains_on_the_servers_ids, generate_and_rebuild
     from tests.fixtures.vllm import machine_vllm_lock
 
     if config.target.thinking is None or recipe in OFF_ELSEWHERE:
         return
     target = config.target.model_copy(update={"chat": config.target.chat_thinking(False)})
-    serve = ServeConfig(log_dir=str(root / "vllm"), max_model_len=1024, kv_cache_bytes=64 << 20)
+    serve = config.serve.model_copy(update={"log_dir": str(root / "vllm"), "port": None})
     with machine_vllm_lock(), VLLMServer.for_target(target, serve) as server:
         off = generate_and_rebuild(server, config, target, CHAT_ROWS, root, MAX_TOKENS, require_reasoning=False)
-    rows = answered(CHAT_ROWS, target)
-    assert off.generated.counts["accepted"] == len(rows) and set(off.rows) == {question(r) for r in rows}, off.rows
-    for row in off.rows.values():
-        seq = off.sequences[row["sample_id"]]
-        assert seq["input_ids"] == list(row["prompt_token_ids"]) + list(row["completion_token_ids"]), row
-        assert seq["source"] == "server" and sum(seq["loss_mask"]) > 0
+    check_run_trains_on_the_servers_ids(off, answered(CHAT_ROWS, target))
 
 
 @pytest.fixture(scope="module")
