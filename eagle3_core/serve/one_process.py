@@ -3,8 +3,8 @@
 On a CPU, vLLM runs the model in a worker process of its own (its ``mp`` executor), spawned after the
 engine core so that OpenMP's threads can be bound to the cores that worker gets
 (``VLLM_CPU_OMP_THREADS_BIND``; ``auto`` leaves one core to the front end). Where that is one core,
-the binding buys nothing and the worker costs a third import of vLLM and torch: about 6 of a server's
-28 s to healthy on this project's 2-core machines, and two of the extraction engine's three processes.
+the binding buys nothing and the worker costs a third import of vLLM and torch (what a start costs either
+way: benchmarks/serve.md), and two of the extraction engine's three processes.
 There eagle3 runs the model inside the engine (``uni``; ``VLLM_ENABLE_V1_MULTIPROCESSING=0``, without
 which vLLM's CPU platform turns ``uni`` back into ``mp``, and with which an offline ``vllm.LLM`` also keeps
 its engine core in its own process). The model computes in one thread either way; the answers are the

@@ -290,7 +290,7 @@ def greedy_ids(base_url: str, model: str, messages: list[dict]) -> list[int]:
 
 def test_the_model_in_the_engines_own_process_answers_as_vllms_worker_process_does(toy_vllm, tmp_path):
     """This module's server is started as eagle3 starts one: on a CPU of two cores, the model runs in the
-    engine's own process (serve/one_process.py: one vLLM and torch import fewer, about 6 s a start). The
+    engine's own process (serve/one_process.py: one vLLM and torch import fewer: benchmarks/serve.md). The
     same target under vLLM's own worker-process executor (``mp``, named in ``serve.extra_args``) answers
     the same greedy token ids, reasoning included; only the first has no worker process in its log."""
     from eagle3_core.serve import ServeConfig, VLLMServer
