@@ -52,7 +52,7 @@ class PipelineSettings(StrictModel):
     )
     serve: ServeConfig | None = Field(
         None,
-        description="Start vLLM locally for the target (generation) and for evaluation; None = use generate.base_urls.",
+        description="Start vLLM locally for the target: for generate when `generate.base_urls` is empty (the endpoints a recipe names are asked, not replaced), and for evaluation; None = generate asks `generate.base_urls`, evaluate starts vLLM with the defaults.",
     )
 
     def require_prompts(self, recipe: str | None = None) -> None:

@@ -12,7 +12,8 @@ Guarantees:
   toy's: ``tasks/toy.py``). With ``config.serve`` set, vLLM is started for the target only while a
   stage that asks a server runs (its stage's ``endpoint_field``: generate's ``base_urls``, with
   ``source: server``), its URL in that field of the stage's section, and is stopped after it, error
-  or not; when that stage has nothing left to do, vLLM is not started at all. Without ``serve``,
+  or not; when that stage has nothing left to do, or the recipe fills that field itself (its endpoints
+  are asked, never replaced), vLLM is not started for it at all. Without ``serve``,
   such a stage with no endpoint in that field fails in its subflow, with its own error naming it.
 - A stage's input checks run in its own subflow, once (its keys; with ``serve``, a stage that asks a
   server is also asked whether it would skip before vLLM starts, a second time): an input error fails
@@ -151,8 +152,8 @@ def with_served_model(config: PipelineConfig) -> PipelineConfig:
     vLLM (a rerun with nothing to do starts none). Another model at the same path or under the same
     served name is asked again; the same weights in a moved or re-spelt folder reuse their answers."""
     generate = config.generate
-    if config.serve is None or "generate" not in config.stages or generate.source != "server":
-        return config
+    if config.serve is None or "generate" not in config.stages or generate.source != "server" or generate.base_urls:
+        return config  # base_urls: the recipe's own endpoints answer (``names_its_endpoints``), named as served
     path = Path(config.target.require_path())
     if not path.is_dir():
         raise ConfigError(
@@ -308,11 +309,22 @@ def edge_token(name: str, state: Any) -> StageDone:
 
 def served_field(spec: StageSpec, config: PipelineConfig) -> str | None:
     """The field of the stage's section vLLM's URL goes into, None when nothing is to be served for it:
-    the recipe names its own endpoints (``serve`` unset), the stage is not selected, is blocked (its
-    run_stage says so), asks no server, or has nothing to do (``endpoint_field``)."""
+    ``serve`` unset, the stage not selected, blocked (its run_stage says so), asking no server, having
+    nothing to do (``endpoint_field``), or given its endpoints by the recipe (``names_its_endpoints``)."""
     if config.serve is None or spec.name not in config.stages or missing_inputs(spec, config):
         return None
+    if names_its_endpoints(spec, config):
+        return None
     return endpoint_field(spec, config)
+
+
+def names_its_endpoints(spec: StageSpec, config: PipelineConfig) -> bool:
+    """The recipe lists the stage's endpoints itself (generate's ``base_urls`` at a deployment of the
+    target): they are asked, and ``serve`` serves only the stages that name none (and evaluate's drafter),
+    rather than a local vLLM replacing the endpoints the recipe names. Asked before ``endpoint_field``,
+    whose skip check would ask those endpoints for their model."""
+    field = spec.build(config).endpoint_field
+    return field is not None and bool(getattr(spec.section(config), field))
 
 
 def field_to_serve(spec: StageSpec, config: PipelineConfig) -> str | None:

@@ -10,7 +10,9 @@ Everything else (the family's token ids, parsers, tokenizer mode, chat settings,
 extract's engine, train's shape, evaluate's offline loop) is the shipped file's. Then
 ``eagle3 pipeline --config OVERLAY`` (in process, on the session's Prefect API) must exit 0 having run
 
-- generate: vLLM started by the pipeline itself (``serve:``, one start), the rows of
+- generate: vLLM started by the pipeline itself (``serve:``, one start; for the families whose thinking-off run
+  is here, the test's own server of the model, started as eagle3 starts one, in ``generate.base_urls``: the
+  pipeline asks the endpoints a recipe names and serves only evaluate), the rows of
   ``tests/families/served.py`` (plain, system, a two-turn history with reasoning, a row with tools, a
   tool loop), all answered (a row with tools is a final reject where the target calls tools only with
   thinking off: ``answered``);
@@ -19,11 +21,12 @@ extract's engine, train's shape, evaluate's offline loop) is the shipped file's.
   engine would add a server start), train (DeepSpeed, a few steps) and evaluate (vLLM with the drafter,
   the second start, measuring thinking on and off on it; the offline loop on).
 
-Thinking off (the family's switch): generate -> reconstruct with the switch flipped, on one more server of
-the same model (``check_thinking_off``: the plain row and the row with tools, each sequence the server's
-ids), for the families with a switch and no real-vLLM module; Qwen3, DeepSeek-V4 and Kimi-K2.5 run theirs
-in tests/families/test_{qwen3,deepseek_v4,kimi}_on_real_vllm.py, on the server of their thinking run.
-(A second pipeline with the switch flipped would cost two more vLLM starts a family.)
+Thinking off (the family's switch): generate -> reconstruct with the switch flipped, on the server the
+pipeline's generate asked (``check_thinking_off``: the plain row and the row with tools, each sequence the
+server's ids), for the families with a switch and no real-vLLM module; Qwen3, DeepSeek-V4 and Kimi-K2.5 run
+theirs in tests/families/test_{qwen3,deepseek_v4,kimi}_on_real_vllm.py, on the server of their thinking run,
+and their pipelines serve generate themselves (``serve:``). (A server of its own for the thinking-off run
+cost one more vLLM start a family: some 30 CPU-seconds.)
 
 The target is a Llama body standing in for the family's architecture (Qwen3's, DeepSeek-V4's MoE/MLA),
 or another where a Llama one would not do (``RECIPE_BODIES``):
@@ -39,9 +42,10 @@ pass here and stay out of the default suite for its 20-minute budget (``EAGLE3_A
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -146,6 +150,7 @@ OVERLAID = {
     "target.path",
     "target.trust_remote_code",
     "serve",
+    "generate.base_urls",
     "generate.prompts",
     "generate.max_tokens",
     "generate.temperature",
@@ -174,8 +179,9 @@ K = 2
 HELDOUT = [{"prompt": p} for p in ("Name a colour.", "What is 5 + 6?", "Say hello.", "Count to three.")]
 
 
-def overlay(recipe: str, model: Path, root: Path) -> dict:
-    """The shipped recipe with ``OVERLAID``'s fields replaced, as a user's YAML would hold it."""
+def overlay(recipe: str, model: Path, root: Path, endpoint: str | None = None) -> dict:
+    """The shipped recipe with ``OVERLAID``'s fields replaced, as a user's YAML would hold it; ``endpoint``: a
+    server of the model that generate asks (``generate.base_urls``) instead of one the pipeline starts."""
     data = yaml.safe_load((CONFIGS / recipe).read_text(encoding="utf-8"))
     data["out"] = str(root / "run")
     data["target"]["path"] = str(model)
@@ -185,6 +191,8 @@ def overlay(recipe: str, model: Path, root: Path) -> dict:
     data["serve"] = {"max_model_len": 1024, "kv_cache_bytes": 64 << 20}
     generate = data.setdefault("generate", {})
     generate["prompts"] = {"input": str(write_rows(root / "train.jsonl", THINKING_ROWS))}
+    if endpoint is not None:
+        generate["base_urls"] = [endpoint]
     generate["max_tokens"] = MAX_TOKENS
     generate["temperature"] = 0.0  # see GREEDY
     train = data.setdefault("train", {})
@@ -263,20 +271,34 @@ def check_sequences_are_the_servers_ids(run: Path, rows: list[dict]) -> None:
     assert all(m["where"] == "completion" for m in mismatches), mismatches
 
 
-def check_thinking_off(recipe: str, config, root: Path) -> None:
-    """Generate -> reconstruct with the family's switch turned off (``target.chat_thinking(False)``), on one
-    server of the run's model started as eagle3 starts one (the overlay's ``serve:`` sizes): each row
-    answered, reasoning not required, and each sequence exactly the server's prompt + completion ids."""
-    from eagle3_core.serve import VLLMServer
-    from tests.families.served import CHAT_ROWS, check_run_trains_on_the_servers_ids, generate_and_rebuild
-    from tests.fixtures.vllm import machine_vllm_lock
+def thinking_off_here(recipe: str, config) -> bool:
+    """The family has a switch, and its thinking-off run is not in a real-vLLM module of its own."""
+    return config.target.thinking is not None and recipe not in OFF_ELSEWHERE
 
-    if config.target.thinking is None or recipe in OFF_ELSEWHERE:
+
+@contextlib.contextmanager
+def generate_server(recipe: str, config, root: Path) -> Iterator:
+    """The test's server of the run's model, started as eagle3 starts one (``VLLMServer.for_target``, the
+    overlay's ``serve:`` sizes), for a family whose thinking-off run is here: the pipeline's generate asks it
+    and so does ``check_thinking_off``, one start for both. None for the others: the pipeline serves them."""
+    from eagle3_core.serve import VLLMServer
+
+    if not thinking_off_here(recipe, config):
+        yield None
         return
-    target = config.target.model_copy(update={"chat": config.target.chat_thinking(False)})
     serve = config.serve.model_copy(update={"log_dir": str(root / "vllm"), "port": None})
-    with machine_vllm_lock(), VLLMServer.for_target(target, serve) as server:
-        off = generate_and_rebuild(server, config, target, CHAT_ROWS, root, MAX_TOKENS, require_reasoning=False)
+    with VLLMServer.for_target(config.target, serve) as server:
+        yield server
+
+
+def check_thinking_off(config, server, root: Path) -> None:
+    """Generate -> reconstruct with the family's switch turned off (``target.chat_thinking(False)``) on
+    ``server``: each row answered, reasoning not required, and each sequence exactly the server's prompt +
+    completion ids."""
+    from tests.families.served import CHAT_ROWS, check_run_trains_on_the_servers_ids, generate_and_rebuild
+
+    target = config.target.model_copy(update={"chat": config.target.chat_thinking(False)})
+    off = generate_and_rebuild(server, config, target, CHAT_ROWS, root, MAX_TOKENS, require_reasoning=False)
     check_run_trains_on_the_servers_ids(off, answered(CHAT_ROWS, target))
 
 
@@ -333,14 +355,17 @@ def test_the_shipped_recipe_runs_the_whole_dag_on_a_tiny_model_of_its_family(
     from tests.fixtures.vllm import each_server_takes_a_core
 
     model = targets(recipe)
-    data = overlay(recipe, model, tmp_path)
     path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
-    config = PipelineConfig.from_yaml(path)
-    run = Path(config.out)
-
-    with each_server_takes_a_core():  # one vLLM server a core: the pipeline's, then evaluate's
+    shipped = PipelineConfig.model_validate(overlay(recipe, model, tmp_path))
+    # one vLLM server a core: generate's (the pipeline's, or the test's), then evaluate's
+    with each_server_takes_a_core(), generate_server(recipe, shipped, tmp_path / "thinking-off") as server:
+        data = overlay(recipe, model, tmp_path, server and server.base_url)
+        path.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+        config = PipelineConfig.from_yaml(path)
+        run = Path(config.out)
         out = run_pipeline(path, capsys)
+        if server is not None:
+            check_thinking_off(config, server, tmp_path / "thinking-off")
 
     for stage in STAGE_NAMES:
         manifest = read_manifest(BY_NAME[stage].out(config))
@@ -372,11 +397,12 @@ def test_the_shipped_recipe_runs_the_whole_dag_on_a_tiny_model_of_its_family(
         off = thinking["modes"]["off"]
         assert off["per_request"]["requests"] == len(HELDOUT) and off["per_request"]["drafts"] == off["drafts"] > 0
     assert report["online"]["lossless"]["output_hash"]["with_drafter"]  # no baseline here: hashed, not compared
-    # one vLLM start for generate (the pipeline's, serve:), one for evaluate's drafter
-    assert len(list((run / "logs").glob("vllm-*.log"))) == len(list((config.layout.eval / "logs").glob("*.log"))) == 1
+    # one vLLM start for generate (the pipeline's, serve:; none where the recipe names generate's endpoint), one for
+    # evaluate's drafter
+    assert len(list((run / "logs").glob("vllm-*.log"))) == (0 if server else 1), out
+    assert len(list((config.layout.eval / "logs").glob("*.log"))) == 1
     # no local path in what the run publishes: the card, the export's config
     export = config.layout.drafter / "export"
     for name in ("README.md", "config.json"):
         text = (export / name).read_text(encoding="utf-8")
         assert str(model) not in text and str(tmp_path) not in text, name
-    check_thinking_off(recipe, config, tmp_path / "thinking-off")

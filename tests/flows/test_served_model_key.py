@@ -63,3 +63,15 @@ def test_a_target_path_that_is_no_folder_is_refused_before_any_stage(tmp_path):
 def test_without_serve_the_recipe_is_left_as_it_is(tmp_path):
     config = PipelineConfig(out=str(tmp_path / "run"), target={"path": str(tmp_path)})
     assert with_served_model(config) is config
+
+
+def test_endpoints_the_recipe_names_are_keyed_by_what_they_serve_not_by_the_local_bytes(tmp_path):
+    """``serve`` and ``generate.base_urls``: the named endpoints answer (not a vLLM of ``target.path``), so the
+    key holds no fingerprint of the local folder; the stage names the model from the endpoints."""
+    config = PipelineConfig(
+        out=str(tmp_path / "run"),
+        serve=ServeConfig(),
+        target={"path": str(model_dir(tmp_path / "target", b"weights" * 10))},
+        generate=GenerateConfig(base_urls=[DEAD]),
+    )
+    assert with_served_model(config) is config
