@@ -245,13 +245,13 @@ def not_to_run(spec: StageSpec, config: PipelineConfig, outcome: Outcome, outcom
     return False
 
 
-def endpoint_field(spec: StageSpec, config: PipelineConfig) -> str | None:
+def endpoint_field(spec: StageSpec, config: PipelineConfig, stage: Any = None) -> str | None:
     """The field of ``spec``'s section listing the endpoints its stage asks for this config, None when
     it asks none or has nothing left to do: complete for these inputs and config, its subflow still
     runs and skips at once (the stage's own skip, before any endpoint is asked), so the run graph has
     it whatever was reused. Asked only to start vLLM for it (``serve``): whether it would skip runs
-    its input checks, a second time after its subflow's."""
-    stage = spec.build(config)
+    its input checks, a second time after its subflow's. ``stage``: ``spec.build(config)``, when built."""
+    stage = stage or spec.build(config)
     if stage.endpoint_field is None or StageRun(stage).life.would_skip():
         return None
     return stage.endpoint_field
@@ -313,18 +313,18 @@ def served_field(spec: StageSpec, config: PipelineConfig) -> str | None:
     nothing to do (``endpoint_field``), or given its endpoints by the recipe (``names_its_endpoints``)."""
     if config.serve is None or spec.name not in config.stages or missing_inputs(spec, config):
         return None
-    if names_its_endpoints(spec, config):
+    stage = spec.build(config)
+    if names_its_endpoints(stage, spec.section(config)):
         return None
-    return endpoint_field(spec, config)
+    return endpoint_field(spec, config, stage)
 
 
-def names_its_endpoints(spec: StageSpec, config: PipelineConfig) -> bool:
+def names_its_endpoints(stage: Any, section: Any) -> bool:
     """The recipe lists the stage's endpoints itself (generate's ``base_urls`` at a deployment of the
     target): they are asked, and ``serve`` serves only the stages that name none (and evaluate's drafter),
     rather than a local vLLM replacing the endpoints the recipe names. Asked before ``endpoint_field``,
     whose skip check would ask those endpoints for their model."""
-    field = spec.build(config).endpoint_field
-    return field is not None and bool(getattr(spec.section(config), field))
+    return stage.endpoint_field is not None and bool(getattr(section, stage.endpoint_field))
 
 
 def field_to_serve(spec: StageSpec, config: PipelineConfig) -> str | None:
