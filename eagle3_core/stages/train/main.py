@@ -70,11 +70,13 @@ def write_error(out_dir: Path, exc: BaseException) -> None:
 def run(spec_file: Path) -> dict:
     from eagle3_core.stages.train.config import TrainConfig
     from eagle3_core.stages.train.inputs import TrainInputs
+    from eagle3_core.stages.train.startup import import_deepspeed, skip_unused_compilers
 
     spec = json.loads(spec_file.read_text(encoding="utf-8"))
     cfg, inputs = TrainConfig.model_validate(spec["cfg"]), TrainInputs(**spec["inputs"])
     setup_environment()
-    import deepspeed
+    skip_unused_compilers(cfg)
+    deepspeed = import_deepspeed()
     import torch
 
     backend = "nccl" if torch.cuda.is_available() else "gloo"
