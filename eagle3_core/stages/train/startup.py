@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import MutableMapping
 
 from eagle3_core.stages.train.config import TrainConfig
 
@@ -45,7 +46,8 @@ def compiles(cfg: TrainConfig) -> bool:
     return cfg.ttt_attention == "flex" or cfg.deepspeed_config is not None
 
 
-def skip_unused_compilers(cfg: TrainConfig) -> None:
-    """``TORCHDYNAMO_DISABLE=1`` for a run that compiles nothing, before DeepSpeed is imported."""
+def skip_unused_compilers(cfg: TrainConfig, environ: MutableMapping[str, str] = os.environ) -> None:
+    """``TORCHDYNAMO_DISABLE=1`` in the trainer's environment for a run that compiles nothing, before
+    DeepSpeed is imported."""
     if not compiles(cfg):
-        os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
+        environ.setdefault("TORCHDYNAMO_DISABLE", "1")

@@ -1,7 +1,6 @@
 """How the trainer is started, and how its output becomes progress and log lines."""
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -68,7 +67,7 @@ def test_no_launcher_anywhere_is_one_clear_error(monkeypatch, tmp_path):
         trainer_command(TrainConfig(num_gpus=2), Path("s.json"))
 
 
-def test_torch_compile_is_off_in_a_trainer_only_where_nothing_in_its_run_compiles(monkeypatch, tmp_path):
+def test_torch_compile_is_off_in_a_trainer_only_where_nothing_in_its_run_compiles(tmp_path):
     """The trainer's start skips TorchInductor (built on import by DeepSpeed's Muon) where nothing compiles;
     flex attention compiles, and a user's DeepSpeed file may name Muon or a compile section."""
     from eagle3_core.stages.train.startup import skip_unused_compilers
@@ -78,9 +77,9 @@ def test_torch_compile_is_off_in_a_trainer_only_where_nothing_in_its_run_compile
     cases = [(TrainConfig(), "1"), (TrainConfig(ttt_attention="flex"), None)]
     cases += [(TrainConfig(deepspeed_config=str(user_file)), None)]
     for cfg, expected in cases:
-        monkeypatch.delenv("TORCHDYNAMO_DISABLE", raising=False)
-        skip_unused_compilers(cfg)
-        assert os.environ.get("TORCHDYNAMO_DISABLE") == expected, cfg
-    monkeypatch.setenv("TORCHDYNAMO_DISABLE", "0")  # the user's own choice stands
-    skip_unused_compilers(TrainConfig())
-    assert os.environ["TORCHDYNAMO_DISABLE"] == "0"
+        environ: dict[str, str] = {}
+        skip_unused_compilers(cfg, environ)
+        assert environ.get("TORCHDYNAMO_DISABLE") == expected, cfg
+    environ = {"TORCHDYNAMO_DISABLE": "0"}  # the user's own choice stands
+    skip_unused_compilers(TrainConfig(), environ)
+    assert environ == {"TORCHDYNAMO_DISABLE": "0"}
