@@ -9,7 +9,8 @@ server returned. Each case of ``SUITE`` is one chat request with the recipe's se
 - ``system``: a system prompt;
 - ``two_turns``: a history with an earlier answer (how the template renders past turns);
 - ``tool_round_trip``: a tool definition, an earlier tool call (``arguments`` a JSON string, as
-  clients send it) and its result (skipped, and said so, when the server refuses tools).
+  clients send it) and its result (skipped, and said so, when the server refuses tools or the
+  family's template cannot render the call: ``target.renders_past_tool_calls``).
 
 Per case: whether the server's ids equal the reconstruction, whether the turn ended on one of the
 recipe's end-of-turn tokens, and whether it was cut by ``max_tokens``. A think-close the model
@@ -91,8 +92,8 @@ def preflight(
     gen = gen.model_copy(update={"return_token_ids": True})
     cases, layout, model = [], "none", gen.model
     for name, (messages, tools) in SUITE.items():
-        if tools is not None and not target.calls_tools:
-            cases.append(CaseResult(name, 0, NO_TOOLS_NOTE))
+        if skipped := _not_for(target, messages, tools):
+            cases.append(CaseResult(name, 0, skipped))
             continue
         answered = _ask(gen, url, max_tokens, messages, tools, optional=tools is not None)
         if answered is None:
@@ -106,6 +107,19 @@ def preflight(
 
 
 NO_TOOLS_NOTE = "skipped: the family writes no tool calls (target.calls_tools: false)"
+PAST_TOOL_CALLS_NOTE = (
+    "skipped: the family's template cannot render an earlier tool call as vLLM hands it "
+    "(target.renders_past_tool_calls: false)"
+)
+
+
+def _not_for(target: TargetConfig, messages: list[dict], tools: list[dict] | None) -> str | None:
+    """Why a case is not sent to this family's server (its note), None to send it."""
+    if tools is not None and not target.calls_tools:
+        return NO_TOOLS_NOTE
+    if not target.renders_past_tool_calls and any(m.get("tool_calls") for m in messages):
+        return PAST_TOOL_CALLS_NOTE
+    return None
 
 
 def _tools_refused(target: TargetConfig, url: str, name: str, strict: bool) -> CaseResult:
@@ -129,7 +143,7 @@ def _history(tokenizer: Any, target: TargetConfig, gen: RequestConfig, url: str,
 
     seen: dict[str, bool | None] = {}
     for name, (messages, tools, text) in HISTORY_CASES.items():
-        if tools is not None and not target.calls_tools:
+        if _not_for(target, messages, tools):
             seen[name] = None
             continue
         answered = _ask(gen, url, 1, messages, tools, optional=tools is not None)

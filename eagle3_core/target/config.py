@@ -20,6 +20,8 @@ from eagle3_core.errors import ConfigError
 # Why a row with tools is rejected before it is sent (generate's reject reasons; tool_rows_refusal)
 CALLS_NO_TOOLS = "calls_no_tools"
 TOOLS_NEED_THINKING_OFF = "tools_need_thinking_off"
+# Why a row with an earlier tool call is rejected before it is sent (past_tool_calls_refusal)
+PAST_TOOL_CALLS_UNRENDERED = "past_tool_calls_unrendered"
 
 
 class Token(StrictModel):
@@ -265,6 +267,10 @@ class TargetConfig(StrictModel):
         True,
         description="The model calls tools while it thinks. False for DeepSeek-V3.1, which calls tools in non-thinking mode only (and whose template drops `tools`): a run that thinks then rejects rows with tools before sending them (`tools_need_thinking_off`), rather than train on answers the model would not give.",
     )
+    renders_past_tool_calls: bool = Field(
+        True,
+        description="The template renders an earlier assistant turn's tool calls as vLLM hands them to it: `arguments` as a JSON object (vLLM parses the request's JSON text into one before rendering, as transformers' chat templates expect). False for DeepSeek-R1, whose template adds `arguments` to a string: vLLM answers every request with an earlier tool call HTTP 400, the template's TypeError. Rows with an earlier tool call are then rejected before they are sent (`past_tool_calls_unrendered`), and the pre-flight skips its tool-loop case; to send them, serve a template that writes `arguments | tojson` and set this true.",
+    )
     tokenizer_mode: str | None = Field(
         None,
         description="vLLM `--tokenizer-mode` for a family whose prompt vLLM encodes in Python, not with a Jinja template (DeepSeek-V3.2 `deepseek_v32`, DeepSeek-V4 `deepseek_v4`); null: vLLM's default (the model's template).",
@@ -353,6 +359,10 @@ class TargetConfig(StrictModel):
         if not self.tools_while_thinking and self.thinking_state() is not False:
             return TOOLS_NEED_THINKING_OFF
         return None
+
+    def past_tool_calls_refusal(self) -> str | None:
+        """Why rows with an earlier tool call cannot be sent (a reject reason), None when they can."""
+        return None if self.renders_past_tool_calls else PAST_TOOL_CALLS_UNRENDERED
 
     def require_path(self, flag: str = "--target") -> str:
         """``path``, or one ConfigError naming the command's ``flag`` that sets it."""

@@ -53,12 +53,8 @@ def command(input_, base_urls, out_dir, split, max_samples, family, recipe, no_p
 
     target = target_from_recipe(recipe, family)  # with a local target.path, the probe runs the pre-flight suite
     cfg = GenerateConfig(
-        **fields,
-        prompts=PromptSource(input=input_, split=split, max_samples=max_samples),
-        base_urls=list(base_urls),
-        chat=target.chat,
-        refuse_tool_rows=target.tool_rows_refusal(),
-    )
+        **fields, prompts=PromptSource(input=input_, split=split, max_samples=max_samples), base_urls=list(base_urls)
+    ).with_target(target)
     if no_progress:
         os.environ[PROGRESS_ENV] = "0"  # a terminal setting: the stage reads it, no flow parameter carries it
     manifest = run_stage("generate", cfg=cfg, out_dir=out_dir, target=target)

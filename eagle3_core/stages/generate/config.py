@@ -46,6 +46,10 @@ class GenerateConfig(RequestConfig):
         None,
         description="Set from the target by the pipeline (or `--recipe`): the reason rows with tools are rejected before they are sent, None when they are sent. `tools_need_thinking_off`: a model that calls tools only with thinking off (DeepSeek-V3.1, `target.tools_while_thinking: false`) in a run that thinks; `calls_no_tools`: a model without a tool-call format (the R1 distills, `target.calls_tools: false`).",
     )
+    refuse_past_tool_calls: SkipJsonSchema[str | None] = Field(
+        None,
+        description="Set from the target by the pipeline (or `--recipe`): the reason rows with an earlier tool call are rejected before they are sent, None when they are sent. `past_tool_calls_unrendered`: a template that cannot render them as the server hands them (DeepSeek-R1, `target.renders_past_tool_calls: false`).",
+    )
     model_fingerprint: SkipJsonSchema[str | None] = Field(
         None,
         description="Set by the pipeline and the nightly when they serve the target themselves (`serve:`): its bytes (`fingerprint.model_fingerprint`), which name the model that answers in the sampling key instead of its served name, so other weights under the same name (or path) are asked again and the same weights in a moved folder are not. Unset, the key holds the served name (`model`, else the one the endpoints list).",
@@ -77,13 +81,17 @@ class GenerateConfig(RequestConfig):
     def with_target(self, target: TargetConfig) -> "GenerateConfig":
         """This config with the target's copies: its chat settings (``target.chat`` is the one source; a
         ``chat`` equal to the default counts as unset, as a form fills every field from its default) and
-        its tool-rows rule. A ``chat`` set to other values is a ValueError naming both."""
+        its rules for rows with tools and earlier tool calls. A ``chat`` set to other values is a ValueError naming both."""
         if self.chat != target.chat and self.chat != ChatSettings():
             raise ValueError(
                 f"generate.chat {self.chat.model_dump()} differs from target.chat {target.chat.model_dump()}: set "
                 "template variables and detokenizer settings once, in target.chat (generate.chat is its copy)"
             )
-        copies = {"chat": target.chat, "refuse_tool_rows": target.tool_rows_refusal()}
+        copies = {
+            "chat": target.chat,
+            "refuse_tool_rows": target.tool_rows_refusal(),
+            "refuse_past_tool_calls": target.past_tool_calls_refusal(),
+        }
         return self if all(getattr(self, k) == v for k, v in copies.items()) else self.model_copy(update=copies)
 
     def sampling_key(self) -> dict:

@@ -40,17 +40,19 @@ from eagle3_core.stages.generate.shape import check_shape
 from eagle3_core.stages.generate.source import Source
 from eagle3_core.stages.generate.stats import RunStats
 from eagle3_core.stages.generate.turns import TurnBook
-from eagle3_core.target.config import CALLS_NO_TOOLS, TOOLS_NEED_THINKING_OFF
+from eagle3_core.target.config import CALLS_NO_TOOLS, PAST_TOOL_CALLS_UNRENDERED, TOOLS_NEED_THINKING_OFF
 
 STAGE = "generate"
 
 
-# why a row with tools is never sent, by the reason the target gives (TargetConfig.tool_rows_refusal)
-TOOLS_REFUSED_WHY = {
+# why a row is never sent, by the reason the target gives (TargetConfig.tool_rows_refusal, past_tool_calls_refusal)
+REFUSED_WHY = {
     TOOLS_NEED_THINKING_OFF: "the target calls tools only with thinking off (target.tools_while_thinking: false, "
     "DeepSeek-V3.1) and this run thinks: its answer would be off the model's distribution",
     CALLS_NO_TOOLS: "the target writes no tool calls (target.calls_tools: false: its tokenizer has no tool-call "
     "tokens, as the DeepSeek-R1 distills'): its answer would be off the model's distribution",
+    PAST_TOOL_CALLS_UNRENDERED: "an earlier assistant turn calls a tool, which the target's template cannot render as "
+    "vLLM hands it (target.renders_past_tool_calls: false, DeepSeek-R1): the server would answer HTTP 400",
 }
 
 
@@ -95,6 +97,7 @@ class ServedSource(Source):
             prompts=cfg.prompts.model_dump(mode="json"),  # its input's bytes are the fingerprint, not its path
             require_reasoning=cfg.require_reasoning,
             **tool_rows_key(cfg.refuse_tool_rows),
+            **({"refuse_past_tool_calls": cfg.refuse_past_tool_calls} if cfg.refuse_past_tool_calls else {}),
         )
         return config_hash, {"prompts": fingerprint(cfg.prompts)}
 
@@ -247,9 +250,8 @@ class ServedSource(Source):
         for index, row in rows:
             self.stats.input_rows += 1
             prompt = normalize_prompt(row)
-            if self.cfg.refuse_tool_rows and not isinstance(prompt, RowRejection) and prompt[1]:
-                reason = self.cfg.refuse_tool_rows
-                prompt = RowRejection(reason, TOOLS_REFUSED_WHY[reason])  # never sent: off distribution
+            if not isinstance(prompt, RowRejection) and (reason := self._refused(*prompt)):
+                prompt = RowRejection(reason, REFUSED_WHY[reason])  # never sent
             if isinstance(prompt, RowRejection):
                 self._reject_unkeyed(index, row, prompt)
                 continue
@@ -257,6 +259,15 @@ class ServedSource(Source):
             key = generations.sample_key(messages, self.sampling, tools)
             if self._is_new(key64(key)):
                 yield WorkItem(index, key, messages, row, tools, self.turn_book.conversation(key, messages))
+
+    def _refused(self, messages: list[dict], tools: list[dict] | None) -> str | None:
+        """Why the target's rules keep this prompt from the server (a reject reason), None to send it: rows with
+        tools off its distribution, or an earlier tool call its template cannot render."""
+        if tools and self.cfg.refuse_tool_rows:
+            return self.cfg.refuse_tool_rows
+        if self.cfg.refuse_past_tool_calls and any(m.get("tool_calls") for m in messages):
+            return self.cfg.refuse_past_tool_calls
+        return None
 
     def _on_retry(self, reason: str) -> None:
         self.stats.retries[reason] += 1

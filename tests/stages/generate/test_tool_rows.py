@@ -79,6 +79,50 @@ def test_a_family_without_tool_calls_rejects_tool_rows_unsent_and_its_server_get
     assert not [r for r in server.requests if r.get("tools")], "a refused row is never sent, nor probed for"
 
 
+def tool_loop(i: int) -> dict:
+    """A row whose history holds the assistant's tool call and its result, ``arguments`` as clients send it."""
+    call = {"id": f"c{i}", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "x"}'}}
+    return {
+        "messages": [
+            {"role": "user", "content": f"L{i}"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": "42"},
+        ],
+        "tools": [TOOL],
+    }
+
+
+def test_a_family_whose_template_cannot_render_a_past_tool_call_rejects_tool_loops_unsent_and_sends_the_rest(
+    tmp_path, make_fake_server
+):
+    """DeepSeek-R1's template adds ``arguments`` to a string and vLLM hands it an object: each tool loop would be
+    an HTTP 400. Its rows with tools and no earlier call are still sent."""
+    recipe = PipelineConfig.from_yaml(ROOT / "configs" / "deepseek-r1.yaml")
+    assert recipe.generate.refuse_past_tool_calls == "past_tool_calls_unrendered"
+    assert recipe.generate.refuse_tool_rows is None
+    server = make_fake_server(modes=("tool_calls",))
+    src = write_jsonl(tmp_path / "in.jsonl", mixed_rows() + [tool_loop(i) for i in range(2)])
+    cfg = config(src, [server.url], refuse_past_tool_calls="past_tool_calls_unrendered")
+    manifest = run_generate(cfg, tmp_path / "o")
+
+    assert manifest.counts["accepted"] == 5 and manifest.details["reject_reasons"] == {"past_tool_calls_unrendered": 2}
+    assert not [r for r in server.requests if any(m.get("tool_calls") for m in r["messages"])], "never sent"
+    assert len([r for r in server.requests if r.get("tools")]) == 1 + 2  # the probe's, then the two rows'
+    sent = len(server.requests)
+    again = run_generate(cfg, tmp_path / "o")
+    assert len(server.requests) == sent and again.counts == manifest.counts  # a rerun sends nothing, adds nothing
+    qwen3 = PipelineConfig.from_yaml(ROOT / "configs" / "qwen3.yaml")
+    assert qwen3.generate.refuse_past_tool_calls is None
+
+
+def test_the_past_tool_calls_rule_is_in_the_key_so_turning_it_off_sends_the_refused_rows(tmp_path):
+    from eagle3_core.stages.generate.served_source import ServedSource
+
+    sent = config(write_jsonl(tmp_path / "in.jsonl", [tool_loop(0)]), ["http://127.0.0.1:9/v1"], model="m")
+    refused = sent.model_copy(update={"refuse_past_tool_calls": "past_tool_calls_unrendered"})
+    assert ServedSource.keys(sent)[0] != ServedSource.keys(refused)[0]
+
+
 def test_the_refusal_reason_is_in_the_key_and_the_first_reasons_key_is_as_it_was():
     from eagle3_core.stages.generate.served_source import tool_rows_key
 

@@ -257,3 +257,20 @@ def test_a_family_that_calls_no_tools_is_probed_without_tools(
     out = run_probe(["probe", "--recipe", path], capsys)
     assert "tool_round_trip: skipped: the family writes no tool calls (target.calls_tools: false)" in out
     assert not [r for r in server.requests if r.get("tools")]
+
+
+def test_a_family_whose_template_cannot_render_a_past_tool_call_is_probed_without_a_tool_loop(
+    tmp_path, family_dirs, family_tokenizers, make_fake_server, capsys
+):
+    """``target.renders_past_tool_calls: false`` (DeepSeek-R1's template: vLLM answers a tool loop HTTP 400): the
+    probe sends no request with an earlier tool call and says why, where it would otherwise read that 400 as a
+    server started without a tool parser."""
+    server = make_fake_server(family=family_tokens("qwen3", family_tokenizers))
+    path = recipe(tmp_path, "qwen3", family_dirs, server.url)
+    data = yaml.safe_load(open(path, encoding="utf-8"))
+    data["target"] = {**data["target"], "renders_past_tool_calls": False}
+    with open(path, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(data, fh)
+    out = run_probe(["probe", "--recipe", path], capsys)
+    assert "tool_round_trip: skipped: the family's template cannot render an earlier tool call" in out
+    assert not [r for r in server.requests if any(m.get("tool_calls") for m in r["messages"])]
