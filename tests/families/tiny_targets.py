@@ -9,6 +9,7 @@ so a transformers-based stage (extract) computes the same model vLLM serves.
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from importlib.util import find_spec
@@ -28,6 +29,26 @@ def deepseek_v4_tokenizer(dest: Path) -> Path:
     for name in DEEPSEEK_V4_FILES:
         shutil.copyfile(source / name, dest / name)
     return dest
+
+
+# DeepSeek-V4.1's encoder (vLLM's tokenizers/deepseek_v41_encoding.py) leads a system turn with this token, which
+# V4's tokenizer lacks; every other token it writes is V4's
+V41_SYSTEM = "<｜System｜>"
+
+
+def deepseek_v41_stand_in(dest: Path) -> Path:
+    """A stand-in for DeepSeek-V4.1's tokenizer, which no package ships: V4's real files with ``<｜System｜>``
+    written over V4's last ``<｜place▁holder▁no▁N｜>`` slot (a special token, as DeepSeek fills placeholders). The
+    V4.1 recipe declares texts, not ids, so the slot chosen here is no claim about the real file."""
+    folder = deepseek_v4_tokenizer(dest)
+    path = folder / "tokenizer.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    slot = max(
+        (t for t in data["added_tokens"] if t["content"].startswith("<｜place▁holder▁no▁")), key=lambda t: t["id"]
+    )
+    slot["content"] = V41_SYSTEM
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return folder
 
 
 def offline_tokenizer(model: str) -> Callable[[Path], Path]:
