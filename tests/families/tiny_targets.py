@@ -9,6 +9,7 @@ so a transformers-based stage (extract) computes the same model vLLM serves.
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 from collections.abc import Callable
@@ -157,4 +158,86 @@ def tiny_llama(
     )
     torch.manual_seed(seed)
     getattr(transformers, model_name)(config).to(torch.bfloat16).save_pretrained(str(folder), safe_serialization=True)
+    return folder
+
+
+# tiktoken's o200k_base file, which openai-harmony (vLLM's gpt_oss renderer) loads from $TIKTOKEN_ENCODINGS_BASE
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+
+
+def o200k_base_tiktoken(folder: Path) -> Path:
+    """``folder/o200k_base.tiktoken`` from quicktok's o200k ranks (what openai-harmony loads offline)."""
+    import hashlib
+
+    from tests.families.real_vocabularies import package_dir, read_quicktok_vocab
+
+    ranks = read_quicktok_vocab(package_dir("quicktok") / "data" / "o200k.vocab")
+    text = b"".join(base64.b64encode(t) + b" %d\n" % r for t, r in sorted(ranks.items(), key=lambda kv: kv[1]))
+    assert hashlib.sha256(text).hexdigest() == O200K_SHA256, "not tiktoken's o200k_base: harmony would refuse it"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "o200k_base.tiktoken").write_bytes(text)
+    return folder
+
+
+def tiny_gpt_oss(folder: Path, seed: int = 0, layers: int = 2) -> Path:
+    """A ``layers``-layer GptOssForCausalLM with random weights for the o200k_harmony tokenizer in ``folder``."""
+    import torch
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    config = GptOssConfig(
+        vocab_size=201088,  # gpt-oss's config.json
+        hidden_size=128,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        max_position_embeddings=4096,
+        sliding_window=128,
+        layer_types=["sliding_attention", "full_attention"] * (layers // 2) + ["sliding_attention"] * (layers % 2),
+        tie_word_embeddings=False,
+        eos_token_id=200002,
+        pad_token_id=199999,
+        rope_scaling=None,
+    )
+    torch.manual_seed(seed)
+    GptOssForCausalLM(config).to(torch.bfloat16).save_pretrained(str(folder), safe_serialization=True)
+    return folder
+
+
+# What the harmony writer answers every prompt with: an analysis message, then <|return|>. A bigram model cannot
+# write the final message too: its header repeats `<|start|>assistant<|channel|>`, which would need the token
+# after <|channel|> to depend on more than the token before it.
+HARMONY_ANSWER = ("<|channel|>", "analysis", "<|message|>", " The", " answer", " is", " here", ".", "<|return|>")
+
+
+def tiny_harmony_writer(folder: Path, layers: int = 2) -> Path:
+    """A tiny gpt-oss that answers in harmony: ``tiny_gpt_oss`` with every layer's output projections zeroed
+    (attention's and the experts', so the residual stream is the token's embedding) and the output head set so
+    that each token of ``HARMONY_ANSWER`` (after the prompt's last ``assistant``) predicts the next one. Its
+    greedy answer is that analysis message, which vLLM's harmony parser returns as ``reasoning``, as it
+    would a real gpt-oss's; a random model writes no channel header, so a recipe that requires reasoning
+    rejects its every answer. The weights stay real safetensors: vLLM serves them and transformers extracts
+    from the same model."""
+    import torch
+    from transformers import AutoTokenizer, GptOssForCausalLM
+
+    tiny_gpt_oss(folder, layers=layers)
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    ids = [tokenizer.convert_tokens_to_ids(t) for t in ("assistant", *HARMONY_ANSWER[:3])]
+    ids += [tokenizer.encode(t, add_special_tokens=False)[0] for t in HARMONY_ANSWER[3:-1]]
+    ids.append(tokenizer.convert_tokens_to_ids(HARMONY_ANSWER[-1]))
+    model = GptOssForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for weight in (layer.self_attn.o_proj.weight, layer.self_attn.o_proj.bias):
+                weight.zero_()
+            for weight in (layer.mlp.experts.down_proj, layer.mlp.experts.down_proj_bias):
+                weight.zero_()
+        embedding = model.model.embed_tokens.weight
+        for token, following in zip(ids, ids[1:]):  # a unit row: its logit is the normed hidden's length, ~11
+            model.lm_head.weight[following] += embedding[token] / embedding[token].norm()
+    model.to(torch.bfloat16).save_pretrained(str(folder), safe_serialization=True)
     return folder

@@ -24,7 +24,6 @@ What was found serving gpt-oss on this CPU (no network):
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
@@ -37,11 +36,11 @@ from eagle3_core.stages.generate.config import GenerateConfig
 from eagle3_core.stages.generate.stage import run_generate
 from eagle3_core.stages.reconstruct.stage import run_reconstruct
 from eagle3_core.target.tokenizer import load_tokenizer
+from tests.families.tiny_targets import o200k_base_tiktoken, tiny_gpt_oss
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 RECIPE = Path(__file__).resolve().parents[3] / "configs" / "gpt-oss.yaml"
-O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 WEATHER = {
     "type": "function",
     "function": {
@@ -56,48 +55,6 @@ ROWS = [
     # answered only because eagle3 starts vLLM with the recipe's tool parser (openai)
     {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [WEATHER]},
 ]
-
-
-def o200k_base_tiktoken(folder: Path) -> Path:
-    """``folder/o200k_base.tiktoken`` from quicktok's o200k ranks (what openai-harmony loads offline)."""
-    import hashlib
-
-    from tests.families.real_vocabularies import package_dir, read_quicktok_vocab
-
-    ranks = read_quicktok_vocab(package_dir("quicktok") / "data" / "o200k.vocab")
-    text = b"".join(base64.b64encode(t) + b" %d\n" % r for t, r in sorted(ranks.items(), key=lambda kv: kv[1]))
-    assert hashlib.sha256(text).hexdigest() == O200K_SHA256, "not tiktoken's o200k_base: harmony would refuse it"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "o200k_base.tiktoken").write_bytes(text)
-    return folder
-
-
-def tiny_gpt_oss(folder: Path, seed: int = 0) -> Path:
-    """A 2-layer GptOssForCausalLM with random weights for the o200k_harmony tokenizer in ``folder``."""
-    import torch
-    from transformers import GptOssConfig, GptOssForCausalLM
-
-    config = GptOssConfig(
-        vocab_size=201088,  # gpt-oss's config.json
-        hidden_size=128,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=32,
-        num_local_experts=4,
-        num_experts_per_tok=2,
-        max_position_embeddings=4096,
-        sliding_window=128,
-        layer_types=["sliding_attention", "full_attention"],
-        tie_word_embeddings=False,
-        eos_token_id=200002,
-        pad_token_id=199999,
-        rope_scaling=None,
-    )
-    torch.manual_seed(seed)
-    GptOssForCausalLM(config).to(torch.bfloat16).save_pretrained(str(folder), safe_serialization=True)
-    return folder
 
 
 def generate(server, target, effort: str, out: Path):
