@@ -182,6 +182,12 @@ def _trim(messages: Messages) -> Messages | RowRejection:
     return messages
 
 
+def has_past_tool_calls(messages: Messages) -> bool:
+    """Whether an earlier assistant turn calls a tool (a tool loop): what a template that cannot render a call
+    as the server hands it (``target.renders_past_tool_calls: false``) fails on."""
+    return any(m.get("tool_calls") for m in messages)
+
+
 def row_json(row: Any) -> str:
     """The input row as JSON text for a rejected record (values JSON cannot hold become strings);
     a line that was not JSON is kept as it was."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from eagle3_core.chat.rows import has_past_tool_calls
 from eagle3_core.contracts import generations
 from eagle3_core.endpoint.config import RequestConfig
 from eagle3_core.errors import Eagle3Error, EndpointError
@@ -117,7 +118,7 @@ def _not_for(target: TargetConfig, messages: list[dict], tools: list[dict] | Non
     """Why a case is not sent to this family's server (its note), None to send it."""
     if tools is not None and not target.calls_tools:
         return NO_TOOLS_NOTE
-    if not target.renders_past_tool_calls and any(m.get("tool_calls") for m in messages):
+    if not target.renders_past_tool_calls and has_past_tool_calls(messages):
         return PAST_TOOL_CALLS_NOTE
     return None
 

@@ -141,8 +141,8 @@ OVER_BUDGET: dict[str, Callable[[Path], Path]] = {
     "deepseek-v3.2.yaml": offline_tokenizer("deepseek-v3.2"),  # vLLM renders it in Python (deepseek_v32)
     "deepseek-r1.yaml": offline_tokenizer("deepseek-r1"),  # its tool loop rejected unsent (renders_past_tool_calls)
     "llama3.yaml": llama31_stand_in,  # Llama-3 ranks, Llama-3.1's specials; its template is in no package
-    "deepseek-v4.1.yaml": deepseek_v41_stand_in,
-    "gpt-oss.yaml": gpt_oss_tokenizer,  # a tiny gpt_oss that answers in harmony (RECIPE_MODELS)  # V4's vocabulary and <｜System｜>: V4.1's file is in no package
+    "deepseek-v4.1.yaml": deepseek_v41_stand_in,  # V4's vocabulary and <｜System｜>: V4.1's file is in no package
+    "gpt-oss.yaml": gpt_oss_tokenizer,  # a tiny gpt_oss that answers in harmony (RECIPE_MODELS)
 }
 # recipe file -> the tiny model's body where a Llama one would not stand in (tiny_targets.tiny_llama's ``body``):
 # the real model's own architecture, whose model_type keeps its byte-level tokenizer's spaces in vLLM (under
@@ -286,12 +286,14 @@ def answered(rows: list[dict], target) -> list[dict]:
     """The rows the recipe's target answers: a run that thinks sends no row with tools to a model that calls
     tools only with thinking off (``target.tools_while_thinking: false``, DeepSeek-V3.1), and no tool loop to a
     template that cannot render its call (``target.renders_past_tool_calls: false``, DeepSeek-R1): final rejects."""
+    from eagle3_core.chat.rows import has_past_tool_calls
+
     loops = target.past_tool_calls_refusal()
     return [
         r
         for r in rows
         if not (r.get("tools") and target.tool_rows_refusal())
-        and not (loops and any(m.get("tool_calls") for m in r.get("messages", [])))
+        and not (loops and has_past_tool_calls(r.get("messages", [])))
     ]
 
 
@@ -345,6 +347,14 @@ def check_thinking_off(config, server, root: Path) -> None:
     check_run_trains_on_the_servers_ids(off, answered(CHAT_ROWS, target))
 
 
+def tiny_body(recipe: str) -> Callable[[Path, int], Path]:
+    """The builder of a recipe's tiny model on ``tiny_llama``: its body, width and remote code."""
+    body, width, remote = RECIPE_BODIES.get(recipe, "llama"), RECIPE_WIDTHS.get(recipe, 128), recipe in REMOTE_CODE
+    return lambda folder, layers: tiny_llama(
+        folder, layers=layers, trust_remote_code=remote, body=body, hidden_size=width
+    )
+
+
 @pytest.fixture(scope="module")
 def targets(tmp_path_factory) -> Callable[[str], Path]:
     """recipe file -> its tiny target, built once per module."""
@@ -353,12 +363,8 @@ def targets(tmp_path_factory) -> Callable[[str], Path]:
     def get(recipe: str) -> Path:
         if recipe not in built:
             folder = RECIPES[recipe](tmp_path_factory.mktemp(recipe.removesuffix(".yaml")) / "model")
-            if recipe in RECIPE_MODELS:
-                built[recipe] = RECIPE_MODELS[recipe](folder, LAYERS)
-                return built[recipe]
-            body, remote = RECIPE_BODIES.get(recipe, "llama"), recipe in REMOTE_CODE
-            width = RECIPE_WIDTHS.get(recipe, 128)
-            built[recipe] = tiny_llama(folder, layers=LAYERS, trust_remote_code=remote, body=body, hidden_size=width)
+            build = RECIPE_MODELS.get(recipe, tiny_body(recipe))
+            built[recipe] = build(folder, LAYERS)
         return built[recipe]
 
     return get

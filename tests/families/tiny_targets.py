@@ -127,7 +127,7 @@ def tiny_llama(
     body: str = "llama",
     hidden_size: int = 128,
 ) -> Path:
-    """Write a ``layers``-layer LlamaForCausalLM (hidden 128, 4 heads of 32) with random weights for the
+    """Write a ``layers``-layer LlamaForCausalLM (hidden 128 unless ``hidden_size``, 4 heads) with random weights for the
     tokenizer already in ``folder``: about 66 MB in bf16 for a 129K vocabulary. ``trust_remote_code``:
     the folder's tokenizer is its own code (Kimi-K2.5's stand-in, ``tests/families/kimi_stand_in.py``);
     ``layers``: 7 or more where a recipe leaves EAGLE-3's default aux layers (2, N//2, N-3); ``body``:

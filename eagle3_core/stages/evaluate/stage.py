@@ -193,7 +193,7 @@ def _evaluate(
             stepped, markers = _per_request(cfg, target, measured, report, reporter)
             measured_modes = report["online"].pop("modes")
             report["thinking"] = _thinking(cfg, target, modes, measured_modes, generations_dir, markers)
-        elif report["vllm_refusal"] and (why := local_render_refusal(target)):
+        elif report["vllm_refusal"] and not passes.too_large and (why := local_render_refusal(target)):
             passes.served = _timed(timings, "render", partial(_rendered_by_vllm, run, why))
     if cfg.offline or report["vllm_refusal"]:
         done = _timed(timings, "offline", partial(run_pass, "offline", passes.loop, report, reporter))
@@ -371,9 +371,10 @@ def _online_or_refusal(run: OnlineRun) -> tuple[dict | None, Measurement | None,
 
 
 def _rendered_by_vllm(run: OnlineRun, why: str) -> list[list[int] | None]:
-    """vLLM's own prompt ids for the held-out prompts, from the target served without the drafter (one token an
-    answer), where vLLM refused the drafter and the local template cannot render them (``why``): the offline
-    loop then measures the drafter on the prompts as vLLM renders them."""
+    """vLLM's own prompt ids for the offline loop's prompts (the first ``offline_max_prompts``), from the target
+    served without the drafter (one token an answer), where vLLM refused the drafter and the local template
+    cannot render them (``why``): the loop then measures the drafter on the prompts as vLLM renders them. Only
+    where the loop will load the target here: a target too large for it is not served for nothing."""
     from eagle3_core.stages.evaluate.online import client_config
     from eagle3_core.stages.evaluate.serving import measure_or_explain, serve_target
 
@@ -383,7 +384,8 @@ def _rendered_by_vllm(run: OnlineRun, why: str) -> list[list[int] | None]:
             f"evaluate: {why}: vLLM without the drafter up in {server.startup_seconds} s, to render the prompts"
         )
         gen = client_config(cfg.temperature, 1, cfg.concurrency, cfg.request_timeout, run.target.chat)
-        return measure_or_explain(server, run.prompts, gen, warmup=False, reporter=run.reporter).prompt_ids
+        prompts = run.prompts[: cfg.offline_max_prompts]
+        return measure_or_explain(server, prompts, gen, warmup=False, reporter=run.reporter).prompt_ids
 
 
 def _online(run: OnlineRun) -> tuple[dict, Measurement]:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from itertools import islice
 
-from eagle3_core.chat.rows import RowRejection, normalize_prompt
+from eagle3_core.chat.rows import RowRejection, has_past_tool_calls, normalize_prompt
 from eagle3_core.contracts import generations
 from eagle3_core.contracts.details import GenerateDetails
 from eagle3_core.endpoint.client import Requester, run_coroutine
@@ -265,7 +265,7 @@ class ServedSource(Source):
         tools off its distribution, or an earlier tool call its template cannot render."""
         if tools and self.cfg.refuse_tool_rows:
             return self.cfg.refuse_tool_rows
-        if self.cfg.refuse_past_tool_calls and any(m.get("tool_calls") for m in messages):
+        if self.cfg.refuse_past_tool_calls and has_past_tool_calls(messages):
             return self.cfg.refuse_past_tool_calls
         return None
 
