@@ -4,6 +4,7 @@ the trainer imports it before torch."""
 
 from __future__ import annotations
 
+import os
 import socket
 
 LOOPBACK = "127.0.0.1"
@@ -14,3 +15,22 @@ def free_port(host: str = LOOPBACK) -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def listener_group(port: int) -> int | None:
+    """The process group of the process listening on TCP ``port`` here; None where none listens yet or
+    the OS does not say (macOS hides other processes' sockets from a user). psutil reads /proc: about
+    50 ms, asked once per server start."""
+    import psutil
+
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except psutil.AccessDenied:
+        return None
+    for conn in connections:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+            try:
+                return os.getpgid(conn.pid)
+            except ProcessLookupError:
+                return None
+    return None

@@ -62,14 +62,22 @@ def stop_session(process) -> None:
 
 
 def wait_healthy(health_url: str, process, timeout: float, what: str, log: Path) -> None:
-    """Until ``health_url`` answers 200; a child that exits or a timeout fails with its log's tail."""
+    """Until ``health_url`` answers 200 from ``process``'s own session (``start_session``): a free port can
+    be taken meanwhile by another worker's server, whose answer is not this one's. A child that exits, a
+    timeout or a taken port fails with the log's tail."""
     import time
+    from urllib.parse import urlsplit
+
+    from eagle3_core.ports import listener_group
 
     deadline = time.monotonic() + timeout
     while not _answers(health_url):
         if time.monotonic() > deadline or process.poll() is not None:
             raise AssertionError(f"{what} did not start; its log:\n{log.read_text()[-3000:]}")
         time.sleep(0.5)
+    group = listener_group(urlsplit(health_url).port)
+    if group not in (None, process.pid):
+        raise AssertionError(f"another process (group {group}) took {what}'s port; its log:\n{log.read_text()[-3000:]}")
 
 
 def _answers(url: str) -> bool:

