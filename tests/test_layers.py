@@ -42,8 +42,10 @@ LAYERS: list[tuple[str, ...]] = [
     ),  # recipe_file: every YAML recipe read
     ("run.fsio",),
     ("run.manifest", "run.lock", "target.fingerprint", "tracking"),  # tracking: the trackers, below train and evaluate
-    ("contracts",),  # metadata of the on-disk contracts, below every reader of them (the card reads report.json)
-    ("drafter", "run.driver", "serve", "run.keys"),  # the stage driver; run.keys: every stage's skip key
+    # metadata of the on-disk contracts, below every reader of them (the card reads report.json); run.keys: every
+    # stage's skip key, below the driver that builds it
+    ("contracts", "run.keys"),
+    ("drafter", "run.driver", "serve"),  # the stage driver
     # tensors (the shard writer, the target model); what several stages share, below all of them: the one
     # tokenizer loader and its facts, the disk figures, the prompt inputs
     ("states.target_size", "states.writer", "toy", "target.tokenizer", "target.storage", "prompts"),

@@ -200,7 +200,9 @@ class Stage:
       removed when the keys changed; ``None``: ``shards``; ``()``: nothing, for a stage whose rows
       carry their own keys, as generate's do) and ``versions`` (packages recorded in the manifest);
     - ``keys()``: (config hash, input fingerprints). It checks the inputs first: an error raised
-      here touches nothing, not even the folder's lock;
+      here touches nothing, not even the folder's lock. The config hash is ``key(**parts)``, the one
+      key every stage has (``run.keys.stage_key``: its name, ``key_version``, its config parts without
+      their speed-only and location fields);
     - ``plan() -> units``: after the lock and the clearing, before ``running`` is written when the
       folder is fresh (a refusal there leaves no manifest); the units left to do;
     - ``run(unit) -> Rejects | None``: one unit of work, its outputs written with
@@ -220,6 +222,7 @@ class Stage:
     """
 
     name: str = ""
+    key_version: int = 1  # bumped when the stage changes on purpose what its outputs are (run.keys)
     shards: tuple[str, ...] = ()
     outputs: tuple[str, ...] | None = None
     versions: tuple[str, ...] = ()
@@ -236,6 +239,12 @@ class Stage:
 
     def keys(self) -> tuple[str, dict[str, str]]:
         raise NotImplementedError
+
+    def key(self, **parts: Any) -> str:
+        """This stage's config hash over ``parts`` (``run.keys.stage_key``)."""
+        from eagle3_core.run.keys import stage_key
+
+        return stage_key(self.name, self.key_version, **parts)
 
     def plan(self) -> list[Any]:
         return [None]

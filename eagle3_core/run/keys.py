@@ -1,10 +1,14 @@
-"""One way to key a stage's work: inputs by their bytes, config by its hash, never a path.
+"""One key for every stage's work: its name, its key version, its config parts, and its inputs by their bytes.
 
-A stage is skipped when its manifest holds the same config hash and input fingerprints. A path in
-either made a moved model folder, a moved prompts file or another vLLM environment redo extract
-and evaluate (hours for a large target) for the same bytes; so every stage builds its config hash
-with ``config_hash`` (the fields that only say where something lives are left out) and knows a
-file input by ``files_key`` (its bytes), a model folder by ``fingerprint.model_fingerprint``.
+A stage is skipped when its manifest holds the same config hash and input fingerprints. Every stage
+builds its config hash with ``stage_key`` (through ``Stage.key``), from its config parts: a config
+part leaves out its ``speed_only`` fields (they change how fast the work runs, never its outputs, so
+a rerun with another batch size or worker count resumes), and every part leaves out the fields that
+only say where something lives (``LOCATIONS``: a path in a key made a moved model folder, a moved
+prompts file or another vLLM environment redo extract and evaluate, hours for a large target, for
+the same bytes). A file input is known by ``files_key`` (its bytes), a model folder by
+``fingerprint.model_fingerprint``. A stage's ``key_version`` is bumped when it changes on purpose what
+its outputs are: every folder it wrote is then redone once, and no branch keeps an older key alive.
 
 ``files_key`` hashes each file in full (a prompts file edited in its middle must not look
 complete), once: the digest is kept in ``$EAGLE3_CACHE/fingerprints/files/`` under the file's
@@ -18,7 +22,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from eagle3_core.base import stable_hash
+from pydantic import BaseModel
+
+from eagle3_core.base import StrictModel, stable_hash
 
 # Config fields that say where something is, not what it is: its bytes are keyed as an input.
 LOCATIONS = frozenset(
@@ -27,16 +33,27 @@ LOCATIONS = frozenset(
 CHUNK = 1 << 20
 
 
-def config_hash(**parts: Any) -> str:
-    """The stage's config hash: ``parts`` (JSON-ready dumps) without the location fields, at any depth."""
-    return stable_hash({name: without_locations(value) for name, value in parts.items()})
+def stage_key(stage: str, version: int, **parts: Any) -> str:
+    """The config hash of ``stage``'s work at key ``version``: ``parts`` are configs (``key_part``) or JSON-ready
+    values, with the location fields left out at any depth."""
+    dumped = {name: without_locations(key_part(value)) for name, value in parts.items()}
+    return stable_hash({"stage": stage, "key_version": version, "parts": dumped})
+
+
+def key_part(value: Any) -> Any:
+    """A config as its key sees it: dumped without the fields it leaves out (``StrictModel.unkeyed``: its
+    ``speed_only`` ones); any other value as it is."""
+    if isinstance(value, StrictModel):
+        return value.model_dump(mode="json", exclude=value.unkeyed())
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return value
 
 
 def without_locations(value: Any) -> Any:
-    """``value`` with every mapping's location fields (``LOCATIONS``) that are set left out (an unset
-    one names no place, and keeps the keys of configs without it as they were)."""
+    """``value`` with every mapping's location fields (``LOCATIONS``) left out."""
     if isinstance(value, dict):
-        return {k: without_locations(v) for k, v in value.items() if k not in LOCATIONS or v is None}
+        return {k: without_locations(v) for k, v in value.items() if k not in LOCATIONS}
     if isinstance(value, list):
         return [without_locations(v) for v in value]
     return value

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -11,6 +11,8 @@ from eagle3_core.base import StrictModel
 
 class ServeConfig(StrictModel):
     """Start vLLM on loopback for a local model."""
+
+    speed_only: ClassVar[frozenset[str]] = frozenset({"host", "port", "startup_timeout"})  # where it listens, not what
 
     python: str | None = Field(
         None,

@@ -158,8 +158,9 @@ class ChatSettings(StrictModel):
         return kwargs
 
     def key(self) -> dict[str, Any]:
-        """These settings in the keys (sampling key, reconstruct's config hash): an unset
-        `reasoning_effort` is left out, so the keys of every recipe without one stay as they were."""
+        """These settings in generate's sampling key, which names each row (the generations/ contract, kept
+        stable so no answer is requested twice): an unset `reasoning_effort` is left out, as it was before the
+        field existed. The stage keys take the settings whole (``run.keys.stage_key``)."""
         key = self.model_dump(mode="json")
         if key["reasoning_effort"] is None:
             del key["reasoning_effort"]

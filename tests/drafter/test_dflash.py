@@ -157,10 +157,10 @@ def test_a_mask_token_outside_the_vocab_or_a_layer_id_vllm_cannot_name_is_refuse
     check(cfg, inputs)  # the toy's: fine
 
 
-def test_an_eagle3_config_hash_is_what_it_was_before_kinds_existed():
-    plain = TrainConfig()
-    assert plain.output_hash() == "feb3108938ecb0de"  # the hash of the commit before train.kind (403da7c)
-    assert TrainConfig(kind="dflash", dflash={"mask_token_id": 1}).output_hash() != plain.output_hash()
+def test_the_kind_decides_the_trained_weights():
+    from tests.stages.train.keys import train_key
+
+    assert train_key(TrainConfig(kind="dflash", dflash={"mask_token_id": 1})) != train_key(TrainConfig())
 
 
 @pytest.mark.parametrize("kind", ["dflash", "dspark"])

@@ -75,5 +75,6 @@ def test_a_variant_no_loader_knows_is_a_config_error_naming_the_field(tmp_path, 
 
 def test_the_variant_is_part_of_what_decides_the_trained_weights():
     from eagle3_core.stages.train.config import TrainConfig
+    from tests.stages.train.keys import train_key
 
-    assert TrainConfig().output_hash() != TrainConfig(variant=DrafterVariant(preset="eagle3.1")).output_hash()
+    assert train_key(TrainConfig()) != train_key(TrainConfig(variant=DrafterVariant(preset="eagle3.1")))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -14,6 +14,9 @@ DEFAULT_SWEEP = (1, 2, 3, 4, 5)  # k_sweep when unset, capped at a block drafter
 
 class EvaluateConfig(StrictModel):
     """Measure the drafter's acceptance length in real vLLM and offline."""
+
+    # how long a request may take, and the offline loop's threads: neither changes a figure in the report
+    speed_only: ClassVar[frozenset[str]] = frozenset({"request_timeout", "threads"})
 
     prompts: PromptSource | None = Field(
         None, description="Held-out prompts; never the training prompts (checked by sample key)."

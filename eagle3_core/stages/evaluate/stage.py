@@ -41,7 +41,6 @@ from eagle3_core.drafter.card import CARD_FILE
 from eagle3_core.errors import ConfigError
 from eagle3_core.prompts.source import PromptSource
 from eagle3_core.run.driver import Stage, drive
-from eagle3_core.run.keys import config_hash as stage_config_hash
 from eagle3_core.run.manifest import StageManifest, input_fingerprint
 from eagle3_core.run.progress import Reporter
 from eagle3_core.serve.config import ServeConfig
@@ -87,11 +86,11 @@ class EvaluateStage(Stage):
         # every k (the CLI's -k, a recipe's evaluate section) within the drafter's trained block
         self.cfg = check_draft_length(self.cfg, self.export_dir)
         serve = self.serve or ServeConfig()
-        config_hash = stage_config_hash(  # the target, drafter and prompts by their bytes (inputs), never a path
-            evaluate=self.cfg.model_dump(mode="json"),
-            target=self.target.model_dump(mode="json"),
+        config_hash = self.key(  # the target, drafter and prompts by their bytes (inputs), never a path
+            evaluate=self.cfg,
+            target=self.target,
             # the dtype vLLM runs in, not the field: unset, it resolves per machine
-            serve={**serve.model_dump(mode="json", exclude={"port"}), "dtype": resolve_dtype(serve)},
+            serve=serve.model_copy(update={"dtype": resolve_dtype(serve)}),
         )
         return config_hash, evaluation_inputs(self.cfg.prompts, self.target.path, self.export_dir, self.generations_dir)
 

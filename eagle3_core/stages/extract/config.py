@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -12,6 +12,19 @@ from eagle3_core.states.engines.vllm_engine import VllmOptions
 
 class ExtractConfig(StrictModel):
     """Capture the target's auxiliary and final hidden states for every training token."""
+
+    # where and how fast it runs, never the states (the key leaves them out, run.keys): a run may resume on
+    # another machine with another budget
+    speed_only: ClassVar[frozenset[str]] = frozenset(
+        {
+            "device",
+            "max_tokens_per_batch",
+            "disk_headroom",
+            "vllm_kv_cache_bytes",
+            "vllm_tensor_parallel_size",
+            "vllm_max_model_len",
+        }
+    )
 
     engine: Literal["transformers", "vllm"] = Field(
         "transformers", description="transformers for targets that fit; vllm for targets only a serving engine holds."
@@ -27,9 +40,6 @@ class ExtractConfig(StrictModel):
         65536,
         ge=1,
         description="Tokens per safetensors shard (a shard holds whole samples; 65536 tokens = 2 GiB at H = 4096). It is the unit of resume.",
-    )
-    mode: Literal["offline", "online"] = Field(
-        "offline", description="offline stores hidden/; online leaves it to training."
     )
     disk_headroom: float = Field(
         1.05, ge=1.0, description="Refuse to start unless free space >= headroom x the bytes still to write."
@@ -58,17 +68,6 @@ class ExtractConfig(StrictModel):
         if problem:
             raise ValueError(f"extract.layers: {problem}")
         return self
-
-    def output_hash(self, layers: list[int]) -> str:
-        """What decides the bytes in hidden/ beside the target's bytes (an input, never its path):
-        engine, layers, sharding.
-
-        The device, batch budget and vLLM sizing only change speed, so a run may resume on
-        another machine with another budget.
-        """
-        from eagle3_core.run.keys import config_hash
-
-        return config_hash(engine=self.engine, layers=layers, shard_tokens=self.shard_tokens, mode=self.mode)
 
     def vllm_options(self) -> VllmOptions:
         """The vLLM engine's start options from the ``vllm_*`` fields."""

@@ -27,8 +27,8 @@ from eagle3_core.contracts import sequences
 from eagle3_core.contracts.details import ExtractDetails
 from eagle3_core.contracts.hidden import state_bytes_per_token
 from eagle3_core.contracts.target import read_target_facts
-from eagle3_core.errors import ConfigError
 from eagle3_core.run.driver import Stage, drive
+from eagle3_core.run.keys import stage_key
 from eagle3_core.run.manifest import StageManifest, input_fingerprint
 from eagle3_core.run.progress import NullReporter, Reporter
 from eagle3_core.stages.extract.config import ExtractConfig
@@ -41,6 +41,7 @@ from eagle3_core.target.storage import check_fits, online_command, storage_line
 ENGINE_DIR = ".vllm"  # in hidden/: the vLLM engine's log and its transient state files, not $TMPDIR
 
 STAGE = "extract"
+KEY_VERSION = 1  # run.keys: bumped when what decides hidden/'s bytes changes on purpose
 
 
 class ExtractPlan(StrictModel):
@@ -61,16 +62,12 @@ def plan_extract(
     cfg: ExtractConfig, target: TargetConfig, sequences_dir: str | Path, out_dir: str | Path
 ) -> ExtractPlan:
     """Sizes, layers and shards, from the target's config.json and the sequences (nothing written)."""
-    if cfg.mode == "online":
-        raise ConfigError(
-            "extract.mode is online: hidden states are computed inside training, not stored",
-            fix="skip the extract stage, or set extract.mode: offline",
-        )
     sequences.parts(sequences_dir)  # the input folder first: a wrong --input is not a layer error
     path = target.require_path()
     facts = read_target_facts(path)
     layers = resolve_layers(cfg.layers, target, facts.num_hidden_layers)
-    config_hash = cfg.output_hash(layers)  # the target is keyed by its bytes (keys), not its path
+    # the layers as resolved (unset, the target's): the target itself is keyed by its bytes (keys), not its path
+    config_hash = stage_key(STAGE, KEY_VERSION, extract=cfg.model_copy(update={"layers": layers}))
     return ExtractPlan(
         sequences_dir=str(sequences_dir),
         out_dir=str(out_dir),
@@ -88,7 +85,7 @@ def plan_extract(
 class ExtractStage(Stage):
     """The target's low/mid/high and final hidden states for every token, resumable per shard."""
 
-    name, shards = STAGE, ("shard-*.safetensors", "index.parquet")
+    name, shards, key_version = STAGE, ("shard-*.safetensors", "index.parquet"), KEY_VERSION
     versions = ("torch", "transformers", "safetensors")
 
     cfg: ExtractConfig

@@ -35,7 +35,6 @@ from eagle3_core.contracts.generations import REJECTED
 from eagle3_core.endpoint.slots import SharedLimits
 from eagle3_core.errors import InputError
 from eagle3_core.prompts.inputs import fingerprint, iter_rows
-from eagle3_core.run.keys import config_hash as stage_config_hash
 from eagle3_core.run.manifest import StageManifest
 from eagle3_core.stages.generate.config import GenerateConfig
 from eagle3_core.stages.generate.dataset_answer import LOOKED_FOR, DatasetAnswer, dataset_answer, has_answer
@@ -52,13 +51,11 @@ class DatasetSource(Source):
     """One pass over the input: each row accepted, rejected, skipped or found on disk."""
 
     @staticmethod
-    def keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
+    def key_parts(cfg: GenerateConfig) -> tuple[dict[str, Any], dict[str, str]]:
         """What changes its rows: the prompts and whether reasoning is required; the source keeps it
         apart from any served run. Sampling settings are left out on purpose: nothing is sampled."""
-        config_hash = stage_config_hash(
-            source=SOURCE, prompts=cfg.prompts.model_dump(mode="json"), require_reasoning=cfg.require_reasoning
-        )
-        return config_hash, {"prompts": fingerprint(cfg.prompts)}
+        parts = {"source": SOURCE, "prompts": cfg.prompts, "require_reasoning": cfg.require_reasoning}
+        return parts, {"prompts": fingerprint(cfg.prompts)}
 
     def open(self) -> None:
         """The answers' check, before anything is written; then the keys of every durable row."""

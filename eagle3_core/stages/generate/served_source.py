@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from itertools import islice
+from typing import Any
 
 from eagle3_core.chat.rows import RowRejection, has_past_tool_calls, normalize_prompt
 from eagle3_core.contracts import generations
@@ -30,7 +31,6 @@ from eagle3_core.endpoint.health import Breaker, states
 from eagle3_core.endpoint.slots import SharedLimits, SlotKeeper
 from eagle3_core.errors import ConfigError, EndpointError, InputError, StageError
 from eagle3_core.prompts.inputs import count_rows, fingerprint, iter_rows
-from eagle3_core.run.keys import config_hash as config_hash_of
 from eagle3_core.run.manifest import StageManifest
 from eagle3_core.stages.generate.config import GenerateConfig
 from eagle3_core.stages.generate.keys import key64
@@ -72,14 +72,6 @@ def first_tools(cfg: GenerateConfig) -> list[dict] | None:
     return None
 
 
-def tool_rows_key(reason: str | None) -> dict:
-    """The key's part for refused tool rows: none when they are sent (the keys stay as they were before the
-    rule), ``True`` for the first reason (``tools_need_thinking_off``, keyed so before there was another)."""
-    if reason is None:
-        return {}
-    return {"refuse_tool_rows": True if reason == TOOLS_NEED_THINKING_OFF else reason}
-
-
 class ServedSource(Source):
     """One pass over the input through the endpoints."""
 
@@ -87,19 +79,19 @@ class ServedSource(Source):
     endpoint_field = "base_urls"
 
     @staticmethod
-    def keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
+    def key_parts(cfg: GenerateConfig) -> tuple[dict[str, Any], dict[str, str]]:
         """Endpoint URLs are left out on purpose: the same prompts and sampling served on another port
         (a second demo, a moved server) are the same samples. The model that answers is in (its bytes
         when eagle3 serves it, else its served name: ``settled``), so another model is asked again."""
         cfg = ServedSource.settled(cfg)
-        config_hash = config_hash_of(
-            sampling=cfg.sampling_key(),
-            prompts=cfg.prompts.model_dump(mode="json"),  # its input's bytes are the fingerprint, not its path
-            require_reasoning=cfg.require_reasoning,
-            **tool_rows_key(cfg.refuse_tool_rows),
-            **({"refuse_past_tool_calls": cfg.refuse_past_tool_calls} if cfg.refuse_past_tool_calls else {}),
-        )
-        return config_hash, {"prompts": fingerprint(cfg.prompts)}
+        parts = {
+            "sampling": cfg.sampling_key(),
+            "prompts": cfg.prompts,  # its input's bytes are the fingerprint, not its path
+            "require_reasoning": cfg.require_reasoning,
+            "refuse_tool_rows": cfg.refuse_tool_rows,
+            "refuse_past_tool_calls": cfg.refuse_past_tool_calls,
+        }
+        return parts, {"prompts": fingerprint(cfg.prompts)}
 
     @staticmethod
     def settled(cfg: GenerateConfig) -> GenerateConfig:

@@ -51,8 +51,9 @@ class Source:
     endpoint_field: ClassVar[str | None] = None  # the config field listing the endpoints it asks; None: none
 
     @staticmethod
-    def keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
-        """The config hash and input fingerprints a finished run is recorded under."""
+    def key_parts(cfg: GenerateConfig) -> tuple[dict[str, Any], dict[str, str]]:
+        """The parts of the stage's key (``run.keys.stage_key``) and the input fingerprints a finished run is
+        recorded under."""
         raise NotImplementedError
 
     @staticmethod

@@ -43,6 +43,7 @@ from eagle3_core.endpoint.slots import SharedLimits
 from eagle3_core.errors import ConfigError
 from eagle3_core.preflight.suite import generate_preflight
 from eagle3_core.run.driver import Stage, drive
+from eagle3_core.run.keys import stage_key
 from eagle3_core.run.manifest import StageManifest
 from eagle3_core.run.progress import Reporter
 from eagle3_core.stages.generate.config import GenerateConfig
@@ -143,6 +144,7 @@ def run_generate(
 
 
 def stage_keys(cfg: GenerateConfig) -> tuple[str, dict[str, str]]:
-    """The config hash and input fingerprints a finished run is recorded under: its source's (the
+    """The config hash and input fingerprints a finished run is recorded under, from its source's parts (the
     served source's hold the model that answers, asked of the endpoints when ``cfg`` names none)."""
-    return source_for(cfg.source).keys(cfg)
+    parts, inputs = source_for(cfg.source).key_parts(cfg)
+    return stage_key(STAGE, GenerateStage.key_version, **parts), inputs

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from eagle3_core.base import StrictModel, stable_hash
+from eagle3_core.base import StrictModel
 
 
 class ReconstructConfig(StrictModel):
     """Rebuild the exact token sequence the target produced, with a loss mask."""
+
+    speed_only: ClassVar[frozenset[str]] = frozenset({"workers", "batch_rows"})  # left out of the key (run.keys)
 
     max_length: int = Field(4096, ge=8, description="Longest sequence kept, in tokens.")
     overlong: Literal["truncate", "drop"] = Field(
@@ -25,7 +27,3 @@ class ReconstructConfig(StrictModel):
         2000, ge=1, description="Samples per output shard (the unit of resume and of parallel work)."
     )
     batch_rows: int = Field(256, ge=1, description="Records tokenized in one batched encode call.")
-
-    def output_hash(self) -> str:
-        """Hash of the fields that change the output (``workers`` and ``batch_rows`` only change speed)."""
-        return stable_hash(self.model_dump(mode="json", exclude={"workers", "batch_rows"}))

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eagle3_core.base import stable_hash
 from eagle3_core.contracts.details import ReconstructDetails
 from eagle3_core.errors import StageError
 from eagle3_core.rebuild.build import Reconstructor
@@ -74,11 +73,7 @@ class ReconstructStage(Stage):
         self.inputs = plan_inputs(self.generations_dir)
         self.chat = recorded_chat(self.generations_dir, target)
         fingerprints = {"generations": input_fingerprint(self.generations_dir), "tokenizer": self.facts.fingerprint}
-        chat = self.chat.key()  # an unset reasoning_effort adds nothing: the hashes stay as they were
-        config_hash = stable_hash(
-            {"reconstruct": self.cfg.output_hash(), "target": target_tokens(target), "chat": chat}
-        )
-        return config_hash, fingerprints
+        return self.key(reconstruct=self.cfg, target=target_tokens(target), chat=self.chat), fingerprints
 
     def plan(self) -> list[list[ShardJob]]:
         """One unit, the shards left: a process pool shares them out (``cfg.workers``)."""
@@ -106,7 +101,7 @@ def run_reconstruct(*args, **kwargs) -> StageManifest:
 
 def target_tokens(target: TargetConfig) -> dict[str, Any]:
     """The parts of the target that decide the layout (not where it lives, nor its template's provenance,
-    nor the tool-call token only evaluation reads, nor whether generate sends rows with tools)."""
+    nor the tool-call token only evaluation reads, nor which rows generate sends: rows with tools, tool loops)."""
     return target.model_dump(
         mode="json",
         exclude={
@@ -117,6 +112,7 @@ def target_tokens(target: TargetConfig) -> dict[str, Any]:
             "template_version",
             "tool_call_start",
             "calls_tools",
+            "renders_past_tool_calls",
         },
     )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -272,6 +272,23 @@ class DSparkTrainConfig(StrictModel):
 class TrainConfig(StrictModel):
     """Train a drafter of the chosen kind (EAGLE-3, DFlash or DSpark: `kind`) with DeepSpeed."""
 
+    # what decides the trained weights is everything else: a rerun that changes only these (cadences, the port,
+    # where and how fast online-vllm's engine runs: its engine kind is the source's part of the key; where the run
+    # is reported; the unroll attention's kernel, which computes the same attention) resumes from its checkpoints
+    speed_only: ClassVar[frozenset[str]] = frozenset(
+        {
+            "log_every",
+            "eval_every",
+            "checkpoint_every",
+            "keep_checkpoints",
+            "master_port",
+            "online_vllm",
+            "ttt_attention",
+            "report_to",
+            "tracking",
+        }
+    )
+
     mode: Literal["offline", "online", "online-vllm", "auto"] = Field(
         "offline",
         description="offline reads hidden/; online runs the frozen target inside the trainer (transformers); online-vllm streams each micro-batch's states from an extraction engine through a bounded spool (train.online_vllm); auto = offline when hidden/ is complete or would fit on disk, else online-vllm (the pipeline then skips extract).",
@@ -389,39 +406,10 @@ class TrainConfig(StrictModel):
             return "float32" if self.precision == "fp32" else "bfloat16"
         return "bfloat16" if self.precision == "bf16" else "float32"
 
-    def output_hash(self, source_facts: dict | None = None) -> str:
-        """What decides the trained weights: everything but cadences (log, eval, checkpoint), the port,
-        where and how fast online-vllm's engine runs (only its engine kind changes the states), and
-        where the run is reported (report_to, tracking). ``source_facts``: what the mode's source adds
-        (``HiddenSource.decides``: online-vllm's engine kind), given by the stage from its ``TrainPlan``.
-
-        A rerun that changes only those resumes from the existing checkpoints. A DeepSpeed config
-        or hostfile is keyed by its bytes (an input), never its path.
-        """
-        from eagle3_core.base import stable_hash
-        from eagle3_core.run.keys import without_locations
-
-        decided = self.model_dump(
-            mode="json",
-            exclude={
-                "log_every",
-                "eval_every",
-                "checkpoint_every",
-                "keep_checkpoints",
-                "master_port",
-                "online_vllm",
-                "ttt_attention",  # how fast, not what: both compute the same attention
-                "report_to",
-                "tracking",
-            },
-        )
-        for other in sorted(
-            set(KINDS) - {"eagle3", self.kind}
-        ):  # a kind's hash never moves with another kind's section
-            decided.pop(other)
-        if self.kind == "eagle3":  # EAGLE-3's hash stays what it was before kinds existed
-            decided.pop("kind")
-        return stable_hash(without_locations(decided | (source_facts or {})))
+    def unkeyed(self) -> set[str]:
+        """What the key leaves out, beside ``speed_only``: the other kinds' sections (a kind's key never moves
+        with another kind's section). A DeepSpeed config or hostfile is keyed by its bytes (an input)."""
+        return set(self.speed_only) | (set(KINDS) - {"eagle3", self.kind})
 
     @model_validator(mode="after")
     def _kind_needs(self) -> "TrainConfig":

@@ -131,8 +131,8 @@ class TrainStage(Stage):
         self.inputs = check_inputs(self.cfg.mode, self.target, self.hidden_dir, self.vocab_dir, self.sequences_dir)
         training_for(self.cfg.kind).check(self.cfg, self.inputs)  # the kind's needs of the target
         fingerprints = input_fingerprints(self.cfg, self.inputs, self.vocab_dir)
-        self.config_hash = stable_hash(
-            {"train": self.cfg.output_hash(self.source.decides(self.cfg)), "layers": self.inputs.aux_layer_ids}
+        self.config_hash = self.key(
+            train=self.cfg, source=self.source.decides(self.cfg), layers=self.inputs.aux_layer_ids
         )
         return self.config_hash, fingerprints
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from eagle3_core.base import stable_hash
 from eagle3_core.contracts import sequences
 from eagle3_core.contracts.details import VocabDetails
 from eagle3_core.errors import InputError
@@ -47,7 +46,7 @@ class VocabStage(Stage):
             "sequences": input_fingerprint(self.sequences_dir),
             "tokenizer": tokenizer_fingerprint(self.target.path),
         }
-        return stable_hash({"vocab": self.cfg.content_hash()}), inputs
+        return self.key(vocab=self.cfg), inputs
 
     def run(self, unit: None) -> None:
         self.built = build_vocab(self.cfg, self.target, self.files, self.out_dir, self.reporter)

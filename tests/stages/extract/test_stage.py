@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from eagle3_core.errors import ConfigError, InputError, StageError
+from eagle3_core.errors import InputError, StageError
 from eagle3_core.stages.extract.config import ExtractConfig
 from eagle3_core.stages.extract.stage import run_extract
 from eagle3_core.target.config import TargetConfig
@@ -227,8 +227,8 @@ def test_user_mistakes_are_clear_errors(tiny_llama, tmp_path):
     write_sequences(tmp_path / "seq", [[10]])
     with pytest.raises(InputError, match="config.json"):  # the input is checked first, then the target
         run_extract(_cfg(), TargetConfig(path=str(tmp_path)), tmp_path / "seq", tmp_path / "h")
-    with pytest.raises(ConfigError, match="online"):
-        run_extract(_cfg(mode="online"), TargetConfig(path=str(tiny_llama)), tmp_path / "seq", tmp_path / "h")
+    with pytest.raises(ValueError, match="mode"):  # no such option: training decides online or offline (train.mode)
+        _cfg(mode="online")
 
 
 def test_the_training_reader_reads_what_extract_writes(tiny_llama, tmp_path):

@@ -115,20 +115,18 @@ def test_a_family_whose_template_cannot_render_a_past_tool_call_rejects_tool_loo
     assert qwen3.generate.refuse_past_tool_calls is None
 
 
-def test_the_past_tool_calls_rule_is_in_the_key_so_turning_it_off_sends_the_refused_rows(tmp_path):
-    from eagle3_core.stages.generate.served_source import ServedSource
+def test_each_rows_rule_and_its_reason_is_in_the_key_so_changing_it_asks_again(tmp_path):
+    from eagle3_core.stages.generate.stage import stage_keys
 
     sent = config(write_jsonl(tmp_path / "in.jsonl", [tool_loop(0)]), ["http://127.0.0.1:9/v1"], model="m")
-    refused = sent.model_copy(update={"refuse_past_tool_calls": "past_tool_calls_unrendered"})
-    assert ServedSource.keys(sent)[0] != ServedSource.keys(refused)[0]
-
-
-def test_the_refusal_reason_is_in_the_key_and_the_first_reasons_key_is_as_it_was():
-    from eagle3_core.stages.generate.served_source import tool_rows_key
-
-    assert tool_rows_key(None) == {}
-    assert tool_rows_key("tools_need_thinking_off") == {"refuse_tool_rows": True}  # the runs made before stay done
-    assert tool_rows_key("calls_no_tools") == {"refuse_tool_rows": "calls_no_tools"}
+    rules = [
+        {},
+        {"refuse_past_tool_calls": "past_tool_calls_unrendered"},
+        {"refuse_tool_rows": "tools_need_thinking_off"},
+        {"refuse_tool_rows": "calls_no_tools"},
+    ]
+    keys = [stage_keys(sent.model_copy(update=rule))[0] for rule in rules]
+    assert len(set(keys)) == len(rules), keys
 
 
 def test_a_recipe_that_calls_no_tools_and_names_a_tool_parser_is_refused():

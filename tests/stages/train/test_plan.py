@@ -40,7 +40,7 @@ def test_the_dag_reads_hidden_only_offline_and_offers_hidden_while_auto_is_undec
 
 
 def test_train_mode_is_branched_on_in_train_plan_alone():
-    """A comparison with a mode string elsewhere is a second decision (extract.mode is extract's own)."""
+    """A comparison with a mode string elsewhere is a second decision."""
     pattern = re.compile(r"\.mode ==|mode != |mode in ")
     found = [
         f"{path.relative_to(ROOT)}:{n}"
@@ -49,9 +49,5 @@ def test_train_mode_is_branched_on_in_train_plan_alone():
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if pattern.search(line)
     ]
-    others = [
-        f
-        for f in found
-        if not f.startswith(("eagle3_core/stages/train/plan.py", "eagle3_core/stages/extract/stage.py"))
-    ]
+    others = [f for f in found if not f.startswith("eagle3_core/stages/train/plan.py")]
     assert others == [] and any(f.startswith("eagle3_core/stages/train/plan.py") for f in found)
