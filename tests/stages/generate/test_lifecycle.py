@@ -32,3 +32,21 @@ def test_an_error_leaves_the_manifest_failed_with_the_error(tmp_path, fake_serve
         run_generate(config(src, [fake_server.url], max_retries=0), out)
     manifest = read_manifest(out)
     assert manifest.status == "failed" and manifest.details["error"].startswith("StageError: 1 prompt is still open")
+
+
+def test_a_folder_written_under_another_stage_key_asks_nothing_again(tmp_path, fake_server):
+    """A stage key changed on purpose (``Stage.key_version``, run.keys) reruns generate, and the rerun finds every
+    answer on disk by its row's own sample key: an upgrade that changes the key re-requests no prompt."""
+    from eagle3_core.run.manifest import write_manifest
+
+    src, out = write_jsonl(tmp_path / "in.jsonl", prompts(12)), tmp_path / "out"
+    cfg = config(src, [fake_server.url], shard_rows=5)
+    first = run_generate(cfg, out)
+    sent = len(fake_server.requests)
+    write_manifest(out, first.model_copy(update={"config_hash": "0" * 16}))  # as an earlier key version wrote it
+
+    again = run_generate(cfg, out)
+
+    asked = {m["content"] for r in fake_server.requests[sent:] for m in r.get("messages", [])}
+    assert again.config_hash == first.config_hash and again.updated_at != first.updated_at  # it ran (the probe)
+    assert not asked & {p["prompt"] for p in prompts(12)} and again.counts["accepted"] == 12 == len(accepted(out))
