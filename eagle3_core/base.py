@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict
 
@@ -23,6 +23,28 @@ class StrictModel(BaseModel):
     def content_hash(self) -> str:
         """A stable 16-hex digest of the model's content (keys sorted, JSON mode)."""
         return stable_hash(self.model_dump(mode="json"))
+
+
+class StageConfig(StrictModel):
+    """A stage's section of the pipeline config (``config.PipelineConfig``), with the hooks through which it
+    takes what it needs of the run's shared settings, so the pipeline config names no stage."""
+
+    # dotted fields the run fills in (``in_run``): left out of the recipe's hash, and of every form
+    run_filled: ClassVar[tuple[str, ...]] = ()
+
+    def in_run(self, run: Any) -> Self:
+        """This section as the run ``run`` (the whole ``PipelineConfig``, its sections before this one settled)
+        settles it; as it is by default."""
+        return self
+
+    def needs_target(self, run: Any) -> bool:
+        """Whether this stage, selected, needs ``target.path`` (checked before the first stage runs)."""
+        return True
+
+    def refusal_in_run(self, run: Any) -> tuple[str, str] | None:
+        """Why this stage, selected, cannot run with ``run``'s settings, and the fix (recipe fields, not flags);
+        None when it can. Asked before anything starts."""
+        return None
 
 
 def stable_hash(obj: object, length: int = 16) -> str:

@@ -36,9 +36,8 @@ StageNames = Annotated[list[str], AfterValidator(_declared)]
 
 
 class PipelineSettings(StrictModel):
-    """What a run shares between its stages; ``PipelineConfig`` adds a section per stage. The checks
-    and validators below still read two stages' sections by name (generate's prompts and chat copy,
-    train's recipe hash): a stage config's own hook for the shared settings would take them over."""
+    """What a run shares between its stages; ``PipelineConfig`` adds a section per stage, each a ``StageConfig``
+    that takes what it needs of these settings through its own hooks: nothing below names a stage."""
 
     out: str = Field("runs/default", description="Run directory; each stage writes its own folder under it.")
     stages: StageNames = Field(
@@ -55,23 +54,17 @@ class PipelineSettings(StrictModel):
         description="Start vLLM locally for the target: for generate when `generate.base_urls` is empty (the endpoints a recipe names are asked, not replaced), and for evaluation; None = generate asks `generate.base_urls`, evaluate starts vLLM with the defaults.",
     )
 
-    def require_prompts(self, recipe: str | None = None) -> None:
-        """Refuse, before anything starts, a run whose selected generate stage has no prompts
-        (the toy fills them itself); the fix names the recipe field, not a CLI flag."""
-        if "generate" in self.stages and self.generate.prompts is None and self.toy is None:
-            raise ConfigError(
-                "generate.prompts is not set, and the generate stage needs prompts",
-                path=recipe,
-                fix="set generate.prompts.input in the recipe (a .jsonl/.parquet file, a folder "
-                "or a dataset name), or leave generate out of `stages`",
-            )
-
-    def require_target(self, recipe: str | None = None) -> None:
-        """Refuse, before the first stage, a run whose selected stages need the target model when
-        ``target.path`` is unset (the toy fills it first): reconstruct failed hours in, after
-        generate, asking for a flag the pipeline does not have."""
-        needs = [s for s in self.stages if s != "generate" or self.serve is not None]
-        if needs and not self.target.path:
+    def require_runnable(self, recipe: str | None = None) -> None:
+        """Refuse, before anything starts, a run whose selected stages cannot run with these settings: each
+        stage's own refusal (``StageConfig.refusal_in_run``: generate without prompts), then the target model
+        missing for the stages that need it (the toy fills it first; ``StageConfig.needs_target``):
+        reconstruct had failed hours in, after generate, asking for a flag the pipeline does not have."""
+        for name in self.stages:
+            refusal = getattr(self, name).refusal_in_run(self)
+            if refusal is not None:
+                raise ConfigError(refusal[0], path=recipe, fix=refusal[1])
+        needs = [name for name in self.stages if getattr(self, name).needs_target(self)]
+        if needs and not self.target.path and self.toy is None:
             raise ConfigError(
                 f"target.path is not set, and the selected stages {', '.join(needs)} need the target model",
                 path=recipe,
@@ -80,32 +73,30 @@ class PipelineSettings(StrictModel):
             )
 
     @model_validator(mode="after")
-    def _generate_sends_the_targets_chat_settings(self) -> "PipelineConfig":
-        """``target.chat`` is the one source: generate gets a copy, never its own values. A
-        ``generate.chat`` equal to its default counts as unset: the Prefect form fills every field
-        from its default, and a run submitted with nothing edited was refused over that."""
-        copied = self.generate.with_target(self.target)  # its chat settings and tool-rows rule
-        if copied is not self.generate:  # assigning validates again (validate_assignment): only a change
-            self.generate = copied
-        return self
-
-    @model_validator(mode="after")
-    def _train_knows_its_recipe(self) -> "PipelineConfig":
-        """The train stage reports the recipe's hash to its tracking run and model card."""
-        found = self.recipe_hash()
-        if self.train.tracking.recipe_hash != found:
-            self.train = self.train.model_copy(
-                update={"tracking": self.train.tracking.model_copy(update={"recipe_hash": found})}
-            )
+    def _each_stage_takes_what_it_needs_of_the_run(self) -> "PipelineConfig":
+        """Each section settled by its stage's ``in_run`` (generate: the target's chat settings and row rules, a
+        ``generate.chat`` equal to its default counting as unset, since a Prefect form fills every field from its
+        default; train: the recipe's hash), in DAG order, so a section sees those before it settled."""
+        for name in STAGE_NAMES:
+            section = getattr(self, name)
+            settled = section.in_run(self)
+            if settled is not section:  # assigning validates again (validate_assignment): only a change
+                setattr(self, name, settled)
         return self
 
     def recipe_hash(self) -> str:
-        """What the recipe asks for, as a 16-hex digest: every section but where the run goes
-        (``out``), which stages run now, and the hash itself."""
+        """What the recipe asks for, as a 16-hex digest: every section but where the run goes (``out``), which
+        stages run now, and what the run fills in (``StageConfig.run_filled``: the hash itself)."""
         from eagle3_core.base import stable_hash
 
         recipe = self.model_dump(mode="json", exclude={"out", "stages"})
-        recipe["train"]["tracking"].pop("recipe_hash")
+        for name in STAGE_NAMES:
+            for dotted in getattr(self, name).run_filled:
+                *path, last = dotted.split(".")
+                section = recipe[name]
+                for part in path:
+                    section = section[part]
+                section.pop(last)
         return stable_hash(recipe)
 
     @property
@@ -128,9 +119,13 @@ class PipelineSettings(StrictModel):
 def stage_sections() -> dict[str, Any]:
     """One field per declared stage, in DAG order: its name, its stage's config model, and the
     model's first docstring line as the field's description (the UI form's section title)."""
+    from eagle3_core.base import StageConfig
+
     sections = {}
     for spec in STAGES:
         model = spec.config_model
+        if not issubclass(model, StageConfig):  # its hooks are how the pipeline config reaches it
+            raise TypeError(f"the {spec.name} stage's config {model.__name__} must derive from base.StageConfig")
         about = (model.__doc__ or "").strip().splitlines()
         sections[spec.name] = (model, Field(default_factory=model, description=about[0] if about else spec.name))
     return sections

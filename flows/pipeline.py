@@ -85,9 +85,8 @@ def run_pipeline(config: PipelineConfig | dict) -> dict[str, dict]:
     results: dict[str, Any] = {}  # stage -> its StageDone token, passed on as the DAG's edges
     error: BaseException | None = None  # what stopped the run, for its summary
     try:
-        config.require_prompts()
+        config.require_runnable()  # the toy fills target.path in with_target
         config = with_target(config, outcomes)
-        config.require_target()
         config = with_served_model(config)
         for spec in STAGES:
             config = settled(spec, config)

@@ -24,9 +24,7 @@ def command(config_path: str, out: str | None) -> None:
     from eagle3_core.config import PipelineConfig
 
     config = PipelineConfig.from_yaml(config_path)
-    config.require_prompts(config_path)
-    if config.toy is None:  # the toy fills target.path in the flow
-        config.require_target(config_path)
+    config.require_runnable(config_path)  # the toy fills target.path in the flow
     if out is not None:
         config = config.model_copy(update={"out": out})
     run_and_report(config)

@@ -15,8 +15,10 @@ def manifest(stage: str, details: dict) -> StageManifest:
     return StageManifest(stage=stage, status="complete", config_hash="x", details=details)
 
 
-def test_every_stage_has_a_details_model():
-    assert sorted(BY_STAGE) == sorted(STAGE_NAMES)
+def test_each_shipped_stage_has_a_details_model_and_each_model_names_a_declared_stage():
+    """A details model is optional for a new stage (tests/flows/test_adding_a_stage.py adds one without)."""
+    shipped = ("generate", "reconstruct", "vocab", "extract", "train", "evaluate")
+    assert set(shipped) <= set(BY_STAGE) <= set(STAGE_NAMES)
 
 
 def test_a_reader_given_a_manifest_missing_a_required_key_names_the_stage_and_the_key():

@@ -6,13 +6,13 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from eagle3_core.base import StrictModel
+from eagle3_core.base import StageConfig
 from eagle3_core.prompts.source import PromptSource
 
 DEFAULT_SWEEP = (1, 2, 3, 4, 5)  # k_sweep when unset, capped at a block drafter's trained k
 
 
-class EvaluateConfig(StrictModel):
+class EvaluateConfig(StageConfig):
     """Measure the drafter's acceptance length in real vLLM and offline."""
 
     # how long a request may take, and the offline loop's threads: neither changes a figure in the report

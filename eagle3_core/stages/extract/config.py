@@ -6,11 +6,11 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from eagle3_core.base import StrictModel
+from eagle3_core.base import StageConfig
 from eagle3_core.states.engines.vllm_engine import VllmOptions
 
 
-class ExtractConfig(StrictModel):
+class ExtractConfig(StageConfig):
     """Capture the target's auxiliary and final hidden states for every training token."""
 
     # where and how fast it runs, never the states (the key leaves them out, run.keys): a run may resume on

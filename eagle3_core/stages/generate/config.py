@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from eagle3_core.base import StageConfig
 from eagle3_core.endpoint.config import RequestConfig
 from eagle3_core.prompts.source import PromptSource
 from eagle3_core.target.config import ChatSettings, TargetConfig
@@ -20,7 +21,7 @@ def _run_fields_first(schema: dict) -> None:
     schema["properties"] = {k: properties[k] for k in FORM_FIRST} | properties
 
 
-class GenerateConfig(RequestConfig):
+class GenerateConfig(RequestConfig, StageConfig):
     """Send prompts to OpenAI-compatible endpoints and keep every answer with its reasoning."""
 
     model_config = ConfigDict(json_schema_extra=_run_fields_first)
@@ -77,6 +78,24 @@ class GenerateConfig(RequestConfig):
                 "own answers: set one of them"
             )
         return self
+
+    def in_run(self, run: Any) -> "GenerateConfig":
+        """The run's target's copies (``with_target``)."""
+        return self.with_target(run.target)
+
+    def needs_target(self, run: Any) -> bool:
+        """Only to serve it (``serve:``): otherwise the endpoints answer, and the pre-flight's tokenizer is optional."""
+        return run.serve is not None
+
+    def refusal_in_run(self, run: Any) -> tuple[str, str] | None:
+        """No prompts, unless the toy fills them itself."""
+        if self.prompts is None and run.toy is None:
+            return (
+                "generate.prompts is not set, and the generate stage needs prompts",
+                "set generate.prompts.input in the recipe (a .jsonl/.parquet file, a folder or a dataset name), "
+                "or leave generate out of `stages`",
+            )
+        return None
 
     def with_target(self, target: TargetConfig) -> "GenerateConfig":
         """This config with the target's copies: its chat settings (``target.chat`` is the one source; a

@@ -6,10 +6,10 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from eagle3_core.base import StrictModel
+from eagle3_core.base import StageConfig
 
 
-class ReconstructConfig(StrictModel):
+class ReconstructConfig(StageConfig):
     """Rebuild the exact token sequence the target produced, with a loss mask."""
 
     speed_only: ClassVar[frozenset[str]] = frozenset({"workers", "batch_rows"})  # left out of the key (run.keys)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from eagle3_core.base import StrictModel
+from eagle3_core.base import StageConfig, StrictModel
 from eagle3_core.drafter.kinds import KINDS, KindName
 
 
@@ -269,7 +269,7 @@ class DSparkTrainConfig(StrictModel):
     )
 
 
-class TrainConfig(StrictModel):
+class TrainConfig(StageConfig):
     """Train a drafter of the chosen kind (EAGLE-3, DFlash or DSpark: `kind`) with DeepSpeed."""
 
     # what decides the trained weights is everything else: a rerun that changes only these (cadences, the port,
@@ -405,6 +405,15 @@ class TrainConfig(StrictModel):
         if on_gpu:
             return "float32" if self.precision == "fp32" else "bfloat16"
         return "bfloat16" if self.precision == "bf16" else "float32"
+
+    run_filled: ClassVar[tuple[str, ...]] = ("tracking.recipe_hash",)
+
+    def in_run(self, run: Any) -> "TrainConfig":
+        """The recipe's hash in ``tracking`` (the tracking run and the model card report it)."""
+        found = run.recipe_hash()
+        if self.tracking.recipe_hash == found:
+            return self
+        return self.model_copy(update={"tracking": self.tracking.model_copy(update={"recipe_hash": found})})
 
     def unkeyed(self) -> set[str]:
         """What the key leaves out, beside ``speed_only``: the other kinds' sections (a kind's key never moves

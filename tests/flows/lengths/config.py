@@ -1,9 +1,9 @@
 from pydantic import Field
 
-from eagle3_core.base import StrictModel
+from eagle3_core.base import StageConfig
 
 
-class LengthsConfig(StrictModel):
+class LengthsConfig(StageConfig):
     """The lengths stage: token counts of sequences/, short ones rejected."""
 
     min_tokens: int = Field(1, ge=1, description="Sequences shorter than this are rejected (reason `short`).")

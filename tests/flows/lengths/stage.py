@@ -6,7 +6,6 @@ import json
 from dataclasses import dataclass
 from typing import ClassVar
 
-from eagle3_core.base import stable_hash
 from eagle3_core.contracts import sequences
 from eagle3_core.contracts.details import StageDetails
 from eagle3_core.run.driver import Stage
@@ -38,7 +37,7 @@ class LengthsStage(Stage):
 
     def keys(self) -> tuple[str, dict[str, str]]:
         self.parts = sequences.parts(self.sequences_dir)
-        return stable_hash(self.cfg.model_dump()), {"sequences": input_fingerprint(self.sequences_dir)}
+        return self.key(lengths=self.cfg), {"sequences": input_fingerprint(self.sequences_dir)}
 
     def plan(self) -> list[int]:
         return list(range(len(self.parts)))
