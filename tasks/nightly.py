@@ -14,9 +14,9 @@ from eagle3_core.stages.generate.config import GenerateConfig
 @task(name="ask-served-model", retries=2, retry_delay_seconds=[10, 60])
 def ask_served_model(cfg: GenerateConfig) -> GenerateConfig:
     """The generate config pinned to the model the endpoints serve (the probe's verdict)."""
-    from eagle3_core.stages.generate.probe import probe_endpoints
+    from eagle3_core.endpoint.probe import probe_endpoints
 
-    report = probe_endpoints(cfg)
+    report = probe_endpoints(cfg, cfg.base_urls)
     get_run_logger().info(report.line())
     return cfg.model_copy(update={"model": report.model})
 

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from eagle3_core.config import PipelineConfig
+from eagle3_core.endpoint.client import PROBE_MESSAGES
 from eagle3_core.nightly import versions as dv
-from eagle3_core.stages.generate.probe import PROBE_MESSAGES
 from flows.nightly import NightlyConfig, nightly
 
 

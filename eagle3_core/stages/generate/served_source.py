@@ -28,13 +28,13 @@ from eagle3_core.contracts.details import GenerateDetails
 from eagle3_core.endpoint.client import Requester, run_coroutine
 from eagle3_core.endpoint.concurrency import AimdController, Endpoint, EndpointPool, controller_for
 from eagle3_core.endpoint.health import Breaker, states
+from eagle3_core.endpoint.probe import ProbeReport, listed_model, probe_endpoints, probe_tools
 from eagle3_core.endpoint.slots import SharedLimits, SlotKeeper
 from eagle3_core.errors import ConfigError, EndpointError, InputError, StageError
 from eagle3_core.prompts.inputs import count_rows, fingerprint, iter_rows
 from eagle3_core.run.manifest import StageManifest
 from eagle3_core.stages.generate.config import GenerateConfig
 from eagle3_core.stages.generate.keys import key64
-from eagle3_core.stages.generate.probe import ProbeReport, listed_model, probe_endpoints, probe_tools
 from eagle3_core.stages.generate.request_loop import Engine, WorkItem
 from eagle3_core.stages.generate.shape import check_shape
 from eagle3_core.stages.generate.source import Source
@@ -103,7 +103,7 @@ class ServedSource(Source):
         if cfg.model or cfg.model_fingerprint or not cfg.base_urls:
             return cfg
         try:
-            model = listed_model(cfg)
+            model = listed_model(cfg, cfg.base_urls)
         except EndpointError:
             next(iter_rows(cfg.prompts), None)  # an input that is not there is the error to fix first
             raise
@@ -120,7 +120,7 @@ class ServedSource(Source):
         """Probe, resume scan, the engine (the driver writes `running` after)."""
         self._check_input()
         t0 = time.monotonic()
-        self.probe: ProbeReport = probe_endpoints(self.cfg)
+        self.probe: ProbeReport = probe_endpoints(self.cfg, self.cfg.base_urls)
         self.reporter.log(self.probe.line())
         for url, why in self.probe.down.items():
             self.reporter.log(f"generate: warning: {url} is left out for now ({why}); it joins when it answers")

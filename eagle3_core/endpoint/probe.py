@@ -1,5 +1,8 @@
 """Before hours of generation: ask each endpoint once, say where its reasoning is, or stop.
 
+Asked by generate's served source and by the nightly, with their request settings (``RequestConfig``)
+and the endpoints' URLs.
+
 Per endpoint: ``GET /models`` (reachable? serves the model?), then one short chat request. The
 verdict is one line, e.g. ``probe: model toy on 2 endpoints: reasoning in `reasoning`; token ids
 returned (vLLM layout)``. With reasoning required, an endpoint whose answer carries none (no parser on the
@@ -21,9 +24,9 @@ from dataclasses import dataclass, field
 from eagle3_core.chat.parse import parse_completion, reasoning_layout, unknown_id_fields
 from eagle3_core.endpoint.checks import Unreachable, chat, list_models, listed_models, probe_client
 from eagle3_core.endpoint.client import PROBE_MESSAGES, request_body, wrong_model_words
+from eagle3_core.endpoint.config import RequestConfig
 from eagle3_core.endpoint.redact import redact, secret_of
 from eagle3_core.errors import EndpointError
-from eagle3_core.stages.generate.config import GenerateConfig
 
 LAYOUT_WORDS = {
     "reasoning": "`reasoning`",
@@ -80,18 +83,18 @@ class ProbeReport:
         return f"probe: model {self.model} on {len(self.layouts)} endpoint(s): reasoning in {where}; {ids}"
 
 
-def probe_endpoints(cfg: GenerateConfig) -> ProbeReport:
+def probe_endpoints(cfg: RequestConfig, base_urls: list[str]) -> ProbeReport:
     """Probe every endpoint at once (8 endpoints of a reasoning model, one after another, cost 8
     probe answers: 16 s at 2 s each in benchmarks/bench_endpoints.py); raise ``EndpointError``
     when one is unusable, or none answers."""
     from concurrent.futures import ThreadPoolExecutor
 
     with probe_client(cfg) as http:
-        model = cfg.model or _first_model(http, cfg)
-        with ThreadPoolExecutor(max_workers=len(cfg.base_urls)) as pool:
-            outcomes = list(pool.map(lambda url: _outcome(http, cfg, url, model), cfg.base_urls))
+        model = cfg.model or _first_model(http, cfg, base_urls)
+        with ThreadPoolExecutor(max_workers=len(base_urls)) as pool:
+            outcomes = list(pool.map(lambda url: _outcome(http, cfg, url, model), base_urls))
     layouts, id_layouts, down, names = {}, {}, {}, {}
-    for url, outcome in zip(cfg.base_urls, outcomes):
+    for url, outcome in zip(base_urls, outcomes):
         if isinstance(outcome, Unreachable):
             down[url] = outcome.message
         elif isinstance(outcome, EndpointError):
@@ -115,7 +118,7 @@ TOOLS_FIX = (
 )
 
 
-def probe_tools(cfg: GenerateConfig, report: ProbeReport, tools: list[dict]) -> str:
+def probe_tools(cfg: RequestConfig, report: ProbeReport, tools: list[dict]) -> str:
     """One request carrying an input row's ``tools`` per endpoint that is up, before any prompt: vLLM
     reads `tools` without `tool_choice` as `auto` and refuses it with HTTP 400 unless it was started
     with a tool-call parser (entrypoints/openai/chat_completion/protocol.py), so every row with tools
@@ -152,13 +155,13 @@ def _id_layout(url: str, body: dict) -> str:
     return layout
 
 
-def listed_model(cfg: GenerateConfig) -> str | None:
+def listed_model(cfg: RequestConfig, base_urls: list[str]) -> str | None:
     """The model the endpoints serve, when ``cfg.model`` does not name it: one ``GET /models``, before
     the stage's skip is decided (its key holds the model that answers, so a server that now serves
     another model is asked again, not skipped). An ``EndpointError`` when no endpoint answers: which
     model would answer is unknown, and a finished folder must neither be reused nor marked failed."""
     with probe_client(cfg) as http:
-        found = _first_listed(http, cfg)
+        found = _first_listed(http, cfg, base_urls)
     if isinstance(found, Unreachable):
         raise _redacted(
             EndpointError(
@@ -171,17 +174,17 @@ def listed_model(cfg: GenerateConfig) -> str | None:
     return found
 
 
-def _first_model(http, cfg: GenerateConfig) -> str | None:
+def _first_model(http, cfg: RequestConfig, base_urls: list[str]) -> str | None:
     """The model the first endpoint that answers lists first (when --model is not given)."""
-    found = _first_listed(http, cfg)
+    found = _first_listed(http, cfg, base_urls)
     return None if isinstance(found, Unreachable) else found
 
 
-def _first_listed(http, cfg: GenerateConfig) -> str | None | Unreachable:
+def _first_listed(http, cfg: RequestConfig, base_urls: list[str]) -> str | None | Unreachable:
     """The first model the first endpoint that answers lists (None: it lists none), else why the
     first endpoint could not be reached."""
     first: Unreachable | None = None
-    for url in cfg.base_urls:
+    for url in base_urls:
         try:
             models = list_models(http, url, cfg.api_key_env)
         except Unreachable as exc:
@@ -193,7 +196,7 @@ def _first_listed(http, cfg: GenerateConfig) -> str | None | Unreachable:
     return first
 
 
-def _outcome(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[dict, frozenset[str]] | EndpointError:
+def _outcome(http, cfg: RequestConfig, url: str, model: str | None) -> tuple[dict, frozenset[str]] | EndpointError:
     """The probe's answer body and the model's names there, or the error it met (raised by the
     caller, in endpoint order)."""
     try:
@@ -202,7 +205,7 @@ def _outcome(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[di
         return exc
 
 
-def _probe_one(http, cfg: GenerateConfig, url: str, model: str | None) -> tuple[str, dict, frozenset[str]]:
+def _probe_one(http, cfg: RequestConfig, url: str, model: str | None) -> tuple[str, dict, frozenset[str]]:
     listed = listed_models(http, url, cfg.api_key_env)
     models = [m.get("id") for m in listed]
     model = model or (models[0] if models else None)
@@ -231,7 +234,7 @@ def model_names(listed: list[dict], model: str) -> frozenset[str]:
     return frozenset({model} | {a for a in aliases if isinstance(a, str)})
 
 
-def _check_context(cfg: GenerateConfig, url: str, listed: dict, body: dict) -> None:
+def _check_context(cfg: RequestConfig, url: str, listed: dict, body: dict) -> None:
     """``max_tokens`` and a prompt must fit the served context, or every request gets the same 400.
     The probe's prompt stands for the shortest prompt: a longer one is the prompt's own 400."""
     context = listed.get("max_model_len")
@@ -244,7 +247,7 @@ def _check_context(cfg: GenerateConfig, url: str, listed: dict, body: dict) -> N
         )
 
 
-def _check_reasoning(cfg: GenerateConfig, url: str, layout: str) -> None:
+def _check_reasoning(cfg: RequestConfig, url: str, layout: str) -> None:
     if cfg.require_reasoning and layout == "none":
         raise EndpointError(
             f"{url} answered without reasoning (no `reasoning`, no `reasoning_content`, no <think> tags)",
@@ -253,6 +256,6 @@ def _check_reasoning(cfg: GenerateConfig, url: str, layout: str) -> None:
         )
 
 
-def _redacted(exc: EndpointError, cfg: GenerateConfig) -> EndpointError:
+def _redacted(exc: EndpointError, cfg: RequestConfig) -> EndpointError:
     secret = secret_of(cfg.api_key_env)
     return type(exc)(redact(exc.message, secret), fix=exc.fix)
