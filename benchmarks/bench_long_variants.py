@@ -135,18 +135,20 @@ def train_and_measure(base, run_dir: Path, name: str, train: dict, seed: int, st
     run_evaluate(
         evaluate, base.target, str(drafter / "export"), str(eval_dir), base.serve, str(run_dir / "generations")
     )
-    report = json.loads((eval_dir / "report.json").read_text())
-    online, by_context = (report["online"] or {}).get("with_drafter") or {}, report["by_context"]
+    from eagle3_core.contracts.evaluation import EvaluationReport
+
+    report = EvaluationReport.read(eval_dir / "report.json")  # the stage's contract, not key paths
+    online, by_context = report.online.with_drafter if report.online else None, report.by_context
     rows = [json.loads(line) for line in (drafter / "metrics.jsonl").read_text().splitlines() if line.strip()]
     speeds = [r["tokens_per_s"] for r in rows if r.get("split", "train") == "train" and "tokens_per_s" in r]
     return {
         "kind": train.kind,
-        "vllm": online.get("acceptance_length"),
-        "vllm_refused": (report.get("vllm_refusal") or {}).get("message"),
-        "offline_loop": (report.get("offline") or {}).get("acceptance_length"),
-        "replayed": by_context["total"]["acceptance_length"],
-        "replayed_on": by_context["source"],
-        "buckets": {b["label"]: b["acceptance_length"] for b in by_context["buckets"] if b["drafts"]},
+        "vllm": online.acceptance_length if online else None,
+        "vllm_refused": report.vllm_refusal.message if report.vllm_refusal else None,
+        "offline_loop": report.offline.acceptance_length if report.offline else None,
+        "replayed": by_context.total.acceptance_length,
+        "replayed_on": by_context.source,
+        "buckets": {b.label: b.acceptance_length for b in by_context.buckets if b.drafts},
         "train": train_figures(drafter),
         "tokens_per_s_median": statistics.median(speeds) if speeds else None,
         "peak_rss_mib": round(trainer_kib / 1024),  # the trainer process (the stage's child)

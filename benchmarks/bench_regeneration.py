@@ -191,13 +191,15 @@ def train_and_measure(base, run_dir: Path, seed: int, steps: int, init_from: str
     run_evaluate(
         base.evaluate, base.target, str(drafter / "export"), str(eval_dir), base.serve, str(run_dir / "generations")
     )
-    report = json.loads((eval_dir / "report.json").read_text())
-    online, by_context = report["online"]["with_drafter"], report.get("by_context") or {}
+    from eagle3_core.contracts.evaluation import EvaluationReport
+
+    report = EvaluationReport.read(eval_dir / "report.json")  # the stage's contract, not key paths
+    online, buckets = report.online.with_drafter, report.by_context.buckets if report.by_context else []
     return {
-        "acceptance_length": online["acceptance_length"],
-        "acceptance_per_position": online["acceptance_per_position"],
-        "drafts": online.get("drafts"),
-        "buckets": {b["label"]: b["acceptance_length"] for b in by_context.get("buckets", []) if b["drafts"]},
+        "acceptance_length": online.acceptance_length,
+        "acceptance_per_position": online.acceptance_per_position,
+        "drafts": online.drafts,
+        "buckets": {b.label: b.acceptance_length for b in buckets if b.drafts},
         "train": train_figures(drafter),
         "train_s": round(trained - started, 1),
         "evaluate_s": round(time.time() - trained, 1),
